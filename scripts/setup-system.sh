@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the system packages the tests need, only where they are missing:
+#   - lavapipe (Mesa's software Vulkan driver) from bookworm-backports: Dawn rejects bookworm's own 22.x
+#   - Chromium (Debian's package): the browser for the Playwright tests, and SwiftShader's Vulkan ICD
+# On Debian 12 as root it installs them; anywhere else it says exactly what is missing and exits non-zero.
+set -euo pipefail
+
+LVP_ICD=/usr/share/vulkan/icd.d/lvp_icd.json
+CHROMIUM=${CHROMIUM_PATH:-/usr/bin/chromium}
+
+need=()
+mesa_version=$(dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null || true)
+if [ ! -f "$LVP_ICD" ] || ! dpkg --compare-versions "${mesa_version:-0}" ge 25; then need+=(lavapipe); fi
+[ -x "$CHROMIUM" ] || need+=(chromium)
+
+if [ ${#need[@]} -eq 0 ]; then
+  echo "setup-system: lavapipe (mesa ${mesa_version}) and Chromium ($CHROMIUM) are present"
+  exit 0
+fi
+
+if [ "$(id -u)" != 0 ] || ! grep -q 'VERSION_CODENAME=bookworm' /etc/os-release 2>/dev/null; then
+  echo "setup-system: missing: ${need[*]}" >&2
+  echo "  lavapipe: Mesa's Vulkan driver >= 25 (Debian 12: apt-get install -t bookworm-backports mesa-vulkan-drivers)" >&2
+  echo "  chromium: a Chromium with WebGPU (Debian: apt-get install chromium), or set CHROMIUM_PATH" >&2
+  echo "  This script installs them itself only on Debian 12 as root." >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+if [[ " ${need[*]} " == *" lavapipe "* ]] && ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
+  echo 'deb http://deb.debian.org/debian bookworm-backports main' > /etc/apt/sources.list.d/bookworm-backports.list
+fi
+echo "setup-system: installing ${need[*]} ..."
+apt-get update -qq
+for n in "${need[@]}"; do
+  case $n in
+    lavapipe) apt-get install -y -qq -t bookworm-backports mesa-vulkan-drivers libvulkan1 ;;
+    chromium) apt-get install -y -qq chromium ;;
+  esac
+done
+echo "setup-system: done"

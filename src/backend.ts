@@ -1,0 +1,19 @@
+// The two backends are two implementations of one plan: this is the contract between them and the layer.
+
+import type { ForwardPlan, LayerSpec, LayerWeights } from './plan.ts';
+import type { BackendKind, EngineStats } from './types.ts';
+
+export interface BackendLayer {
+  /** Runs a resolved plan; `query` is [B, Sq, E]. Returns the output [B, Sq, E]. */
+  forward(plan: ForwardPlan, query: Float32Array): Promise<Float32Array>;
+  /** Releases what the layer holds (GPU weights) at once. */
+  dispose(): void;
+}
+
+export interface Backend {
+  readonly kind: BackendKind;
+  /** Throws (before any GPU work) if this backend cannot run a layer of this spec. */
+  createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer;
+  stats(): EngineStats;
+  dispose(): void;
+}

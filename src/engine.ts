@@ -1,0 +1,114 @@
+// AttentionEngine: picks the backend, owns the device and its memory, makes layers.
+
+import type { Backend } from './backend.ts';
+import { CpuBackend } from './cpu/backend.ts';
+import { DisposedError, InvalidArgumentError, WebGPUUnavailableError } from './errors.ts';
+import { MultiHeadAttention } from './layer.ts';
+import { resolveLayerSpec, resolveWeights } from './plan.ts';
+import type { BackendKind, EngineOptions, EngineStats, MultiHeadAttentionConfig, StateDict } from './types.ts';
+import { describe, rejectUnknownKeys, requireObject } from './validate.ts';
+import { WebGPUBackend } from './webgpu/backend.ts';
+import { type AcquiredDevice, acquireDevice, describeAdapter } from './webgpu/device.ts';
+
+const ENGINE_KEYS = ['backend', 'device'] as const;
+
+export interface AdapterInfo {
+  vendor: string;
+  architecture: string;
+  device: string;
+  description: string;
+}
+
+export class AttentionEngine {
+  private readonly layers = new Set<MultiHeadAttention>();
+  private impl: Backend | null;
+
+  /** @internal Use createAttentionEngine(). */
+  constructor(
+    impl: Backend,
+    /** The adapter behind the device; null on the CPU backend. */
+    readonly adapterInfo: AdapterInfo | null,
+    /** Why the CPU backend was chosen when no backend was asked for; null otherwise. */
+    readonly fallbackReason: string | null,
+  ) {
+    this.impl = impl;
+  }
+
+  /** Which backend runs the layers. */
+  get backend(): BackendKind {
+    return this.live('backend').kind;
+  }
+
+  /** The GPU device, or null on the CPU backend. */
+  get device(): GPUDevice | null {
+    const impl = this.live('device');
+    return impl instanceof WebGPUBackend ? impl.device : null;
+  }
+
+  /**
+   * A multi-head attention layer with PyTorch nn.MultiheadAttention weights (state_dict names).
+   * The weights are copied (uploaded once on WebGPU); later changes to the arrays do not affect the layer.
+   */
+  createMultiHeadAttention(config: MultiHeadAttentionConfig, stateDict: StateDict): MultiHeadAttention {
+    const impl = this.live('createMultiHeadAttention');
+    const spec = resolveLayerSpec(config);
+    const weights = resolveWeights(spec, stateDict);
+    const layer = new MultiHeadAttention(spec, impl.createLayer(spec, weights), (l) => this.layers.delete(l));
+    this.layers.add(layer);
+    return layer;
+  }
+
+  /** GPU buffers and bytes the engine holds, weights included; zero on the CPU backend. */
+  stats(): EngineStats {
+    return this.live('stats').stats();
+  }
+
+  /** Releases every layer and all GPU memory at once; destroys the device if the engine created it. */
+  dispose(): void {
+    if (!this.impl) return;
+    for (const layer of [...this.layers]) layer.dispose();
+    this.impl.dispose();
+    this.impl = null;
+  }
+
+  private live(what: string): Backend {
+    if (!this.impl) throw new DisposedError(`AttentionEngine.${what}: this engine`, 'Create a new one with createAttentionEngine().');
+    return this.impl;
+  }
+}
+
+/**
+ * Creates an engine. With no options: WebGPU when an adapter exists (browser navigator.gpu, or the
+ * `webgpu` package in Node), else the CPU reference (engine.fallbackReason says why).
+ */
+export async function createAttentionEngine(options: EngineOptions = {}): Promise<AttentionEngine> {
+  const where = 'createAttentionEngine';
+  const o = requireObject(where, 'options', options);
+  rejectUnknownKeys(where, 'options', o, ENGINE_KEYS);
+  const { backend, device } = options;
+  if (backend !== undefined && backend !== 'webgpu' && backend !== 'cpu') {
+    throw new InvalidArgumentError({ where, argument: 'options.backend', expected: '"webgpu", "cpu" or left out', given: describe(backend) });
+  }
+  if (device !== undefined) {
+    if (typeof device !== 'object' || device === null || typeof (device as GPUDevice).createBuffer !== 'function') {
+      throw new InvalidArgumentError({ where, argument: 'options.device', expected: 'a GPUDevice', given: describe(device) });
+    }
+    if (backend === 'cpu') {
+      throw new InvalidArgumentError({
+        where, argument: 'options.device', expected: "left out with backend: 'cpu'", given: 'a GPUDevice',
+        fix: "Pass backend: 'webgpu' (or leave it out) to run on this device.",
+      });
+    }
+    return new AttentionEngine(new WebGPUBackend(device, false), describeAdapter(device.adapterInfo), null);
+  }
+  if (backend === 'cpu') return new AttentionEngine(new CpuBackend(), null, null);
+
+  let acquired: AcquiredDevice;
+  try {
+    acquired = await acquireDevice();
+  } catch (e) {
+    if (backend === 'webgpu' || !(e instanceof WebGPUUnavailableError)) throw e;
+    return new AttentionEngine(new CpuBackend(), null, e.message);
+  }
+  return new AttentionEngine(new WebGPUBackend(acquired.device, true), acquired.adapterInfo, null);
+}

@@ -1,0 +1,27 @@
+// The package entry: the public surface and nothing else.
+
+export { AttentionEngine, createAttentionEngine } from './engine.ts';
+export type { AdapterInfo } from './engine.ts';
+export { MultiHeadAttention } from './layer.ts';
+export {
+  AttentionError,
+  ArgumentError,
+  InvalidArgumentError,
+  ShapeMismatchError,
+  MissingWeightError,
+  UnsupportedError,
+  DeviceLimitError,
+  DisposedError,
+  WebGPUUnavailableError,
+} from './errors.ts';
+export type {
+  BackendKind,
+  EngineOptions,
+  EngineStats,
+  ForwardOptions,
+  ForwardResult,
+  MultiHeadAttentionConfig,
+  StateDict,
+} from './types.ts';
+export { referenceMultiHeadAttention } from './cpu/reference.ts';
+export type { ReferenceResult } from './cpu/reference.ts';

@@ -1,0 +1,58 @@
+// MultiHeadAttention: a layer's sizes and weights on one backend. forward() validates the call,
+// resolves a plan, and hands it to the backend.
+
+import type { BackendLayer } from './backend.ts';
+import { DisposedError } from './errors.ts';
+import { type LayerSpec, resolveForwardPlan } from './plan.ts';
+import type { ForwardOptions, ForwardResult } from './types.ts';
+
+export class MultiHeadAttention {
+  /** E */
+  readonly embedDim: number;
+  /** H */
+  readonly numHeads: number;
+  /** G */
+  readonly numKvHeads: number;
+  /** Dh = E / H */
+  readonly headDim: number;
+  readonly bias: boolean;
+  private impl: BackendLayer | null;
+
+  /** @internal Made by AttentionEngine.createMultiHeadAttention. */
+  constructor(
+    private readonly spec: LayerSpec,
+    impl: BackendLayer,
+    private readonly onDispose: (layer: MultiHeadAttention) => void,
+  ) {
+    this.impl = impl;
+    this.embedDim = spec.embedDim;
+    this.numHeads = spec.numHeads;
+    this.numKvHeads = spec.numKvHeads;
+    this.headDim = spec.headDim;
+    this.bias = spec.bias;
+  }
+
+  /**
+   * Self-attention over `query` [B, S, E] (batch first). Resolves to `{ output }` [B, S, E].
+   * Rejects with a typed error, before any GPU work, when an argument is wrong.
+   */
+  async forward(query: Float32Array, options: ForwardOptions): Promise<ForwardResult> {
+    if (!this.impl) {
+      throw new DisposedError('MultiHeadAttention.forward: this layer', 'Create a new layer with engine.createMultiHeadAttention().');
+    }
+    const plan = resolveForwardPlan(this.spec, query, options);
+    return { output: await this.impl.forward(plan, query) };
+  }
+
+  /** Releases the layer's GPU memory at once. Calling it twice is harmless; forward() afterwards throws. */
+  dispose(): void {
+    if (!this.impl) return;
+    this.impl.dispose();
+    this.impl = null;
+    this.onDispose(this);
+  }
+
+  get disposed(): boolean {
+    return this.impl === null;
+  }
+}

@@ -1,0 +1,47 @@
+// Seeded random tensors and weights, so every test, demo run and benchmark can be replayed from its seed.
+
+import type { StateDict } from '../types.ts';
+
+/** mulberry32: a small, fast 32-bit generator; returns floats in [0, 1). */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** `length` values uniform in [−bound, bound). */
+export function uniform(length: number, bound: number, rng: () => number): Float32Array {
+  const out = new Float32Array(length);
+  for (let i = 0; i < length; i++) out[i] = (2 * rng() - 1) * bound;
+  return out;
+}
+
+/**
+ * Weights for an nn.MultiheadAttention-shaped layer, initialised as PyTorch does for the matrices
+ * (xavier_uniform for in_proj_weight, ±1/√E for out_proj.weight). Biases, which PyTorch starts at 0,
+ * are random here (±0.1) so that tests exercise them.
+ */
+export function randomStateDict(
+  config: { embedDim: number; numHeads: number; numKvHeads?: number; bias?: boolean },
+  seed: number,
+): StateDict {
+  const rng = mulberry32(seed);
+  const E = config.embedDim;
+  const H = config.numHeads;
+  const G = config.numKvHeads ?? H;
+  const N = ((H + 2 * G) * E) / H;
+  const sd: StateDict = {
+    in_proj_weight: uniform(N * E, Math.sqrt(6 / (E + N)), rng),
+    'out_proj.weight': uniform(E * E, 1 / Math.sqrt(E), rng),
+  };
+  if (config.bias ?? true) {
+    sd.in_proj_bias = uniform(N, 0.1, rng);
+    sd['out_proj.bias'] = uniform(E, 0.1, rng);
+  }
+  return sd;
+}

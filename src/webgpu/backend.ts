@@ -1,0 +1,81 @@
+// The WebGPU backend: one device, one buffer pool, the per-device pipeline cache.
+
+import type { Backend, BackendLayer } from '../backend.ts';
+import { DeviceLimitError, UnsupportedError } from '../errors.ts';
+import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan.ts';
+import { BufferPool } from './buffers.ts';
+import { forwardWebGPU, GpuLayerWeights } from './forward.ts';
+import { qkvLayout } from './kernels/qkv-projection.ts';
+
+/** Head sizes the kernels take: vec4 lanes, and q and the accumulator held in registers. */
+export const MAX_HEAD_DIM = 256;
+
+export class WebGPUBackend implements Backend {
+  readonly kind = 'webgpu' as const;
+  readonly pool: BufferPool;
+
+  constructor(
+    readonly device: GPUDevice,
+    /** Whether the engine created the device (and so destroys it on dispose). */
+    private readonly ownsDevice: boolean,
+  ) {
+    this.pool = new BufferPool(device, 'AttentionEngine');
+  }
+
+  createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
+    const Dh = spec.headDim;
+    if (Dh % 4 !== 0 || Dh > MAX_HEAD_DIM) {
+      throw new UnsupportedError({
+        where: 'createMultiHeadAttention',
+        argument: 'embedDim / numHeads (the head size)',
+        expected: `a multiple of 4 from 4 to ${MAX_HEAD_DIM} on the WebGPU backend`,
+        given: `${spec.embedDim} / ${spec.numHeads} = ${Dh}`,
+        fix: "Choose numHeads so the head size fits, or use createAttentionEngine({ backend: 'cpu' }), which takes any size.",
+      });
+    }
+    const gpuWeights = new GpuLayerWeights(this.pool, spec, weights);
+    return {
+      forward: (plan, query) => {
+        checkLimits(this.device, plan);
+        return forwardWebGPU(this.pool, gpuWeights, plan, query);
+      },
+      dispose: () => gpuWeights.destroy(),
+    };
+  }
+
+  stats() {
+    return this.pool.stats();
+  }
+
+  dispose(): void {
+    this.pool.destroyAll();
+    if (this.ownsDevice) this.device.destroy();
+  }
+}
+
+/** Refuses, before any GPU work, a call whose buffers or dispatches exceed the device's limits. */
+function checkLimits(device: GPUDevice, plan: ForwardPlan): void {
+  const limits = device.limits;
+  const bytes = qkvLayout(plan).total * 4;
+  const maxBinding = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
+  if (bytes > maxBinding) {
+    throw new DeviceLimitError({
+      where: 'MultiHeadAttention.forward',
+      argument: 'the Q/K/V buffer for this call',
+      expected: `at most maxStorageBufferBindingSize = ${maxBinding} bytes`,
+      given: `${bytes} bytes (batchSize ${plan.batchSize}, seqLen ${plan.seqLen})`,
+      fix: 'Split the batch into smaller calls.',
+    });
+  }
+  const rows = plan.batchSize * plan.seqLen;
+  const groups = Math.max(Math.ceil(rows / 32), plan.batchSize);
+  if (groups > limits.maxComputeWorkgroupsPerDimension) {
+    throw new DeviceLimitError({
+      where: 'MultiHeadAttention.forward',
+      argument: 'batchSize·seqLen',
+      expected: `at most ${32 * limits.maxComputeWorkgroupsPerDimension} rows (maxComputeWorkgroupsPerDimension = ${limits.maxComputeWorkgroupsPerDimension})`,
+      given: String(rows),
+      fix: 'Split the batch into smaller calls.',
+    });
+  }
+}

@@ -1,0 +1,70 @@
+// Finding a WebGPU device: `navigator.gpu` in a browser, the `webgpu` npm package (Dawn) in Node.
+// The caller does nothing in either case.
+
+import { WebGPUUnavailableError } from '../errors.ts';
+
+export interface AcquiredDevice {
+  device: GPUDevice;
+  adapterInfo: { vendor: string; architecture: string; device: string; description: string };
+}
+
+// Dawn's GPU object must outlive its adapters and devices, so it is kept here once created.
+let nodeGpu: GPU | null = null;
+let nodeGpuError: string | null = null;
+
+async function findGpu(): Promise<{ gpu: GPU | null; why: string }> {
+  const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator;
+  if (nav?.gpu) return { gpu: nav.gpu, why: '' };
+  const isNode = typeof process !== 'undefined' && !!process.versions?.node;
+  if (!isNode) {
+    return {
+      gpu: null,
+      why: 'this browser has no navigator.gpu (WebGPU needs a secure context: https, localhost or 127.0.0.1; on Linux Chromium also needs --enable-unsafe-webgpu)',
+    };
+  }
+  if (!nodeGpu && !nodeGpuError) {
+    try {
+      // A variable specifier keeps bundlers from pulling the Node-only package into browser builds.
+      const name = 'webgpu';
+      const mod = (await import(/* @vite-ignore */ name)) as { create: (flags: string[]) => GPU };
+      nodeGpu = mod.create([]);
+    } catch (e) {
+      nodeGpuError = `the "webgpu" npm package (Dawn) could not be loaded: ${(e as Error).message}. Install it with: npm install webgpu`;
+    }
+  }
+  return { gpu: nodeGpu, why: nodeGpuError ?? '' };
+}
+
+const NO_ADAPTER_HELP =
+  'Dawn found no Vulkan driver. On Debian 12 install lavapipe from bookworm-backports ' +
+  '(apt-get install -t bookworm-backports mesa-vulkan-drivers), or run scripts/setup-system.sh; ' +
+  'in a browser, enable WebGPU.';
+
+/** Requests an adapter and a device with the limits this engine uses raised to what the adapter allows. */
+export async function acquireDevice(): Promise<AcquiredDevice> {
+  const { gpu, why } = await findGpu();
+  if (!gpu) throw new WebGPUUnavailableError(`No WebGPU: ${why}`);
+  const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
+  if (!adapter) throw new WebGPUUnavailableError(`No WebGPU adapter: requestAdapter() returned null. ${NO_ADAPTER_HELP}`);
+  const l = adapter.limits;
+  const device = await adapter.requestDevice({
+    label: 'AttentionEngine.device',
+    requiredLimits: {
+      maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
+      maxBufferSize: l.maxBufferSize,
+      maxComputeWorkgroupStorageSize: l.maxComputeWorkgroupStorageSize,
+      maxComputeInvocationsPerWorkgroup: l.maxComputeInvocationsPerWorkgroup,
+      maxComputeWorkgroupSizeX: l.maxComputeWorkgroupSizeX,
+    },
+  });
+  return { device, adapterInfo: describeAdapter(adapter.info) };
+}
+
+export function describeAdapter(info: GPUAdapterInfo | undefined): AcquiredDevice['adapterInfo'] {
+  return {
+    vendor: info?.vendor ?? '',
+    architecture: info?.architecture ?? '',
+    device: info?.device ?? '',
+    description: info?.description ?? '',
+  };
+}

@@ -1,0 +1,40 @@
+// Host side of shaders/output_projection.wgsl: O [B, H, S, Dh] read as concat(heads) [B·S, E], · W_Oᵀ + b_O → Y [B, S, E].
+
+import source from '../../../shaders/output_projection.wgsl?raw';
+import type { ForwardPlan } from '../../plan.ts';
+import { packUniforms } from '../buffers.ts';
+import { getPipeline } from '../pipelines.ts';
+import type { CallScratch } from '../scratch.ts';
+
+const WG_X = 8; // invocations along N = E; each owns 4 columns
+const WG_Y = 8; // invocations along M = B·S; each owns 4 rows
+
+export function encodeOutputProjection(
+  pass: GPUComputePassEncoder,
+  scratch: CallScratch,
+  plan: ForwardPlan,
+  buffers: { attention: GPUBuffer; weight: GPUBuffer; bias: GPUBuffer; y: GPUBuffer },
+): void {
+  const { batchSize: B, seqLen: S } = plan;
+  const { embedDim: E, numHeads: H, headDim: Dh } = plan.layer;
+  const M = B * S;
+  const pipeline = getPipeline(scratch.device, { label: 'OutputProjection', code: source, constants: { WG_X, WG_Y } });
+  const params = scratch.uniforms(
+    packUniforms([['u32', M], ['u32', E], ['u32', S], ['u32', H], ['u32', Dh / 4]]),
+    'OutputProjection.params',
+  );
+  const bindGroup = scratch.device.createBindGroup({
+    label: 'OutputProjection.bindGroup',
+    layout: pipeline.getBindGroupLayout(0),
+    entries: [
+      { binding: 0, resource: { buffer: params } },
+      { binding: 1, resource: { buffer: buffers.attention, size: M * E * 4 } }, // O [B, H, S, Dh]
+      { binding: 2, resource: { buffer: buffers.weight, size: E * E * 4 } },    // W_O [E, E]
+      { binding: 3, resource: { buffer: buffers.bias, size: E * 4 } },          // b_O [E]
+      { binding: 4, resource: { buffer: buffers.y, size: M * E * 4 } },         // Y [B, S, E]
+    ],
+  });
+  pass.setPipeline(pipeline);
+  pass.setBindGroup(0, bindGroup);
+  pass.dispatchWorkgroups(Math.ceil(E / (4 * WG_X)), Math.ceil(M / (4 * WG_Y)));
+}

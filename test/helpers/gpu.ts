@@ -1,0 +1,44 @@
+// WebGPU for tests: a real device or a loud failure (never a skip), and error scopes around GPU work.
+
+import { createAttentionEngine, type AttentionEngine } from '../../src/index.ts';
+
+const HOW_TO_GET_AN_ADAPTER =
+  'GPU tests need a WebGPU adapter and never skip. In Node this engine uses the "webgpu" npm package (Dawn), ' +
+  'which needs a Vulkan driver: on Debian 12 run `bash scripts/setup-system.sh` (installs lavapipe, ' +
+  'mesa-vulkan-drivers from bookworm-backports) or `npm test`, which runs it.';
+
+/** An engine on the WebGPU backend; throws with set-up instructions when there is no adapter. */
+export async function createGpuEngine(): Promise<AttentionEngine> {
+  try {
+    return await createAttentionEngine({ backend: 'webgpu' });
+  } catch (e) {
+    throw new Error(`${(e as Error).message}\n${HOW_TO_GET_AN_ADAPTER}`);
+  }
+}
+
+/**
+ * Runs `fn` inside validation and out-of-memory error scopes and fails if either catches an error,
+ * or if an uncaptured error reaches the device meanwhile.
+ */
+export async function withErrorScopes<T>(device: GPUDevice, fn: () => Promise<T>): Promise<T> {
+  const uncaptured: string[] = [];
+  const onError = (ev: Event) => uncaptured.push((ev as GPUUncapturedErrorEvent).error.message);
+  device.addEventListener('uncapturederror', onError);
+  device.pushErrorScope('out-of-memory');
+  device.pushErrorScope('validation');
+  let result: T;
+  try {
+    result = await fn();
+  } finally {
+    const validation = await device.popErrorScope();
+    const oom = await device.popErrorScope();
+    device.removeEventListener('uncapturederror', onError);
+    const problems = [
+      validation && `validation error: ${validation.message}`,
+      oom && `out-of-memory error: ${oom.message}`,
+      ...uncaptured.map((m) => `uncaptured error: ${m}`),
+    ].filter(Boolean);
+    if (problems.length) throw new Error(`WebGPU reported:\n${problems.join('\n')}`);
+  }
+  return result;
+}

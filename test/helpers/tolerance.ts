@@ -1,0 +1,72 @@
+// The comparison rule of every numeric test: |actual − expected| ≤ atol + rtol·|expected|, elementwise.
+// A NaN (or ±Infinity where the reference is finite) always fails. Failures list the first
+// offending indices with both values.
+
+import { expect } from 'vitest';
+
+export interface Tolerance {
+  atol: number;
+  rtol: number;
+}
+
+const F32_EPS = 2 ** -23;
+
+/**
+ * Tolerance for float32 results of a chain of reductions against a float64 reference.
+ * Rounding errors of a length-n float32 sum grow like √n·ε for random-signed terms (and ≤ n·ε in the
+ * worst case); the three passes of a layer chain reductions of length E (QKV), Skv (scores and P·V)
+ * and E (output). We allow 16·√(n_total)·ε relative and the same absolute (outputs are O(1)).
+ */
+export function f32Tolerance(reductionLengths: number[]): Tolerance {
+  const n = reductionLengths.reduce((a, b) => a + b, 0);
+  const tol = 16 * Math.sqrt(n) * F32_EPS;
+  return { atol: tol, rtol: tol };
+}
+
+export interface Mismatch {
+  index: number;
+  actual: number;
+  expected: number;
+  error: number;
+  allowed: number;
+}
+
+export function compareArrays(actual: ArrayLike<number>, expected: ArrayLike<number>, tol: Tolerance, maxReported = 8) {
+  const mismatches: Mismatch[] = [];
+  let count = 0;
+  let maxAbs = 0;
+  let maxRel = 0;
+  if (actual.length !== expected.length) {
+    throw new Error(`length mismatch: actual ${actual.length}, expected ${expected.length}`);
+  }
+  for (let i = 0; i < actual.length; i++) {
+    const a = actual[i];
+    const e = expected[i];
+    const error = Math.abs(a - e);
+    const allowed = tol.atol + tol.rtol * Math.abs(e);
+    if (!(error <= allowed)) {
+      // NaN compares false, so a NaN anywhere lands here.
+      count++;
+      if (mismatches.length < maxReported) mismatches.push({ index: i, actual: a, expected: e, error, allowed });
+    }
+    if (Number.isFinite(error)) {
+      maxAbs = Math.max(maxAbs, error);
+      if (e !== 0) maxRel = Math.max(maxRel, error / Math.abs(e));
+    }
+  }
+  return { ok: count === 0, count, mismatches, maxAbs, maxRel };
+}
+
+/** Asserts closeness; on failure the message lists the first mismatches with their indices. */
+export function expectClose(actual: ArrayLike<number>, expected: ArrayLike<number>, tol: Tolerance, what = 'output'): void {
+  const r = compareArrays(actual, expected, tol);
+  if (!r.ok) {
+    const lines = r.mismatches.map(
+      (m) => `  [${m.index}] got ${m.actual}, expected ${m.expected} (|err| ${m.error.toExponential(2)} > ${m.allowed.toExponential(2)})`,
+    );
+    expect.fail(
+      `${what}: ${r.count} of ${actual.length} elements outside atol ${tol.atol.toExponential(2)} + rtol ${tol.rtol.toExponential(2)}·|ref|:\n${lines.join('\n')}`,
+    );
+  }
+  expect(r.count).toBe(0);
+}

@@ -1,0 +1,16 @@
+import { defineConfig } from 'vitest/config';
+
+// One config for the demo page (Vite), the unit tests (vitest in Node) and the e2e harness.
+// WGSL files are imported as strings with `?raw`, so no build step is needed to run the engine.
+export default defineConfig({
+  server: { host: '127.0.0.1' },
+  test: {
+    include: ['test/**/*.test.ts'],
+    environment: 'node',
+    // One WebGPU device per test file; the software drivers are slow, so give GPU tests room.
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
+    // Two cores: running files in parallel only makes the software GPU thrash.
+    fileParallelism: false,
+  },
+});

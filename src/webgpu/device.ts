@@ -35,17 +35,20 @@ async function findGpu(): Promise<{ gpu: GPU | null; why: string }> {
   return { gpu: nodeGpu, why: nodeGpuError ?? '' };
 }
 
-const NO_ADAPTER_HELP =
-  'Dawn found no Vulkan driver. On Debian 12 install lavapipe from bookworm-backports ' +
-  '(apt-get install -t bookworm-backports mesa-vulkan-drivers), or run scripts/setup-system.sh; ' +
-  'in a browser, enable WebGPU.';
+function noAdapterHelp(): string {
+  const isNode = typeof process !== 'undefined' && !!process.versions?.node;
+  return isNode
+    ? 'Dawn found no usable Vulkan driver. On Debian 12 install lavapipe from bookworm-backports ' +
+        '(apt-get install -t bookworm-backports mesa-vulkan-drivers), or run scripts/setup-system.sh.'
+    : 'The browser has WebGPU but no adapter: check chrome://gpu (on Linux Chromium needs --enable-unsafe-webgpu).';
+}
 
 /** Requests an adapter and a device with the limits this engine uses raised to what the adapter allows. */
 export async function acquireDevice(): Promise<AcquiredDevice> {
   const { gpu, why } = await findGpu();
   if (!gpu) throw new WebGPUUnavailableError(`No WebGPU: ${why}`);
   const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
-  if (!adapter) throw new WebGPUUnavailableError(`No WebGPU adapter: requestAdapter() returned null. ${NO_ADAPTER_HELP}`);
+  if (!adapter) throw new WebGPUUnavailableError(`No WebGPU adapter: requestAdapter() returned null. ${noAdapterHelp()}`);
   const l = adapter.limits;
   const device = await adapter.requestDevice({
     label: 'AttentionEngine.device',

@@ -1,0 +1,9 @@
+// FLOPs of one multi-head self-attention forward, as the FlashAttention benchmarks count them:
+// QKV projection 6·B·S·E², scores 2·B·S²·E, probabilities·V 2·B·S²·E, output projection 2·B·S·E².
+// Causal attention counts half of the S² terms. Softmax and biases are not counted.
+// (With grouped-query heads the K/V projection is smaller; this counts the MHA figure, the usual convention.)
+export function attentionFlops(B: number, S: number, E: number, isCausal: boolean): number {
+  const projections = 8 * B * S * E * E;
+  const attention = 4 * B * S * S * E;
+  return projections + (isCausal ? attention / 2 : attention);
+}

@@ -1,0 +1,128 @@
+// The engine's lifecycle and memory: backends agree, weights are uploaded once, scratch buffers are
+// reused, dispose() gives everything back, concurrent calls keep their own results.
+
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { type AttentionEngine, createAttentionEngine } from '../src/index.ts';
+import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
+import { expectClose, f32Tolerance } from './helpers/tolerance.ts';
+
+const config = { embedDim: 32, numHeads: 4 };
+const stateDict = randomStateDict(config, 3);
+
+let gpu: AttentionEngine;
+let cpu: AttentionEngine;
+beforeAll(async () => {
+  gpu = await createGpuEngine();
+  cpu = await createAttentionEngine({ backend: 'cpu' });
+});
+afterAll(() => {
+  gpu?.dispose();
+  cpu?.dispose();
+});
+
+describe('createAttentionEngine', () => {
+  test('with no options it picks WebGPU where an adapter exists, and reports the adapter', async () => {
+    const engine = await createAttentionEngine();
+    expect(engine.backend).toBe('webgpu');
+    expect(engine.device).not.toBeNull();
+    expect(engine.fallbackReason).toBeNull();
+    expect(engine.adapterInfo?.vendor).toBeTruthy();
+    engine.dispose();
+  });
+
+  test('runs on a device the caller gives, and leaves it alive on dispose', async () => {
+    const device = gpu.device!;
+    const engine = await createAttentionEngine({ device });
+    expect(engine.backend).toBe('webgpu');
+    expect(engine.device).toBe(device);
+    const mha = engine.createMultiHeadAttention(config, stateDict);
+    const x = uniform(2 * 5 * 32, 1, mulberry32(1));
+    const { output } = await withErrorScopes(device, () => mha.forward(x, { batchSize: 2, seqLen: 5 }));
+    engine.dispose();
+    // The device still works: the shared engine runs a layer on it.
+    const again = gpu.createMultiHeadAttention(config, stateDict);
+    const { output: output2 } = await withErrorScopes(device, () => again.forward(x, { batchSize: 2, seqLen: 5 }));
+    expect(Array.from(output2)).toEqual(Array.from(output));
+    again.dispose();
+  });
+});
+
+describe('memory', () => {
+  test('weights are uploaded once; repeated forwards of one shape allocate nothing more; dispose returns to the start', async () => {
+    const start = gpu.stats();
+    const mha = gpu.createMultiHeadAttention(config, stateDict);
+    const weightBytes = (3 * 32 * 32 + 3 * 32 + 32 * 32 + 32) * 4;
+    expect(gpu.stats().buffers).toBe(start.buffers + 4);
+    expect(gpu.stats().bytes - start.bytes).toBeGreaterThanOrEqual(weightBytes);
+    const x = uniform(3 * 40 * 32, 1, mulberry32(2));
+    await mha.forward(x, { batchSize: 3, seqLen: 40 });
+    const afterFirst = gpu.stats();
+    for (let i = 0; i < 50; i++) await mha.forward(x, { batchSize: 3, seqLen: 40, isCausal: i % 2 === 0 });
+    expect(gpu.stats()).toEqual(afterFirst);
+    mha.dispose();
+    // Scratch buffers stay pooled for the next layer; the weights are gone.
+    expect(gpu.stats().bytes).toBeLessThan(afterFirst.bytes);
+  });
+
+  test('engine.dispose() releases every buffer', async () => {
+    const engine = await createGpuEngine();
+    expect(engine.stats()).toEqual({ buffers: 0, bytes: 0 });
+    const mha = engine.createMultiHeadAttention(config, stateDict);
+    await mha.forward(uniform(64, 1, mulberry32(3)), { batchSize: 1, seqLen: 2 });
+    expect(engine.stats().buffers).toBeGreaterThan(4);
+    const pool = (engine as unknown as { impl: { pool: { stats(): unknown } } }).impl.pool;
+    engine.dispose();
+    expect(pool.stats()).toEqual({ buffers: 0, bytes: 0 });
+  });
+
+  test('the CPU backend holds no GPU memory', () => {
+    expect(cpu.stats()).toEqual({ buffers: 0, bytes: 0 });
+  });
+});
+
+describe('results', () => {
+  test('the layer keeps its own copy of the weights', async () => {
+    const sd = randomStateDict(config, 11);
+    const x = uniform(4 * 32, 1, mulberry32(4));
+    for (const engine of [gpu, cpu]) {
+      const copy = Object.fromEntries(Object.entries(sd).map(([k, v]) => [k, v.slice()]));
+      const mha = engine.createMultiHeadAttention(config, copy);
+      const before = (await mha.forward(x, { batchSize: 1, seqLen: 4 })).output;
+      copy.in_proj_weight.fill(0);
+      const after = (await mha.forward(x, { batchSize: 1, seqLen: 4 })).output;
+      expect(Array.from(after)).toEqual(Array.from(before));
+      mha.dispose();
+    }
+  });
+
+  test('both backends agree', async () => {
+    const x = uniform(2 * 9 * 32, 1, mulberry32(5));
+    const a = gpu.createMultiHeadAttention(config, stateDict);
+    const b = cpu.createMultiHeadAttention(config, stateDict);
+    for (const isCausal of [false, true]) {
+      const options = { batchSize: 2, seqLen: 9, isCausal };
+      const [g, c] = await Promise.all([a.forward(x, options), b.forward(x, options)]);
+      expectClose(g.output, c.output, f32Tolerance([32, 9, 32]));
+    }
+    a.dispose();
+    b.dispose();
+  });
+
+  test('sixteen concurrent forwards of different shapes each get their own result', async () => {
+    const mha = gpu.createMultiHeadAttention(config, stateDict);
+    const ref = cpu.createMultiHeadAttention(config, stateDict);
+    const calls = Array.from({ length: 16 }, (_, i) => {
+      const B = 1 + (i % 3);
+      const S = 1 + ((i * 7) % 23);
+      return { x: uniform(B * S * 32, 1, mulberry32(100 + i)), options: { batchSize: B, seqLen: S, isCausal: i % 2 === 1 } };
+    });
+    const results = await withErrorScopes(gpu.device!, () => Promise.all(calls.map((c) => mha.forward(c.x, c.options))));
+    for (const [i, c] of calls.entries()) {
+      const expected = await ref.forward(c.x, c.options);
+      expectClose(results[i].output, expected.output, f32Tolerance([32, c.options.seqLen, 32]), `call ${i}`);
+    }
+    mha.dispose();
+    ref.dispose();
+  });
+});

@@ -3,18 +3,21 @@
 #   - lavapipe (Mesa's software Vulkan driver) from bookworm-backports: Dawn rejects bookworm's own 22.x
 #   - Chromium (Debian's package): the browser for the Playwright tests, and SwiftShader's Vulkan ICD
 # On Debian 12 as root it installs them; anywhere else it says exactly what is missing and exits non-zero.
+#   bash scripts/setup-system.sh             both
+#   bash scripts/setup-system.sh lavapipe    only the Vulkan driver (Node needs nothing else)
 set -euo pipefail
+wanted=${*:-lavapipe chromium}
 
 LVP_ICD=/usr/share/vulkan/icd.d/lvp_icd.json
 CHROMIUM=${CHROMIUM_PATH:-/usr/bin/chromium}
 
 need=()
 mesa_version=$(dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null || true)
-if [ ! -f "$LVP_ICD" ] || ! dpkg --compare-versions "${mesa_version:-0}" ge 25; then need+=(lavapipe); fi
-[ -x "$CHROMIUM" ] || need+=(chromium)
+if [[ " $wanted " == *" lavapipe "* ]] && { [ ! -f "$LVP_ICD" ] || ! dpkg --compare-versions "${mesa_version:-0}" ge 25; }; then need+=(lavapipe); fi
+if [[ " $wanted " == *" chromium "* ]] && [ ! -x "$CHROMIUM" ]; then need+=(chromium); fi
 
 if [ ${#need[@]} -eq 0 ]; then
-  echo "setup-system: lavapipe (mesa ${mesa_version}) and Chromium ($CHROMIUM) are present"
+  echo "setup-system: present: $wanted (mesa ${mesa_version:-none}, $CHROMIUM)"
   exit 0
 fi
 

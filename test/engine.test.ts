@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type AttentionEngine, createAttentionEngine } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { BufferPool, MAX_IDLE_SCRATCH_BYTES, Usage } from '../src/webgpu/buffers.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
 import { expectClose, f32Tolerance } from './helpers/tolerance.ts';
 
@@ -61,8 +62,7 @@ describe('memory', () => {
     for (let i = 0; i < 50; i++) await mha.forward(x, { batchSize: 3, seqLen: 40, isCausal: i % 2 === 0 });
     expect(gpu.stats()).toEqual(afterFirst);
     mha.dispose();
-    // Scratch buffers stay pooled for the next layer; the weights are gone.
-    expect(gpu.stats().bytes).toBeLessThan(afterFirst.bytes);
+    expect(gpu.stats()).toEqual(start);
   });
 
   test('engine.dispose() releases every buffer', async () => {
@@ -73,6 +73,22 @@ describe('memory', () => {
     expect(engine.stats().buffers).toBeGreaterThan(4);
     const pool = (engine as unknown as { impl: { pool: { stats(): unknown } } }).impl.pool;
     engine.dispose();
+    expect(pool.stats()).toEqual({ buffers: 0, bytes: 0 });
+  });
+
+  test('idle scratch buffers are bounded, oldest dropped first; trim() drops them all', () => {
+    const pool = new BufferPool(gpu.device!, 'test');
+    const size = 48 * 1024 * 1024;
+    const taken = [1, 2, 3].map((i) => pool.acquire(size + i * 4096, Usage.STORAGE, `big${i}`));
+    expect(pool.stats().buffers).toBe(3);
+    for (const b of taken) pool.release(b);
+    // 3 × ~48 MiB exceeds the 128 MiB bound: the first released is gone, the later two stay.
+    expect(pool.stats().buffers).toBe(2);
+    expect(pool.stats().bytes).toBeLessThanOrEqual(MAX_IDLE_SCRATCH_BYTES);
+    expect(pool.acquire(size + 3 * 4096, Usage.STORAGE, 'again')).toBe(taken[2]);
+    pool.trim();
+    expect(pool.stats().buffers).toBe(1); // the one in use stays
+    pool.destroyAll();
     expect(pool.stats()).toEqual({ buffers: 0, bytes: 0 });
   });
 

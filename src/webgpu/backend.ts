@@ -39,7 +39,10 @@ export class WebGPUBackend implements Backend {
         checkLimits(this.device, plan);
         return forwardWebGPU(this.pool, gpuWeights, plan, query);
       },
-      dispose: () => gpuWeights.destroy(),
+      dispose: () => {
+        gpuWeights.destroy();
+        this.pool.trim(); // idle scratch goes too, so stats() returns to what it was before the layer
+      },
     };
   }
 

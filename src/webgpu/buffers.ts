@@ -1,8 +1,9 @@
 // GPU memory of one engine: uploads, pooled scratch buffers, readback, and byte accounting.
 //
-// Scratch buffers are rounded up to a size class (4 per octave) and go back to a free list when a call
-// is done with them, so repeated calls of one shape allocate nothing, and concurrent calls never share
-// a buffer. Every buffer the engine creates is counted, so `stats()` is exact.
+// Scratch buffers are rounded up to a size class (4 per octave) and go back to an idle list when a
+// call is done with them, so repeated calls of one shape allocate nothing, and concurrent calls never
+// share a buffer. Idle scratch is bounded (MAX_IDLE_SCRATCH_BYTES) and dropped when a layer is
+// disposed. Every buffer the engine creates is counted, so `stats()` is exact.
 
 // Spec values of GPUBufferUsage / GPUMapMode, so this module works before any WebGPU global exists (Node).
 export const Usage = {
@@ -22,8 +23,12 @@ export function sizeClass(bytes: number): number {
   return Math.ceil(b / step) * step;
 }
 
+/** Idle scratch kept for reuse, at most; the least recently released buffers go first. */
+export const MAX_IDLE_SCRATCH_BYTES = 128 * 1024 * 1024;
+
 export class BufferPool {
-  private readonly free = new Map<string, GPUBuffer[]>();
+  private readonly idle: GPUBuffer[] = []; // released scratch, oldest first
+  private idleBytes = 0;
   private readonly live = new Set<GPUBuffer>();
   private liveBytes = 0;
 
@@ -39,37 +44,46 @@ export class BufferPool {
     return buffer;
   }
 
-  /** A scratch buffer of at least `bytes`, from the free list when one fits; give it back with `release`. */
+  /** A scratch buffer of at least `bytes`, reused when an idle one has the same usage and size class; give it back with `release`. */
   acquire(bytes: number, usage: number, role: string): GPUBuffer {
     const size = sizeClass(bytes);
-    const key = `${usage}:${size}`;
-    const reused = this.free.get(key)?.pop();
-    return reused ?? this.create(size, usage, `${this.label}.${role}`);
+    for (let i = this.idle.length - 1; i >= 0; i--) {
+      const b = this.idle[i];
+      if (b.size === size && b.usage === usage) {
+        this.idle.splice(i, 1);
+        this.idleBytes -= size;
+        return b;
+      }
+    }
+    return this.create(size, usage, `${this.label}.${role}`);
   }
 
+  /** Returns a scratch buffer for reuse; beyond MAX_IDLE_SCRATCH_BYTES of idle ones, the oldest are destroyed. */
   release(buffer: GPUBuffer): void {
     if (!this.live.has(buffer)) return;
-    const key = `${buffer.usage}:${buffer.size}`;
-    let list = this.free.get(key);
-    if (!list) this.free.set(key, (list = []));
-    list.push(buffer);
+    this.idle.push(buffer);
+    this.idleBytes += buffer.size;
+    while (this.idleBytes > MAX_IDLE_SCRATCH_BYTES) this.destroy(this.idle[0]);
   }
 
   destroy(buffer: GPUBuffer): void {
     if (!this.live.delete(buffer)) return;
+    const i = this.idle.indexOf(buffer);
+    if (i >= 0) {
+      this.idle.splice(i, 1);
+      this.idleBytes -= buffer.size;
+    }
     this.liveBytes -= buffer.size;
     buffer.destroy();
   }
 
-  /** Destroys the free scratch buffers (buffers in use and uploads stay). */
+  /** Destroys the idle scratch buffers (buffers in use by a call, and uploads, stay). */
   trim(): void {
-    for (const list of this.free.values()) for (const b of list) this.destroy(b);
-    this.free.clear();
+    for (const b of [...this.idle]) this.destroy(b);
   }
 
   destroyAll(): void {
     for (const b of [...this.live]) this.destroy(b);
-    this.free.clear();
   }
 
   stats(): { buffers: number; bytes: number } {

@@ -2,8 +2,6 @@
 // A NaN (or ±Infinity where the reference is finite) always fails. Failures list the first
 // offending indices with both values.
 
-import { expect } from 'vitest';
-
 export interface Tolerance {
   atol: number;
   rtol: number;
@@ -57,16 +55,15 @@ export function compareArrays(actual: ArrayLike<number>, expected: ArrayLike<num
   return { ok: count === 0, count, mismatches, maxAbs, maxRel };
 }
 
-/** Asserts closeness; on failure the message lists the first mismatches with their indices. */
+/** Asserts closeness (throws, so it works in vitest and Playwright alike); the message lists the first mismatches with their indices. */
 export function expectClose(actual: ArrayLike<number>, expected: ArrayLike<number>, tol: Tolerance, what = 'output'): void {
   const r = compareArrays(actual, expected, tol);
   if (!r.ok) {
     const lines = r.mismatches.map(
       (m) => `  [${m.index}] got ${m.actual}, expected ${m.expected} (|err| ${m.error.toExponential(2)} > ${m.allowed.toExponential(2)})`,
     );
-    expect.fail(
+    throw new Error(
       `${what}: ${r.count} of ${actual.length} elements outside atol ${tol.atol.toExponential(2)} + rtol ${tol.rtol.toExponential(2)}·|ref|:\n${lines.join('\n')}`,
     );
   }
-  expect(r.count).toBe(0);
 }

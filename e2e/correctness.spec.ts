@@ -1,0 +1,216 @@
+// The engine in a real browser: Chromium's WebGPU (SwiftShader on GPU-less machines) against the
+// engine's own CPU backend (the float64 reference), over a grid of awkward shapes.
+//
+// All tests of this file share one page, and so one WebGPU engine: shader pipelines compile once
+// per shape (SwiftShader needs ~4 s for the head-size-256 attention kernel), and later cases run on
+// the engine's pooled scratch buffers left by earlier, differently sized ones, as an application's
+// would. Playwright's trace and failure screenshot cover this shared page too (test-results/).
+// A WebGPU-less browser fails these tests with instructions; nothing here ever skips.
+
+import { type Browser, type Page, test as base, expect } from '@playwright/test';
+import { compareArrays, f32Tolerance } from '../test/helpers/tolerance.ts';
+import type { AdapterReport, CaseParams, CaseResult } from './harness.ts';
+
+interface PageEvent {
+  kind: 'console' | 'pageerror' | 'crash';
+  type: string;
+  text: string;
+}
+
+class Harness {
+  /** Every console message, page error and crash of the page, in order. */
+  readonly events: PageEvent[] = [];
+
+  constructor(readonly page: Page, readonly browser: Browser, readonly launch: { executablePath?: string; args?: string[] }) {}
+
+  /** A position in the event log; see problemsSince. */
+  mark(): number {
+    return this.events.length;
+  }
+
+  /** Console errors, uncaught page errors and crashes since `mark`. */
+  problemsSince(mark: number): string[] {
+    return this.events
+      .slice(mark)
+      .filter((e) => e.kind !== 'console' || e.type === 'error')
+      .map((e) => `${e.kind}${e.kind === 'console' ? `.${e.type}` : ''}: ${e.text}`);
+  }
+
+  adapterInfo(): Promise<AdapterReport> {
+    return this.page.evaluate(() => window.adapterInfo());
+  }
+
+  runCase(params: CaseParams): Promise<CaseResult> {
+    return this.page.evaluate((p) => window.runCase(p), params);
+  }
+
+  uncapturedErrors(): Promise<string[]> {
+    return this.page.evaluate(() => window.uncapturedErrors());
+  }
+}
+
+const test = base.extend<object, { harness: Harness }>({
+  harness: [
+    async ({ browser }, use, workerInfo) => {
+      const { baseURL, launchOptions } = workerInfo.project.use;
+      const context = await browser.newContext({ baseURL });
+      const page = await context.newPage();
+      const harness = new Harness(page, browser, launchOptions ?? {});
+      page.on('console', (m) => harness.events.push({ kind: 'console', type: m.type(), text: m.text() }));
+      page.on('pageerror', (e) => harness.events.push({ kind: 'pageerror', type: 'error', text: e.stack ?? e.message }));
+      page.on('crash', () => harness.events.push({ kind: 'crash', type: 'error', text: 'the page crashed' }));
+      await page.goto('/e2e/harness.html');
+      try {
+        await page.waitForFunction(() => window.harnessReady === true, undefined, { timeout: 30_000 });
+      } catch (e) {
+        throw new Error(
+          `e2e/harness.ts did not finish loading (a module failed to load or threw?). Page events:\n` +
+            `${harness.events.map((ev) => `  ${ev.kind} ${ev.type}: ${ev.text}`).join('\n') || '  (none)'}\n${(e as Error).message}`,
+        );
+      }
+      await use(harness);
+      await context.close();
+    },
+    { scope: 'worker', timeout: 60_000 },
+  ],
+});
+
+function expectNoPageProblems(harness: Harness, mark: number): void {
+  const problems = harness.problemsSince(mark);
+  expect(problems, `console errors / page errors during this test:\n${problems.join('\n')}`).toEqual([]);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// (a) The adapter.
+
+test('Chromium gives a WebGPU adapter and the engine runs on it (backend "webgpu")', async ({ harness }, testInfo) => {
+  const mark = harness.mark();
+  const report = await harness.adapterInfo();
+  const version = harness.browser.version();
+  testInfo.annotations.push({ type: 'browser', description: `Chromium ${version}` });
+  testInfo.annotations.push({ type: 'adapter', description: JSON.stringify(report.adapterInfo) });
+  if (report.backend !== 'webgpu') {
+    throw new Error(
+      [
+        `No WebGPU engine in the browser: createAttentionEngine({ backend: 'webgpu' }) failed.`,
+        `  engine error:      ${report.error ?? '(none)'}`,
+        `  navigator.gpu:     ${report.hasNavigatorGpu ? 'present' : 'MISSING'}`,
+        `  secure context:    ${report.isSecureContext} (WebGPU needs http://127.0.0.1 or localhost, or https)`,
+        `  browser:           Chromium ${version}, ${report.userAgent}`,
+        `  executablePath:    ${harness.launch.executablePath ?? '(Playwright default)'} (set CHROMIUM_PATH to change it)`,
+        `  launch args:       ${JSON.stringify(harness.launch.args ?? [])}`,
+        `What to check: Chromium at CHROMIUM_PATH (default /usr/bin/chromium; Debian: apt-get install chromium);`,
+        `the --enable-unsafe-webgpu flag (without it Linux Chromium's requestAdapter() resolves null: "No available adapters.");`,
+        `on a GPU-less machine the adapter is SwiftShader, which ships inside Debian's chromium package.`,
+      ].join('\n'),
+    );
+  }
+  expect(report.adapterInfo, 'engine.adapterInfo on the WebGPU backend').not.toBeNull();
+  expectNoPageProblems(harness, mark);
+});
+
+// ---------------------------------------------------------------------------------------------------
+// (b) GPU against the CPU reference over a grid of shapes.
+
+interface Shape {
+  embedDim: number;
+  numHeads: number;
+  numKvHeads?: number;
+  bias: boolean;
+  why: string;
+}
+
+// Head sizes 4 (smallest vec4), 20 (not a power of two), 32, 256 (the kernels' maximum: only 16
+// keys per tile in 32 KiB of workgroup memory), grouped- and multi-query, and a layer without biases.
+const SHAPES: Shape[] = [
+  { embedDim: 8, numHeads: 2, bias: true, why: 'Dh=4' },
+  { embedDim: 12, numHeads: 3, bias: true, why: 'Dh=4, odd H, E not a multiple of 8' },
+  { embedDim: 40, numHeads: 2, bias: false, why: 'Dh=20, no bias' },
+  { embedDim: 64, numHeads: 2, bias: true, why: 'Dh=32' },
+  { embedDim: 64, numHeads: 4, numKvHeads: 2, bias: true, why: 'Dh=16, GQA G=2' },
+  { embedDim: 48, numHeads: 6, numKvHeads: 1, bias: true, why: 'Dh=8, MQA G=1' },
+  { embedDim: 256, numHeads: 1, bias: true, why: 'Dh=256 (max)' },
+  { embedDim: 512, numHeads: 8, bias: true, why: 'Dh=64, long GEMM reductions' },
+];
+// 1: a single row; 7: under one tile; 33: one past the 32-row query tile and the 32-row GEMM tile (and
+// over two 16-key tiles at Dh=256); 64: whole tiles exactly; 100: several tiles with a ragged last one.
+// B varies so batch offsets are exercised.
+const SEQ_LENS: { seqLen: number; batchSize: number }[] = [
+  { seqLen: 1, batchSize: 2 },
+  { seqLen: 7, batchSize: 1 },
+  { seqLen: 33, batchSize: 2 },
+  { seqLen: 64, batchSize: 1 },
+  { seqLen: 100, batchSize: 3 },
+];
+
+function describeIndex(i: number, p: CaseParams): string {
+  const E = p.embedDim;
+  const b = Math.floor(i / (p.seqLen * E));
+  const s = Math.floor(i / E) % p.seqLen;
+  const e = i % E;
+  return `[${i}] = (b ${b}, s ${s}, e ${e})`;
+}
+
+let seed = 1000;
+for (const shape of SHAPES) {
+  test.describe(`E=${shape.embedDim} H=${shape.numHeads}${shape.numKvHeads ? ` G=${shape.numKvHeads}` : ''} (${shape.why})`, () => {
+    for (const { seqLen, batchSize } of SEQ_LENS) {
+      for (const isCausal of [false, true]) {
+        const params: CaseParams = {
+          embedDim: shape.embedDim,
+          numHeads: shape.numHeads,
+          numKvHeads: shape.numKvHeads,
+          bias: shape.bias,
+          batchSize,
+          seqLen,
+          isCausal,
+          seed: seed++,
+        };
+        test(`B=${batchSize} S=${seqLen} ${isCausal ? 'causal' : 'full'}`, async ({ harness }, testInfo) => {
+          const mark = harness.mark();
+          const r = await harness.runCase(params);
+          testInfo.annotations.push({ type: 'gpu forward', description: `${r.gpuMs.toFixed(1)} ms` });
+
+          const gpuErrors = [
+            r.thrown && `forward threw: ${r.thrown}`,
+            r.validationError && `validation error scope: ${r.validationError}`,
+            r.outOfMemoryError && `out-of-memory error scope: ${r.outOfMemoryError}`,
+            ...r.uncapturedErrors.map((m) => `uncaptured error: ${m}`),
+          ].filter(Boolean);
+          expect(gpuErrors, `WebGPU errors for ${JSON.stringify(params)}:\n${gpuErrors.join('\n')}`).toEqual([]);
+
+          const n = batchSize * seqLen * shape.embedDim;
+          expect(r.cpu.length, 'CPU output length').toBe(n);
+          expect(r.gpu?.length, 'GPU output length').toBe(n);
+
+          const tol = f32Tolerance([shape.embedDim, seqLen, shape.embedDim]);
+          const cmp = compareArrays(r.gpu!, r.cpu, tol);
+          testInfo.annotations.push({ type: 'max error', description: `abs ${cmp.maxAbs.toExponential(2)}, rel ${cmp.maxRel.toExponential(2)}` });
+          const lines = cmp.mismatches.map(
+            (m) => `  ${describeIndex(m.index, params)}: gpu ${m.actual}, cpu ${m.expected} (|err| ${m.error.toExponential(2)} > ${m.allowed.toExponential(2)})`,
+          );
+          expect(
+            cmp.ok,
+            `${cmp.count} of ${n} elements outside atol ${tol.atol.toExponential(2)} + rtol ${tol.rtol.toExponential(2)}·|ref| ` +
+              `for ${JSON.stringify(params)}; first failures (index into [B, S, E]):\n${lines.join('\n')}`,
+          ).toBe(true);
+
+          expectNoPageProblems(harness, mark);
+        });
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// (c) The run as a whole was clean.
+
+test('no console errors, page errors or uncaptured WebGPU errors over the run', async ({ harness }) => {
+  // One more forward of a mid-sized layer, then the page's whole log (since this worker's page
+  // loaded) and the device's uncaptured-error list must be empty.
+  const r = await harness.runCase({ embedDim: 64, numHeads: 4, batchSize: 1, seqLen: 64, isCausal: true, bias: true, seed: 7 });
+  expect(r.thrown).toBeNull();
+  const uncaptured = await harness.uncapturedErrors();
+  expect(uncaptured, `uncaptured WebGPU errors (device 'uncapturederror' events):\n${uncaptured.join('\n')}`).toEqual([]);
+  expectNoPageProblems(harness, 0);
+});

@@ -1,0 +1,157 @@
+// The page Playwright drives (e2e/harness.html). It runs one layer on the WebGPU backend and on the
+// CPU (float64 reference) backend with the same seeded weights and input, and hands plain numbers
+// back to the test, which does the comparison. GPU work runs inside validation and out-of-memory
+// error scopes; uncaptured device errors are recorded for the whole life of the page.
+//
+// Vite serves this file and the engine's TypeScript (and `?raw` WGSL) straight from the repo root;
+// the relative import below is the URL /src/index.ts, the package entry.
+
+import { type AttentionEngine, createAttentionEngine } from '../src/index.ts';
+import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+
+export interface CaseParams {
+  embedDim: number;
+  numHeads: number;
+  /** G (grouped-query attention); default numHeads. */
+  numKvHeads?: number;
+  batchSize: number;
+  seqLen: number;
+  isCausal: boolean;
+  bias: boolean;
+  seed: number;
+}
+
+export interface CaseResult {
+  /** WebGPU output [B, S, E] as a plain array; null when the GPU forward threw. */
+  gpu: number[] | null;
+  /** CPU backend (float64 reference, rounded to f32) output [B, S, E]. */
+  cpu: number[];
+  /** What the GPU forward threw, if anything. */
+  thrown: string | null;
+  /** Errors caught by the scopes around the GPU layer creation and forward. */
+  validationError: string | null;
+  outOfMemoryError: string | null;
+  /** Uncaptured device errors that arrived during this case. */
+  uncapturedErrors: string[];
+  /** Wall time of the GPU forward (first run of this shape: includes pipeline compilation). */
+  gpuMs: number;
+  /** engine.stats() before the layer was made and after it was disposed. */
+  buffersBefore: number;
+  buffersAfter: number;
+}
+
+export interface AdapterReport {
+  backend: string | null;
+  adapterInfo: { vendor: string; architecture: string; device: string; description: string } | null;
+  /** Set when no WebGPU engine could be made: what createAttentionEngine threw. */
+  error: string | null;
+  hasNavigatorGpu: boolean;
+  isSecureContext: boolean;
+  userAgent: string;
+}
+
+declare global {
+  interface Window {
+    harnessReady: boolean;
+    runCase(params: CaseParams): Promise<CaseResult>;
+    adapterInfo(): Promise<AdapterReport>;
+    /** Uncaptured WebGPU errors since the page loaded. */
+    uncapturedErrors(): string[];
+  }
+}
+
+interface Engines {
+  gpu: AttentionEngine;
+  cpu: AttentionEngine;
+}
+
+const uncaptured: string[] = [];
+let enginesPromise: Promise<Engines> | null = null;
+
+/** The two engines, made once per page and cached (a rejection is cached too: it will not change). */
+function engines(): Promise<Engines> {
+  enginesPromise ??= (async () => {
+    const gpu = await createAttentionEngine({ backend: 'webgpu' });
+    const cpu = await createAttentionEngine({ backend: 'cpu' });
+    const device = gpu.device;
+    if (!device) throw new Error(`createAttentionEngine({ backend: 'webgpu' }) gave an engine without a device (backend ${gpu.backend})`);
+    device.addEventListener('uncapturederror', (ev) => {
+      const message = (ev as GPUUncapturedErrorEvent).error.message;
+      uncaptured.push(message);
+    });
+    void device.lost.then((info) => {
+      // An engine's device is only destroyed by dispose(), which this page never calls.
+      uncaptured.push(`device lost (${info.reason}): ${info.message}`);
+    });
+    return { gpu, cpu };
+  })();
+  return enginesPromise;
+}
+
+window.adapterInfo = async () => {
+  const base = {
+    hasNavigatorGpu: 'gpu' in navigator && !!navigator.gpu,
+    isSecureContext: window.isSecureContext,
+    userAgent: navigator.userAgent,
+  };
+  try {
+    const { gpu } = await engines();
+    return { ...base, backend: gpu.backend, adapterInfo: gpu.adapterInfo, error: null };
+  } catch (e) {
+    return { ...base, backend: null, adapterInfo: null, error: `${(e as Error).name}: ${(e as Error).message}` };
+  }
+};
+
+window.uncapturedErrors = () => [...uncaptured];
+
+window.runCase = async (p: CaseParams): Promise<CaseResult> => {
+  const { gpu, cpu } = await engines();
+  const device = gpu.device!;
+  const config = { embedDim: p.embedDim, numHeads: p.numHeads, numKvHeads: p.numKvHeads, bias: p.bias };
+  const stateDict = randomStateDict(config, p.seed);
+  const query = uniform(p.batchSize * p.seqLen * p.embedDim, 1, mulberry32(p.seed + 0x9e3779b9));
+  const options = { batchSize: p.batchSize, seqLen: p.seqLen, isCausal: p.isCausal };
+
+  const cpuLayer = cpu.createMultiHeadAttention(config, stateDict);
+  const cpuOut = (await cpuLayer.forward(query, options)).output;
+  cpuLayer.dispose();
+
+  const buffersBefore = gpu.stats().buffers;
+  const uncapturedBefore = uncaptured.length;
+  let gpuOut: Float32Array | null = null;
+  let thrown: string | null = null;
+  let gpuMs = 0;
+  device.pushErrorScope('out-of-memory');
+  device.pushErrorScope('validation');
+  try {
+    const layer = gpu.createMultiHeadAttention(config, stateDict);
+    try {
+      const t0 = performance.now();
+      gpuOut = (await layer.forward(query, options)).output;
+      gpuMs = performance.now() - t0;
+    } finally {
+      layer.dispose();
+    }
+  } catch (e) {
+    thrown = `${(e as Error).name}: ${(e as Error).message}`;
+  }
+  const validation = await device.popErrorScope();
+  const oom = await device.popErrorScope();
+  // Uncaptured errors are delivered as events; give the event loop a turn so late ones land here.
+  await new Promise((r) => setTimeout(r, 0));
+
+  return {
+    gpu: gpuOut ? Array.from(gpuOut) : null,
+    cpu: Array.from(cpuOut),
+    thrown,
+    validationError: validation ? validation.message : null,
+    outOfMemoryError: oom ? oom.message : null,
+    uncapturedErrors: uncaptured.slice(uncapturedBefore),
+    gpuMs,
+    buffersBefore,
+    buffersAfter: gpu.stats().buffers,
+  };
+};
+
+window.harnessReady = true;
+document.getElementById('status')!.textContent = 'ready';

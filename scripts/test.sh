@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Every test, from a fresh machine: system packages (lavapipe, Chromium), npm ci, type check,
+# unit tests in Node on real WebGPU (Dawn on lavapipe), browser tests in Chromium (SwiftShader).
+# GPU tests never skip: without an adapter they fail and say what to install.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup-system.sh lavapipe chromium
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1   # Playwright uses the system Chromium; it cannot download its own here
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}  # quiets Dawn's warning
+npm ci --no-audit --no-fund
+
+mkdir -p test-reports
+rm -f test-reports/*.json
+status=0
+echo "== type check"
+npx tsc --noEmit -p . || status=1
+echo "== unit tests (vitest, Node, WebGPU through Dawn on lavapipe)"
+npx vitest run --reporter=default --reporter=json --outputFile.json=test-reports/vitest.json || status=1
+echo "== browser tests (Playwright, Chromium's WebGPU)"
+PLAYWRIGHT_JSON_OUTPUT_NAME=test-reports/playwright.json npx playwright test --reporter=list,json || status=1
+echo "== summary"
+node scripts/summarise-tests.mjs test-reports/vitest.json test-reports/playwright.json || status=1
+exit $status

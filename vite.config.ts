@@ -1,9 +1,14 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 // One config for the demo page (Vite), the unit tests (vitest in Node) and the e2e harness.
 // WGSL files are imported as strings with `?raw`, so no build step is needed to run the engine.
 export default defineConfig({
   server: { host: '127.0.0.1' },
+  resolve: {
+    // The demo and the browser tests import the engine by its package name, as a user would.
+    alias: { 'webgpu-attention': fileURLToPath(new URL('./src/index.ts', import.meta.url)) },
+  },
   test: {
     include: ['test/**/*.test.ts'],
     environment: 'node',

@@ -19,6 +19,7 @@ per case to test/fixtures/pytorch/ (read by test/pytorch-fixtures.test.ts):
               flat row-major float32 values; no biases when bias is false
     query    flat [B, S, E] float32 values
     output   flat [B, S, E] float64 reference output, 17 significant digits
+    attentionWeights  flat [B, H, S, S] (need_weights=True, average_attn_weights=False), small cases only
 
 Inputs are written with the fewest digits that give back the same float32 when parsed as a
 double and then rounded to float32 (what JSON.parse + Float32Array do), checked value by value.
@@ -108,6 +109,12 @@ def make_case(index, E, H, B, S, causal, bias, scale):
     with torch.no_grad():
         out, weights = mha64(q64, q64, q64, need_weights=False, attn_mask=mask)
     assert weights is None
+    # The per-head probabilities (need_weights=True, average_attn_weights=False) of small cases.
+    with_weights = B * H * S * S <= 4096
+    if with_weights:
+        with torch.no_grad():
+            out_w, probs = mha64(q64, q64, q64, need_weights=True, average_attn_weights=False, attn_mask=mask)
+        assert probs.shape == (B, H, S, S) and torch.allclose(out_w, out, rtol=0, atol=1e-13)
     assert out.dtype == torch.float64 and out.shape == (B, S, E)
     # The double module must hold exactly the float32 values written to the file.
     for k, v in mha64.state_dict().items():
@@ -129,7 +136,7 @@ def make_case(index, E, H, B, S, causal, bias, scale):
         '  "stateDict": {\n' + ',\n'.join(sd_lines) + '\n  }',
         f'  "query": {array_text(query32.reshape(-1).numpy(), f32_text)}',
         f'  "output": {array_text(out.reshape(-1).numpy(), f64_text)}',
-    ]) + '\n}\n'
+    ] + ([f'  "attentionWeights": {array_text(probs.reshape(-1).numpy(), f64_text)}'] if with_weights else [])) + '\n}\n'
 
     # Read it back the way the test will, and check every value.
     back = json.loads(text)

@@ -16,6 +16,11 @@
 // queries to the end of the keys). Tiles that lie wholly above the diagonal of the last row of the
 // workgroup are never loaded. A row that sees no key at all gets O = 0 (l stays 0), never NaN.
 //
+// Each row's softmax statistics (m, l) go to `rowStats` [B, H, Sq]: 8 bytes per row, from which
+// attention_probs.wgsl recomputes the probabilities when the caller asks. (m and l are kept apart
+// rather than folded into one log-sum-exp m + log2(l): with logits in the thousands, that sum would
+// round away l's contribution at float32's spacing there, ~1e-4.)
+//
 // Host guarantees: prepends `const DH4: u32` (Dh / 4, 1…64) and `const BC: u32` (keys per tile) so
 // the register arrays have fixed sizes; 2·BC·Dh·4 bytes fit maxComputeWorkgroupStorageSize;
 // dispatch = (ceil(Sq / BR), H, B).
@@ -35,6 +40,7 @@ struct Params {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;  // [B, H, Sq, Dh/4]
+@group(0) @binding(3) var<storage, read_write> rowStats: array<vec2<f32>>;  // (m, l) per row [B, H, Sq]
 
 override BR: u32 = 32u;  // query rows per workgroup, one per invocation
 
@@ -123,7 +129,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   }
 
   if (i < params.Sq) {
-    let outOffset = ((b * params.H + h) * params.Sq + i) * DH4;
+    let row = (b * params.H + h) * params.Sq + i;
+    rowStats[row] = vec2<f32>(m, l);
+    let outOffset = row * DH4;
     let invL = select(0.0, 1.0 / l, l > 0.0);  // a row that saw no key gives 0
     for (var d = 0u; d < DH4; d++) {
       out[outOffset + d] = acc[d] * invL;

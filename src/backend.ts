@@ -1,11 +1,11 @@
 // The two backends are two implementations of one plan: this is the contract between them and the layer.
 
 import type { ForwardPlan, LayerSpec, LayerWeights } from './plan.ts';
-import type { BackendKind, EngineStats } from './types.ts';
+import type { BackendKind, EngineStats, ForwardResult } from './types.ts';
 
 export interface BackendLayer {
-  /** Runs a resolved plan; `query` is [B, Sq, E]. Returns the output [B, Sq, E]. */
-  forward(plan: ForwardPlan, query: Float32Array): Promise<Float32Array>;
+  /** Runs a resolved plan; `query` is [B, Sq, E]. Returns the output [B, Sq, E] (and the probabilities when plan.needWeights). */
+  forward(plan: ForwardPlan, query: Float32Array): Promise<ForwardResult>;
   /** Releases what the layer holds (GPU weights) at once. */
   dispose(): void;
 }

@@ -33,7 +33,8 @@ export class MultiHeadAttention {
   }
 
   /**
-   * Self-attention over `query` [B, S, E] (batch first). Resolves to `{ output }` [B, S, E].
+   * Self-attention over `query` [B, S, E] (batch first). Resolves to `{ output }` [B, S, E], plus
+   * `attentionWeights` [B, H, S, S] (per-head probabilities) with `needWeights: true`.
    * Rejects with a typed error, before any GPU work, when an argument is wrong.
    */
   async forward(query: Float32Array, options: ForwardOptions): Promise<ForwardResult> {
@@ -41,7 +42,7 @@ export class MultiHeadAttention {
       throw new DisposedError('MultiHeadAttention.forward: this layer', 'Create a new layer with engine.createMultiHeadAttention().');
     }
     const plan = resolveForwardPlan(this.spec, query, options);
-    return { output: await this.impl.forward(plan, query) };
+    return this.impl.forward(plan, query);
   }
 
   /** Releases the layer's GPU memory at once. Calling it twice is harmless; forward() afterwards throws. */

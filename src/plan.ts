@@ -37,10 +37,12 @@ export interface ForwardPlan {
   seqLen: number;    // Sq
   kvSeqLen: number;  // Skv (= Sq for self-attention)
   isCausal: boolean;
+  /** Return the probabilities [B, H, Sq, Skv] too. */
+  needWeights: boolean;
 }
 
 const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'bias', 'dropout'] as const;
-const FORWARD_KEYS = ['batchSize', 'seqLen', 'isCausal', 'dropout'] as const;
+const FORWARD_KEYS = ['batchSize', 'seqLen', 'isCausal', 'needWeights', 'dropout'] as const;
 
 function refuseDropout(where: string, argument: string, value: unknown): void {
   if (value === undefined || value === 0) return;
@@ -138,6 +140,7 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
   const batchSize = requirePositiveInteger(where, 'options.batchSize', o.batchSize);
   const seqLen = requirePositiveInteger(where, 'options.seqLen', o.seqLen);
   const isCausal = o.isCausal === undefined ? false : requireBoolean(where, 'options.isCausal', o.isCausal);
+  const needWeights = o.needWeights === undefined ? false : requireBoolean(where, 'options.needWeights', o.needWeights);
   refuseDropout(where, 'options.dropout', o.dropout);
   const E = spec.embedDim;
   const length = batchSize * seqLen * E;
@@ -152,5 +155,5 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
     });
   }
   requireFloat32Array(where, 'query', query, length, shape);
-  return { layer: spec, batchSize, seqLen, kvSeqLen: seqLen, isCausal };
+  return { layer: spec, batchSize, seqLen, kvSeqLen: seqLen, isCausal, needWeights };
 }

@@ -36,6 +36,11 @@ export interface ForwardOptions {
   seqLen: number;
   /** Query i sees keys j ≤ i. Default false. */
   isCausal?: boolean;
+  /**
+   * Also return the attention probabilities, per head: PyTorch's need_weights=True with
+   * average_attn_weights=False. They take B·H·S² floats; the output does not need them. Default false.
+   */
+  needWeights?: boolean;
   /** Refused unless 0: this engine is inference only. */
   dropout?: number;
 }
@@ -43,6 +48,8 @@ export interface ForwardOptions {
 export interface ForwardResult {
   /** [B, S, E], batch first. */
   output: Float32Array;
+  /** [B, H, Sq, Skv]: softmax(Q·Kᵀ/√Dh) of each head; 0 where a key is masked. Only with needWeights. */
+  attentionWeights?: Float32Array;
 }
 
 export interface EngineStats {

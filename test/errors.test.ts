@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
   type AttentionEngine,
   createAttentionEngine,
+  DeviceLimitError,
   DisposedError,
   InvalidArgumentError,
   MissingWeightError,
@@ -214,5 +215,20 @@ describe('engine options', () => {
       expect(engine.fallbackReason).toContain('requestAdapter() returned null');
       engine.dispose();
     });
+  });
+});
+
+describe('device limits', () => {
+  test('attention weights larger than maxStorageBufferBindingSize are refused before any GPU work', async () => {
+    const l = { embedDim: 8, numHeads: 2 };
+    const mha = gpu.createMultiHeadAttention(l, randomStateDict(l, 1));
+    const max = gpu.device!.limits.maxStorageBufferBindingSize;
+    const S = Math.ceil(Math.sqrt(max / (2 * 4))) + 1; // B·H·S²·4 bytes just over the limit
+    const before = gpu.stats();
+    await withErrorScopes(gpu.device!, () =>
+      expectRejection(mha.forward(new Float32Array(S * 8), { batchSize: 1, seqLen: S, needWeights: true }), DeviceLimitError,
+        'the attention weights [B, H, Sq, Skv] (needWeights)', `at most maxStorageBufferBindingSize = ${max} bytes`));
+    expect(gpu.stats()).toEqual(before);
+    mha.dispose();
   });
 });

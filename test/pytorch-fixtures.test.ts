@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type AttentionEngine, createAttentionEngine, referenceMultiHeadAttention } from '../src/index.ts';
 import type { ForwardOptions, MultiHeadAttentionConfig, StateDict } from '../src/index.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
-import { compareArrays, expectClose, f32Tolerance, type Tolerance } from './helpers/tolerance.ts';
+import { compareArrays, expectClose, f32Tolerance, maxAbsFinite, probabilityTolerance, type Tolerance } from './helpers/tolerance.ts';
 
 interface Fixture {
   name: string;
@@ -18,6 +18,8 @@ interface Fixture {
   stateDict: Record<string, number[]>;
   query: number[];
   output: number[];
+  /** [B, H, S, S], need_weights=True, average_attn_weights=False; small cases only. */
+  attentionWeights?: number[];
 }
 
 const FIXTURE_DIR = new URL('./fixtures/pytorch/', import.meta.url);
@@ -117,6 +119,10 @@ describe.each(fixtures.map((f) => [f.name, f] as const))('%s', (_name, f) => {
       const { output } = await layer.forward(query, f.options);
       report('cpu', f, output, CPU_TOLERANCE);
       expectClose(output, f.output, CPU_TOLERANCE, `${f.name} cpu backend`);
+      if (f.attentionWeights) {
+        const { attentionWeights } = await layer.forward(query, { ...f.options, needWeights: true });
+        expectClose(attentionWeights!, f.attentionWeights, CPU_TOLERANCE, `${f.name} cpu backend attentionWeights`);
+      }
     } finally {
       layer.dispose();
     }
@@ -129,6 +135,12 @@ describe.each(fixtures.map((f) => [f.name, f] as const))('%s', (_name, f) => {
       const tol = gpuTolerance(f);
       report('webgpu', f, output, tol);
       expectClose(output, f.output, tol, `${f.name} webgpu backend`);
+      if (f.attentionWeights) {
+        const { attentionWeights } = await withErrorScopes(gpu.device!, () => layer.forward(query, { ...f.options, needWeights: true }));
+        const logits = referenceMultiHeadAttention(f.config, stateDict, query, f.options).scores!;
+        const probTol = probabilityTolerance(f.config.embedDim, f.options.seqLen, maxAbsFinite(logits));
+        expectClose(attentionWeights!, f.attentionWeights, probTol, `${f.name} webgpu backend attentionWeights`);
+      }
     } finally {
       layer.dispose();
     }

@@ -16,7 +16,11 @@ export class CpuBackend implements Backend {
       outProjBias: weights.outProjBias?.slice() ?? null,
     };
     return {
-      forward: async (plan, query) => Float32Array.from(referenceForward(plan, own, query).output),
+      forward: async (plan, query) => {
+        const r = referenceForward(plan, own, query, { keepScores: plan.needWeights });
+        const output = Float32Array.from(r.output);
+        return r.probs ? { output, attentionWeights: Float32Array.from(r.probs) } : { output };
+      },
       dispose: () => {},
     };
   }

@@ -59,19 +59,29 @@ export class WebGPUBackend implements Backend {
 /** Refuses, before any GPU work, a call whose buffers or dispatches exceed the device's limits. */
 function checkLimits(device: GPUDevice, plan: ForwardPlan): void {
   const limits = device.limits;
-  const bytes = qkvLayout(plan).total * 4;
   const maxBinding = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
-  if (bytes > maxBinding) {
-    throw new DeviceLimitError({
-      where: 'MultiHeadAttention.forward',
-      argument: 'the Q/K/V buffer for this call',
-      expected: `at most maxStorageBufferBindingSize = ${maxBinding} bytes`,
-      given: `${bytes} bytes (batchSize ${plan.batchSize}, seqLen ${plan.seqLen})`,
-      fix: 'Split the batch into smaller calls.',
-    });
+  const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
+  const buffers = [
+    { what: 'the Q/K/V buffer for this call', bytes: qkvLayout(plan).total * 4, fix: 'Split the batch into smaller calls.' },
+    {
+      what: 'the attention weights [B, H, Sq, Skv] (needWeights)',
+      bytes: plan.needWeights ? B * plan.layer.numHeads * Sq * Skv * 4 : 0,
+      fix: 'Ask for needWeights on shorter sequences or smaller batches; the output alone needs no S² memory.',
+    },
+  ];
+  for (const { what, bytes, fix } of buffers) {
+    if (bytes > maxBinding) {
+      throw new DeviceLimitError({
+        where: 'MultiHeadAttention.forward',
+        argument: what,
+        expected: `at most maxStorageBufferBindingSize = ${maxBinding} bytes`,
+        given: `${bytes} bytes (batchSize ${B}, seqLen ${Sq})`,
+        fix,
+      });
+    }
   }
   const rows = plan.batchSize * plan.seqLen;
-  const groups = Math.max(Math.ceil(rows / 32), plan.batchSize);
+  const groups = Math.max(Math.ceil(rows / 32), plan.needWeights ? B * plan.layer.numHeads : B);
   if (groups > limits.maxComputeWorkgroupsPerDimension) {
     throw new DeviceLimitError({
       where: 'MultiHeadAttention.forward',

@@ -21,6 +21,25 @@ export function f32Tolerance(reductionLengths: number[]): Tolerance {
   return { atol: tol, rtol: tol };
 }
 
+/**
+ * Tolerance for float32 attention probabilities. Besides the rounding of the projection (length E)
+ * and of the softmax sum (S terms), a probability inherits the absolute rounding error of its logit,
+ * which grows with the logit's size: a logit L is only known to about |L|·2⁻²³, and p = exp(s − m)
+ * turns that into a relative error of the same size (logits in the thousands give ~1e-4). So rtol
+ * gains 4·max|logit|·ε, max|logit| being the largest scaled score QKᵀ/√Dh (from the reference).
+ */
+export function probabilityTolerance(embedDim: number, seqLen: number, maxAbsLogit: number): Tolerance {
+  const base = f32Tolerance([embedDim, seqLen]);
+  return { atol: base.atol, rtol: base.rtol + 4 * maxAbsLogit * F32_EPS };
+}
+
+/** The largest finite |value| (masked scores are −Infinity). */
+export function maxAbsFinite(values: ArrayLike<number>): number {
+  let max = 0;
+  for (let i = 0; i < values.length; i++) if (Number.isFinite(values[i])) max = Math.max(max, Math.abs(values[i]));
+  return max;
+}
+
 export interface Mismatch {
   index: number;
   actual: number;

@@ -1,5 +1,5 @@
 // Host side of shaders/flash_attention.wgsl: Q, K, V (head-split) → O [B, H, Sq, Dh], online softmax,
-// scores never stored.
+// scores never stored; each row's softmax statistics (m, l) kept for attention-probs.ts.
 
 import source from '../../../shaders/flash_attention.wgsl?raw';
 import type { ForwardPlan } from '../../plan.ts';
@@ -21,7 +21,7 @@ export function encodeFlashAttention(
   pass: GPUComputePassEncoder,
   scratch: CallScratch,
   plan: ForwardPlan,
-  buffers: { qkv: GPUBuffer; attention: GPUBuffer },
+  buffers: { qkv: GPUBuffer; attention: GPUBuffer; rowStats: GPUBuffer },
 ): void {
   const { batchSize: B, seqLen: Sq, kvSeqLen: Skv, isCausal } = plan;
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
@@ -49,6 +49,7 @@ export function encodeFlashAttention(
       { binding: 0, resource: { buffer: params } },
       { binding: 1, resource: { buffer: buffers.qkv, size: layout.total * 4 } },              // Q ++ K ++ V
       { binding: 2, resource: { buffer: buffers.attention, size: B * H * Sq * Dh * 4 } },     // O [B, H, Sq, Dh]
+      { binding: 3, resource: { buffer: buffers.rowStats, size: B * H * Sq * 8 } },          // (m, l) [B, H, Sq]
     ],
   });
   pass.setPipeline(pipeline);

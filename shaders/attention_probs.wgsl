@@ -1,0 +1,59 @@
+// Attention probabilities, only when the caller asks for them (needWeights):
+//   P [B, H, Sq, Skv],  P[b, h, i, j] = softmax_j(q_i·k_j / √Dh) over the keys row i sees, 0 elsewhere.
+//
+// The flash kernel never stores scores; it leaves each row's softmax statistics in `rowStats`: the
+// max m of the scores (log2 units: scores pre-multiplied by log2(e)/√Dh) and the sum l of
+// exp2(score − m). This kernel recomputes each score and normalises it, P = exp2(s − m) / l, as
+// FlashAttention's backward pass does with its log-sum-exp. So the probabilities come from the same
+// softmax the output used, and no second reduction over the keys is needed. A row with l = 0 (no
+// visible key) gets 0.
+//
+// One invocation per (i, j) element: a Dh-long dot product read with vec4 loads. Workgroup 16×16
+// covers 16 query rows × 16 keys of one (b, h). Host guarantees: Dh % 4 == 0;
+// dispatch = (ceil(Skv / 16), ceil(Sq / 16), B·H).
+
+struct Params {
+  H: u32,
+  G: u32,
+  Sq: u32,
+  Skv: u32,
+  Dh4: u32,
+  kBase4: u32,       // where K starts in qkv, in vec4s
+  causal: u32,       // 1: row i sees keys j <= i + causalOffset
+  causalOffset: i32, // Skv - Sq
+  scaleLog2e: f32,   // log2(e) / sqrt(Dh), as in flash_attention.wgsl
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;        // Q ++ K ++ V
+@group(0) @binding(2) var<storage, read> rowStats: array<vec2<f32>>;  // (m, l) per row [B, H, Sq]
+@group(0) @binding(3) var<storage, read_write> probs: array<f32>;      // [B, H, Sq, Skv]
+
+@compute @workgroup_size(16, 16)
+fn main(@builtin(global_invocation_id) gid: vec3u) {
+  let j = gid.x;
+  let i = gid.y;
+  let bh = gid.z;  // b·H + h
+  if (i >= params.Sq || j >= params.Skv) {
+    return;
+  }
+  let b = bh / params.H;
+  let h = bh % params.H;
+  let kvHead = h / (params.H / params.G);
+  var visible = true;
+  if (params.causal != 0u) {
+    visible = i32(j) <= i32(i) + params.causalOffset;
+  }
+  let stats = rowStats[bh * params.Sq + i];
+  var p = 0.0;
+  if (visible && stats.y > 0.0) {
+    let qOffset = (bh * params.Sq + i) * params.Dh4;
+    let kOffset = params.kBase4 + ((b * params.G + kvHead) * params.Skv + j) * params.Dh4;
+    var dotv = vec4<f32>(0.0);
+    for (var d = 0u; d < params.Dh4; d++) {
+      dotv += (qkv[qOffset + d] * params.scaleLog2e) * qkv[kOffset + d];
+    }
+    p = exp2(dotv.x + dotv.y + dotv.z + dotv.w - stats.x) / stats.y;
+  }
+  probs[(bh * params.Sq + i) * params.Skv + j] = p;
+}

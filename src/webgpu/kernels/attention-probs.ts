@@ -1,0 +1,45 @@
+// Host side of shaders/attention_probs.wgsl: the probabilities P [B, H, Sq, Skv], recomputed from
+// Q, K and the flash kernel's per-row softmax statistics, only when the caller asks (needWeights).
+
+import source from '../../../shaders/attention_probs.wgsl?raw';
+import type { ForwardPlan } from '../../plan.ts';
+import { packUniforms } from '../buffers.ts';
+import { getPipeline } from '../pipelines.ts';
+import type { CallScratch } from '../scratch.ts';
+import { qkvLayout } from './qkv-projection.ts';
+
+const TILE = 16; // the shader's @workgroup_size(16, 16): 16 keys × 16 query rows
+
+export function encodeAttentionProbs(
+  pass: GPUComputePassEncoder,
+  scratch: CallScratch,
+  plan: ForwardPlan,
+  buffers: { qkv: GPUBuffer; rowStats: GPUBuffer; probs: GPUBuffer },
+): void {
+  const { batchSize: B, seqLen: Sq, kvSeqLen: Skv, isCausal } = plan;
+  const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
+  const layout = qkvLayout(plan);
+  const device = scratch.device;
+  const pipeline = getPipeline(device, { label: 'AttentionProbs', code: source });
+  const params = scratch.uniforms(
+    packUniforms([
+      ['u32', H], ['u32', G], ['u32', Sq], ['u32', Skv], ['u32', Dh / 4],
+      ['u32', layout.kBase / 4], ['u32', isCausal ? 1 : 0], ['i32', Skv - Sq],
+      ['f32', Math.LOG2E / Math.sqrt(Dh)],
+    ]),
+    'AttentionProbs.params',
+  );
+  const bindGroup = device.createBindGroup({
+    label: 'AttentionProbs.bindGroup',
+    layout: pipeline.getBindGroupLayout(0),
+    entries: [
+      { binding: 0, resource: { buffer: params } },
+      { binding: 1, resource: { buffer: buffers.qkv, size: layout.total * 4 } },         // Q ++ K ++ V
+      { binding: 2, resource: { buffer: buffers.rowStats, size: B * H * Sq * 8 } },     // (m, l) [B, H, Sq]
+      { binding: 3, resource: { buffer: buffers.probs, size: B * H * Sq * Skv * 4 } },  // P [B, H, Sq, Skv]
+    ],
+  });
+  pass.setPipeline(pipeline);
+  pass.setBindGroup(0, bindGroup);
+  pass.dispatchWorkgroups(Math.ceil(Skv / TILE), Math.ceil(Sq / TILE), B * H);
+}

@@ -1,0 +1,158 @@
+// `npm run bench`: the demo's benchmark, headless. Serves the repo with Vite, opens the benchmark
+// page in Chromium (WebGPU: SwiftShader on GPU-less machines, the real adapter elsewhere), runs each
+// preset with every system one after another on that one adapter, shows progress, prints a table
+// per shape and writes everything to JSON.
+//
+//   npm run bench -- [--preset tiny,s128-e256 | --preset all] [--batch B --seq S --embed E --heads H [--causal]]
+//                    [--systems engine,naive,tfjs,ort,cpu] [--warmup 2] [--runs 5] [--seed 1] [--out bench-results/x.json]
+
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { parseArgs } from 'node:util';
+import { chromium } from '@playwright/test';
+import { createServer } from 'vite';
+import type { HeadlessReport, HeadlessRequest } from '../demo/bench/headless.ts';
+import { PRESETS } from '../demo/bench/presets.ts';
+import type { BenchProgress, BenchShape } from '../demo/bench/types.ts';
+
+const ALL_SYSTEMS = ['engine', 'naive', 'tfjs', 'ort', 'cpu'];
+const { values } = parseArgs({
+  options: {
+    preset: { type: 'string', default: 'tiny,s128-e256' },
+    batch: { type: 'string' },
+    seq: { type: 'string' },
+    embed: { type: 'string' },
+    heads: { type: 'string' },
+    causal: { type: 'boolean', default: false },
+    systems: { type: 'string', default: ALL_SYSTEMS.join(',') },
+    warmup: { type: 'string', default: '2' },
+    runs: { type: 'string', default: '5' },
+    seed: { type: 'string', default: '1' },
+    out: { type: 'string' },
+    port: { type: 'string', default: '5181' },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+});
+
+function fail(message: string): never {
+  console.error(`bench: ${message}`);
+  process.exit(2);
+}
+if (values.help) {
+  console.log(`usage: npm run bench -- [--preset ${PRESETS.map((p) => p.id).join(',')} | all] [--batch B --seq S --embed E --heads H [--causal]]
+       [--systems ${ALL_SYSTEMS.join(',')}] [--warmup N] [--runs N] [--seed N] [--out file.json]`);
+  process.exit(0);
+}
+const int = (name: string, text: string | undefined, min = 1): number => {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < min) fail(`--${name} must be an integer ≥ ${min}; got ${text}`);
+  return n;
+};
+
+const shapes: { id: string; shape: BenchShape }[] = [];
+if (values.seq || values.embed || values.heads || values.batch) {
+  const shape = {
+    batchSize: int('batch', values.batch ?? '1'),
+    seqLen: int('seq', values.seq),
+    embedDim: int('embed', values.embed),
+    numHeads: int('heads', values.heads),
+    isCausal: values.causal,
+  };
+  if (shape.embedDim % shape.numHeads) fail(`--embed (${shape.embedDim}) must be divisible by --heads (${shape.numHeads})`);
+  shapes.push({ id: 'custom', shape });
+} else {
+  const ids = values.preset === 'all' ? PRESETS.map((p) => p.id) : values.preset.split(',');
+  for (const id of ids) {
+    const p = PRESETS.find((q) => q.id === id) ?? fail(`unknown preset "${id}"; known: ${PRESETS.map((q) => q.id).join(', ')}, all`);
+    shapes.push({ id, shape: { batchSize: p.batchSize, seqLen: p.seqLen, embedDim: p.embedDim, numHeads: p.numHeads, isCausal: p.isCausal } });
+  }
+}
+const systemIds = values.systems.split(',');
+for (const s of systemIds) if (!ALL_SYSTEMS.includes(s)) fail(`unknown system "${s}"; known: ${ALL_SYSTEMS.join(', ')}`);
+const warmup = int('warmup', values.warmup, 0);
+const runs = int('runs', values.runs);
+const seed = int('seed', values.seed, 0);
+const out = values.out ?? `bench-results/bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`;
+const port = int('port', values.port);
+
+const describeShape = (s: BenchShape) => `B=${s.batchSize} S=${s.seqLen} E=${s.embedDim} H=${s.numHeads}${s.isCausal ? ' causal' : ''}`;
+
+function progressLine(p: BenchProgress, label: string): void {
+  const width = 30;
+  const filled = Math.round(p.fraction * width);
+  const line = `  [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${(p.fraction * 100).toFixed(0).padStart(3)}% ${label}: ${p.message}`;
+  if (process.stdout.isTTY) process.stdout.write(`\r${line.slice(0, process.stdout.columns - 1).padEnd(process.stdout.columns - 1)}`);
+  else console.log(line);
+}
+
+function table(report: HeadlessReport): string {
+  const rows = report.result.systems.map((s) => [
+    s.label,
+    s.status === 'ok' ? (s.medianMs ?? 0).toFixed(1) : 'failed',
+    s.gflops !== undefined ? s.gflops.toFixed(2) : '',
+    s.ratioToEngine !== undefined ? `${s.ratioToEngine.toFixed(2)}x` : '',
+    s.maxAbsError !== undefined ? s.maxAbsError.toExponential(1) : '',
+    s.status === 'ok' ? '' : (s.error ?? '').split('\n')[0].slice(0, 100),
+  ]);
+  const header = ['system', 'median ms', 'GFLOP/s', 'vs engine', 'max err', 'note'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const fmt = (r: string[]) => r.map((c, i) => (i === 0 || i === 5 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
+  return [fmt(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(fmt)].join('\n');
+}
+
+const server = await createServer({ logLevel: 'error', server: { host: '127.0.0.1', port, strictPort: true, hmr: false } });
+await server.listen();
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+  args: ['--enable-unsafe-webgpu'],
+  headless: true,
+});
+const reports: (HeadlessReport & { id: string })[] = [];
+let exitCode = 0;
+try {
+  const page = await browser.newPage();
+  page.on('pageerror', (e) => console.error(`\n  page error: ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error') console.error(`\n  console.error: ${m.text()}`);
+  });
+  let label = '';
+  await page.exposeFunction('__benchProgress', (p: BenchProgress) => progressLine(p, label));
+  await page.goto(`http://127.0.0.1:${port}/demo/bench/headless.html`);
+  await page.waitForFunction(() => typeof window.runBench === 'function', undefined, { timeout: 120_000 });
+  for (const [i, { id, shape }] of shapes.entries()) {
+    label = `${i + 1}/${shapes.length} ${id}`;
+    console.log(`\n${id}: ${describeShape(shape)}, ${warmup} warm-up(s), median of ${runs}`);
+    const request: HeadlessRequest = { shape, warmup, runs, seed, systemIds };
+    const report = await page.evaluate((r) => window.runBench(r), request);
+    if (process.stdout.isTTY) process.stdout.write('\n');
+    if (i === 0) {
+      const a = report.adapter;
+      console.log(`adapter: ${a ? `${a.vendor} ${a.architecture} ${a.description}`.trim() : `none (${report.fallbackReason})`}; backend ${report.backend}`);
+    }
+    console.log(table(report));
+    reports.push({ id, ...report });
+    if (report.result.systems.some((s) => s.id === 'engine' && s.status !== 'ok')) exitCode = 1;
+  }
+} finally {
+  await browser.close();
+  await server.close();
+}
+
+mkdirSync(dirname(out), { recursive: true });
+writeFileSync(
+  out,
+  JSON.stringify(
+    {
+      benchmark: 'webgpu-attention multi-head self-attention forward (npm run bench)',
+      date: new Date().toISOString(),
+      timing: 'wall time of one forward with a Float32Array in and out (upload, dispatch, readback), median of the timed runs after warm-ups; every system on the same adapter in the same page',
+      flopFormula: '8·B·S·E² + 4·B·S²·E (causal: half the S² term)',
+      options: { warmup, runs, seed, systems: systemIds },
+      shapes: reports,
+    },
+    null,
+    2,
+  ),
+);
+console.log(`\nwrote ${out}`);
+process.exit(exitCode);

@@ -15,6 +15,8 @@ need=()
 mesa_version=$(dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null || true)
 if [[ " $wanted " == *" lavapipe "* ]] && { [ ! -f "$LVP_ICD" ] || ! dpkg --compare-versions "${mesa_version:-0}" ge 25; }; then need+=(lavapipe); fi
 if [[ " $wanted " == *" chromium "* ]] && [ ! -x "$CHROMIUM" ]; then need+=(chromium); fi
+# CJK glyphs for the demo's attention-map labels ("我 爱 自然 语言 处理") in browser screenshots.
+if [[ " $wanted " == *" chromium "* ]] && ! dpkg -s fonts-wqy-zenhei >/dev/null 2>&1; then need+=(cjk-font); fi
 
 if [ ${#need[@]} -eq 0 ]; then
   echo "setup-system: present: $wanted (mesa ${mesa_version:-none}, $CHROMIUM)"
@@ -25,6 +27,7 @@ if [ "$(id -u)" != 0 ] || ! grep -q 'VERSION_CODENAME=bookworm' /etc/os-release 
   echo "setup-system: missing: ${need[*]}" >&2
   echo "  lavapipe: Mesa's Vulkan driver >= 25 (Debian 12: apt-get install -t bookworm-backports mesa-vulkan-drivers)" >&2
   echo "  chromium: a Chromium with WebGPU (Debian: apt-get install chromium), or set CHROMIUM_PATH" >&2
+  echo "  cjk-font: CJK glyphs for the demo's screenshots (Debian: apt-get install fonts-wqy-zenhei)" >&2
   echo "  This script installs them itself only on Debian 12 as root." >&2
   exit 1
 fi
@@ -39,6 +42,7 @@ for n in "${need[@]}"; do
   case $n in
     lavapipe) apt-get install -y -qq -t bookworm-backports mesa-vulkan-drivers libvulkan1 ;;
     chromium) apt-get install -y -qq chromium ;;
+    cjk-font) apt-get install -y -qq fonts-wqy-zenhei ;;
   esac
 done
 echo "setup-system: done"

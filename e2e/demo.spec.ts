@@ -1,0 +1,266 @@
+// The demo page (demo/index.html) in Chromium, served by the e2e dev server (repo root, so the page is
+// /demo/index.html). Every panel is driven as a person would, through its controls, and the page
+// must stay clean: no console error, no page error, no uncaptured WebGPU error (the page lists those
+// in #gpu-errors). The page must run on the WebGPU backend: a browser without WebGPU fails here.
+//
+// All tests share one page (one engine, pipelines compiled once), in order.
+
+import { type ConsoleMessage, type Page, test as base, expect } from '@playwright/test';
+import { readFileSync } from 'node:fs';
+
+interface PageEvent {
+  kind: 'console' | 'pageerror' | 'crash';
+  type: string;
+  text: string;
+}
+
+class DemoPage {
+  readonly events: PageEvent[] = [];
+  constructor(readonly page: Page) {}
+
+  mark(): number {
+    return this.events.length;
+  }
+
+  /** Console errors, page errors and crashes since `mark`. */
+  problemsSince(mark: number): string[] {
+    return this.events
+      .slice(mark)
+      .filter((e) => e.kind !== 'console' || e.type === 'error')
+      .map((e) => `${e.kind}${e.kind === 'console' ? `.${e.type}` : ''}: ${e.text}`);
+  }
+
+  /** The WebGPU errors the page caught on its engine's device (uncapturederror, device lost). */
+  async gpuErrors(): Promise<string[]> {
+    return this.page.locator('#gpu-error-list li').allTextContents();
+  }
+
+  async expectClean(mark: number): Promise<void> {
+    const problems = this.problemsSince(mark);
+    expect(problems, `console errors / page errors:\n${problems.join('\n')}`).toEqual([]);
+    const gpu = await this.gpuErrors();
+    expect(gpu, `uncaptured WebGPU errors shown by the page:\n${gpu.join('\n')}`).toEqual([]);
+  }
+
+  /** Waits until a panel's data-state leaves 'running' (and is not 'idle'); returns it. */
+  async settled(panelId: string, timeout = 60_000): Promise<string> {
+    await this.page.waitForFunction(
+      (id) => {
+        const s = document.getElementById(id)?.dataset.state;
+        return s === 'done' || s === 'error';
+      },
+      panelId,
+      { timeout },
+    );
+    return (await this.page.locator(`#${panelId}`).getAttribute('data-state')) ?? '';
+  }
+
+  async requireWebGPU(): Promise<void> {
+    const backend = await this.page.locator('body').getAttribute('data-backend');
+    if (backend !== 'webgpu') {
+      const reason = await this.page.locator('#backend-status').textContent().catch(() => '(no #backend-status)');
+      throw new Error(
+        `The demo runs on the "${backend}" backend, not WebGPU; these tests need WebGPU.\n  page says: ${reason}\n` +
+          'Check CHROMIUM_PATH (default /usr/bin/chromium) and the --enable-unsafe-webgpu flag in playwright.config.ts.',
+      );
+    }
+  }
+}
+
+const test = base.extend<object, { demo: DemoPage }>({
+  demo: [
+    async ({ browser }, use, workerInfo) => {
+      const context = await browser.newContext({ baseURL: workerInfo.project.use.baseURL, viewport: { width: 1200, height: 900 }, acceptDownloads: true });
+      const page = await context.newPage();
+      const demo = new DemoPage(page);
+      page.on('console', (m: ConsoleMessage) => demo.events.push({ kind: 'console', type: m.type(), text: m.text() }));
+      page.on('pageerror', (e) => demo.events.push({ kind: 'pageerror', type: 'error', text: e.stack ?? e.message }));
+      page.on('crash', () => demo.events.push({ kind: 'crash', type: 'error', text: 'the page crashed' }));
+      await page.goto('/demo/index.html');
+      try {
+        // Ready: every panel mounted, the first attention maps drawn and the first correctness run done.
+        await page.waitForFunction(() => document.body.dataset.ready === 'true', undefined, { timeout: 90_000 });
+      } catch (e) {
+        throw new Error(
+          `demo/index.html did not become ready. Page events:\n${demo.events.map((ev) => `  ${ev.kind} ${ev.type}: ${ev.text}`).join('\n') || '  (none)'}\n${(e as Error).message}`,
+        );
+      }
+      await use(demo);
+      await context.close();
+    },
+    { scope: 'worker', timeout: 120_000 },
+  ],
+});
+
+test('the page loads on WebGPU and the adapter panel describes the adapter', async ({ demo }) => {
+  await demo.requireWebGPU();
+  const { page } = demo;
+  await expect(page.locator('#adapter')).toHaveAttribute('data-state', 'done');
+  await expect(page.locator('#engine-backend')).toHaveText('webgpu');
+  await expect(page.locator('#backend-status')).toContainText('WebGPU');
+  const adapter = page.locator('#adapter');
+  for (const row of ['vendor', 'architecture', 'device', 'description', 'maxStorageBufferBindingSize', 'maxComputeWorkgroupStorageSize']) {
+    await expect(adapter.locator('th', { hasText: row }).first()).toBeVisible();
+  }
+  expect(await page.locator('#adapter-features li').count()).toBeGreaterThan(0);
+  await demo.expectClean(0);
+});
+
+test('correctness: WebGPU matches the float64 reference (default shape, then S=33 causal)', async ({ demo }) => {
+  await demo.requireWebGPU();
+  const { page } = demo;
+  const mark = demo.mark();
+  // The page ran the default shape on load; run it again from the button.
+  await page.click('#correctness-run');
+  expect(await demo.settled('correctness')).toBe('done');
+  await expect(page.locator('#correctness-verdict')).toHaveText('PASS');
+  // An awkward shape: S one past a tile, odd B, causal.
+  await page.fill('#cfg-b', '3');
+  await page.fill('#cfg-s', '33');
+  await page.fill('#cfg-e', '96');
+  await page.fill('#cfg-h', '6');
+  await page.check('#cfg-causal');
+  await page.click('#correctness-run');
+  expect(await demo.settled('correctness')).toBe('done');
+  await expect(page.locator('#correctness-verdict')).toHaveText('PASS');
+  const maxAbs = Number(await page.locator('#correctness-max-abs').textContent());
+  expect(maxAbs).toBeGreaterThanOrEqual(0);
+  expect(maxAbs).toBeLessThan(1e-4);
+  await expect(page.locator('#correctness-result')).toContainText('[3, 33, 96]');
+  await demo.expectClean(mark);
+});
+
+test('shape flow follows the chosen layer: shapes, 4E²+4E parameters, FLOPs, head mixing', async ({ demo }) => {
+  const { page } = demo;
+  const mark = demo.mark();
+  await page.fill('#cfg-b', '2');
+  await page.fill('#cfg-s', '64');
+  await page.fill('#cfg-e', '128');
+  await page.fill('#cfg-h', '4');
+  await page.uncheck('#cfg-causal');
+  const table = page.locator('#shape-flow-table');
+  await expect(table).toContainText('(B, H, S, Dh) = (2, 4, 64, 32)');
+  await expect(table).toContainText('(B, H, S, S) = (2, 4, 64, 64)');
+  await expect(table).toContainText('never stored');
+  await expect(page.locator('#shape-flow-counts')).toContainText('66,048'); // 4·128² + 4·128
+  await expect(page.locator('#shape-flow-counts')).toContainText('20,971,520'); // 8·2·64·128² + 4·2·64²·128
+  await expect(page.locator('#head-mix-summary')).toContainText('draws on all 4 heads');
+  await page.fill('#cfg-h', '8');
+  await expect(page.locator('#head-mix-summary')).toContainText('draws on all 8 heads');
+  await expect(table).toContainText('(B, H, S, Dh) = (2, 8, 64, 16)');
+  await demo.expectClean(mark);
+});
+
+test('attention maps: one heatmap per head from needWeights, heads differ, causal masks the upper triangle', async ({ demo }, testInfo) => {
+  await demo.requireWebGPU();
+  const { page } = demo;
+  const mark = demo.mark();
+  const panel = page.locator('#attention-maps');
+  expect(await demo.settled('attention-maps')).toBe('done');
+  await expect(page.locator('#maps-status')).toContainText('from the engine on WebGPU (needWeights)');
+  await expect(panel.locator('figure.head')).toHaveCount(4);
+  const aboveFull = await panel.locator('figure.head').evaluateAll((els) => els.map((e) => Number((e as HTMLElement).dataset.massAboveDiagonal)));
+  for (const m of aboveFull) expect(m, 'not causal: future keys get probability').toBeGreaterThan(0.05);
+
+  // Heads differ: their mean row entropies are not all the same.
+  const captions = await panel.locator('figure.head figcaption').allTextContents();
+  const entropies = captions.map((c) => Number(/entropy ([\d.]+) bits/.exec(c)?.[1]));
+  expect(entropies.every(Number.isFinite), captions.join(' | ')).toBe(true);
+  expect(new Set(entropies.map((e) => e.toFixed(2))).size, `mean entropies ${entropies}`).toBeGreaterThan(1);
+
+  // The canvases have content (not blank).
+  const inked = await page.evaluate(() =>
+    Array.from(document.querySelectorAll<HTMLCanvasElement>('#attention-maps canvas.heatmap')).map((c) => {
+      const d = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
+      let n = 0;
+      for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
+      return n / (c.width * c.height);
+    }),
+  );
+  expect(inked.length).toBe(4);
+  for (const f of inked) expect(f).toBeGreaterThan(0.1);
+  const shot = testInfo.outputPath('attention-maps.png');
+  await panel.screenshot({ path: shot });
+  await testInfo.attach('attention maps (zh, 4 heads)', { path: shot, contentType: 'image/png' });
+
+  // The English sentence, 8 heads, causal.
+  await page.selectOption('#maps-sentence', 'en');
+  expect(await demo.settled('attention-maps')).toBe('done');
+  await page.selectOption('#maps-heads', '8');
+  await page.check('#maps-causal');
+  await expect(panel.locator('figure.head')).toHaveCount(8);
+  expect(await demo.settled('attention-maps')).toBe('done');
+  await expect(page.locator('#maps-status')).toContainText('10 tokens');
+  const above = await panel.locator('figure.head').evaluateAll((els) => els.map((e) => Number((e as HTMLElement).dataset.massAboveDiagonal)));
+  expect(above, 'probability on future keys, per head (causal)').toEqual(Array(8).fill(0));
+  const causalShot = testInfo.outputPath('attention-maps-causal.png');
+  await panel.screenshot({ path: causalShot });
+  await testInfo.attach('attention maps (en, 8 heads, causal)', { path: causalShot, contentType: 'image/png' });
+
+  // Your own sentence.
+  await page.fill('#maps-text', 'a b c');
+  await expect(page.locator('#maps-sentence')).toHaveValue('custom');
+  await expect(page.locator('#maps-status')).toContainText('3 tokens');
+  expect(await demo.settled('attention-maps')).toBe('done');
+  await demo.expectClean(mark);
+});
+
+test('benchmark: tiny preset, 1 warm-up, 1 run: every system shows a time or an explicit failure; JSON downloads', async ({ demo }, testInfo) => {
+  test.setTimeout(240_000);
+  await demo.requireWebGPU();
+  const { page } = demo;
+  const mark = demo.mark();
+  await page.selectOption('#bench-preset', 'tiny');
+  await page.fill('#bench-warmup', '1');
+  await page.fill('#bench-runs', '1');
+  const ids = await page.locator('fieldset.systems [data-system]').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.system));
+  expect(ids).toEqual(['engine', 'naive', 'tfjs', 'ort', 'cpu']);
+  for (const id of ids) await page.check(`#bench-sys-${id}`);
+
+  await page.click('#bench-run');
+  await expect(page.locator('#benchmark')).toHaveAttribute('data-state', 'running');
+  expect(await demo.settled('benchmark', 200_000)).toBe('done');
+  expect(await page.locator('#bench-progress').evaluate((p) => (p as HTMLProgressElement).value)).toBe(1);
+
+  const rows = page.locator('#bench-table tbody tr');
+  await expect(rows).toHaveCount(5);
+  const summary: string[] = [];
+  for (const id of ids) {
+    const row = page.locator(`#bench-table tr[data-system="${id}"]`);
+    const status = await row.getAttribute('data-status');
+    const cells = await row.locator('td').allTextContents();
+    summary.push(`${id}: ${cells.join(' | ')}`);
+    if (status === 'ok') {
+      expect(Number(cells[2]), `median ms of ${id}`).toBeGreaterThanOrEqual(0);
+      expect(Number(cells[3]), `GFLOP/s of ${id}`).toBeGreaterThan(0);
+    } else {
+      expect(status).toBe('failed');
+      expect(cells[6].trim().length, `failure message of ${id}`).toBeGreaterThan(5);
+    }
+  }
+  testInfo.annotations.push({ type: 'benchmark', description: summary.join('\n') });
+  // This engine itself must run and pass its gate on WebGPU.
+  await expect(page.locator('#bench-table tr[data-system="engine"]')).toHaveAttribute('data-status', 'ok');
+  await expect(page.locator('#bench-chart')).toBeVisible();
+  const shot = testInfo.outputPath('benchmark.png');
+  await page.locator('#benchmark').screenshot({ path: shot });
+  await testInfo.attach('benchmark (tiny)', { path: shot, contentType: 'image/png' });
+
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#bench-download')]);
+  const file = testInfo.outputPath(download.suggestedFilename());
+  await download.saveAs(file);
+  await testInfo.attach('benchmark JSON', { path: file, contentType: 'application/json' });
+  const json = JSON.parse(readFileSync(file, 'utf8'));
+  expect(json.backend).toBe('webgpu');
+  expect(json.adapter).not.toBeNull();
+  expect(json.userAgent).toContain('Chrome');
+  expect(json.shape).toEqual({ batchSize: 1, seqLen: 16, embedDim: 32, numHeads: 2, isCausal: false });
+  expect(json.versions['webgpu-attention']).toMatch(/^\d+\.\d+\.\d+/);
+  expect(json.systems.map((s: { id: string }) => s.id)).toEqual(ids);
+  await demo.expectClean(mark);
+});
+
+test('no console errors, page errors or uncaptured WebGPU errors over the whole session', async ({ demo }) => {
+  await demo.expectClean(0);
+  await expect(demo.page.locator('#gpu-errors')).toHaveAttribute('data-count', '0');
+});

@@ -19,6 +19,8 @@ echo "== unit tests (vitest, Node, WebGPU through Dawn on lavapipe)"
 npx vitest run --reporter=default --reporter=json --outputFile.json=test-reports/vitest.json || status=1
 echo "== browser tests (Playwright, Chromium's WebGPU)"
 PLAYWRIGHT_JSON_OUTPUT_NAME=test-reports/playwright.json npx playwright test --reporter=list,json || status=1
+echo "== package test (npm pack into a throwaway Node script and Vite app)"
+node scripts/pack-test.mjs --dev || status=1
 echo "== summary"
 node scripts/summarise-tests.mjs test-reports/vitest.json test-reports/playwright.json || status=1
 exit $status

@@ -12,6 +12,14 @@ export interface AcquiredDevice {
 let nodeGpu: GPU | null = null;
 let nodeGpuError: string | null = null;
 
+/**
+ * import() of a Node-only package. The specifier arrives as a parameter, which no bundler folds into a
+ * constant, so browser builds and dev servers never try to resolve or bundle the package.
+ */
+function importNodeOnly(specifier: string): Promise<unknown> {
+  return import(/* @vite-ignore */ /* webpackIgnore: true */ specifier);
+}
+
 async function findGpu(): Promise<{ gpu: GPU | null; why: string }> {
   const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator;
   if (nav?.gpu) return { gpu: nav.gpu, why: '' };
@@ -24,9 +32,7 @@ async function findGpu(): Promise<{ gpu: GPU | null; why: string }> {
   }
   if (!nodeGpu && !nodeGpuError) {
     try {
-      // A variable specifier keeps bundlers from pulling the Node-only package into browser builds.
-      const name = 'webgpu';
-      const mod = (await import(/* @vite-ignore */ name)) as { create: (flags: string[]) => GPU };
+      const mod = (await importNodeOnly('webgpu')) as { create: (flags: string[]) => GPU };
       nodeGpu = mod.create([]);
     } catch (e) {
       nodeGpuError = `the "webgpu" npm package (Dawn) could not be loaded: ${(e as Error).message}. Install it with: npm install webgpu`;

@@ -9,6 +9,11 @@ export default defineConfig({
     // The demo and the browser tests import the engine by its package name, as a user would.
     alias: { 'webgpu-attention': fileURLToPath(new URL('./src/index.ts', import.meta.url)) },
   },
+  // The benchmark's peers, bundled when the server starts rather than discovered mid-page (which
+  // makes Vite reload the page).
+  optimizeDeps: {
+    include: ['@tensorflow/tfjs-core', '@tensorflow/tfjs-backend-webgpu', 'onnxruntime-web/webgpu', 'protobufjs'],
+  },
   test: {
     include: ['test/**/*.test.ts'],
     environment: 'node',

@@ -1,14 +1,17 @@
 // QKV projection: one GEMM, Y = X · Wᵀ + b, whose store writes Q, K and V already split into heads.
 //
-//   X    [M, K]              M = B·S token rows, K = E; row-major, read as vec4 along K
-//   W    [N, K]              N = (H + 2·G)·Dh; PyTorch's packed in_proj_weight: H query heads' rows,
-//                            then G key heads', then G value heads'; read as vec4 along K
-//   bias [N]                 in_proj_bias (all zeros when the layer has no bias)
-//   qkv  Q [B, H, S, Dh] ++ K [B, G, S, Dh] ++ V [B, G, S, Dh], back to back in one buffer
+//   X    [M, K]              M = B·S token rows, K = E (or kdim, vdim); row-major, read as vec4 along K
+//   W    [·, K]              PyTorch's packed in_proj_weight [(H + 2·G)·Dh, E]: H query heads' rows,
+//                            then G key heads', then G value heads'; or one of q/k/v_proj_weight.
+//                            This dispatch uses rows wRow0 … wRow0 + N − 1; read as vec4 along K
+//   bias [(H + 2·G)·Dh]      in_proj_bias (all zeros when the layer has no bias)
+//   qkv  Q [B, H, Sq, Dh] ++ K [B, G, Skv, Dh] ++ V [B, G, Skv, Dh], back to back in one buffer
 //
-// Column n of Y belongs to head slot n / Dh of the H + 2·G slots and to lane d = n % Dh of it; row m
-// is token s = m % S of sequence b = m / S. The store sends Y[m, n] straight to its place in Q, K
-// or V, so there is no separate reshape or transpose pass and no loop over heads.
+// Column c of this dispatch is column n = slot0·Dh + c of the packed projection: head slot n / Dh
+// of the H + 2·G slots, lane n % Dh; row m is token s = m % S of sequence b = m / S. The store sends
+// Y[m, c] straight to its place in Q, K or V, so there is no separate reshape or transpose pass and
+// no loop over heads. Self-attention is one dispatch over all N = (H + 2·G)·Dh columns; cross-
+// attention dispatches the query's columns and the key's and value's separately (their X differ).
 //
 // Tiling: each invocation owns a 4×4 register tile (4 rows × 4 consecutive columns) and walks K four
 // at a time: 8 vec4 loads feed 16 dot products. A workgroup of WG_X × WG_Y invocations covers
@@ -16,24 +19,27 @@
 // SwiftShader) barriers cost more than the re-reads, and on GPUs the caches catch the reuse.
 //
 // Host guarantees: K % 4 == 0 and Dh % 4 == 0 (so N % 4 == 0, and four consecutive columns starting
-// at a multiple of 4 never straddle two heads); dispatch = (ceil(N / (4·WG_X)), ceil(M / (4·WG_Y)), 1).
+// at a multiple of 4 never straddle two heads); S is Sq for Q columns and Skv for K and V columns
+// (one dispatch never mixes them unless Sq = Skv); dispatch = (ceil(N / (4·WG_X)), ceil(M / (4·WG_Y)), 1).
 
 struct Params {
   M: u32,      // rows of X: B·S
-  N: u32,      // rows of W: (H + 2·G)·Dh
+  N: u32,      // columns of this dispatch (rows of W used)
   K4: u32,     // K / 4
-  S: u32,      // sequence length
+  S: u32,      // sequence length of X (and of the Q, K or V it writes)
   H: u32,      // query heads
   G: u32,      // key/value heads
   Dh4: u32,    // head size / 4
   kBase4: u32, // where K starts in qkv, in vec4s: B·H·S·Dh / 4
-  vBase4: u32, // where V starts in qkv, in vec4s: (B·H·S·Dh + B·G·S·Dh) / 4
+  vBase4: u32, // where V starts in qkv, in vec4s: (B·H·Sq·Dh + B·G·Skv·Dh) / 4
+  slot0: u32,  // head slot of this dispatch's first column (0: Q, H: K, H + G: V)
+  wRow0: u32,  // row of W holding this dispatch's first column
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;          // [M, K/4]
-@group(0) @binding(2) var<storage, read> w: array<vec4<f32>>;          // [N, K/4]
-@group(0) @binding(3) var<storage, read> bias: array<vec4<f32>>;       // [N/4]
+@group(0) @binding(2) var<storage, read> w: array<vec4<f32>>;          // [·, K/4]
+@group(0) @binding(3) var<storage, read> bias: array<vec4<f32>>;       // [(H + 2·G)·Dh / 4]
 @group(0) @binding(4) var<storage, read_write> qkv: array<vec4<f32>>;  // Q ++ K ++ V, see above
 
 override WG_X: u32 = 8u;
@@ -69,7 +75,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   let x1 = min(row0 + 1u, last) * K4;
   let x2 = min(row0 + 2u, last) * K4;
   let x3 = min(row0 + 3u, last) * K4;
-  let w0 = col0 * K4;
+  let n0 = params.slot0 * params.Dh4 * 4u + col0;  // column in the packed projection
+  let w0 = (params.wRow0 + col0) * K4;
   let w1 = w0 + K4;
   let w2 = w1 + K4;
   let w3 = w2 + K4;
@@ -94,9 +101,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     acc3 += vec4<f32>(dot(a3, b0), dot(a3, b1), dot(a3, b2), dot(a3, b3));
   }
 
-  let b4 = bias[col0 / 4u];
-  qkv[destination4(row0, col0)] = acc0 + b4;
-  if (row0 + 1u < params.M) { qkv[destination4(row0 + 1u, col0)] = acc1 + b4; }
-  if (row0 + 2u < params.M) { qkv[destination4(row0 + 2u, col0)] = acc2 + b4; }
-  if (row0 + 3u < params.M) { qkv[destination4(row0 + 3u, col0)] = acc3 + b4; }
+  let b4 = bias[n0 / 4u];
+  qkv[destination4(row0, n0)] = acc0 + b4;
+  if (row0 + 1u < params.M) { qkv[destination4(row0 + 1u, n0)] = acc1 + b4; }
+  if (row0 + 2u < params.M) { qkv[destination4(row0 + 2u, n0)] = acc2 + b4; }
+  if (row0 + 3u < params.M) { qkv[destination4(row0 + 3u, n0)] = acc3 + b4; }
 }

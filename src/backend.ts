@@ -4,14 +4,16 @@ import type { ForwardPlan, LayerSpec, LayerWeights } from './plan.ts';
 import type { BackendKind, EngineStats, ForwardResult } from './types.ts';
 
 export interface BackendLayer {
-  /** Runs a resolved plan; `query` is [B, Sq, E]. Returns the output [B, Sq, E] (and the probabilities when plan.needWeights). */
-  forward(plan: ForwardPlan, query: Float32Array): Promise<ForwardResult>;
+  /** Runs a resolved plan (its inputs included). Returns the output [B, Sq, E] (and the probabilities when plan.needWeights). */
+  forward(plan: ForwardPlan): Promise<ForwardResult>;
   /** Releases what the layer holds (GPU weights) at once. */
   dispose(): void;
 }
 
 export interface Backend {
   readonly kind: BackendKind;
+  /** The attention kernel alone on plan.query [B, H, Sq, Dh], plan.key and plan.value [B, G, Skv, Dh]: O [B, H, Sq, Dh]. */
+  attend(plan: ForwardPlan): Promise<ForwardResult>;
   /** Throws (before any GPU work) if this backend cannot run a layer of this spec. */
   createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer;
   stats(): EngineStats;

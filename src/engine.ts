@@ -4,8 +4,16 @@ import type { Backend } from './backend.ts';
 import { CpuBackend } from './cpu/backend.ts';
 import { DisposedError, InvalidArgumentError, WebGPUUnavailableError } from './errors.ts';
 import { MultiHeadAttention } from './layer.ts';
-import { resolveLayerSpec, resolveWeights } from './plan.ts';
-import type { BackendKind, EngineOptions, EngineStats, MultiHeadAttentionConfig, StateDict } from './types.ts';
+import { resolveAttentionPlan, resolveLayerSpec, resolveWeights } from './plan.ts';
+import type {
+  BackendKind,
+  EngineOptions,
+  EngineStats,
+  ForwardResult,
+  MultiHeadAttentionConfig,
+  ScaledDotProductAttentionOptions,
+  StateDict,
+} from './types.ts';
 import { describe, rejectUnknownKeys, requireObject } from './validate.ts';
 import { WebGPUBackend } from './webgpu/backend.ts';
 import { type AcquiredDevice, acquireDevice, describeAdapter } from './webgpu/device.ts';
@@ -56,6 +64,21 @@ export class AttentionEngine {
     const layer = new MultiHeadAttention(spec, impl.createLayer(spec, weights), (l) => this.layers.delete(l));
     this.layers.add(layer);
     return layer;
+  }
+
+  /**
+   * The attention kernel alone, on tensors the caller already projected (after a rotary embedding,
+   * say), as PyTorch's F.scaled_dot_product_attention: query [B, H, Sq, Dh], key and value
+   * [B, G, Skv, Dh] → `{ output }` [B, H, Sq, Dh] (and `attentionWeights` [B, H, Sq, Skv] with needWeights).
+   */
+  async scaledDotProductAttention(
+    query: Float32Array,
+    key: Float32Array,
+    value: Float32Array,
+    options: ScaledDotProductAttentionOptions,
+  ): Promise<ForwardResult> {
+    const impl = this.live('scaledDotProductAttention');
+    return impl.attend(resolveAttentionPlan(query, key, value, options));
   }
 
   /** GPU buffers and bytes the engine holds, weights included; zero on the CPU backend. */

@@ -42,7 +42,7 @@ export class MultiHeadAttention {
       throw new DisposedError('MultiHeadAttention.forward: this layer', 'Create a new layer with engine.createMultiHeadAttention().');
     }
     const plan = resolveForwardPlan(this.spec, query, options);
-    return this.impl.forward(plan, query);
+    return this.impl.forward(plan);
   }
 
   /** Releases the layer's GPU memory at once. Calling it twice is harmless; forward() afterwards throws. */

@@ -12,6 +12,10 @@ export interface EngineOptions {
 export interface MultiHeadAttentionConfig {
   /** E: model width. */
   embedDim: number;
+  /** Channels of `key` for cross-attention. Default embedDim. */
+  kdim?: number;
+  /** Channels of `value` for cross-attention. Default embedDim. */
+  vdim?: number;
   /** H: query heads; embedDim must be divisible by it. */
   numHeads: number;
   /** G: key/value heads (grouped-query attention); divides numHeads. Default numHeads. */
@@ -29,19 +33,68 @@ export interface MultiHeadAttentionConfig {
  */
 export type StateDict = Record<string, Float32Array>;
 
-export interface ForwardOptions {
+/** Masks shared by MultiHeadAttention.forward and scaledDotProductAttention. A row left with no key gives 0. */
+export interface MaskOptions {
+  /** Query i sees keys j ≤ i + (Skv − Sq) (queries aligned to the end of the keys). Default false. */
+  isCausal?: boolean;
+  /** [B, Skv], 1 = ignore this key (PyTorch's key_padding_mask convention). */
+  keyPaddingMask?: Uint8Array;
+  /**
+   * [Sq, Skv] or [B·H, Sq, Skv]. Float32Array: added to QKᵀ/√Dh (−Infinity masks). Uint8Array:
+   * 1 = not allowed (PyTorch's bool attn_mask).
+   */
+  attnMask?: Float32Array | Uint8Array;
+  /** Sliding window: query i sees keys i' − window < j ≤ i', i' = i + (Skv − Sq). */
+  window?: number;
+  /** [H] or [B, H]: multiplies each head's probabilities (and so its output before W_O). */
+  headMask?: Float32Array;
+}
+
+/** A batch of sequences of one length, [B, S, E]; self-attention, or cross-attention with key and value. */
+export interface BatchedForwardOptions extends MaskOptions {
   /** B. */
   batchSize: number;
-  /** S. */
+  /** Sq. */
   seqLen: number;
-  /** Query i sees keys j ≤ i. Default false. */
-  isCausal?: boolean;
+  /** Cross-attention: [B, Skv, kdim]; with `value`. */
+  key?: Float32Array;
+  /** Cross-attention: [B, Skv, vdim]; with `key`. */
+  value?: Float32Array;
+  /** Skv for cross-attention. Default seqLen. */
+  kvSeqLen?: number;
   /**
    * Also return the attention probabilities, per head: PyTorch's need_weights=True with
-   * average_attn_weights=False. They take B·H·S² floats; the output does not need them. Default false.
+   * average_attn_weights=False. They take B·H·Sq·Skv floats; the output does not need them. Default false.
    */
   needWeights?: boolean;
   /** Refused unless 0: this engine is inference only. */
+  dropout?: number;
+  cuSeqlens?: undefined;
+}
+
+/**
+ * A packed variable-length batch (FlashAttention's varlen layout): sequences back to back in query
+ * [T, E], cuSeqlens an Int32Array [n + 1] of offsets from 0 to T. Attention stays within each
+ * sequence; no work is spent on padding.
+ */
+export interface PackedForwardOptions extends Pick<MaskOptions, 'isCausal' | 'window' | 'headMask'> {
+  cuSeqlens: Int32Array;
+  /** Refused unless 0: this engine is inference only. */
+  dropout?: number;
+}
+
+export type ForwardOptions = BatchedForwardOptions | PackedForwardOptions;
+
+export interface ScaledDotProductAttentionOptions extends MaskOptions {
+  batchSize: number;
+  numHeads: number;
+  /** Key/value heads; query head h uses h / (numHeads / numKvHeads). Default numHeads. */
+  numKvHeads?: number;
+  seqLen: number;
+  /** Default seqLen. */
+  kvSeqLen?: number;
+  headDim: number;
+  needWeights?: boolean;
   dropout?: number;
 }
 

@@ -232,3 +232,74 @@ describe('device limits', () => {
     mha.dispose();
   });
 });
+
+describe.each(['webgpu', 'cpu'] as const)('variant arguments (%s)', (backend) => {
+  const engine = () => (backend === 'webgpu' ? gpu : cpu);
+  const forward = (q: Float32Array, options: Record<string, unknown>) => {
+    const mha = engine().createMultiHeadAttention(config, stateDict);
+    return mha.forward(q, options as never).finally(() => mha.dispose());
+  };
+  const q6 = new Float32Array(2 * 3 * 8); // [B=2, S=3, E=8]
+
+  test('attnMask of the wrong shape', () =>
+    expectRejection(forward(q6, { batchSize: 2, seqLen: 3, attnMask: new Float32Array(10) }), ShapeMismatchError,
+      'options.attnMask', '[Sq, Skv] = [3, 3] = 9 or [B·H, Sq, Skv] = [4, 3, 3] = 36', 'got length 10'));
+
+  test('attnMask of the wrong type', () =>
+    expectRejection(forward(q6, { batchSize: 2, seqLen: 3, attnMask: new Int32Array(9) }), InvalidArgumentError,
+      'options.attnMask', 'Float32Array', 'Uint8Array', 'got Int32Array of length 9'));
+
+  test('keyPaddingMask of the wrong shape or type', async () => {
+    await expectRejection(forward(q6, { batchSize: 2, seqLen: 3, keyPaddingMask: new Uint8Array(3) }), ShapeMismatchError,
+      'options.keyPaddingMask', '[B, Skv] = [2, 3] = 6', 'got length 3');
+    await expectRejection(forward(q6, { batchSize: 2, seqLen: 3, keyPaddingMask: new Float32Array(6) }), InvalidArgumentError,
+      'options.keyPaddingMask', 'a Uint8Array', '1 = masked out');
+  });
+
+  test('headMask of the wrong shape', () =>
+    expectRejection(forward(q6, { batchSize: 2, seqLen: 3, headMask: new Float32Array(3) }), ShapeMismatchError,
+      'options.headMask', '[H] = 2 or [B, H] = [2, 2] = 4', 'got length 3'));
+
+  test.each([0, -1, 1.5, '4'])('window = %s', (w) =>
+    expectRejection(forward(q6, { batchSize: 2, seqLen: 3, window: w }), InvalidArgumentError, 'options.window', 'a positive integer'));
+
+  test('key without value, and value without key', async () => {
+    await expectRejection(forward(q6, { batchSize: 2, seqLen: 3, key: q6 }), InvalidArgumentError, 'options.value', 'given with options.key');
+    await expectRejection(forward(q6, { batchSize: 2, seqLen: 3, value: q6 }), InvalidArgumentError, 'options.key', 'given with options.value');
+  });
+
+  test('key of the wrong length for kvSeqLen', () =>
+    expectRejection(forward(q6, { batchSize: 2, seqLen: 3, kvSeqLen: 5, key: q6, value: q6 }), ShapeMismatchError,
+      'options.key', '[B, Skv, kdim] = [2, 5, 8] = 80', 'got length 48'));
+
+  test('kvSeqLen ≠ seqLen without key and value', () =>
+    expectRejection(forward(q6, { batchSize: 2, seqLen: 3, kvSeqLen: 4 }), InvalidArgumentError, 'options.kvSeqLen', 'equal to seqLen (3)'));
+
+  test('cuSeqlens not starting at 0, not increasing, not ending at the total', async () => {
+    const q = new Float32Array(6 * 8); // T = 6
+    await expectRejection(forward(q, { cuSeqlens: Int32Array.from([1, 6]) }), InvalidArgumentError, 'options.cuSeqlens[0]', 'got 1');
+    await expectRejection(forward(q, { cuSeqlens: Int32Array.from([0, 4, 4, 6]) }), InvalidArgumentError,
+      'options.cuSeqlens[2]', 'greater than cuSeqlens[1] (4)', 'got 4');
+    await expectRejection(forward(q, { cuSeqlens: Int32Array.from([0, 2, 5]) }), ShapeMismatchError,
+      'options.cuSeqlens', 'to end at T = query.length / embedDim = 6', 'got 5');
+    await expectRejection(forward(q, { cuSeqlens: [0, 6] }), InvalidArgumentError, 'options.cuSeqlens', 'an Int32Array');
+  });
+
+  test('cuSeqlens refuses batchSize, masks over keys and needWeights', async () => {
+    const q = new Float32Array(6 * 8);
+    const cu = Int32Array.from([0, 2, 6]);
+    await expectRejection(forward(q, { cuSeqlens: cu, batchSize: 2 }), UnsupportedError, 'options.batchSize', 'left out with cuSeqlens');
+    await expectRejection(forward(q, { cuSeqlens: cu, needWeights: true }), UnsupportedError, 'options.needWeights', 'run a sequence alone');
+    await expectRejection(forward(q, { cuSeqlens: cu, keyPaddingMask: new Uint8Array(6) }), UnsupportedError, 'options.keyPaddingMask');
+  });
+
+  test('scaledDotProductAttention: wrong lengths and GQA that does not divide', async () => {
+    const q = new Float32Array(1 * 4 * 3 * 8);
+    const kv = new Float32Array(1 * 2 * 3 * 8);
+    const opts = { batchSize: 1, numHeads: 4, numKvHeads: 2, seqLen: 3, headDim: 8 };
+    await expectRejection(engine().scaledDotProductAttention(q, new Float32Array(5), kv, opts), ShapeMismatchError,
+      'scaledDotProductAttention', 'key', '[B, G, Skv, Dh] = [1, 2, 3, 8] = 48', 'got length 5');
+    await expectRejection(engine().scaledDotProductAttention(q, kv, kv, { ...opts, numKvHeads: 3 }), InvalidArgumentError,
+      'options.numKvHeads', 'a divisor of numHeads (4)', 'got 3');
+  });
+});

@@ -45,7 +45,7 @@ async function checkAgainstReference(l: LayerCase, B: number, S: number, isCausa
   try {
     const { output } = await withErrorScopes(engine.device!, () => mha.forward(query, { batchSize: B, seqLen: S, isCausal }));
     const spec = resolveLayerSpec(l);
-    const ref = referenceForward(resolveForwardPlan(spec, query, { batchSize: B, seqLen: S, isCausal }), resolveWeights(spec, sd), query);
+    const ref = referenceForward(resolveForwardPlan(spec, query, { batchSize: B, seqLen: S, isCausal }), resolveWeights(spec, sd));
     expect(output.length).toBe(B * S * l.embedDim);
     expectClose(output, ref.output, f32Tolerance([l.embedDim, S, l.embedDim]), `${caseName(l)} B=${B} S=${S}${isCausal ? ' causal' : ''}`);
   } finally {

@@ -5,7 +5,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type AttentionEngine, createAttentionEngine, referenceMultiHeadAttention } from '../src/index.ts';
-import type { ForwardOptions, MultiHeadAttentionConfig, StateDict } from '../src/index.ts';
+import type { BatchedForwardOptions, MultiHeadAttentionConfig, StateDict } from '../src/index.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
 import { compareArrays, expectClose, f32Tolerance, maxAbsFinite, probabilityTolerance, type Tolerance } from './helpers/tolerance.ts';
 
@@ -14,7 +14,7 @@ interface Fixture {
   description: string;
   torch_version: string;
   config: Required<Pick<MultiHeadAttentionConfig, 'embedDim' | 'numHeads' | 'bias'>>;
-  options: Required<Pick<ForwardOptions, 'batchSize' | 'seqLen' | 'isCausal'>>;
+  options: Required<Pick<BatchedForwardOptions, 'batchSize' | 'seqLen' | 'isCausal'>>;
   stateDict: Record<string, number[]>;
   query: number[];
   output: number[];

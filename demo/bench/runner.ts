@@ -52,7 +52,7 @@ export async function referenceOutput(
   const spec = resolveLayerSpec({ embedDim: shape.embedDim, numHeads: shape.numHeads });
   const weights = resolveWeights(spec, stateDict);
   const plan = resolveForwardPlan(spec, query, { batchSize: shape.batchSize, seqLen: shape.seqLen, isCausal: shape.isCausal });
-  const { q, k, v } = qkvProjection(plan, weights, query);
+  const { q, k, v } = qkvProjection(plan, weights);
   await between(1);
   const o = attention(plan, q, k, v);
   await between(2);

@@ -9,7 +9,7 @@
 // scores either. Ask for `keepScores` to get the scores and probabilities [B, H, Sq, Skv] as well
 // (tests and learners do; the backend does not).
 
-import { type ForwardPlan, type LayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../plan.ts';
+import { type ForwardPlan, headLayout, type LayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../plan.ts';
 import type { ForwardOptions, MultiHeadAttentionConfig, StateDict } from '../types.ts';
 
 export interface ReferenceResult {
@@ -24,38 +24,42 @@ export interface ReferenceResult {
   output: Float64Array;    // Y [B, Sq, E]
 }
 
-/** Pass 1: X·Wᵀ + b with the store split into heads. */
-export function qkvProjection(plan: ForwardPlan, weights: LayerWeights, x: Float32Array): { q: Float64Array; k: Float64Array; v: Float64Array } {
-  const { batchSize: B, seqLen: S } = plan;
-  const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
-  const W = weights.inProjWeight; // [(H + 2G)·Dh, E]
-  const bias = weights.inProjBias;
-  const q = new Float64Array(B * H * S * Dh);
-  const k = new Float64Array(B * G * S * Dh);
-  const v = new Float64Array(B * G * S * Dh);
-  const N = (H + 2 * G) * Dh;
-  for (let b = 0; b < B; b++) {
-    for (let s = 0; s < S; s++) {
-      const xRow = (b * S + s) * E;
-      for (let n = 0; n < N; n++) {
-        let sum = bias ? bias[n] : 0;
-        const wRow = n * E;
-        for (let e = 0; e < E; e++) sum += x[xRow + e] * W[wRow + e];
-        // column n → head slot n / Dh among H query, G key, G value heads; lane d
-        const slot = Math.floor(n / Dh);
-        const d = n % Dh;
-        if (slot < H) q[((b * H + slot) * S + s) * Dh + d] = sum;
-        else if (slot < H + G) k[((b * G + slot - H) * S + s) * Dh + d] = sum;
-        else v[((b * G + slot - H - G) * S + s) * Dh + d] = sum;
+/** x [batches·rows, inDim] · Wᵀ + b → heads [batches, heads, rows, Dh] (W has heads·Dh rows). */
+function project(x: Float32Array, inDim: number, W: Float32Array, bias: Float32Array | null, biasOffset: number, batches: number, rows: number, heads: number, Dh: number): Float64Array {
+  const out = new Float64Array(batches * heads * rows * Dh);
+  for (let b = 0; b < batches; b++) {
+    for (let s = 0; s < rows; s++) {
+      const xRow = (b * rows + s) * inDim;
+      for (let n = 0; n < heads * Dh; n++) {
+        let sum = bias ? bias[biasOffset + n] : 0;
+        const wRow = n * inDim;
+        for (let e = 0; e < inDim; e++) sum += x[xRow + e] * W[wRow + e];
+        const h = Math.floor(n / Dh);
+        out[((b * heads + h) * rows + s) * Dh + (n % Dh)] = sum;
       }
     }
   }
-  return { q, k, v };
+  return out;
+}
+
+/** Pass 1: the three projections, stored split into heads (the kernel does them as one GEMM when key = value = query). */
+export function qkvProjection(plan: ForwardPlan, weights: LayerWeights): { q: Float64Array; k: Float64Array; v: Float64Array } {
+  const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = plan.layer;
+  const { batches, qRows, kvRows } = headLayout(plan);
+  const bias = weights.inProjBias; // [(H + 2G)·Dh]: q, then k, then v
+  return {
+    q: project(plan.query, E, weights.qProjWeight, bias, 0, batches, qRows, H, Dh),
+    k: project(plan.key, kdim, weights.kProjWeight, bias, H * Dh, batches, kvRows, G, Dh),
+    v: project(plan.value, vdim, weights.vProjWeight, bias, (H + G) * Dh, batches, kvRows, G, Dh),
+  };
 }
 
 /**
- * Pass 2: for each (b, h, i), scores_j = q_i·k_j / √Dh over the visible keys, p = softmax, o_i = Σ p_j v_j.
- * Causal: row i sees keys j ≤ i + (Skv − Sq). A row that sees no key gets p = 0 and o = 0.
+ * Pass 2: for each (b, h, i), scores_j = q_i·k_j / √Dh (+ attnMask) over the keys row i sees,
+ * p = softmax (× headMask), o_i = Σ p_j v_j. Row i sees key j when: j ≤ i + (Skv − Sq) if causal;
+ * i + (Skv − Sq) − window < j ≤ i + (Skv − Sq) with a window; the key is not padding; the mask there
+ * is not −Infinity. A row that sees no key gets p = 0 and o = 0. Packed sequences attend within
+ * themselves. `keep` (not for packed plans) receives the scores (−Infinity where masked) and p.
  */
 export function attention(
   plan: ForwardPlan,
@@ -64,40 +68,56 @@ export function attention(
   v: Float64Array,
   keep?: { scores: Float64Array; probs: Float64Array },
 ): Float64Array {
-  const { batchSize: B, seqLen: Sq, kvSeqLen: Skv, isCausal } = plan;
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
+  const { attnMask, attnMaskPerHead, keyPaddingMask, window, headMask } = plan.masks;
+  const { qRows, kvRows } = headLayout(plan);
+  const packed = plan.mode === 'packed';
   const scale = 1 / Math.sqrt(Dh);
-  const out = new Float64Array(B * H * Sq * Dh);
-  const row = new Float64Array(Skv); // scores, then probabilities, of one query row
-  for (let b = 0; b < B; b++) {
+  const out = new Float64Array(q.length);
+  const row = new Float64Array(plan.mode === 'packed' ? plan.maxSeqLen : plan.kvSeqLen);
+  const seen = new Uint8Array(row.length);
+  for (let b = 0; b < plan.batchSize; b++) {
+    // Where sequence b's rows start in the [batches, heads, rows, Dh] layout, and how many it has.
+    const start = packed ? plan.cuSeqlens![b] : 0;
+    const Sq = packed ? plan.cuSeqlens![b + 1] - start : plan.seqLen;
+    const Skv = packed ? Sq : plan.kvSeqLen;
+    const batch = packed ? 0 : b;
+    const offset = Skv - Sq; // queries aligned to the end of the keys
     for (let h = 0; h < H; h++) {
       const kvHead = Math.floor(h / (H / G));
-      const kvBase = (b * G + kvHead) * Skv * Dh;
+      const kvBase = ((batch * G + kvHead) * kvRows + start) * Dh;
+      const hm = headMask ? headMask[b * H + h] : 1;
       for (let i = 0; i < Sq; i++) {
-        const qBase = ((b * H + h) * Sq + i) * Dh;
-        const visibleEnd = isCausal ? Math.max(0, Math.min(Skv, i + (Skv - Sq) + 1)) : Skv;
+        const qBase = ((batch * H + h) * qRows + start + i) * Dh;
+        const last = plan.isCausal || window > 0 ? i + offset : Skv - 1; // the last key row i may see
+        const first = window > 0 ? i + offset - window + 1 : 0;
+        const maskBase = attnMask ? ((attnMaskPerHead ? b * H + h : 0) * Sq + i) * Skv : 0;
         let max = -Infinity;
         for (let j = 0; j < Skv; j++) {
-          if (j >= visibleEnd) {
-            row[j] = -Infinity;
-            continue;
+          let s = -Infinity;
+          if (j >= first && j <= last && !(keyPaddingMask && keyPaddingMask[b * Skv + j])) {
+            const m = attnMask ? attnMask[maskBase + j] : 0;
+            if (m !== -Infinity) {
+              let dot = 0;
+              for (let d = 0; d < Dh; d++) dot += q[qBase + d] * k[kvBase + j * Dh + d];
+              s = dot * scale + m;
+            }
           }
-          let dot = 0;
-          for (let d = 0; d < Dh; d++) dot += q[qBase + d] * k[kvBase + j * Dh + d];
-          row[j] = dot * scale;
-          if (row[j] > max) max = row[j];
+          row[j] = s;
+          seen[j] = s === -Infinity ? 0 : 1;
+          if (s > max) max = s;
         }
         const rowBase = ((b * H + h) * Sq + i) * Skv;
-        if (keep) keep.scores.set(row, rowBase);
+        if (keep) keep.scores.set(row.subarray(0, Skv), rowBase);
         let sum = 0;
         for (let j = 0; j < Skv; j++) {
-          row[j] = j < visibleEnd ? Math.exp(row[j] - max) : 0;
+          row[j] = seen[j] ? Math.exp(row[j] - max) : 0;
           sum += row[j];
         }
-        const inv = sum > 0 ? 1 / sum : 0; // no visible key: probabilities and output 0, not NaN
+        const inv = sum > 0 ? hm / sum : 0; // no visible key: probabilities and output 0, not NaN
         for (let j = 0; j < Skv; j++) row[j] *= inv;
-        if (keep) keep.probs.set(row, rowBase);
-        for (let j = 0; j < visibleEnd; j++) {
+        if (keep) keep.probs.set(row.subarray(0, Skv), rowBase);
+        for (let j = 0; j < Skv; j++) {
           const p = row[j];
           if (p === 0) continue;
           const vRow = kvBase + j * Dh;
@@ -111,7 +131,7 @@ export function attention(
 
 /** Pass 3: O read as concat(heads) [B·S, E] (column h·Dh + d), times W_Oᵀ, plus b_O. */
 export function outputProjection(plan: ForwardPlan, weights: LayerWeights, o: Float64Array): Float64Array {
-  const { batchSize: B, seqLen: S } = plan;
+  const { batches: B, qRows: S } = headLayout(plan);
   const { embedDim: E, numHeads: H, headDim: Dh } = plan.layer;
   const W = weights.outProjWeight; // [E, E]
   const bias = weights.outProjBias;
@@ -135,16 +155,11 @@ export function outputProjection(plan: ForwardPlan, weights: LayerWeights, o: Fl
 }
 
 /** All three passes, with the intermediates. */
-export function referenceForward(
-  plan: ForwardPlan,
-  weights: LayerWeights,
-  query: Float32Array,
-  options: { keepScores?: boolean } = {},
-): ReferenceResult {
-  const { q, k, v } = qkvProjection(plan, weights, query);
+export function referenceForward(plan: ForwardPlan, weights: LayerWeights, options: { keepScores?: boolean } = {}): ReferenceResult {
+  const { q, k, v } = qkvProjection(plan, weights);
   const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
   const H = plan.layer.numHeads;
-  const keep = options.keepScores
+  const keep = options.keepScores && plan.mode !== 'packed'
     ? { scores: new Float64Array(B * H * Sq * Skv), probs: new Float64Array(B * H * Sq * Skv) }
     : undefined;
   const o = attention(plan, q, k, v, keep);
@@ -166,5 +181,5 @@ export function referenceMultiHeadAttention(
   const spec = resolveLayerSpec(config);
   const weights = resolveWeights(spec, stateDict);
   const plan = resolveForwardPlan(spec, query, options);
-  return referenceForward(plan, weights, query, { keepScores: true });
+  return referenceForward(plan, weights, { keepScores: true });
 }

@@ -3,8 +3,9 @@
 import type { Backend, BackendLayer } from '../backend.ts';
 import { DeviceLimitError, UnsupportedError } from '../errors.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan.ts';
+import type { ForwardResult } from '../types.ts';
 import { BufferPool } from './buffers.ts';
-import { forwardWebGPU, GpuLayerWeights } from './forward.ts';
+import { attendWebGPU, forwardWebGPU, GpuLayerWeights } from './forward.ts';
 import { qkvLayout } from './kernels/qkv-projection.ts';
 
 /** Head sizes the kernels take: vec4 lanes, and q and the accumulator held in registers. */
@@ -22,22 +23,30 @@ export class WebGPUBackend implements Backend {
     this.pool = new BufferPool(device, 'AttentionEngine');
   }
 
+  async attend(plan: ForwardPlan): Promise<ForwardResult> {
+    checkHeadDim('scaledDotProductAttention', 'options.headDim', String(plan.layer.headDim), plan.layer.headDim);
+    checkLimits(this.device, plan);
+    return attendWebGPU(this.pool, plan, plan.query, plan.key, plan.value);
+  }
+
   createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
-    const Dh = spec.headDim;
-    if (Dh % 4 !== 0 || Dh > MAX_HEAD_DIM) {
-      throw new UnsupportedError({
-        where: 'createMultiHeadAttention',
-        argument: 'embedDim / numHeads (the head size)',
-        expected: `a multiple of 4 from 4 to ${MAX_HEAD_DIM} on the WebGPU backend`,
-        given: `${spec.embedDim} / ${spec.numHeads} = ${Dh}`,
-        fix: "Choose numHeads so the head size fits, or use createAttentionEngine({ backend: 'cpu' }), which takes any size.",
-      });
+    checkHeadDim('createMultiHeadAttention', 'embedDim / numHeads (the head size)', `${spec.embedDim} / ${spec.numHeads} = ${spec.headDim}`, spec.headDim);
+    for (const [name, dim] of [['kdim', spec.kdim], ['vdim', spec.vdim]] as const) {
+      if (dim % 4 !== 0) {
+        throw new UnsupportedError({
+          where: 'createMultiHeadAttention',
+          argument: `config.${name}`,
+          expected: 'a multiple of 4 on the WebGPU backend (the projections read vec4s)',
+          given: String(dim),
+          fix: "Pad the key/value channels to a multiple of 4, or use createAttentionEngine({ backend: 'cpu' }).",
+        });
+      }
     }
     const gpuWeights = new GpuLayerWeights(this.pool, spec, weights);
     return {
-      forward: (plan, query) => {
+      forward: (plan) => {
         checkLimits(this.device, plan);
-        return forwardWebGPU(this.pool, gpuWeights, plan, query);
+        return forwardWebGPU(this.pool, gpuWeights, plan);
       },
       dispose: () => {
         gpuWeights.destroy();
@@ -54,6 +63,17 @@ export class WebGPUBackend implements Backend {
     this.pool.destroyAll();
     if (this.ownsDevice) this.device.destroy();
   }
+}
+
+function checkHeadDim(where: string, argument: string, given: string, Dh: number): void {
+  if (Dh % 4 === 0 && Dh <= MAX_HEAD_DIM) return;
+  throw new UnsupportedError({
+    where,
+    argument,
+    expected: `a multiple of 4 from 4 to ${MAX_HEAD_DIM} on the WebGPU backend`,
+    given,
+    fix: "Choose sizes so the head size fits, or use createAttentionEngine({ backend: 'cpu' }), which takes any size.",
+  });
 }
 
 /** Refuses, before any GPU work, a call whose buffers or dispatches exceed the device's limits. */

@@ -1,71 +1,134 @@
 // The WebGPU backend: a layer's weights on the device, and one forward encoded as one command
 // buffer (QKV projection → flash attention → output projection, and the probabilities when asked)
-// with one readback.
+// with one readback. `attendWebGPU` runs the attention kernel alone on given Q, K, V.
 
-import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan.ts';
+import { type ForwardPlan, headLayout, type LayerSpec, type LayerWeights } from '../plan.ts';
 import type { ForwardResult } from '../types.ts';
 import { type BufferPool, MAP_MODE_READ, Usage } from './buffers.ts';
 import { encodeAttentionProbs } from './kernels/attention-probs.ts';
 import { encodeFlashAttention } from './kernels/flash-attention.ts';
+import { type MaskBuffers, uploadMasks } from './kernels/masks.ts';
 import { encodeOutputProjection } from './kernels/output-projection.ts';
-import { encodeQkvProjection, qkvLayout } from './kernels/qkv-projection.ts';
+import { encodeQkvProjection, type ProjectionWeights, qkvLayout } from './kernels/qkv-projection.ts';
 import { CallScratch } from './scratch.ts';
 
 /** A layer's weights on the GPU, uploaded once. Missing biases are uploaded as zeros. */
 export class GpuLayerWeights {
-  readonly inProjWeight: GPUBuffer;  // [(H + 2G)·Dh, E]
-  readonly inProjBias: GPUBuffer;    // [(H + 2G)·Dh]
+  readonly projection: ProjectionWeights;
   readonly outProjWeight: GPUBuffer; // [E, E]
   readonly outProjBias: GPUBuffer;   // [E]
+  private readonly buffers: GPUBuffer[];
 
   constructor(private readonly pool: BufferPool, spec: LayerSpec, weights: LayerWeights) {
     const N = (spec.numHeads + 2 * spec.numKvHeads) * spec.headDim;
     const usage = Usage.STORAGE;
-    this.inProjWeight = pool.upload(weights.inProjWeight, usage, 'MultiHeadAttention.in_proj_weight');
-    this.inProjBias = pool.upload(weights.inProjBias ?? new Float32Array(N), usage, 'MultiHeadAttention.in_proj_bias');
+    const bias = pool.upload(weights.inProjBias ?? new Float32Array(N), usage, 'MultiHeadAttention.in_proj_bias');
+    this.projection = weights.inProjWeight
+      ? { packed: pool.upload(weights.inProjWeight, usage, 'MultiHeadAttention.in_proj_weight'), bias }
+      : {
+          q: pool.upload(weights.qProjWeight, usage, 'MultiHeadAttention.q_proj_weight'),
+          k: pool.upload(weights.kProjWeight, usage, 'MultiHeadAttention.k_proj_weight'),
+          v: pool.upload(weights.vProjWeight, usage, 'MultiHeadAttention.v_proj_weight'),
+          bias,
+        };
     this.outProjWeight = pool.upload(weights.outProjWeight, usage, 'MultiHeadAttention.out_proj.weight');
     this.outProjBias = pool.upload(weights.outProjBias ?? new Float32Array(spec.embedDim), usage, 'MultiHeadAttention.out_proj.bias');
+    this.buffers = [...Object.values(this.projection), this.outProjWeight, this.outProjBias];
   }
 
   destroy(): void {
-    for (const b of [this.inProjWeight, this.inProjBias, this.outProjWeight, this.outProjBias]) this.pool.destroy(b);
+    for (const b of this.buffers) this.pool.destroy(b);
   }
 }
 
+function write(scratch: CallScratch, data: Float32Array, role: string): GPUBuffer {
+  const buffer = scratch.storage(data.byteLength, role);
+  scratch.device.queue.writeBuffer(buffer, 0, data.buffer, data.byteOffset, data.byteLength);
+  return buffer;
+}
+
+/** Encodes flash attention (and the probabilities, when asked) over a filled qkv buffer. */
+function encodeAttention(pass: GPUComputePassEncoder, scratch: CallScratch, plan: ForwardPlan, qkv: GPUBuffer, masks: MaskBuffers) {
+  const { batches, qRows } = headLayout(plan);
+  const { numHeads: H, headDim: Dh } = plan.layer;
+  const rows = batches * H * qRows;
+  const attention = scratch.storage(rows * Dh * 4, 'attention');  // O [B, H, Sq, Dh]
+  const rowStats = scratch.storage(rows * 8, 'rowStats');         // softmax (m, l) per row [B, H, Sq]
+  encodeFlashAttention(pass, scratch, plan, { qkv, attention, rowStats }, masks);
+  const probsBytes = plan.needWeights ? plan.batchSize * H * plan.seqLen * plan.kvSeqLen * 4 : 0;
+  const probs = plan.needWeights ? scratch.storage(probsBytes, 'probs') : null; // P [B, H, Sq, Skv]
+  if (probs) encodeAttentionProbs(pass, scratch, plan, { qkv, rowStats, probs }, masks);
+  return { attention, probs, probsBytes };
+}
+
+/** Copies `sources` into one staging buffer, submits, maps once, and returns a copy of each. */
+async function readBack(scratch: CallScratch, encoder: GPUCommandEncoder, sources: { buffer: GPUBuffer; bytes: number }[]): Promise<Float32Array[]> {
+  const total = sources.reduce((a, s) => a + s.bytes, 0);
+  const readback = scratch.readback(total, 'readback');
+  let offset = 0;
+  for (const s of sources) {
+    encoder.copyBufferToBuffer(s.buffer, 0, readback, offset, s.bytes);
+    offset += s.bytes;
+  }
+  scratch.device.queue.submit([encoder.finish()]);
+  await readback.mapAsync(MAP_MODE_READ, 0, total);
+  const mapped = readback.getMappedRange(0, total);
+  offset = 0;
+  const out = sources.map((s) => {
+    const copy = new Float32Array(mapped.slice(offset, offset + s.bytes));
+    offset += s.bytes;
+    return copy;
+  });
+  readback.unmap();
+  return out;
+}
+
 /** Runs one planned forward on the GPU and reads the output [B, Sq, E] (and P [B, H, Sq, Skv] if asked) back. */
-export async function forwardWebGPU(pool: BufferPool, weights: GpuLayerWeights, plan: ForwardPlan, query: Float32Array): Promise<ForwardResult> {
+export async function forwardWebGPU(pool: BufferPool, weights: GpuLayerWeights, plan: ForwardPlan): Promise<ForwardResult> {
   const device = pool.device;
-  const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
-  const { embedDim: E, numHeads: H, headDim: Dh } = plan.layer;
+  const { batches, qRows } = headLayout(plan);
+  const E = plan.layer.embedDim;
   const scratch = new CallScratch(pool);
   try {
-    const outputBytes = B * Sq * E * 4;
-    const probsBytes = plan.needWeights ? B * H * Sq * Skv * 4 : 0;
-    const x = scratch.storage(query.byteLength, 'x');                          // X [B, Sq, E]
-    const qkv = scratch.storage(qkvLayout(plan).total * 4, 'qkv');             // Q [B,H,Sq,Dh] ++ K, V [B,G,Skv,Dh]
-    const attention = scratch.storage(B * H * Sq * Dh * 4, 'attention');      // O [B, H, Sq, Dh]
-    const rowStats = scratch.storage(B * H * Sq * 8, 'rowStats');              // softmax (m, l) per row [B, H, Sq]
-    const y = scratch.storage(outputBytes, 'y');                               // Y [B, Sq, E]
-    const probs = plan.needWeights ? scratch.storage(probsBytes, 'probs') : null; // P [B, H, Sq, Skv]
-    const readback = scratch.readback(outputBytes + probsBytes, 'readback');   // Y ++ P
-    device.queue.writeBuffer(x, 0, query.buffer, query.byteOffset, query.byteLength);
+    const query = write(scratch, plan.query, 'query');                                  // [B, Sq, E]
+    const key = plan.mode === 'cross' ? write(scratch, plan.key, 'key') : query;         // [B, Skv, kdim]
+    const value = plan.mode !== 'cross' ? query : plan.value === plan.key ? key : write(scratch, plan.value, 'value');
+    const qkv = scratch.storage(qkvLayout(plan).total * 4, 'qkv');                      // Q ++ K ++ V, head-split
+    const masks = uploadMasks(scratch, plan);
+    const outputBytes = batches * qRows * E * 4;
+    const y = scratch.storage(outputBytes, 'y');                                         // Y [B, Sq, E]
 
     const encoder = device.createCommandEncoder({ label: 'MultiHeadAttention.forward' });
     const pass = encoder.beginComputePass({ label: 'MultiHeadAttention.forward.pass' });
-    encodeQkvProjection(pass, scratch, plan, { x, weight: weights.inProjWeight, bias: weights.inProjBias, qkv });
-    encodeFlashAttention(pass, scratch, plan, { qkv, attention, rowStats });
+    encodeQkvProjection(pass, scratch, plan, { query, key, value }, weights.projection, qkv);
+    const { attention, probs, probsBytes } = encodeAttention(pass, scratch, plan, qkv, masks);
     encodeOutputProjection(pass, scratch, plan, { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y });
-    if (probs) encodeAttentionProbs(pass, scratch, plan, { qkv, rowStats, probs });
     pass.end();
-    encoder.copyBufferToBuffer(y, 0, readback, 0, outputBytes);
-    if (probs) encoder.copyBufferToBuffer(probs, 0, readback, outputBytes, probsBytes);
-    device.queue.submit([encoder.finish()]);
+    const sources = [{ buffer: y, bytes: outputBytes }, ...(probs ? [{ buffer: probs, bytes: probsBytes }] : [])];
+    const [output, attentionWeights] = await readBack(scratch, encoder, sources);
+    return attentionWeights ? { output, attentionWeights } : { output };
+  } finally {
+    scratch.releaseAll();
+  }
+}
 
-    await readback.mapAsync(MAP_MODE_READ, 0, outputBytes + probsBytes);
-    const mapped = readback.getMappedRange(0, outputBytes + probsBytes);
-    const output = new Float32Array(mapped.slice(0, outputBytes));
-    const attentionWeights = probs ? new Float32Array(mapped.slice(outputBytes, outputBytes + probsBytes)) : undefined;
-    readback.unmap();
+/** The attention kernel alone: Q [B, H, Sq, Dh], K, V [B, G, Skv, Dh] given → O [B, H, Sq, Dh]. */
+export async function attendWebGPU(pool: BufferPool, plan: ForwardPlan, q: Float32Array, k: Float32Array, v: Float32Array): Promise<ForwardResult> {
+  const device = pool.device;
+  const scratch = new CallScratch(pool);
+  try {
+    const layout = qkvLayout(plan);
+    const qkv = scratch.storage(layout.total * 4, 'qkv');
+    device.queue.writeBuffer(qkv, 0, q.buffer, q.byteOffset, q.byteLength);
+    device.queue.writeBuffer(qkv, layout.kBase * 4, k.buffer, k.byteOffset, k.byteLength);
+    device.queue.writeBuffer(qkv, layout.vBase * 4, v.buffer, v.byteOffset, v.byteLength);
+    const masks = uploadMasks(scratch, plan);
+    const encoder = device.createCommandEncoder({ label: 'scaledDotProductAttention' });
+    const pass = encoder.beginComputePass({ label: 'scaledDotProductAttention.pass' });
+    const { attention, probs, probsBytes } = encodeAttention(pass, scratch, plan, qkv, masks);
+    pass.end();
+    const sources = [{ buffer: attention, bytes: q.byteLength }, ...(probs ? [{ buffer: probs, bytes: probsBytes }] : [])];
+    const [output, attentionWeights] = await readBack(scratch, encoder, sources);
     return attentionWeights ? { output, attentionWeights } : { output };
   } finally {
     scratch.releaseAll();

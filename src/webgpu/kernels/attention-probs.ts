@@ -6,6 +6,7 @@ import type { ForwardPlan } from '../../plan.ts';
 import { packUniforms } from '../buffers.ts';
 import { getPipeline } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
+import type { MaskBuffers } from './masks.ts';
 import { qkvLayout } from './qkv-projection.ts';
 
 const TILE = 16; // the shader's @workgroup_size(16, 16): 16 keys × 16 query rows
@@ -15,6 +16,7 @@ export function encodeAttentionProbs(
   scratch: CallScratch,
   plan: ForwardPlan,
   buffers: { qkv: GPUBuffer; rowStats: GPUBuffer; probs: GPUBuffer },
+  masks: MaskBuffers,
 ): void {
   const { batchSize: B, seqLen: Sq, kvSeqLen: Skv, isCausal } = plan;
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
@@ -24,8 +26,9 @@ export function encodeAttentionProbs(
   const params = scratch.uniforms(
     packUniforms([
       ['u32', H], ['u32', G], ['u32', Sq], ['u32', Skv], ['u32', Dh / 4],
-      ['u32', layout.kBase / 4], ['u32', isCausal ? 1 : 0], ['i32', Skv - Sq],
+      ['u32', layout.kBase / 4], ['u32', isCausal ? 1 : 0], ['u32', plan.masks.window],
       ['f32', Math.LOG2E / Math.sqrt(Dh)],
+      ['u32', masks.maskMode], ['u32', masks.hasPadding], ['u32', masks.hasHeadMask],
     ]),
     'AttentionProbs.params',
   );
@@ -37,6 +40,9 @@ export function encodeAttentionProbs(
       { binding: 1, resource: { buffer: buffers.qkv, size: layout.total * 4 } },         // Q ++ K ++ V
       { binding: 2, resource: { buffer: buffers.rowStats, size: B * H * Sq * 8 } },     // (m, l) [B, H, Sq]
       { binding: 3, resource: { buffer: buffers.probs, size: B * H * Sq * Skv * 4 } },  // P [B, H, Sq, Skv]
+      { binding: 4, resource: { buffer: masks.attnMask } },
+      { binding: 5, resource: { buffer: masks.padding } },
+      { binding: 6, resource: { buffer: masks.headMask } },
     ],
   });
   pass.setPipeline(pipeline);

@@ -2,10 +2,11 @@
 // scores never stored; each row's softmax statistics (m, l) kept for attention-probs.ts.
 
 import source from '../../../shaders/flash_attention.wgsl?raw';
-import type { ForwardPlan } from '../../plan.ts';
+import { type ForwardPlan, headLayout } from '../../plan.ts';
 import { packUniforms } from '../buffers.ts';
 import { getPipeline, withConstants } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
+import type { MaskBuffers } from './masks.ts';
 import { qkvLayout } from './qkv-projection.ts';
 
 const BR = 32;     // query rows per workgroup (one per invocation)
@@ -22,9 +23,10 @@ export function encodeFlashAttention(
   scratch: CallScratch,
   plan: ForwardPlan,
   buffers: { qkv: GPUBuffer; attention: GPUBuffer; rowStats: GPUBuffer },
+  masks: MaskBuffers,
 ): void {
-  const { batchSize: B, seqLen: Sq, kvSeqLen: Skv, isCausal } = plan;
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
+  const { batches, qRows } = headLayout(plan);
   const layout = qkvLayout(plan);
   const device = scratch.device;
   const BC = keysPerTile(Dh, device.limits.maxComputeWorkgroupStorageSize);
@@ -35,24 +37,33 @@ export function encodeFlashAttention(
   });
   const params = scratch.uniforms(
     packUniforms([
-      ['u32', H], ['u32', G], ['u32', Sq], ['u32', Skv],
+      ['u32', H], ['u32', G], ['u32', plan.seqLen], ['u32', plan.kvSeqLen],
       ['u32', layout.kBase / 4], ['u32', layout.vBase / 4],
-      ['u32', isCausal ? 1 : 0], ['i32', Skv - Sq],
+      ['u32', plan.isCausal ? 1 : 0], ['u32', plan.masks.window],
       ['f32', Math.LOG2E / Math.sqrt(Dh)],
+      ['u32', masks.maskMode], ['u32', masks.hasPadding], ['u32', masks.hasHeadMask],
+      ['u32', plan.mode === 'packed' ? 1 : 0], ['u32', plan.seqLen],
     ]),
     'FlashAttention.params',
   );
+  const rows = batches * H * qRows;
   const bindGroup = device.createBindGroup({
     label: 'FlashAttention.bindGroup',
     layout: pipeline.getBindGroupLayout(0),
     entries: [
       { binding: 0, resource: { buffer: params } },
-      { binding: 1, resource: { buffer: buffers.qkv, size: layout.total * 4 } },              // Q ++ K ++ V
-      { binding: 2, resource: { buffer: buffers.attention, size: B * H * Sq * Dh * 4 } },     // O [B, H, Sq, Dh]
-      { binding: 3, resource: { buffer: buffers.rowStats, size: B * H * Sq * 8 } },          // (m, l) [B, H, Sq]
+      { binding: 1, resource: { buffer: buffers.qkv, size: layout.total * 4 } },      // Q ++ K ++ V
+      { binding: 2, resource: { buffer: buffers.attention, size: rows * Dh * 4 } },   // O [B, H, Sq, Dh]
+      { binding: 3, resource: { buffer: buffers.rowStats, size: rows * 8 } },         // (m, l) [B, H, Sq]
+      { binding: 4, resource: { buffer: masks.attnMask } },
+      { binding: 5, resource: { buffer: masks.padding } },
+      { binding: 6, resource: { buffer: masks.headMask } },
+      { binding: 7, resource: { buffer: masks.cuSeqlens } },
     ],
   });
   pass.setPipeline(pipeline);
   pass.setBindGroup(0, bindGroup);
-  pass.dispatchWorkgroups(Math.ceil(Sq / BR), H, B);
+  // Packed: one workgroup column per sequence, as many query tiles as the longest needs (shorter
+  // sequences' extra tiles return at once).
+  pass.dispatchWorkgroups(Math.ceil(plan.maxSeqLen / BR), H, plan.batchSize);
 }

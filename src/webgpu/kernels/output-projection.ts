@@ -1,7 +1,7 @@
 // Host side of shaders/output_projection.wgsl: O [B, H, S, Dh] read as concat(heads) [B·S, E], · W_Oᵀ + b_O → Y [B, S, E].
 
 import source from '../../../shaders/output_projection.wgsl?raw';
-import type { ForwardPlan } from '../../plan.ts';
+import { type ForwardPlan, headLayout } from '../../plan.ts';
 import { packUniforms } from '../buffers.ts';
 import { getPipeline } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
@@ -15,7 +15,7 @@ export function encodeOutputProjection(
   plan: ForwardPlan,
   buffers: { attention: GPUBuffer; weight: GPUBuffer; bias: GPUBuffer; y: GPUBuffer },
 ): void {
-  const { batchSize: B, seqLen: S } = plan;
+  const { batches: B, qRows: S } = headLayout(plan); // packed sequences: one batch of T tokens
   const { embedDim: E, numHeads: H, headDim: Dh } = plan.layer;
   const M = B * S;
   const pipeline = getPipeline(scratch.device, { label: 'OutputProjection', code: source, constants: { WG_X, WG_Y } });

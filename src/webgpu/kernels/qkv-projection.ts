@@ -1,7 +1,10 @@
-// Host side of shaders/qkv_projection.wgsl: X [B·S, E] · W_inᵀ + b_in → Q [B, H, S, Dh] ++ K, V [B, G, S, Dh].
+// Host side of shaders/qkv_projection.wgsl: X · W_inᵀ + b_in → Q [B, H, Sq, Dh] ++ K, V [B, G, Skv, Dh].
+// Self-attention (and packed sequences) is one dispatch over all (H + 2G)·Dh columns; cross-attention
+// projects the query, the key and the value with their own dispatches (K and V share one when key
+// and value are the same array).
 
 import source from '../../../shaders/qkv_projection.wgsl?raw';
-import type { ForwardPlan } from '../../plan.ts';
+import { type ForwardPlan, headLayout } from '../../plan.ts';
 import { packUniforms } from '../buffers.ts';
 import { getPipeline } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
@@ -11,44 +14,84 @@ const WG_Y = 8; // invocations along M; each owns 4 rows
 
 /** Where Q, K and V sit in the packed qkv buffer, in floats. */
 export function qkvLayout(plan: ForwardPlan): { kBase: number; vBase: number; total: number } {
-  const { batchSize: B, seqLen: S } = plan;
+  const { batches, qRows, kvRows } = headLayout(plan);
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
-  const kBase = B * H * S * Dh;
-  const vBase = kBase + B * G * S * Dh;
-  return { kBase, vBase, total: vBase + B * G * S * Dh };
+  const kBase = batches * H * qRows * Dh;
+  const vBase = kBase + batches * G * kvRows * Dh;
+  return { kBase, vBase, total: vBase + batches * G * kvRows * Dh };
+}
+
+/** The layer's projection weights on the GPU: the packed [(H+2G)·Dh, E] matrix, or q, k, v apart (kdim/vdim ≠ E). */
+export type ProjectionWeights =
+  | { packed: GPUBuffer; bias: GPUBuffer }
+  | { q: GPUBuffer; k: GPUBuffer; v: GPUBuffer; bias: GPUBuffer };
+
+/** The input activations on the GPU: query, and for cross-attention key and value (the same buffer when the same array). */
+export interface ProjectionInputs {
+  query: GPUBuffer;
+  key: GPUBuffer;
+  value: GPUBuffer;
+}
+
+interface Part {
+  x: GPUBuffer;
+  weight: GPUBuffer;
+  rows: number;   // S of this input
+  inDim: number;  // K
+  slot0: number;  // first head slot written
+  slots: number;  // head slots written
+  wRow0: number;  // first row of `weight` used
 }
 
 export function encodeQkvProjection(
   pass: GPUComputePassEncoder,
   scratch: CallScratch,
   plan: ForwardPlan,
-  buffers: { x: GPUBuffer; weight: GPUBuffer; bias: GPUBuffer; qkv: GPUBuffer },
+  inputs: ProjectionInputs,
+  weights: ProjectionWeights,
+  qkv: GPUBuffer,
 ): void {
-  const { batchSize: B, seqLen: S } = plan;
-  const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
-  const M = B * S;
-  const N = (H + 2 * G) * Dh;
+  const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = plan.layer;
+  const { batches, qRows, kvRows } = headLayout(plan);
+  const w = (part: 'q' | 'k' | 'v') => ('packed' in weights ? weights.packed : weights[part]);
+  const row0 = (slot0: number) => ('packed' in weights ? slot0 * Dh : 0);
+  const parts: Part[] =
+    plan.mode !== 'cross'
+      ? [{ x: inputs.query, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H + 2 * G, wRow0: 0 }]
+      : [
+          { x: inputs.query, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H, wRow0: 0 },
+          ...(inputs.key === inputs.value && 'packed' in weights
+            ? [{ x: inputs.key, weight: w('k'), rows: kvRows, inDim: kdim, slot0: H, slots: 2 * G, wRow0: row0(H) }]
+            : [
+                { x: inputs.key, weight: w('k'), rows: kvRows, inDim: kdim, slot0: H, slots: G, wRow0: row0(H) },
+                { x: inputs.value, weight: w('v'), rows: kvRows, inDim: vdim, slot0: H + G, slots: G, wRow0: row0(H + G) },
+              ]),
+        ];
   const layout = qkvLayout(plan);
   const pipeline = getPipeline(scratch.device, { label: 'QkvProjection', code: source, constants: { WG_X, WG_Y } });
-  const params = scratch.uniforms(
-    packUniforms([
-      ['u32', M], ['u32', N], ['u32', E / 4], ['u32', S], ['u32', H], ['u32', G], ['u32', Dh / 4],
-      ['u32', layout.kBase / 4], ['u32', layout.vBase / 4],
-    ]),
-    'QkvProjection.params',
-  );
-  const bindGroup = scratch.device.createBindGroup({
-    label: 'QkvProjection.bindGroup',
-    layout: pipeline.getBindGroupLayout(0),
-    entries: [
-      { binding: 0, resource: { buffer: params } },
-      { binding: 1, resource: { buffer: buffers.x, size: M * E * 4 } },      // X [B·S, E]
-      { binding: 2, resource: { buffer: buffers.weight, size: N * E * 4 } }, // W [(H+2G)·Dh, E]
-      { binding: 3, resource: { buffer: buffers.bias, size: N * 4 } },       // b [(H+2G)·Dh]
-      { binding: 4, resource: { buffer: buffers.qkv, size: layout.total * 4 } },
-    ],
-  });
-  pass.setPipeline(pipeline);
-  pass.setBindGroup(0, bindGroup);
-  pass.dispatchWorkgroups(Math.ceil(N / (4 * WG_X)), Math.ceil(M / (4 * WG_Y)));
+  for (const part of parts) {
+    const M = batches * part.rows;
+    const N = part.slots * Dh;
+    const params = scratch.uniforms(
+      packUniforms([
+        ['u32', M], ['u32', N], ['u32', part.inDim / 4], ['u32', part.rows], ['u32', H], ['u32', G], ['u32', Dh / 4],
+        ['u32', layout.kBase / 4], ['u32', layout.vBase / 4], ['u32', part.slot0], ['u32', part.wRow0],
+      ]),
+      'QkvProjection.params',
+    );
+    const bindGroup = scratch.device.createBindGroup({
+      label: 'QkvProjection.bindGroup',
+      layout: pipeline.getBindGroupLayout(0),
+      entries: [
+        { binding: 0, resource: { buffer: params } },
+        { binding: 1, resource: { buffer: part.x, size: M * part.inDim * 4 } },              // X [B·S, K]
+        { binding: 2, resource: { buffer: part.weight } },                                  // W [·, K]
+        { binding: 3, resource: { buffer: weights.bias, size: (H + 2 * G) * Dh * 4 } },     // b [(H+2G)·Dh]
+        { binding: 4, resource: { buffer: qkv, size: layout.total * 4 } },
+      ],
+    });
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, bindGroup);
+    pass.dispatchWorkgroups(Math.ceil(N / (4 * WG_X)), Math.ceil(M / (4 * WG_Y)));
+  }
 }

@@ -1,0 +1,41 @@
+// The optional inputs of the attention kernels, on the GPU: attnMask, key padding, head mask and
+// packed-sequence offsets. What a call does not use is bound to one small zero buffer, so the
+// kernels' bind group layouts never change.
+
+import type { ForwardPlan } from '../../plan.ts';
+import type { CallScratch } from '../scratch.ts';
+
+/** What flash_attention.wgsl and attention_probs.wgsl write for "not allowed" (they test ≤ −1e38). */
+const MASKED = -3.0e38;
+
+export interface MaskBuffers {
+  attnMask: GPUBuffer;   // f32 [1 or B·H, Sq, Skv], MASKED where masked
+  padding: GPUBuffer;    // u32 [B, Skv], 1 = ignore this key
+  headMask: GPUBuffer;   // f32 [B·H]
+  cuSeqlens: GPUBuffer;  // u32 [B + 1]
+  maskMode: number;      // 0 none, 1 shared [Sq, Skv], 2 per (b, h)
+  hasPadding: number;
+  hasHeadMask: number;
+}
+
+function upload(scratch: CallScratch, data: Float32Array | Uint32Array, role: string): GPUBuffer {
+  const buffer = scratch.storage(data.byteLength, role);
+  scratch.device.queue.writeBuffer(buffer, 0, data.buffer, data.byteOffset, data.byteLength);
+  return buffer;
+}
+
+export function uploadMasks(scratch: CallScratch, plan: ForwardPlan): MaskBuffers {
+  const { attnMask, attnMaskPerHead, keyPaddingMask, headMask } = plan.masks;
+  let dummy: GPUBuffer | null = null;
+  const none = () => (dummy ??= upload(scratch, new Uint32Array(4), 'noMask'));
+  return {
+    // −Infinity (a float mask's "never") and true (a bool mask's) become MASKED: WGSL has no infinities.
+    attnMask: attnMask ? upload(scratch, attnMask.map((v) => (v === -Infinity || v <= MASKED ? MASKED : v)), 'attnMask') : none(),
+    padding: keyPaddingMask ? upload(scratch, Uint32Array.from(keyPaddingMask, (v) => (v ? 1 : 0)), 'keyPaddingMask') : none(),
+    headMask: headMask ? upload(scratch, headMask, 'headMask') : none(),
+    cuSeqlens: plan.cuSeqlens ? upload(scratch, Uint32Array.from(plan.cuSeqlens), 'cuSeqlens') : none(),
+    maskMode: attnMask ? (attnMaskPerHead ? 2 : 1) : 0,
+    hasPadding: keyPaddingMask ? 1 : 0,
+    hasHeadMask: headMask ? 1 : 0,
+  };
+}

@@ -18,11 +18,13 @@ const { values } = parseArgs({
     runs: { type: 'string', default: '5' },
     warmup: { type: 'string', default: '2' },
     seed: { type: 'string', default: '1' },
+    lengths: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
 if (values.help) {
   console.log('usage: npm run compare -- [--batch B] [--seq S] [--embed E] [--heads H] [--kv-heads G] [--causal] [--runs N] [--warmup W] [--seed N]');
+  console.log('       npm run compare -- --lengths 5,300,17 [--embed E] [--heads H] [--causal]   (packed varlen batch vs each sequence alone vs padded)');
   process.exit(0);
 }
 const int = (name: keyof typeof values) => {
@@ -58,6 +60,38 @@ async function time(run: () => Promise<Float32Array>, n: number, w: number): Pro
 }
 
 const gpu = await createAttentionEngine({ backend: 'webgpu' });
+
+if (values.lengths) {
+  // Packed variable-length batch: one call with cuSeqlens, against the sequences one by one and
+  // against the padded batch [n, max, E] a framework without varlen would run.
+  const lengths = values.lengths.split(',').map(Number);
+  if (lengths.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`--lengths must be positive integers; got ${values.lengths}`);
+  const cu = Int32Array.from([0, ...lengths.map((_, i) => lengths.slice(0, i + 1).reduce((a, b) => a + b, 0))]);
+  const T = cu[cu.length - 1];
+  const max = Math.max(...lengths);
+  const mha = gpu.createMultiHeadAttention(config, stateDict);
+  const x = uniform(T * E, 1, mulberry32(int('seed') + 2));
+  const padded = new Float32Array(lengths.length * max * E);
+  const pad = new Uint8Array(lengths.length * max).fill(1);
+  lengths.forEach((n, i) => {
+    padded.set(x.subarray(cu[i] * E, cu[i + 1] * E), i * max * E);
+    pad.fill(0, i * max, i * max + n);
+  });
+  const packed = await time(async () => (await mha.forward(x, { cuSeqlens: cu, isCausal })).output, runs, Math.max(1, warmup));
+  const alone = await time(async () => {
+    for (const [i, n] of lengths.entries()) await mha.forward(x.subarray(cu[i] * E, cu[i + 1] * E), { batchSize: 1, seqLen: n, isCausal });
+    return new Float32Array(0);
+  }, runs, Math.max(1, warmup));
+  const paddedRun = await time(async () => (await mha.forward(padded, { batchSize: lengths.length, seqLen: max, keyPaddingMask: pad, isCausal })).output, runs, Math.max(1, warmup));
+  console.log(`adapter  ${gpu.adapterInfo!.vendor} ${gpu.adapterInfo!.architecture}`);
+  console.log(`packed batch of lengths [${lengths.join(', ')}] (T=${T}), E=${E} H=${H}${isCausal ? ' causal' : ''}, median of ${runs}:`);
+  console.log(`  one packed call (cuSeqlens)      ${packed.ms.toFixed(2)} ms`);
+  console.log(`  each sequence alone, summed      ${alone.ms.toFixed(2)} ms   (packed / alone = ${(packed.ms / alone.ms).toFixed(2)})`);
+  console.log(`  padded batch [${lengths.length}, ${max}, E] + padding mask ${paddedRun.ms.toFixed(2)} ms   (packed / padded = ${(packed.ms / paddedRun.ms).toFixed(2)})`);
+  mha.dispose();
+  gpu.dispose();
+  process.exit(0);
+}
 const cpu = await createAttentionEngine({ backend: 'cpu' });
 const a = gpu.adapterInfo!;
 const flops = attentionFlops(B, S, E, isCausal);

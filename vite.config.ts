@@ -16,6 +16,7 @@ export default defineConfig({
   },
   test: {
     include: ['test/**/*.test.ts'],
+    setupFiles: ['test/setup.ts'],
     environment: 'node',
     // One WebGPU device per test file; the software drivers are slow, so give GPU tests room.
     testTimeout: 120_000,

@@ -14,11 +14,12 @@ import type {
   ScaledDotProductAttentionOptions,
   StateDict,
 } from './types.ts';
-import { describe, rejectUnknownKeys, requireObject } from './validate.ts';
+import { describe, rejectUnknownKeys, requireObject, requirePositiveInteger } from './validate.ts';
 import { WebGPUBackend } from './webgpu/backend.ts';
 import { type AcquiredDevice, acquireDevice, describeAdapter } from './webgpu/device.ts';
 
-const ENGINE_KEYS = ['backend', 'device'] as const;
+const ENGINE_KEYS = ['backend', 'device', 'limits'] as const;
+const LIMIT_KEYS = ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension'] as const;
 
 export interface AdapterInfo {
   vendor: string;
@@ -34,12 +35,16 @@ export class AttentionEngine {
   /** @internal Use createAttentionEngine(). */
   constructor(
     impl: Backend,
-    /** The adapter behind the device; null on the CPU backend. */
-    readonly adapterInfo: AdapterInfo | null,
     /** Why the CPU backend was chosen when no backend was asked for; null otherwise. */
     readonly fallbackReason: string | null,
   ) {
     this.impl = impl;
+  }
+
+  /** The adapter behind the current device; null on the CPU backend. */
+  get adapterInfo(): AdapterInfo | null {
+    const impl = this.live('adapterInfo');
+    return impl instanceof WebGPUBackend ? impl.adapterInfo : null;
   }
 
   /** Which backend runs the layers. */
@@ -47,7 +52,7 @@ export class AttentionEngine {
     return this.live('backend').kind;
   }
 
-  /** The GPU device, or null on the CPU backend. */
+  /** The current GPU device (a new one after a recovered device loss), or null on the CPU backend. */
   get device(): GPUDevice | null {
     const impl = this.live('device');
     return impl instanceof WebGPUBackend ? impl.device : null;
@@ -109,6 +114,15 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
   const o = requireObject(where, 'options', options);
   rejectUnknownKeys(where, 'options', o, ENGINE_KEYS);
   const { backend, device } = options;
+  let limits: Record<string, number> = {};
+  if (options.limits !== undefined) {
+    limits = requireObject(where, 'options.limits', options.limits) as Record<string, number>;
+    rejectUnknownKeys(where, 'options.limits', limits, LIMIT_KEYS);
+    for (const [name, value] of Object.entries(limits)) requirePositiveInteger(where, `options.limits.${name}`, value);
+    if (backend === 'cpu') {
+      throw new InvalidArgumentError({ where, argument: 'options.limits', expected: "left out with backend: 'cpu'", given: describe(options.limits) });
+    }
+  }
   if (backend !== undefined && backend !== 'webgpu' && backend !== 'cpu') {
     throw new InvalidArgumentError({ where, argument: 'options.backend', expected: '"webgpu", "cpu" or left out', given: describe(backend) });
   }
@@ -122,16 +136,16 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
         fix: "Pass backend: 'webgpu' (or leave it out) to run on this device.",
       });
     }
-    return new AttentionEngine(new WebGPUBackend(device, false), describeAdapter(device.adapterInfo), null);
+    return new AttentionEngine(new WebGPUBackend(device, false, describeAdapter(device.adapterInfo), limits), null);
   }
-  if (backend === 'cpu') return new AttentionEngine(new CpuBackend(), null, null);
+  if (backend === 'cpu') return new AttentionEngine(new CpuBackend(), null);
 
   let acquired: AcquiredDevice;
   try {
     acquired = await acquireDevice();
   } catch (e) {
     if (backend === 'webgpu' || !(e instanceof WebGPUUnavailableError)) throw e;
-    return new AttentionEngine(new CpuBackend(), null, e.message);
+    return new AttentionEngine(new CpuBackend(), e.message);
   }
-  return new AttentionEngine(new WebGPUBackend(acquired.device, true), acquired.adapterInfo, null);
+  return new AttentionEngine(new WebGPUBackend(acquired.device, true, acquired.adapterInfo, limits), null);
 }

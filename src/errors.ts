@@ -74,3 +74,18 @@ export class WebGPUUnavailableError extends AttentionError {
   override name = 'WebGPUUnavailableError';
 }
 
+
+/**
+ * The GPU device was lost (driver reset, tab backgrounded, destroy()) while a call was in flight, or
+ * it cannot be replaced (a device the caller gave). The engine recreates an engine-owned device on the
+ * next call; `reason` is WebGPU's GPUDeviceLostReason ('destroyed' or 'unknown').
+ */
+export class DeviceLostError extends AttentionError {
+  override name = 'DeviceLostError';
+  constructor(
+    message: string,
+    readonly reason: string,
+  ) {
+    super(message);
+  }
+}

@@ -11,6 +11,7 @@ export {
   MissingWeightError,
   UnsupportedError,
   DeviceLimitError,
+  DeviceLostError,
   DisposedError,
   WebGPUUnavailableError,
 } from './errors.ts';

@@ -70,6 +70,22 @@ export interface ForwardPlan {
   value: Float32Array;          // [B, Skv, vdim] (= query unless cross)
 }
 
+/** A private copy of a layer's weights (the packed matrix and its q/k/v views stay consistent). */
+export function copyWeights(w: LayerWeights): LayerWeights {
+  const packed = w.inProjWeight?.slice() ?? null;
+  const q = w.qProjWeight.length;
+  const k = w.kProjWeight.length;
+  return {
+    inProjWeight: packed,
+    qProjWeight: packed ? packed.subarray(0, q) : w.qProjWeight.slice(),
+    kProjWeight: packed ? packed.subarray(q, q + k) : w.kProjWeight.slice(),
+    vProjWeight: packed ? packed.subarray(q + k) : w.vProjWeight.slice(),
+    inProjBias: w.inProjBias?.slice() ?? null,
+    outProjWeight: w.outProjWeight.slice(),
+    outProjBias: w.outProjBias?.slice() ?? null,
+  };
+}
+
 /** Tensor layouts of a plan ([batches, heads, rows, Dh]): packed sequences are one batch of T tokens. */
 export function headLayout(plan: ForwardPlan): { batches: number; qRows: number; kvRows: number } {
   return plan.mode === 'packed'

@@ -7,6 +7,11 @@ export interface EngineOptions {
   backend?: BackendKind;
   /** Run on this device (the caller keeps owning it: the engine's dispose() does not destroy it). */
   device?: GPUDevice;
+  /**
+   * Limits to obey as if they were the device's (a device may grant more than asked). Calls whose
+   * buffers or dispatches exceed them are split over the batch (or groups of packed sequences).
+   */
+  limits?: { maxStorageBufferBindingSize?: number; maxBufferSize?: number; maxComputeWorkgroupsPerDimension?: number };
 }
 
 export interface MultiHeadAttentionConfig {

@@ -1,7 +1,7 @@
 // The CPU backend: the float64 reference, run pass by pass. Used when there is no WebGPU adapter.
 
 import type { Backend, BackendLayer } from '../backend.ts';
-import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan.ts';
+import { copyWeights, type ForwardPlan, type LayerSpec, type LayerWeights } from '../plan.ts';
 import type { ForwardResult } from '../types.ts';
 import { attention, referenceForward } from './reference.ts';
 
@@ -10,18 +10,7 @@ export class CpuBackend implements Backend {
 
   createLayer(_spec: LayerSpec, weights: LayerWeights): BackendLayer {
     // Copy, as the WebGPU backend's upload does: later changes to the caller's arrays do not leak in.
-    const packed = weights.inProjWeight?.slice() ?? null;
-    const q = weights.qProjWeight.length;
-    const k = weights.kProjWeight.length;
-    const own: LayerWeights = {
-      inProjWeight: packed,
-      qProjWeight: packed ? packed.subarray(0, q) : weights.qProjWeight.slice(),
-      kProjWeight: packed ? packed.subarray(q, q + k) : weights.kProjWeight.slice(),
-      vProjWeight: packed ? packed.subarray(q + k) : weights.vProjWeight.slice(),
-      inProjBias: weights.inProjBias?.slice() ?? null,
-      outProjWeight: weights.outProjWeight.slice(),
-      outProjBias: weights.outProjBias?.slice() ?? null,
-    };
+    const own = copyWeights(weights);
     return {
       forward: async (plan) => {
         const r = referenceForward(plan, own, { keepScores: plan.needWeights });

@@ -1,32 +1,129 @@
-// The WebGPU backend: one device, one buffer pool, the per-device pipeline cache.
+// The WebGPU backend: one device at a time, its buffer pool and (per device) pipeline cache; device
+// loss and recovery; the limits the engine obeys, and chunking of calls that exceed them.
+//
+// Device loss. The backend watches `device.lost`. A call whose device is lost while it runs rejects
+// with DeviceLostError. The next call finds the loss, asks for a new adapter and device (a lost
+// adapter gives no new device), and re-uploads each layer's weights from the host copy the layer
+// keeps; pipelines rebuild themselves (their cache is keyed by device). A device the caller gave
+// cannot be replaced: calls then reject with DeviceLostError saying so.
 
 import type { Backend, BackendLayer } from '../backend.ts';
-import { DeviceLimitError, UnsupportedError } from '../errors.ts';
-import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan.ts';
+import { DeviceLostError, UnsupportedError } from '../errors.ts';
+import { copyWeights, type ForwardPlan, type LayerSpec, type LayerWeights } from '../plan.ts';
 import type { ForwardResult } from '../types.ts';
 import { BufferPool } from './buffers.ts';
+import { type EngineLimits, mergeResults, splitPlan } from './chunking.ts';
+import { type AcquiredDevice, acquireDevice } from './device.ts';
 import { attendWebGPU, forwardWebGPU, GpuLayerWeights } from './forward.ts';
-import { qkvLayout } from './kernels/qkv-projection.ts';
 
 /** Head sizes the kernels take: vec4 lanes, and q and the accumulator held in registers. */
 export const MAX_HEAD_DIM = 256;
 
+/** One device and what lives on it. A new generation after each recovery from a loss. */
+interface DeviceState {
+  device: GPUDevice;
+  pool: BufferPool;
+  generation: number;
+  lost: GPUDeviceLostInfo | null;
+}
+
 export class WebGPUBackend implements Backend {
   readonly kind = 'webgpu' as const;
-  readonly pool: BufferPool;
+  private state: DeviceState;
+  private disposed = false;
+  private recovering: Promise<DeviceState> | null = null;
 
   constructor(
-    readonly device: GPUDevice,
-    /** Whether the engine created the device (and so destroys it on dispose). */
+    device: GPUDevice,
+    /** Whether the engine created the device (and so may replace it, and destroys it on dispose). */
     private readonly ownsDevice: boolean,
+    public adapterInfo: AcquiredDevice['adapterInfo'],
+    /** Limits to obey below the device's own (createAttentionEngine({ limits })). */
+    private readonly limitOverrides: Partial<EngineLimits> = {},
   ) {
-    this.pool = new BufferPool(device, 'AttentionEngine');
+    this.state = this.adopt(device, 0);
+  }
+
+  /** The current device (a new one after a recovered loss). */
+  get device(): GPUDevice {
+    return this.state.device;
+  }
+
+  get pool(): BufferPool {
+    return this.state.pool;
+  }
+
+  /** The device's limits, lowered by the engine's `limits` option. */
+  limits(): EngineLimits {
+    const l = this.state.device.limits;
+    const o = this.limitOverrides;
+    return {
+      maxStorageBufferBindingSize: Math.min(l.maxStorageBufferBindingSize, o.maxStorageBufferBindingSize ?? Infinity),
+      maxBufferSize: Math.min(l.maxBufferSize, o.maxBufferSize ?? Infinity),
+      maxComputeWorkgroupsPerDimension: Math.min(l.maxComputeWorkgroupsPerDimension, o.maxComputeWorkgroupsPerDimension ?? Infinity),
+    };
+  }
+
+  private adopt(device: GPUDevice, generation: number): DeviceState {
+    const state: DeviceState = { device, pool: new BufferPool(device, 'AttentionEngine'), generation, lost: null };
+    device.lost.then((info) => {
+      state.lost = info;
+    });
+    return state;
+  }
+
+  /** The live device, recovering from a loss first (once, however many calls wait). */
+  private async live(where: string): Promise<DeviceState> {
+    await null; // let a just-resolved device.lost run its handler first
+    const state = this.state;
+    if (!state.lost) return state;
+    if (!this.ownsDevice) {
+      throw new DeviceLostError(
+        `${where}: the GPUDevice given to createAttentionEngine was lost (${state.lost.reason}: ${state.lost.message}) and only its owner can replace it. ` +
+          'Create a new engine with a new device.',
+        state.lost.reason,
+      );
+    }
+    this.recovering ??= (async () => {
+      const acquired = await acquireDevice();
+      if (this.disposed) {
+        acquired.device.destroy();
+        throw new DeviceLostError(`${where}: the engine was disposed while its device was being replaced.`, 'destroyed');
+      }
+      this.adapterInfo = acquired.adapterInfo;
+      this.state = this.adopt(acquired.device, state.generation + 1);
+      return this.state;
+    })().finally(() => {
+      this.recovering = null;
+    });
+    return this.recovering;
+  }
+
+  /** Runs `work` on the live device; if the device is lost meanwhile, rejects with DeviceLostError. */
+  private async run<T>(where: string, work: (state: DeviceState) => Promise<T>): Promise<T> {
+    const state = await this.live(where);
+    try {
+      return await work(state);
+    } catch (e) {
+      // A lost device rejects pending mapAsync calls; give device.lost a moment to say so.
+      const lost = state.lost ?? (await Promise.race([state.device.lost, new Promise<null>((r) => setTimeout(() => r(null), 50))]));
+      if (!lost) throw e;
+      throw new DeviceLostError(
+        `${where}: the GPU device was lost during the call (${lost.reason}${lost.message ? `: ${lost.message}` : ''}). ` +
+          (this.ownsDevice ? 'The next call runs on a new device.' : 'Create a new engine with a new device.'),
+        lost.reason,
+      );
+    }
   }
 
   async attend(plan: ForwardPlan): Promise<ForwardResult> {
     checkHeadDim('scaledDotProductAttention', 'options.headDim', String(plan.layer.headDim), plan.layer.headDim);
-    checkLimits(this.device, plan);
-    return attendWebGPU(this.pool, plan, plan.query, plan.key, plan.value);
+    const parts = splitPlan(plan, this.limits());
+    return this.run('scaledDotProductAttention', async (state) => {
+      const results: ForwardResult[] = [];
+      for (const p of parts) results.push(await attendWebGPU(state.pool, p, p.query, p.key, p.value));
+      return mergeResults(results);
+    });
   }
 
   createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
@@ -42,26 +139,38 @@ export class WebGPUBackend implements Backend {
         });
       }
     }
-    const gpuWeights = new GpuLayerWeights(this.pool, spec, weights);
+    // The host copy outlives a device loss; the GPU copy is made for each device generation.
+    const host = copyWeights(weights);
+    let gpu = new GpuLayerWeights(this.state.pool, spec, host);
+    let generation = this.state.generation;
     return {
       forward: (plan) => {
-        checkLimits(this.device, plan);
-        return forwardWebGPU(this.pool, gpuWeights, plan);
+        const parts = splitPlan(plan, this.limits());
+        return this.run('MultiHeadAttention.forward', async (state) => {
+          if (generation !== state.generation) {
+            gpu = new GpuLayerWeights(state.pool, spec, host);
+            generation = state.generation;
+          }
+          const results: ForwardResult[] = [];
+          for (const p of parts) results.push(await forwardWebGPU(state.pool, gpu, p));
+          return mergeResults(results);
+        });
       },
       dispose: () => {
-        gpuWeights.destroy();
-        this.pool.trim(); // idle scratch goes too, so stats() returns to what it was before the layer
+        if (generation === this.state.generation) gpu.destroy();
+        this.state.pool.trim(); // idle scratch goes too, so stats() returns to what it was before the layer
       },
     };
   }
 
   stats() {
-    return this.pool.stats();
+    return this.state.pool.stats();
   }
 
   dispose(): void {
-    this.pool.destroyAll();
-    if (this.ownsDevice) this.device.destroy();
+    this.disposed = true;
+    this.state.pool.destroyAll();
+    if (this.ownsDevice) this.state.device.destroy();
   }
 }
 
@@ -74,41 +183,4 @@ function checkHeadDim(where: string, argument: string, given: string, Dh: number
     given,
     fix: "Choose sizes so the head size fits, or use createAttentionEngine({ backend: 'cpu' }), which takes any size.",
   });
-}
-
-/** Refuses, before any GPU work, a call whose buffers or dispatches exceed the device's limits. */
-function checkLimits(device: GPUDevice, plan: ForwardPlan): void {
-  const limits = device.limits;
-  const maxBinding = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
-  const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
-  const buffers = [
-    { what: 'the Q/K/V buffer for this call', bytes: qkvLayout(plan).total * 4, fix: 'Split the batch into smaller calls.' },
-    {
-      what: 'the attention weights [B, H, Sq, Skv] (needWeights)',
-      bytes: plan.needWeights ? B * plan.layer.numHeads * Sq * Skv * 4 : 0,
-      fix: 'Ask for needWeights on shorter sequences or smaller batches; the output alone needs no S² memory.',
-    },
-  ];
-  for (const { what, bytes, fix } of buffers) {
-    if (bytes > maxBinding) {
-      throw new DeviceLimitError({
-        where: 'MultiHeadAttention.forward',
-        argument: what,
-        expected: `at most maxStorageBufferBindingSize = ${maxBinding} bytes`,
-        given: `${bytes} bytes (batchSize ${B}, seqLen ${Sq})`,
-        fix,
-      });
-    }
-  }
-  const rows = plan.batchSize * plan.seqLen;
-  const groups = Math.max(Math.ceil(rows / 32), plan.needWeights ? B * plan.layer.numHeads : B);
-  if (groups > limits.maxComputeWorkgroupsPerDimension) {
-    throw new DeviceLimitError({
-      where: 'MultiHeadAttention.forward',
-      argument: 'batchSize·seqLen',
-      expected: `at most ${32 * limits.maxComputeWorkgroupsPerDimension} rows (maxComputeWorkgroupsPerDimension = ${limits.maxComputeWorkgroupsPerDimension})`,
-      given: String(rows),
-      fix: 'Split the batch into smaller calls.',
-    });
-  }
 }

@@ -7,13 +7,33 @@ const HOW_TO_GET_AN_ADAPTER =
   'which needs a Vulkan driver: on Debian 12 run `bash scripts/setup-system.sh` (installs lavapipe, ' +
   'mesa-vulkan-drivers from bookworm-backports) or `npm test`, which runs it.';
 
+// Uncaptured WebGPU errors on any device a test engine ran on; test/setup.ts fails the test that
+// caused one (afterEach), so no GPU test passes with an error nobody looked at.
+const uncaptured: string[] = [];
+const watched = new WeakSet<GPUDevice>();
+
+/** Starts collecting uncaptured errors of `device` (idempotent). */
+export function watchDevice(device: GPUDevice): void {
+  if (watched.has(device)) return;
+  watched.add(device);
+  device.addEventListener('uncapturederror', (ev) => uncaptured.push((ev as GPUUncapturedErrorEvent).error.message));
+}
+
+/** The uncaptured errors since the last call. */
+export function takeUncapturedErrors(): string[] {
+  return uncaptured.splice(0);
+}
+
 /** An engine on the WebGPU backend; throws with set-up instructions when there is no adapter. */
 export async function createGpuEngine(): Promise<AttentionEngine> {
+  let engine: AttentionEngine;
   try {
-    return await createAttentionEngine({ backend: 'webgpu' });
+    engine = await createAttentionEngine({ backend: 'webgpu' });
   } catch (e) {
     throw new Error(`${(e as Error).message}\n${HOW_TO_GET_AN_ADAPTER}`);
   }
+  watchDevice(engine.device!);
+  return engine;
 }
 
 /**
@@ -21,6 +41,7 @@ export async function createGpuEngine(): Promise<AttentionEngine> {
  * or if an uncaptured error reaches the device meanwhile.
  */
 export async function withErrorScopes<T>(device: GPUDevice, fn: () => Promise<T>): Promise<T> {
+  watchDevice(device);
   const uncaptured: string[] = [];
   const onError = (ev: Event) => uncaptured.push((ev as GPUUncapturedErrorEvent).error.message);
   device.addEventListener('uncapturederror', onError);

@@ -1,0 +1,217 @@
+// Faults and limits: device loss between calls and during one, devices the caller owns, limits
+// smaller than the device's (calls split into chunks that give the unchunked answer), and memory
+// that stays flat over many calls.
+
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { type AttentionEngine, createAttentionEngine, DeviceLimitError, DeviceLostError, type ForwardOptions } from '../src/index.ts';
+import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
+import { expectClose, f32Tolerance } from './helpers/tolerance.ts';
+
+const L = { embedDim: 32, numHeads: 4 };
+const sd = randomStateDict(L, 21);
+
+let cpu: AttentionEngine;
+beforeAll(async () => {
+  cpu = await createAttentionEngine({ backend: 'cpu' });
+});
+afterAll(() => cpu?.dispose());
+
+async function reference(x: Float32Array, options: ForwardOptions) {
+  const mha = cpu.createMultiHeadAttention(L, sd);
+  const r = await mha.forward(x, options);
+  mha.dispose();
+  return r;
+}
+
+describe('device loss', () => {
+  test('lost between calls: the next call runs on a new device, with the weights re-uploaded', async () => {
+    const engine = await createGpuEngine();
+    const mha = engine.createMultiHeadAttention(L, sd);
+    const x = uniform(2 * 9 * 32, 1, mulberry32(1));
+    const options = { batchSize: 2, seqLen: 9, isCausal: true };
+    const before = await mha.forward(x, options);
+    const first = engine.device!;
+    first.destroy();
+    const after = await mha.forward(x, options);
+    expect(engine.device).not.toBe(first);
+    expect(engine.backend).toBe('webgpu');
+    expect(Array.from(after.output)).toEqual(Array.from(before.output));
+    expectClose(after.output, (await reference(x, options)).output, f32Tolerance([32, 9, 32]));
+    // Layers created after the loss work too, and the new device's memory is accounted for.
+    const second = engine.createMultiHeadAttention(L, sd);
+    await withErrorScopes(engine.device!, () => second.forward(x, options));
+    expect(engine.stats().buffers).toBeGreaterThan(8);
+    engine.dispose();
+  });
+
+  test('lost during a call: that call rejects with DeviceLostError; the next one is right', async () => {
+    const engine = await createGpuEngine();
+    const big = { embedDim: 256, numHeads: 4 };
+    const bigSd = randomStateDict(big, 3);
+    const mha = engine.createMultiHeadAttention(big, bigSd);
+    const x = uniform(2 * 256 * 256, 1, mulberry32(2));
+    const options = { batchSize: 2, seqLen: 256 };
+    const inFlight = mha.forward(x, options);
+    engine.device!.destroy();
+    const error = await inFlight.then(() => null, (e) => e);
+    expect(error).toBeInstanceOf(DeviceLostError);
+    expect((error as DeviceLostError).reason).toBe('destroyed');
+    expect((error as Error).message).toContain('lost during the call');
+    const again = await mha.forward(x, options);
+    const ref = cpu.createMultiHeadAttention(big, bigSd);
+    expectClose(again.output, (await ref.forward(x, options)).output, f32Tolerance([256, 256, 256]));
+    ref.dispose();
+    engine.dispose();
+  });
+
+  test('scaledDotProductAttention recovers too', async () => {
+    const engine = await createGpuEngine();
+    const q = uniform(2 * 4 * 5 * 8, 1, mulberry32(3));
+    const opts = { batchSize: 2, numHeads: 4, seqLen: 5, headDim: 8 };
+    const before = await engine.scaledDotProductAttention(q, q, q, opts);
+    engine.device!.destroy();
+    const after = await engine.scaledDotProductAttention(q, q, q, opts);
+    expect(Array.from(after.output)).toEqual(Array.from(before.output));
+    engine.dispose();
+  });
+
+  test('a device the caller gave cannot be replaced: calls reject, naming what was lost', async () => {
+    const owner = await createGpuEngine(); // only to get a device we own
+    const adapter = await (await import('webgpu')).create([]).requestAdapter();
+    const device = await adapter!.requestDevice();
+    const engine = await createAttentionEngine({ device });
+    const mha = engine.createMultiHeadAttention(L, sd);
+    const x = uniform(32, 1, mulberry32(4));
+    await mha.forward(x, { batchSize: 1, seqLen: 1 });
+    device.destroy();
+    const error = await mha.forward(x, { batchSize: 1, seqLen: 1 }).then(() => null, (e) => e);
+    expect(error).toBeInstanceOf(DeviceLostError);
+    expect((error as Error).message).toContain('given to createAttentionEngine was lost');
+    engine.dispose();
+    owner.dispose();
+  });
+});
+
+describe('limits smaller than the device\'s: calls are split, and equal the unsplit ones', () => {
+  let full: AttentionEngine;
+  beforeAll(async () => {
+    full = await createGpuEngine();
+  });
+  afterAll(() => full?.dispose());
+
+  async function compare(limits: Record<string, number>, x: Float32Array, options: ForwardOptions, layer = L, weights = sd) {
+    const small = await createAttentionEngine({ backend: 'webgpu', limits });
+    const a = small.createMultiHeadAttention(layer, weights);
+    const b = full.createMultiHeadAttention(layer, weights);
+    const chunked = await withErrorScopes(small.device!, () => a.forward(x, options));
+    const whole = await b.forward(x, options);
+    expect(Array.from(chunked.output)).toEqual(Array.from(whole.output));
+    if (whole.attentionWeights) expect(Array.from(chunked.attentionWeights!)).toEqual(Array.from(whole.attentionWeights));
+    a.dispose();
+    b.dispose();
+    small.dispose();
+  }
+
+  const perElement = 9 * 32 * 4; // bytes of one batch element's query [S=9, E=32]
+  test('maxStorageBufferBindingSize: over the batch, with padding, a per-head mask, a head mask and weights', async () => {
+    const B = 7;
+    const x = uniform(B * 9 * 32, 1, mulberry32(5));
+    const r = mulberry32(6);
+    await compare({ maxStorageBufferBindingSize: 3 * 3 * perElement }, x, {
+      batchSize: B, seqLen: 9, isCausal: true, needWeights: true,
+      keyPaddingMask: Uint8Array.from({ length: B * 9 }, () => (r() < 0.2 ? 1 : 0)),
+      attnMask: uniform(B * 4 * 81, 1, r),
+      headMask: uniform(B * 4, 1, r),
+    });
+  });
+
+  test('maxComputeWorkgroupsPerDimension: over the batch', async () => {
+    const x = uniform(10 * 9 * 32, 1, mulberry32(7));
+    await compare({ maxComputeWorkgroupsPerDimension: 3 }, x, { batchSize: 10, seqLen: 9 });
+  });
+
+  test('cross-attention with kdim and vdim', async () => {
+    const layer = { embedDim: 32, numHeads: 2, kdim: 8, vdim: 12 };
+    const r = mulberry32(8);
+    const w = {
+      q_proj_weight: uniform(32 * 32, 0.3, r), k_proj_weight: uniform(32 * 8, 0.3, r), v_proj_weight: uniform(32 * 12, 0.3, r),
+      in_proj_bias: uniform(96, 0.1, r), 'out_proj.weight': uniform(1024, 0.2, r), 'out_proj.bias': uniform(32, 0.1, r),
+    };
+    // One batch element's Q/K/V is (H·Sq + 2G·Skv)·Dh·4 = 2048 bytes: two per call.
+    await compare({ maxStorageBufferBindingSize: 4096 }, uniform(5 * 4 * 32, 1, r), {
+      batchSize: 5, seqLen: 4, kvSeqLen: 6, key: uniform(5 * 6 * 8, 1, r), value: uniform(5 * 6 * 12, 1, r),
+    }, layer, w);
+  });
+
+  test('packed sequences: over groups of whole sequences', async () => {
+    const cu = Int32Array.from([0, 5, 35, 52, 53, 62]); // lengths 5, 30, 17, 1, 9
+    const x = uniform(62 * 32, 1, mulberry32(9));
+    // Q/K/V take 3·32·4 bytes a token: at most 31 tokens per call, so the 30-token sequence goes alone.
+    await compare({ maxStorageBufferBindingSize: 31 * 32 * 4 * 3 }, x, { cuSeqlens: cu, isCausal: true });
+  });
+
+  test('scaledDotProductAttention over the batch', async () => {
+    const small = await createAttentionEngine({ backend: 'webgpu', limits: { maxStorageBufferBindingSize: 2 * 4 * 6 * 8 * 4 } });
+    const r = mulberry32(10);
+    const q = uniform(5 * 4 * 6 * 8, 1, r);
+    const k = uniform(5 * 2 * 6 * 8, 1, r);
+    const opts = { batchSize: 5, numHeads: 4, numKvHeads: 2, seqLen: 6, headDim: 8, isCausal: true, needWeights: true };
+    const a = await small.scaledDotProductAttention(q, k, k, opts);
+    const b = await full.scaledDotProductAttention(q, k, k, opts);
+    expect(Array.from(a.output)).toEqual(Array.from(b.output));
+    expect(Array.from(a.attentionWeights!)).toEqual(Array.from(b.attentionWeights!));
+    small.dispose();
+  });
+
+  test('where one batch element alone does not fit, the error names the limit and the size', async () => {
+    const small = await createAttentionEngine({ backend: 'webgpu', limits: { maxStorageBufferBindingSize: 1024 } });
+    const mha = small.createMultiHeadAttention(L, sd);
+    const before = small.stats();
+    const error = await mha.forward(uniform(9 * 32, 1, mulberry32(11)), { batchSize: 1, seqLen: 9 }).then(() => null, (e) => e);
+    expect(error).toBeInstanceOf(DeviceLimitError);
+    expect((error as Error).message).toMatch(/must be at most maxStorageBufferBindingSize = 1024 bytes; got \d+ for a single batch element/);
+    expect(small.stats()).toEqual(before);
+    small.dispose();
+  });
+
+  test('limits: bad values and unknown names are refused', async () => {
+    await expect(createAttentionEngine({ limits: { maxBufferSize: 0 } })).rejects.toThrow(/options\.limits\.maxBufferSize must be a positive integer/);
+    await expect(createAttentionEngine({ limits: { maxBindingSize: 5 } as never })).rejects.toThrow(/options\.limits\.maxBindingSize/);
+  });
+});
+
+describe('memory over many calls', () => {
+  test('a thousand forwards of one shape leave stats() unchanged; dispose() returns it to the start', async () => {
+    const engine = await createGpuEngine();
+    const start = engine.stats();
+    const mha = engine.createMultiHeadAttention(L, sd);
+    const x = uniform(3 * 5 * 32, 1, mulberry32(12));
+    await mha.forward(x, { batchSize: 3, seqLen: 5 });
+    const settled = engine.stats();
+    for (let i = 0; i < 1000; i++) await mha.forward(x, { batchSize: 3, seqLen: 5 });
+    expect(engine.stats()).toEqual(settled);
+    mha.dispose();
+    expect(engine.stats()).toEqual(start);
+    engine.dispose();
+  });
+});
+
+describe('splitPlan', () => {
+  test('splits exactly as far as the limits require', async () => {
+    const { resolveForwardPlan, resolveLayerSpec } = await import('../src/plan.ts');
+    const { splitPlan } = await import('../src/webgpu/chunking.ts');
+    const spec = resolveLayerSpec(L);
+    const big = { maxStorageBufferBindingSize: 1 << 30, maxBufferSize: 1 << 30, maxComputeWorkgroupsPerDimension: 65535 };
+    const x = new Float32Array(7 * 9 * 32);
+    const plan = resolveForwardPlan(spec, x, { batchSize: 7, seqLen: 9 });
+    expect(splitPlan(plan, big)).toHaveLength(1);
+    // Q/K/V: 3·9·32·4 = 3456 bytes per batch element; 3 per call → 3 calls (3 + 3 + 1).
+    const parts = splitPlan(plan, { ...big, maxStorageBufferBindingSize: 3 * 3456 });
+    expect(parts.map((p) => p.batchSize)).toEqual([3, 3, 1]);
+    expect(parts[2].query).toEqual(x.subarray(6 * 9 * 32));
+    const packed = resolveForwardPlan(spec, new Float32Array(62 * 32), { cuSeqlens: Int32Array.from([0, 5, 35, 52, 53, 62]) });
+    const groups = splitPlan(packed, { ...big, maxStorageBufferBindingSize: 31 * 32 * 4 * 3 });
+    expect(groups.map((p) => Array.from(p.cuSeqlens!))).toEqual([[0, 5], [0, 30], [0, 17, 18, 27]]);
+  });
+});

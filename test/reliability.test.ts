@@ -113,15 +113,17 @@ describe('limits smaller than the device\'s: calls are split, and equal the unsp
     small.dispose();
   }
 
-  const perElement = 9 * 32 * 4; // bytes of one batch element's query [S=9, E=32]
   test('maxStorageBufferBindingSize: over the batch, with padding, a per-head mask, a head mask and weights', async () => {
+    // One batch element (S = 33): Q/K/V 3·33·32·4 = 12672 bytes; its per-head mask and weights
+    // 4·33·33·4 = 17424. A limit of 25344 holds the layer's weights (12288) and one element per call.
     const B = 7;
-    const x = uniform(B * 9 * 32, 1, mulberry32(5));
+    const S = 33;
+    const x = uniform(B * S * 32, 1, mulberry32(5));
     const r = mulberry32(6);
-    await compare({ maxStorageBufferBindingSize: 3 * 3 * perElement }, x, {
-      batchSize: B, seqLen: 9, isCausal: true, needWeights: true,
-      keyPaddingMask: Uint8Array.from({ length: B * 9 }, () => (r() < 0.2 ? 1 : 0)),
-      attnMask: uniform(B * 4 * 81, 1, r),
+    await compare({ maxStorageBufferBindingSize: 25344 }, x, {
+      batchSize: B, seqLen: S, isCausal: true, needWeights: true,
+      keyPaddingMask: Uint8Array.from({ length: B * S }, () => (r() < 0.2 ? 1 : 0)),
+      attnMask: uniform(B * 4 * S * S, 1, r),
       headMask: uniform(B * 4, 1, r),
     });
   });
@@ -147,8 +149,8 @@ describe('limits smaller than the device\'s: calls are split, and equal the unsp
   test('packed sequences: over groups of whole sequences', async () => {
     const cu = Int32Array.from([0, 5, 35, 52, 53, 62]); // lengths 5, 30, 17, 1, 9
     const x = uniform(62 * 32, 1, mulberry32(9));
-    // Q/K/V take 3·32·4 bytes a token: at most 31 tokens per call, so the 30-token sequence goes alone.
-    await compare({ maxStorageBufferBindingSize: 31 * 32 * 4 * 3 }, x, { cuSeqlens: cu, isCausal: true });
+    // Q/K/V take 3·32·4 bytes a token: at most 40 tokens per call: [5, 30], then [17, 1, 9].
+    await compare({ maxStorageBufferBindingSize: 40 * 32 * 4 * 3 }, x, { cuSeqlens: cu, isCausal: true });
   });
 
   test('scaledDotProductAttention over the batch', async () => {
@@ -165,12 +167,13 @@ describe('limits smaller than the device\'s: calls are split, and equal the unsp
   });
 
   test('where one batch element alone does not fit, the error names the limit and the size', async () => {
-    const small = await createAttentionEngine({ backend: 'webgpu', limits: { maxStorageBufferBindingSize: 1024 } });
+    // The weights (in_proj_weight: 12288 bytes) fit; one sequence of 40 tokens (Q/K/V: 15360 bytes) does not.
+    const small = await createAttentionEngine({ backend: 'webgpu', limits: { maxStorageBufferBindingSize: 12288 } });
     const mha = small.createMultiHeadAttention(L, sd);
     const before = small.stats();
-    const error = await mha.forward(uniform(9 * 32, 1, mulberry32(11)), { batchSize: 1, seqLen: 9 }).then(() => null, (e) => e);
+    const error = await mha.forward(uniform(40 * 32, 1, mulberry32(11)), { batchSize: 1, seqLen: 40 }).then(() => null, (e) => e);
     expect(error).toBeInstanceOf(DeviceLimitError);
-    expect((error as Error).message).toMatch(/must be at most maxStorageBufferBindingSize = 1024 bytes; got \d+ for a single batch element/);
+    expect((error as Error).message).toContain('the Q/K/V buffer must be at most maxStorageBufferBindingSize = 12288 bytes; got 15360 for a single batch element');
     expect(small.stats()).toEqual(before);
     small.dispose();
   });
@@ -214,4 +217,11 @@ describe('splitPlan', () => {
     const groups = splitPlan(packed, { ...big, maxStorageBufferBindingSize: 31 * 32 * 4 * 3 });
     expect(groups.map((p) => Array.from(p.cuSeqlens!))).toEqual([[0, 5], [0, 30], [0, 17, 18, 27]]);
   });
+});
+
+test('weights larger than the binding limit are refused when the layer is created', async () => {
+  const small = await createAttentionEngine({ backend: 'webgpu', limits: { maxStorageBufferBindingSize: 4096 } });
+  expect(() => small.createMultiHeadAttention(L, sd)).toThrow(/stateDict\["in_proj_weight"\] must be at most maxStorageBufferBindingSize = 4096 bytes on this device; got 12288 bytes/);
+  expect(small.stats()).toEqual({ buffers: 0, bytes: 0 });
+  small.dispose();
 });

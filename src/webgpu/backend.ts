@@ -8,7 +8,7 @@
 // cannot be replaced: calls then reject with DeviceLostError saying so.
 
 import type { Backend, BackendLayer } from '../backend.ts';
-import { DeviceLostError, UnsupportedError } from '../errors.ts';
+import { DeviceLimitError, DeviceLostError, UnsupportedError } from '../errors.ts';
 import { copyWeights, type ForwardPlan, type LayerSpec, type LayerWeights } from '../plan.ts';
 import type { ForwardResult } from '../types.ts';
 import { BufferPool } from './buffers.ts';
@@ -136,6 +136,18 @@ export class WebGPUBackend implements Backend {
           expected: 'a multiple of 4 on the WebGPU backend (the projections read vec4s)',
           given: String(dim),
           fix: "Pad the key/value channels to a multiple of 4, or use createAttentionEngine({ backend: 'cpu' }).",
+        });
+      }
+    }
+    const maxBinding = Math.min(this.limits().maxStorageBufferBindingSize, this.limits().maxBufferSize);
+    for (const [name, w] of Object.entries({ in_proj_weight: weights.inProjWeight ?? weights.qProjWeight, 'out_proj.weight': weights.outProjWeight })) {
+      if (w.byteLength > maxBinding) {
+        throw new DeviceLimitError({
+          where: 'createMultiHeadAttention',
+          argument: `stateDict["${name}"]`,
+          expected: `at most maxStorageBufferBindingSize = ${maxBinding} bytes on this device`,
+          given: `${w.byteLength} bytes`,
+          fix: "Weights are not split across buffers; use a smaller layer or createAttentionEngine({ backend: 'cpu' }).",
         });
       }
     }

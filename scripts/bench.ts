@@ -5,6 +5,11 @@
 //
 //   npm run bench -- [--preset tiny,s128-e256 | --preset all] [--batch B --seq S --embed E --heads H [--causal]]
 //                    [--systems engine,naive,tfjs,ort,cpu] [--warmup 2] [--runs 5] [--seed 1] [--out bench-results/x.json]
+//                    [--node]
+//
+// --node runs the same runner and systems in Node instead, on Dawn (the `webgpu` package: lavapipe here,
+// the real GPU elsewhere), with navigator.gpu set to Dawn's GPU. ONNX Runtime Web's WebGPU EP does not
+// run on Dawn in Node (its writeBuffer from a SharedArrayBuffer view fails), so it reports as failed.
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -30,6 +35,7 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '1' },
     out: { type: 'string' },
     port: { type: 'string', default: '5181' },
+    node: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
@@ -40,7 +46,7 @@ function fail(message: string): never {
 }
 if (values.help) {
   console.log(`usage: npm run bench -- [--preset ${PRESETS.map((p) => p.id).join(',')} | all] [--batch B --seq S --embed E --heads H [--causal]]
-       [--systems ${ALL_SYSTEMS.join(',')}] [--warmup N] [--runs N] [--seed N] [--out file.json]`);
+       [--systems ${ALL_SYSTEMS.join(',')}] [--warmup N] [--runs N] [--seed N] [--out file.json] [--node]`);
   process.exit(0);
 }
 const int = (name: string, text: string | undefined, min = 1): number => {
@@ -100,42 +106,71 @@ function table(report: HeadlessReport): string {
   return [fmt(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(fmt)].join('\n');
 }
 
-const server = await createServer({ logLevel: 'error', server: { host: '127.0.0.1', port, strictPort: true, hmr: false } });
-await server.listen();
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-  args: ['--enable-unsafe-webgpu'],
-  headless: true,
-});
 const reports: (HeadlessReport & { id: string })[] = [];
 let exitCode = 0;
-try {
-  const page = await browser.newPage();
-  page.on('pageerror', (e) => console.error(`\n  page error: ${e.message}`));
-  page.on('console', (m) => {
-    if (m.type() === 'error') console.error(`\n  console.error: ${m.text()}`);
-  });
-  let label = '';
-  await page.exposeFunction('__benchProgress', (p: BenchProgress) => progressLine(p, label));
-  await page.goto(`http://127.0.0.1:${port}/demo/bench/headless.html`);
-  await page.waitForFunction(() => typeof window.runBench === 'function', undefined, { timeout: 120_000 });
-  for (const [i, { id, shape }] of shapes.entries()) {
-    label = `${i + 1}/${shapes.length} ${id}`;
-    console.log(`\n${id}: ${describeShape(shape)}, ${warmup} warm-up(s), median of ${runs}`);
-    const request: HeadlessRequest = { shape, warmup, runs, seed, systemIds };
-    const report = await page.evaluate((r) => window.runBench(r), request);
-    if (process.stdout.isTTY) process.stdout.write('\n');
-    if (i === 0) {
-      const a = report.adapter;
-      console.log(`adapter: ${a ? `${a.vendor} ${a.architecture} ${a.description}`.trim() : `none (${report.fallbackReason})`}; backend ${report.backend}`);
-    }
-    console.log(table(report));
-    reports.push({ id, ...report });
-    if (report.result.systems.some((s) => s.id === 'engine' && s.status !== 'ok')) exitCode = 1;
+
+function report(i: number, id: string, r: HeadlessReport): void {
+  if (process.stdout.isTTY) process.stdout.write('\n');
+  if (i === 0) {
+    const a = r.adapter;
+    console.log(`adapter: ${a ? `${a.vendor} ${a.architecture} ${a.description}`.trim() : `none (${r.fallbackReason})`}; backend ${r.backend}; ${r.userAgent}`);
   }
-} finally {
-  await browser.close();
-  await server.close();
+  console.log(table(r));
+  reports.push({ id, ...r });
+  if (r.result.systems.some((s) => s.id === 'engine' && s.status !== 'ok')) exitCode = 1;
+}
+
+if (values.node) {
+  // Node: Dawn's GPU as navigator.gpu (and its GPUBufferUsage & co. as globals) before any system loads.
+  const { create, globals } = (await import('webgpu')) as { create: (flags: string[]) => GPU; globals: Record<string, unknown> };
+  for (const [k, v] of Object.entries(globals)) if (!(k in globalThis)) Object.defineProperty(globalThis, k, { value: v, configurable: true, writable: true });
+  Object.defineProperty(globalThis, 'navigator', {
+    value: { gpu: create([]), userAgent: `Node ${process.version} (Dawn, the webgpu package)`, hardwareConcurrency: 2 },
+    configurable: true,
+    writable: true,
+  });
+  const { benchSystems } = await import('../demo/bench/registry.ts');
+  const { runBenchmark } = await import('../demo/bench/runner.ts');
+  const { sharedEngine } = await import('../demo/bench/systems/engine.ts');
+  const engine = await sharedEngine();
+  const gpuAdapter = await navigator.gpu.requestAdapter();
+  for (const [i, { id, shape }] of shapes.entries()) {
+    const label = `${i + 1}/${shapes.length} ${id}`;
+    console.log(`\n${id}: ${describeShape(shape)}, ${warmup} warm-up(s), median of ${runs}`);
+    const result = await runBenchmark(shape, await benchSystems(), { warmup, runs, seed, systemIds, onProgress: (p) => progressLine(p, label) });
+    report(i, id, {
+      result, adapter: engine.adapterInfo, backend: engine.backend, fallbackReason: engine.fallbackReason,
+      features: gpuAdapter ? [...gpuAdapter.features].sort() : [], userAgent: navigator.userAgent,
+    });
+  }
+} else {
+  const server = await createServer({ logLevel: 'error', server: { host: '127.0.0.1', port, strictPort: true, hmr: false } });
+  await server.listen();
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    args: ['--enable-unsafe-webgpu'],
+    headless: true,
+  });
+  try {
+    const page = await browser.newPage();
+    page.on('pageerror', (e) => console.error(`\n  page error: ${e.message}`));
+    page.on('console', (m) => {
+      if (m.type() === 'error') console.error(`\n  console.error: ${m.text()}`);
+    });
+    let label = '';
+    await page.exposeFunction('__benchProgress', (p: BenchProgress) => progressLine(p, label));
+    await page.goto(`http://127.0.0.1:${port}/demo/bench/headless.html`);
+    await page.waitForFunction(() => typeof window.runBench === 'function', undefined, { timeout: 120_000 });
+    for (const [i, { id, shape }] of shapes.entries()) {
+      label = `${i + 1}/${shapes.length} ${id}`;
+      console.log(`\n${id}: ${describeShape(shape)}, ${warmup} warm-up(s), median of ${runs}`);
+      const request: HeadlessRequest = { shape, warmup, runs, seed, systemIds };
+      report(i, id, await page.evaluate((r) => window.runBench(r), request));
+    }
+  } finally {
+    await browser.close();
+    await server.close();
+  }
 }
 
 mkdirSync(dirname(out), { recursive: true });
@@ -144,6 +179,7 @@ writeFileSync(
   JSON.stringify(
     {
       benchmark: 'webgpu-attention multi-head self-attention forward (npm run bench)',
+      runtime: values.node ? 'node (Dawn)' : 'chromium',
       date: new Date().toISOString(),
       timing: 'wall time of one forward with a Float32Array in and out (upload, dispatch, readback), median of the timed runs after warm-ups; every system on the same adapter in the same page',
       flopFormula: '8·B·S·E² + 4·B·S²·E (causal: half the S² term)',

@@ -33,6 +33,19 @@ export function probabilityTolerance(embedDim: number, seqLen: number, maxAbsLog
   return { atol: base.atol, rtol: base.rtol + 4 * maxAbsLogit * F32_EPS };
 }
 
+/**
+ * Tolerance for float32 outputs of attention whose logits are large. The probabilities carry a
+ * relative error of about 4·max|logit|·ε (see probabilityTolerance), and the output Σ_j p_j·v_j
+ * turns that into an absolute error of up to that much times the size of the values it averages,
+ * which the output's own size stands for (W_O is near-orthonormal in scale). So both atol and rtol
+ * gain 4·max|logit|·ε, atol scaled by max|output|. For O(1) logits the extra term is negligible.
+ */
+export function outputTolerance(reductionLengths: number[], maxAbsLogit: number, maxAbsOutput: number): Tolerance {
+  const base = f32Tolerance(reductionLengths);
+  const extra = 4 * maxAbsLogit * F32_EPS;
+  return { atol: base.atol + extra * maxAbsOutput, rtol: base.rtol + extra };
+}
+
 /** The largest finite |value| (masked scores are −Infinity). */
 export function maxAbsFinite(values: ArrayLike<number>): number {
   let max = 0;

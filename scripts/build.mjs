@@ -93,11 +93,11 @@ for (const i of imports.filter((i) => i.kind === 'dynamic' && i.literal !== null
 if (!imports.some((i) => i.kind === 'dynamic' && i.literal === null)) {
   problems.push('dist/index.js has no `import(specifier)` with a variable specifier (the Node-only `webgpu` package)');
 }
-// Shaders inlined: one WGSL source per kernel host module, and no .wgsl URL anywhere.
-const kernels = readdirSync(join(root, 'src/webgpu/kernels')).filter((f) => f.endsWith('.ts'));
+// Shaders inlined: every shaders/*.wgsl as a string, and no .wgsl URL anywhere.
+const kernels = readdirSync(join(root, 'shaders')).filter((f) => f.endsWith('.wgsl'));
 const inlined = code.match(/@compute\s*@workgroup_size/g)?.length ?? 0;
 if (inlined < kernels.length) {
-  problems.push(`dist/index.js holds ${inlined} inlined WGSL compute shaders; src/webgpu/kernels has ${kernels.length} host modules`);
+  problems.push(`dist/index.js holds ${inlined} inlined WGSL compute shaders; shaders/ has ${kernels.length}`);
 }
 if (/(new\s+URL|fetch)\s*\(\s*['"`][^'"`]*\.wgsl/.test(code)) problems.push('dist/index.js fetches a .wgsl file; shaders must be inlined');
 // Declarations: only relative .js imports, and the one reference to @webgpu/types.

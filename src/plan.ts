@@ -311,7 +311,7 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
     const T = cu[n];
     return {
       layer: spec, mode: 'packed', batchSize: n, seqLen: T, kvSeqLen: T, isCausal, needWeights: false,
-      masks: { attnMask: null, attnMaskPerHead: false, keyPaddingMask: null, window, headMask: o.headMask === undefined ? null : resolveHeadMask(where, o.headMask, n, H) },
+      masks: { attnMask: null, attnMaskPerHead: false, keyPaddingMask: null, window: clampWindow(window, maxLen, maxLen), headMask: o.headMask === undefined ? null : resolveHeadMask(where, o.headMask, n, H) },
       cuSeqlens: cu, maxSeqLen: maxLen, query: query as Float32Array, key: query as Float32Array, value: query as Float32Array,
     };
   }
@@ -358,7 +358,7 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
 
   return {
     layer: spec, mode: cross ? 'cross' : 'self', batchSize, seqLen, kvSeqLen, isCausal, needWeights,
-    masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, window),
+    masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
     cuSeqlens: null, maxSeqLen: seqLen, query: query as Float32Array, key, value,
   };
 }
@@ -378,6 +378,11 @@ function resolveWindow(where: string, value: unknown): number {
     throw new InvalidArgumentError({ where, argument: 'options.window', expected: 'a positive integer (keys i − window < j ≤ i are seen)', given: describe(value) });
   }
   return value;
+}
+
+/** A window wider than every row's reach (Sq + Skv) sees what the causal band sees: keep it in 32-bit range. */
+function clampWindow(window: number, Sq: number, Skv: number): number {
+  return window === 0 ? 0 : Math.min(window, Sq + Skv);
 }
 
 const SDPA_KEYS = [
@@ -413,7 +418,7 @@ export function resolveAttentionPlan(query: unknown, key: unknown, value: unknow
   const layer: LayerSpec = { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh, kdim: E, vdim: E, bias: false };
   return {
     layer, mode: 'cross', batchSize: B, seqLen: Sq, kvSeqLen: Skv, isCausal, needWeights,
-    masks: resolveMasks(where, o, B, H, Sq, Skv, resolveWindow(where, o.window)),
+    masks: resolveMasks(where, o, B, H, Sq, Skv, clampWindow(resolveWindow(where, o.window), Sq, Skv)),
     cuSeqlens: null, maxSeqLen: Sq, query: q, key: k, value: v,
   };
 }

@@ -59,7 +59,9 @@ export function qkvProjection(plan: ForwardPlan, weights: LayerWeights): { q: Fl
  * p = softmax (× headMask), o_i = Σ p_j v_j. Row i sees key j when: j ≤ i + (Skv − Sq) if causal;
  * i + (Skv − Sq) − window < j ≤ i + (Skv − Sq) with a window; the key is not padding; the mask there
  * is not −Infinity. A row that sees no key gets p = 0 and o = 0. Packed sequences attend within
- * themselves. `keep` (not for packed plans) receives the scores (−Infinity where masked) and p.
+ * themselves. NaN and ±Infinity propagate as in PyTorch (masking adds −∞ to a computed score; P·V
+ * multiplies zeros too). The fused kernel skips masked keys instead; WGSL may assume no NaN anyway.
+ * `keep` (not for packed plans) receives the scores (−Infinity where masked) and p.
  */
 export function attention(
   plan: ForwardPlan,
@@ -94,15 +96,12 @@ export function attention(
         const maskBase = attnMask ? ((attnMaskPerHead ? b * H + h : 0) * Sq + i) * Skv : 0;
         let max = -Infinity;
         for (let j = 0; j < Skv; j++) {
-          let s = -Infinity;
-          if (j >= first && j <= last && !(keyPaddingMask && keyPaddingMask[b * Skv + j])) {
-            const m = attnMask ? attnMask[maskBase + j] : 0;
-            if (m !== -Infinity) {
-              let dot = 0;
-              for (let d = 0; d < Dh; d++) dot += q[qBase + d] * k[kvBase + j * Dh + d];
-              s = dot * scale + m;
-            }
-          }
+          // As PyTorch does: every score is computed and a masked one gets −∞ added, so a NaN or
+          // ±Infinity in a masked key still poisons the row (NaN + −∞ = NaN).
+          let dot = 0;
+          for (let d = 0; d < Dh; d++) dot += q[qBase + d] * k[kvBase + j * Dh + d];
+          const allowed = j >= first && j <= last && !(keyPaddingMask && keyPaddingMask[b * Skv + j]);
+          const s = dot * scale + (allowed ? (attnMask ? attnMask[maskBase + j] : 0) : -Infinity);
           row[j] = s;
           seen[j] = s === -Infinity ? 0 : 1;
           if (s > max) max = s;
@@ -114,12 +113,13 @@ export function attention(
           row[j] = seen[j] ? Math.exp(row[j] - max) : 0;
           sum += row[j];
         }
-        const inv = sum > 0 ? hm / sum : 0; // no visible key: probabilities and output 0, not NaN
+        // No visible key: probabilities and output 0, not NaN (PyTorch ≥ 2.5's choice). A NaN sum (a NaN
+        // or +∞ score) makes the whole row NaN, as PyTorch's softmax does.
+        const inv = Number.isNaN(sum) ? NaN : sum > 0 ? hm / sum : 0;
         for (let j = 0; j < Skv; j++) row[j] *= inv;
         if (keep) keep.probs.set(row.subarray(0, Skv), rowBase);
         for (let j = 0; j < Skv; j++) {
-          const p = row[j];
-          if (p === 0) continue;
+          const p = row[j]; // all keys, zeros included: 0·NaN in V is NaN, as in PyTorch's P·V
           const vRow = kvBase + j * Dh;
           for (let d = 0; d < Dh; d++) out[qBase + d] += p * v[vRow + d];
         }

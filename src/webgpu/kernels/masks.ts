@@ -5,8 +5,16 @@
 import type { ForwardPlan } from '../../plan.ts';
 import type { CallScratch } from '../scratch.ts';
 
-/** What flash_attention.wgsl and attention_probs.wgsl write for "not allowed" (they test ≤ −1e38). */
+/** What flash_attention.wgsl and attention_probs.wgsl take for "not allowed" (they test ≤ −1e38). */
 const MASKED = -3.0e38;
+/**
+ * Finite mask values are raised to at least this: the kernels scale them by log2(e), which must not
+ * overflow float32, and they must stay apart from MASKED (so −3.4e38, float32's lowest, which Hugging
+ * Face uses for "masked", is added like any number, as PyTorch does). In float32 a score plus −1e37
+ * is −1e37 whatever the score, as it is plus −3.4e38; only a row whose visible entries all lie below
+ * −1e37 *and differ* could notice.
+ */
+const LOWEST_FINITE = -1.0e37;
 
 export interface MaskBuffers {
   attnMask: GPUBuffer;   // f32 [1 or B·H, Sq, Skv], MASKED where masked
@@ -30,7 +38,7 @@ export function uploadMasks(scratch: CallScratch, plan: ForwardPlan): MaskBuffer
   const none = () => (dummy ??= upload(scratch, new Uint32Array(4), 'noMask'));
   return {
     // −Infinity (a float mask's "never") and true (a bool mask's) become MASKED: WGSL has no infinities.
-    attnMask: attnMask ? upload(scratch, attnMask.map((v) => (v === -Infinity || v <= MASKED ? MASKED : v)), 'attnMask') : none(),
+    attnMask: attnMask ? upload(scratch, attnMask.map((v) => (v === -Infinity ? MASKED : Math.max(v, LOWEST_FINITE))), 'attnMask') : none(),
     padding: keyPaddingMask ? upload(scratch, Uint32Array.from(keyPaddingMask, (v) => (v ? 1 : 0)), 'keyPaddingMask') : none(),
     headMask: headMask ? upload(scratch, headMask, 'headMask') : none(),
     cuSeqlens: plan.cuSeqlens ? upload(scratch, Uint32Array.from(plan.cuSeqlens), 'cuSeqlens') : none(),

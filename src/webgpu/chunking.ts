@@ -65,7 +65,9 @@ function refuse(plan: ForwardPlan, c: Cost, units: number, unitName: string): ne
     where: 'MultiHeadAttention.forward',
     argument: c.what,
     expected: `at most ${c.limitName} = ${c.limit}${c.perWorkgroup ? ' workgroups' : ' bytes'}`,
-    given: `${used} for a single ${unitName} (seqLen ${plan.seqLen}${plan.mode === 'cross' ? `, kvSeqLen ${plan.kvSeqLen}` : ''})`,
+    given: plan.mode === 'packed'
+      ? `${used} for a single sequence of ${units} tokens`
+      : `${used} for a single ${unitName} (seqLen ${plan.seqLen}${plan.mode === 'cross' ? `, kvSeqLen ${plan.kvSeqLen}` : ''})`,
     fix: 'Splitting the batch cannot help here: use shorter sequences' + (plan.needWeights ? ', or leave out needWeights' : '') + '.',
   });
 }

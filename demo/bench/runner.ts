@@ -154,6 +154,7 @@ export async function runBenchmark(shape: BenchShape, systems: BenchSystem[], op
     let prepared: Awaited<ReturnType<BenchSystem['prepare']>> | null = null;
     try {
       prepared = await system.prepare({ shape, stateDict });
+      result.label = system.label; // a system may name what it chose while preparing (ORT's graph, a version)
       await step('load', 'correctness check (first run against the CPU reference)…');
       const out = await prepared.run(query);
       const tol = gateTolerance(shape, system.id);

@@ -8,32 +8,13 @@
 // A WebGPU-less browser fails these tests with instructions; nothing here ever skips.
 
 import { type Browser, type Page, test as base, expect } from '@playwright/test';
-import { compareArrays, f32Tolerance } from '../test/helpers/tolerance.ts';
 import type { AdapterReport, CaseParams, CaseResult } from './harness.ts';
+import { expectNoPageProblems, expectOutputClose, LoggedPage, sharedPage, WEBGPU_CHECKLIST } from './helpers.ts';
 
-interface PageEvent {
-  kind: 'console' | 'pageerror' | 'crash';
-  type: string;
-  text: string;
-}
-
-class Harness {
-  /** Every console message, page error and crash of the page, in order. */
-  readonly events: PageEvent[] = [];
-
-  constructor(readonly page: Page, readonly browser: Browser, readonly launch: { executablePath?: string; args?: string[] }) {}
-
-  /** A position in the event log; see problemsSince. */
-  mark(): number {
-    return this.events.length;
-  }
-
-  /** Console errors, uncaught page errors and crashes since `mark`. */
-  problemsSince(mark: number): string[] {
-    return this.events
-      .slice(mark)
-      .filter((e) => e.kind !== 'console' || e.type === 'error')
-      .map((e) => `${e.kind}${e.kind === 'console' ? `.${e.type}` : ''}: ${e.text}`);
+/** The harness page (its event log in LoggedPage), the browser, and how it was launched. */
+class Harness extends LoggedPage {
+  constructor(page: Page, readonly browser: Browser, readonly launch: { executablePath?: string; args?: string[] }) {
+    super(page);
   }
 
   adapterInfo(): Promise<AdapterReport> {
@@ -51,34 +32,14 @@ class Harness {
 
 const test = base.extend<object, { harness: Harness }>({
   harness: [
-    async ({ browser }, use, workerInfo) => {
-      const { baseURL, launchOptions } = workerInfo.project.use;
-      const context = await browser.newContext({ baseURL });
-      const page = await context.newPage();
-      const harness = new Harness(page, browser, launchOptions ?? {});
-      page.on('console', (m) => harness.events.push({ kind: 'console', type: m.type(), text: m.text() }));
-      page.on('pageerror', (e) => harness.events.push({ kind: 'pageerror', type: 'error', text: e.stack ?? e.message }));
-      page.on('crash', () => harness.events.push({ kind: 'crash', type: 'error', text: 'the page crashed' }));
-      await page.goto('/e2e/harness.html');
-      try {
-        await page.waitForFunction(() => window.harnessReady === true, undefined, { timeout: 30_000 });
-      } catch (e) {
-        throw new Error(
-          `e2e/harness.ts did not finish loading (a module failed to load or threw?). Page events:\n` +
-            `${harness.events.map((ev) => `  ${ev.kind} ${ev.type}: ${ev.text}`).join('\n') || '  (none)'}\n${(e as Error).message}`,
-        );
-      }
-      await use(harness);
-      await context.close();
-    },
+    sharedPage(
+      (page, browser, { project }) => new Harness(page, browser, project.use.launchOptions ?? {}),
+      (harness) =>
+        harness.open('/e2e/harness.html', () => window.harnessReady === true, 30_000, 'e2e/harness.ts did not finish loading (a module failed to load or threw?)'),
+    ),
     { scope: 'worker', timeout: 60_000 },
   ],
 });
-
-function expectNoPageProblems(harness: Harness, mark: number): void {
-  const problems = harness.problemsSince(mark);
-  expect(problems, `console errors / page errors during this test:\n${problems.join('\n')}`).toEqual([]);
-}
 
 // ---------------------------------------------------------------------------------------------------
 // (a) The adapter.
@@ -99,9 +60,7 @@ test('Chromium gives a WebGPU adapter and the engine runs on it (backend "webgpu
         `  browser:           Chromium ${version}, ${report.userAgent}`,
         `  executablePath:    ${harness.launch.executablePath ?? '(Playwright default)'} (set CHROMIUM_PATH to change it)`,
         `  launch args:       ${JSON.stringify(harness.launch.args ?? [])}`,
-        `What to check: Chromium at CHROMIUM_PATH (default /usr/bin/chromium; Debian: apt-get install chromium);`,
-        `the --enable-unsafe-webgpu flag (without it Linux Chromium's requestAdapter() resolves null: "No available adapters.");`,
-        `on a GPU-less machine the adapter is SwiftShader, which ships inside Debian's chromium package.`,
+        ...WEBGPU_CHECKLIST,
       ].join('\n'),
     );
   }
@@ -143,14 +102,6 @@ const SEQ_LENS: { seqLen: number; batchSize: number }[] = [
   { seqLen: 100, batchSize: 3 },
 ];
 
-function describeIndex(i: number, p: CaseParams): string {
-  const E = p.embedDim;
-  const b = Math.floor(i / (p.seqLen * E));
-  const s = Math.floor(i / E) % p.seqLen;
-  const e = i % E;
-  return `[${i}] = (b ${b}, s ${s}, e ${e})`;
-}
-
 let seed = 1000;
 for (const shape of SHAPES) {
   test.describe(`E=${shape.embedDim} H=${shape.numHeads}${shape.numKvHeads ? ` G=${shape.numKvHeads}` : ''} (${shape.why})`, () => {
@@ -183,17 +134,7 @@ for (const shape of SHAPES) {
           expect(r.cpu.length, 'CPU output length').toBe(n);
           expect(r.gpu?.length, 'GPU output length').toBe(n);
 
-          const tol = f32Tolerance([shape.embedDim, seqLen, shape.embedDim]);
-          const cmp = compareArrays(r.gpu!, r.cpu, tol);
-          testInfo.annotations.push({ type: 'max error', description: `abs ${cmp.maxAbs.toExponential(2)}, rel ${cmp.maxRel.toExponential(2)}` });
-          const lines = cmp.mismatches.map(
-            (m) => `  ${describeIndex(m.index, params)}: gpu ${m.actual}, cpu ${m.expected} (|err| ${m.error.toExponential(2)} > ${m.allowed.toExponential(2)})`,
-          );
-          expect(
-            cmp.ok,
-            `${cmp.count} of ${n} elements outside atol ${tol.atol.toExponential(2)} + rtol ${tol.rtol.toExponential(2)}·|ref| ` +
-              `for ${JSON.stringify(params)}; first failures (index into [B, S, E]):\n${lines.join('\n')}`,
-          ).toBe(true);
+          expectOutputClose(r.gpu!, r.cpu, params, ['gpu', 'cpu'], testInfo);
 
           expectNoPageProblems(harness, mark);
         });

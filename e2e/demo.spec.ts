@@ -5,31 +5,11 @@
 //
 // All tests share one page (one engine, pipelines compiled once), in order.
 
-import { type ConsoleMessage, type Page, test as base, expect } from '@playwright/test';
+import { test as base, expect } from '@playwright/test';
 import { readFileSync } from 'node:fs';
+import { LoggedPage, sharedPage, WEBGPU_CHECKLIST } from './helpers.ts';
 
-interface PageEvent {
-  kind: 'console' | 'pageerror' | 'crash';
-  type: string;
-  text: string;
-}
-
-class DemoPage {
-  readonly events: PageEvent[] = [];
-  constructor(readonly page: Page) {}
-
-  mark(): number {
-    return this.events.length;
-  }
-
-  /** Console errors, page errors and crashes since `mark`. */
-  problemsSince(mark: number): string[] {
-    return this.events
-      .slice(mark)
-      .filter((e) => e.kind !== 'console' || e.type === 'error')
-      .map((e) => `${e.kind}${e.kind === 'console' ? `.${e.type}` : ''}: ${e.text}`);
-  }
-
+class DemoPage extends LoggedPage {
   /** The WebGPU errors the page caught on its engine's device (uncapturederror, device lost). */
   async gpuErrors(): Promise<string[]> {
     return this.page.locator('#gpu-error-list li').allTextContents();
@@ -60,8 +40,12 @@ class DemoPage {
     if (backend !== 'webgpu') {
       const reason = await this.page.locator('#backend-status').textContent().catch(() => '(no #backend-status)');
       throw new Error(
-        `The demo runs on the "${backend}" backend, not WebGPU; these tests need WebGPU.\n  page says: ${reason}\n` +
-          'Check CHROMIUM_PATH (default /usr/bin/chromium) and the --enable-unsafe-webgpu flag in playwright.config.ts.',
+        [
+          `The demo runs on the "${backend}" backend, not WebGPU; these tests need WebGPU.`,
+          `  page says: ${reason}`,
+          ...WEBGPU_CHECKLIST,
+          'The flag is set in playwright.config.ts.',
+        ].join('\n'),
       );
     }
   }
@@ -69,25 +53,12 @@ class DemoPage {
 
 const test = base.extend<object, { demo: DemoPage }>({
   demo: [
-    async ({ browser }, use, workerInfo) => {
-      const context = await browser.newContext({ baseURL: workerInfo.project.use.baseURL, viewport: { width: 1200, height: 900 }, acceptDownloads: true });
-      const page = await context.newPage();
-      const demo = new DemoPage(page);
-      page.on('console', (m: ConsoleMessage) => demo.events.push({ kind: 'console', type: m.type(), text: m.text() }));
-      page.on('pageerror', (e) => demo.events.push({ kind: 'pageerror', type: 'error', text: e.stack ?? e.message }));
-      page.on('crash', () => demo.events.push({ kind: 'crash', type: 'error', text: 'the page crashed' }));
-      await page.goto('/demo/index.html');
-      try {
-        // Ready: every panel mounted, the first attention maps drawn and the first correctness run done.
-        await page.waitForFunction(() => document.body.dataset.ready === 'true', undefined, { timeout: 90_000 });
-      } catch (e) {
-        throw new Error(
-          `demo/index.html did not become ready. Page events:\n${demo.events.map((ev) => `  ${ev.kind} ${ev.type}: ${ev.text}`).join('\n') || '  (none)'}\n${(e as Error).message}`,
-        );
-      }
-      await use(demo);
-      await context.close();
-    },
+    sharedPage(
+      (page) => new DemoPage(page),
+      // Ready: every panel mounted, the first attention maps drawn and the first correctness run done.
+      (demo) => demo.open('/demo/index.html', () => document.body.dataset.ready === 'true', 90_000, 'demo/index.html did not become ready'),
+      { viewport: { width: 1200, height: 900 }, acceptDownloads: true },
+    ),
     { scope: 'worker', timeout: 120_000 },
   ],
 });

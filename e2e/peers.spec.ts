@@ -6,37 +6,17 @@
 // All tests share one page (e2e/peers.html), like e2e/correctness.spec.ts: each library loads once
 // and keeps its device, as it would in the demo.
 
-import { type Page, test as base, expect } from '@playwright/test';
-import { compareArrays, f32Tolerance } from '../test/helpers/tolerance.ts';
+import { type TestInfo, test as base, expect } from '@playwright/test';
+import { expectNoPageProblems, expectOutputClose, LoggedPage, sharedPage } from './helpers.ts';
 import type { PeerCase, PeerId, PeerResult } from './peers.ts';
 
-interface PageEvent {
-  kind: 'console' | 'pageerror' | 'crash';
-  type: string;
-  text: string;
-}
-
-class PeersPage {
-  readonly events: PageEvent[] = [];
+class PeersPage extends LoggedPage {
   /** What window.preloadPeers() said on the final attempt: null per module that loaded, else its error. */
   preload: Record<string, string | null> = {};
   /** Page loads it took (Vite may re-optimize dependencies and invalidate the first one). */
   attempts = 0;
   /** The event log's length when the page that the tests use had loaded. */
   readyMark = 0;
-
-  constructor(readonly page: Page) {}
-
-  mark(): number {
-    return this.events.length;
-  }
-
-  problemsSince(mark: number): string[] {
-    return this.events
-      .slice(mark)
-      .filter((e) => e.kind !== 'console' || e.type === 'error')
-      .map((e) => `${e.kind}${e.kind === 'console' ? `.${e.type}` : ''}: ${e.text}`);
-  }
 
   runPeer(c: PeerCase): Promise<PeerResult> {
     return this.page.evaluate((p) => window.runPeer(p), c);
@@ -69,39 +49,18 @@ async function openPeersPage(peers: PeersPage): Promise<void> {
   }
   if (lastError) {
     throw new Error(
-      `e2e/peers.html did not load after 3 attempts. Last error: ${lastError}\nPage events:\n` +
-        `${peers.events.map((ev) => `  ${ev.kind} ${ev.type}: ${ev.text}`).join('\n') || '  (none)'}`,
+      `e2e/peers.html did not load after 3 attempts. Last error: ${lastError}\nPage events:\n${peers.eventLines()}`,
     );
   }
 }
 
 const test = base.extend<object, { peers: PeersPage }>({
   peers: [
-    async ({ browser }, use, workerInfo) => {
-      const context = await browser.newContext({ baseURL: workerInfo.project.use.baseURL });
-      const page = await context.newPage();
-      const peers = new PeersPage(page);
-      page.on('console', (m) => peers.events.push({ kind: 'console', type: m.type(), text: m.text() }));
-      page.on('pageerror', (e) => peers.events.push({ kind: 'pageerror', type: 'error', text: e.stack ?? e.message }));
-      page.on('crash', () => peers.events.push({ kind: 'crash', type: 'error', text: 'the page crashed' }));
-      await openPeersPage(peers);
-      await use(peers);
-      await context.close();
-    },
+    sharedPage((page) => new PeersPage(page), openPeersPage),
     // Three page loads at most, each importing TF.js and ORT (whose 26 MB .wasm compiles on first use).
     { scope: 'worker', timeout: 180_000 },
   ],
 });
-
-function expectNoPageProblems(peers: PeersPage, mark: number): void {
-  const problems = peers.problemsSince(mark);
-  expect(problems, `console errors / page errors during this test:\n${problems.join('\n')}`).toEqual([]);
-}
-
-function describeIndex(i: number, c: PeerCase): string {
-  const E = c.embedDim;
-  return `[${i}] = (b ${Math.floor(i / (c.seqLen * E))}, s ${Math.floor(i / E) % c.seqLen}, e ${i % E})`;
-}
 
 /**
  * The comparison. Every system is held to the engine's own rule, f32Tolerance([E, S, E]):
@@ -110,23 +69,12 @@ function describeIndex(i: number, c: PeerCase): string {
  * They all compute the same sums in float32 in some order (TF.js and ORT tile and vectorise theirs,
  * the naive kernels run plain loops), so no peer gets a looser bound: an error above it is a bug.
  */
-function expectMatchesReference(r: PeerResult, c: PeerCase, info: { annotations: { type: string; description?: string }[] }) {
+function expectMatchesReference(r: PeerResult, c: PeerCase, testInfo: Pick<TestInfo, 'annotations'>) {
   expect(r.thrown, `${c.system} threw during ${r.stage}: ${r.thrown}`).toBeNull();
   const n = c.batchSize * c.seqLen * c.embedDim;
   expect(r.reference.length, 'reference output length').toBe(n);
   expect(r.output?.length, `${c.system} output length (B·S·E)`).toBe(n);
-  const tol = f32Tolerance([c.embedDim, c.seqLen, c.embedDim]);
-  const cmp = compareArrays(r.output!, r.reference, tol);
-  info.annotations.push({ type: 'max error', description: `abs ${cmp.maxAbs.toExponential(2)}, rel ${cmp.maxRel.toExponential(2)} (atol = rtol = ${tol.atol.toExponential(2)})` });
-  const lines = cmp.mismatches.map(
-    (m) => `  ${describeIndex(m.index, c)}: ${c.system} ${m.actual}, reference ${m.expected} (|err| ${m.error.toExponential(2)} > ${m.allowed.toExponential(2)})`,
-  );
-  expect(
-    cmp.ok,
-    `${cmp.count} of ${n} elements outside atol ${tol.atol.toExponential(2)} + rtol ${tol.rtol.toExponential(2)}·|ref| ` +
-      `for ${JSON.stringify(c)}; first failures (index into [B, S, E]):\n${lines.join('\n')}`,
-  ).toBe(true);
-  return cmp;
+  return expectOutputClose(r.output!, r.reference, c, [c.system, 'reference'], testInfo);
 }
 
 // ---------------------------------------------------------------------------------------------------

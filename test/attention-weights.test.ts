@@ -2,22 +2,14 @@
 // average_attn_weights=False). On WebGPU a kernel of their own recomputes them from Q, K and the
 // flash kernel's per-row softmax statistics; the flash kernel itself still never stores scores.
 
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { type AttentionEngine, createAttentionEngine, referenceMultiHeadAttention } from '../src/index.ts';
+import { describe, expect, test } from 'vitest';
+import { referenceMultiHeadAttention } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
-import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
+import { useEngines } from './helpers/engines.ts';
+import { withErrorScopes } from './helpers/gpu.ts';
 import { expectClose, f32Tolerance, maxAbsFinite, probabilityTolerance } from './helpers/tolerance.ts';
 
-let gpu: AttentionEngine;
-let cpu: AttentionEngine;
-beforeAll(async () => {
-  gpu = await createGpuEngine();
-  cpu = await createAttentionEngine({ backend: 'cpu' });
-});
-afterAll(() => {
-  gpu?.dispose();
-  cpu?.dispose();
-});
+const engines = useEngines();
 
 const layers = [
   { embedDim: 8, numHeads: 2 },
@@ -32,9 +24,9 @@ describe.each(layers)('attentionWeights, WebGPU vs CPU, E=$embedDim H=$numHeads'
     const sd = randomStateDict(l, 31 + S);
     const x = uniform(B * S * l.embedDim, 1.5, mulberry32(B * 100 + S));
     const options = { batchSize: B, seqLen: S, isCausal, needWeights: true };
-    const a = gpu.createMultiHeadAttention(l, sd);
-    const b = cpu.createMultiHeadAttention(l, sd);
-    const g = await withErrorScopes(gpu.device!, () => a.forward(x, options));
+    const a = engines.gpu.createMultiHeadAttention(l, sd);
+    const b = engines.cpu.createMultiHeadAttention(l, sd);
+    const g = await withErrorScopes(engines.gpu.device!, () => a.forward(x, options));
     const c = await b.forward(x, options);
     const H = l.numHeads;
     expect(g.attentionWeights).toBeInstanceOf(Float32Array);
@@ -62,7 +54,7 @@ test('without needWeights there are no weights, and the output is the same eithe
   const l = { embedDim: 32, numHeads: 4 };
   const sd = randomStateDict(l, 5);
   const x = uniform(2 * 9 * 32, 1, mulberry32(5));
-  for (const engine of [gpu, cpu]) {
+  for (const engine of [engines.gpu, engines.cpu]) {
     const mha = engine.createMultiHeadAttention(l, sd);
     const plain = await mha.forward(x, { batchSize: 2, seqLen: 9, isCausal: true });
     const withWeights = await mha.forward(x, { batchSize: 2, seqLen: 9, isCausal: true, needWeights: true });
@@ -74,7 +66,7 @@ test('without needWeights there are no weights, and the output is the same eithe
 
 test('needWeights must be a boolean', async () => {
   const l = { embedDim: 8, numHeads: 2 };
-  const mha = cpu.createMultiHeadAttention(l, randomStateDict(l, 1));
+  const mha = engines.cpu.createMultiHeadAttention(l, randomStateDict(l, 1));
   await expect(mha.forward(new Float32Array(8), { batchSize: 1, seqLen: 1, needWeights: 'yes' as never })).rejects.toThrow(
     /options\.needWeights must be true or false; got "yes"/,
   );

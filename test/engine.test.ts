@@ -1,26 +1,18 @@
 // The engine's lifecycle and memory: backends agree, weights are uploaded once, scratch buffers are
 // reused, dispose() gives everything back, concurrent calls keep their own results.
 
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { type AttentionEngine, createAttentionEngine } from '../src/index.ts';
+import { describe, expect, test } from 'vitest';
+import { createAttentionEngine } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { BufferPool, MAX_IDLE_SCRATCH_BYTES, Usage } from '../src/webgpu/buffers.ts';
+import { useEngines } from './helpers/engines.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
 import { expectClose, f32Tolerance } from './helpers/tolerance.ts';
 
 const config = { embedDim: 32, numHeads: 4 };
 const stateDict = randomStateDict(config, 3);
 
-let gpu: AttentionEngine;
-let cpu: AttentionEngine;
-beforeAll(async () => {
-  gpu = await createGpuEngine();
-  cpu = await createAttentionEngine({ backend: 'cpu' });
-});
-afterAll(() => {
-  gpu?.dispose();
-  cpu?.dispose();
-});
+const engines = useEngines();
 
 describe('createAttentionEngine', () => {
   test('with no options it picks WebGPU where an adapter exists, and reports the adapter', async () => {
@@ -33,7 +25,7 @@ describe('createAttentionEngine', () => {
   });
 
   test('runs on a device the caller gives, and leaves it alive on dispose', async () => {
-    const device = gpu.device!;
+    const device = engines.gpu.device!;
     const engine = await createAttentionEngine({ device });
     expect(engine.backend).toBe('webgpu');
     expect(engine.device).toBe(device);
@@ -42,7 +34,7 @@ describe('createAttentionEngine', () => {
     const { output } = await withErrorScopes(device, () => mha.forward(x, { batchSize: 2, seqLen: 5 }));
     engine.dispose();
     // The device still works: the shared engine runs a layer on it.
-    const again = gpu.createMultiHeadAttention(config, stateDict);
+    const again = engines.gpu.createMultiHeadAttention(config, stateDict);
     const { output: output2 } = await withErrorScopes(device, () => again.forward(x, { batchSize: 2, seqLen: 5 }));
     expect(Array.from(output2)).toEqual(Array.from(output));
     again.dispose();
@@ -51,18 +43,18 @@ describe('createAttentionEngine', () => {
 
 describe('memory', () => {
   test('weights are uploaded once; repeated forwards of one shape allocate nothing more; dispose returns to the start', async () => {
-    const start = gpu.stats();
-    const mha = gpu.createMultiHeadAttention(config, stateDict);
+    const start = engines.gpu.stats();
+    const mha = engines.gpu.createMultiHeadAttention(config, stateDict);
     const weightBytes = (3 * 32 * 32 + 3 * 32 + 32 * 32 + 32) * 4;
-    expect(gpu.stats().buffers).toBe(start.buffers + 4);
-    expect(gpu.stats().bytes - start.bytes).toBeGreaterThanOrEqual(weightBytes);
+    expect(engines.gpu.stats().buffers).toBe(start.buffers + 4);
+    expect(engines.gpu.stats().bytes - start.bytes).toBeGreaterThanOrEqual(weightBytes);
     const x = uniform(3 * 40 * 32, 1, mulberry32(2));
     await mha.forward(x, { batchSize: 3, seqLen: 40 });
-    const afterFirst = gpu.stats();
+    const afterFirst = engines.gpu.stats();
     for (let i = 0; i < 50; i++) await mha.forward(x, { batchSize: 3, seqLen: 40, isCausal: i % 2 === 0 });
-    expect(gpu.stats()).toEqual(afterFirst);
+    expect(engines.gpu.stats()).toEqual(afterFirst);
     mha.dispose();
-    expect(gpu.stats()).toEqual(start);
+    expect(engines.gpu.stats()).toEqual(start);
   });
 
   test('engine.dispose() releases every buffer', async () => {
@@ -77,7 +69,7 @@ describe('memory', () => {
   });
 
   test('idle scratch buffers are bounded, oldest dropped first; trim() drops them all', () => {
-    const pool = new BufferPool(gpu.device!, 'test');
+    const pool = new BufferPool(engines.gpu.device!, 'test');
     const size = 48 * 1024 * 1024;
     const taken = [1, 2, 3].map((i) => pool.acquire(size + i * 4096, Usage.STORAGE, `big${i}`));
     expect(pool.stats().buffers).toBe(3);
@@ -93,7 +85,7 @@ describe('memory', () => {
   });
 
   test('the CPU backend holds no GPU memory', () => {
-    expect(cpu.stats()).toEqual({ buffers: 0, bytes: 0 });
+    expect(engines.cpu.stats()).toEqual({ buffers: 0, bytes: 0 });
   });
 });
 
@@ -101,7 +93,7 @@ describe('results', () => {
   test('the layer keeps its own copy of the weights', async () => {
     const sd = randomStateDict(config, 11);
     const x = uniform(4 * 32, 1, mulberry32(4));
-    for (const engine of [gpu, cpu]) {
+    for (const engine of [engines.gpu, engines.cpu]) {
       const copy = Object.fromEntries(Object.entries(sd).map(([k, v]) => [k, v.slice()]));
       const mha = engine.createMultiHeadAttention(config, copy);
       const before = (await mha.forward(x, { batchSize: 1, seqLen: 4 })).output;
@@ -114,8 +106,8 @@ describe('results', () => {
 
   test('both backends agree', async () => {
     const x = uniform(2 * 9 * 32, 1, mulberry32(5));
-    const a = gpu.createMultiHeadAttention(config, stateDict);
-    const b = cpu.createMultiHeadAttention(config, stateDict);
+    const a = engines.gpu.createMultiHeadAttention(config, stateDict);
+    const b = engines.cpu.createMultiHeadAttention(config, stateDict);
     for (const isCausal of [false, true]) {
       const options = { batchSize: 2, seqLen: 9, isCausal };
       const [g, c] = await Promise.all([a.forward(x, options), b.forward(x, options)]);
@@ -126,14 +118,14 @@ describe('results', () => {
   });
 
   test('sixteen concurrent forwards of different shapes each get their own result', async () => {
-    const mha = gpu.createMultiHeadAttention(config, stateDict);
-    const ref = cpu.createMultiHeadAttention(config, stateDict);
+    const mha = engines.gpu.createMultiHeadAttention(config, stateDict);
+    const ref = engines.cpu.createMultiHeadAttention(config, stateDict);
     const calls = Array.from({ length: 16 }, (_, i) => {
       const B = 1 + (i % 3);
       const S = 1 + ((i * 7) % 23);
       return { x: uniform(B * S * 32, 1, mulberry32(100 + i)), options: { batchSize: B, seqLen: S, isCausal: i % 2 === 1 } };
     });
-    const results = await withErrorScopes(gpu.device!, () => Promise.all(calls.map((c) => mha.forward(c.x, c.options))));
+    const results = await withErrorScopes(engines.gpu.device!, () => Promise.all(calls.map((c) => mha.forward(c.x, c.options))));
     for (const [i, c] of calls.entries()) {
       const expected = await ref.forward(c.x, c.options);
       expectClose(results[i].output, expected.output, f32Tolerance([32, c.options.seqLen, 32]), `call ${i}`);

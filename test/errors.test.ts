@@ -3,7 +3,6 @@
 
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
-  type AttentionEngine,
   createAttentionEngine,
   DeviceLimitError,
   DisposedError,
@@ -14,22 +13,14 @@ import {
   WebGPUUnavailableError,
 } from '../src/index.ts';
 import { randomStateDict } from '../src/util/random.ts';
+import { useEngines } from './helpers/engines.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
 
 const config = { embedDim: 8, numHeads: 2 };
 const stateDict = randomStateDict(config, 7);
 const query = new Float32Array(2 * 3 * 8); // [B=2, S=3, E=8]
 
-let gpu: AttentionEngine;
-let cpu: AttentionEngine;
-beforeAll(async () => {
-  gpu = await createGpuEngine();
-  cpu = await createAttentionEngine({ backend: 'cpu' });
-});
-afterAll(() => {
-  gpu?.dispose();
-  cpu?.dispose();
-});
+const engines = useEngines();
 
 type ErrorClass = new (...args: never[]) => Error;
 
@@ -52,7 +43,7 @@ async function expectRejection(promise: Promise<unknown>, kind: ErrorClass, ...f
 }
 
 describe.each(['webgpu', 'cpu'] as const)('layer configuration (%s)', (backend) => {
-  const engine = () => (backend === 'webgpu' ? gpu : cpu);
+  const engine = () => engines.of(backend);
 
   test('embedDim not divisible by numHeads', () => {
     expectError(() => engine().createMultiHeadAttention({ embedDim: 10, numHeads: 3 }, stateDict), InvalidArgumentError,
@@ -116,14 +107,14 @@ describe.each(['webgpu', 'cpu'] as const)('layer configuration (%s)', (backend) 
 });
 
 describe.each(['webgpu', 'cpu'] as const)('forward arguments (%s)', (backend) => {
-  const engine = () => (backend === 'webgpu' ? gpu : cpu);
+  const engine = () => engines.of(backend);
 
   async function rejects(q: unknown, options: unknown, kind: ErrorClass, ...fragments: string[]) {
     const mha = engine().createMultiHeadAttention(config, stateDict);
     const before = engine().stats();
     const run = () => expectRejection(mha.forward(q as Float32Array, options as never), kind, ...fragments);
     // On WebGPU: nothing reaches the device (no error, no new buffer).
-    if (backend === 'webgpu') await withErrorScopes(gpu.device!, run);
+    if (backend === 'webgpu') await withErrorScopes(engines.gpu.device!, run);
     else await run();
     expect(engine().stats()).toEqual(before);
     mha.dispose();
@@ -185,10 +176,10 @@ describe('engine options', () => {
 
   test('head sizes the WebGPU kernels do not take are refused there, with the fix; the CPU backend takes them', async () => {
     const odd = { embedDim: 6, numHeads: 1 }; // Dh = 6, not a multiple of 4
-    expectError(() => gpu.createMultiHeadAttention(odd, randomStateDict(odd, 1)), UnsupportedError, 'a multiple of 4 from 4 to 256', "backend: 'cpu'");
+    expectError(() => engines.gpu.createMultiHeadAttention(odd, randomStateDict(odd, 1)), UnsupportedError, 'a multiple of 4 from 4 to 256', "backend: 'cpu'");
     const big = { embedDim: 512, numHeads: 1 }; // Dh = 512
-    expectError(() => gpu.createMultiHeadAttention(big, randomStateDict(big, 1)), UnsupportedError, 'got 512 / 1 = 512');
-    const mha = cpu.createMultiHeadAttention(odd, randomStateDict(odd, 1));
+    expectError(() => engines.gpu.createMultiHeadAttention(big, randomStateDict(big, 1)), UnsupportedError, 'got 512 / 1 = 512');
+    const mha = engines.cpu.createMultiHeadAttention(odd, randomStateDict(odd, 1));
     expect((await mha.forward(new Float32Array(6), { batchSize: 1, seqLen: 1 })).output.length).toBe(6);
   });
 
@@ -221,20 +212,20 @@ describe('engine options', () => {
 describe('device limits', () => {
   test('attention weights larger than maxStorageBufferBindingSize are refused before any GPU work', async () => {
     const l = { embedDim: 8, numHeads: 2 };
-    const mha = gpu.createMultiHeadAttention(l, randomStateDict(l, 1));
-    const max = gpu.device!.limits.maxStorageBufferBindingSize;
+    const mha = engines.gpu.createMultiHeadAttention(l, randomStateDict(l, 1));
+    const max = engines.gpu.device!.limits.maxStorageBufferBindingSize;
     const S = Math.ceil(Math.sqrt(max / (2 * 4))) + 1; // B·H·S²·4 bytes just over the limit
-    const before = gpu.stats();
-    await withErrorScopes(gpu.device!, () =>
+    const before = engines.gpu.stats();
+    await withErrorScopes(engines.gpu.device!, () =>
       expectRejection(mha.forward(new Float32Array(S * 8), { batchSize: 1, seqLen: S, needWeights: true }), DeviceLimitError,
         'the attention weights [B, H, Sq, Skv] (needWeights)', `at most maxStorageBufferBindingSize = ${max} bytes`));
-    expect(gpu.stats()).toEqual(before);
+    expect(engines.gpu.stats()).toEqual(before);
     mha.dispose();
   });
 });
 
 describe.each(['webgpu', 'cpu'] as const)('variant arguments (%s)', (backend) => {
-  const engine = () => (backend === 'webgpu' ? gpu : cpu);
+  const engine = () => engines.of(backend);
   const forward = (q: Float32Array, options: Record<string, unknown>) => {
     const mha = engine().createMultiHeadAttention(config, stateDict);
     return mha.forward(q, options as never).finally(() => mha.dispose());

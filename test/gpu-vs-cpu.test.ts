@@ -2,12 +2,12 @@
 // odd S, S not a multiple of any tile (the flash kernel's 32-row and ≤32-key tiles, the GEMMs' 32×32),
 // head sizes 4…256, 1…12 heads, grouped-query and multi-query layers, with and without bias, causal or not.
 
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { AttentionEngine } from '../src/index.ts';
+import { describe, expect, test } from 'vitest';
 import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../src/plan.ts';
 import { referenceForward } from '../src/cpu/reference.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
-import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
+import { useEngines } from './helpers/engines.ts';
+import { withErrorScopes } from './helpers/gpu.ts';
 import { expectClose, f32Tolerance } from './helpers/tolerance.ts';
 
 interface LayerCase { embedDim: number; numHeads: number; numKvHeads?: number; bias?: boolean }
@@ -28,11 +28,7 @@ const layers: LayerCase[] = [
 // (B, S): S = 1, 2, odd, one below and one above the 32 tiles, 64, and 100 (no tile divides it).
 const shapes: [number, number][] = [[1, 1], [3, 1], [1, 2], [2, 7], [1, 31], [3, 33], [1, 64], [2, 100]];
 
-let engine: AttentionEngine;
-beforeAll(async () => {
-  engine = await createGpuEngine();
-});
-afterAll(() => engine?.dispose());
+const engines = useEngines('webgpu');
 
 function caseName(l: LayerCase): string {
   return `E=${l.embedDim} H=${l.numHeads}${l.numKvHeads ? ` G=${l.numKvHeads}` : ''} Dh=${l.embedDim / l.numHeads}${l.bias === false ? ' no bias' : ''}`;
@@ -41,9 +37,9 @@ function caseName(l: LayerCase): string {
 async function checkAgainstReference(l: LayerCase, B: number, S: number, isCausal: boolean, seed: number) {
   const sd = randomStateDict(l, seed);
   const query = uniform(B * S * l.embedDim, 1, mulberry32(seed + 1));
-  const mha = engine.createMultiHeadAttention(l, sd);
+  const mha = engines.gpu.createMultiHeadAttention(l, sd);
   try {
-    const { output } = await withErrorScopes(engine.device!, () => mha.forward(query, { batchSize: B, seqLen: S, isCausal }));
+    const { output } = await withErrorScopes(engines.gpu.device!, () => mha.forward(query, { batchSize: B, seqLen: S, isCausal }));
     const spec = resolveLayerSpec(l);
     const ref = referenceForward(resolveForwardPlan(spec, query, { batchSize: B, seqLen: S, isCausal }), resolveWeights(spec, sd));
     expect(output.length).toBe(B * S * l.embedDim);

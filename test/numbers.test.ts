@@ -5,13 +5,9 @@
 // call completes, its arrays have the right lengths, the device reports no error, and the layer
 // (and the engine's pooled buffers) give correct results on the next, normal call.
 
-import { readdirSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import {
-  type AttentionEngine,
   type BatchedForwardOptions,
-  createAttentionEngine,
   type ForwardOptions,
   type ForwardResult,
   type MultiHeadAttentionConfig,
@@ -19,21 +15,14 @@ import {
   type StateDict,
 } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
-import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
+import { useEngines } from './helpers/engines.ts';
+import { expectFixturesPresent, loadJsonFixtures } from './helpers/fixtures.ts';
+import { withErrorScopes } from './helpers/gpu.ts';
 import { expectClose, f32Tolerance, maxAbsFinite, probabilityTolerance } from './helpers/tolerance.ts';
 
 const EPS = 2 ** -23;
 
-let gpu: AttentionEngine;
-let cpu: AttentionEngine;
-beforeAll(async () => {
-  gpu = await createGpuEngine();
-  cpu = await createAttentionEngine({ backend: 'cpu' });
-});
-afterAll(() => {
-  gpu?.dispose();
-  cpu?.dispose();
-});
+const engines = useEngines();
 
 /** Fails (instead of hanging the run) when `promise` takes longer than `ms`. */
 async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
@@ -209,10 +198,10 @@ describe('(a) very large finite logits', () => {
       const kv = scaled(uniform(c.B * Skv * E, 1, rng), c.scale);
       Object.assign(options, { key: kv, value: kv, kvSeqLen: Skv });
     }
-    const a = gpu.createMultiHeadAttention(c.config, sd);
-    const b = cpu.createMultiHeadAttention(c.config, sd);
+    const a = engines.gpu.createMultiHeadAttention(c.config, sd);
+    const b = engines.cpu.createMultiHeadAttention(c.config, sd);
     try {
-      const g = await withErrorScopes(gpu.device!, () => a.forward(x, options));
+      const g = await withErrorScopes(engines.gpu.device!, () => a.forward(x, options));
       const r = await b.forward(x, options);
       expect(allFinite(g.output), 'WebGPU output finite').toBe(true);
       expect(allFinite(r.output), 'CPU output finite').toBe(true);
@@ -275,8 +264,8 @@ describe('(a) very large finite logits', () => {
     const k = scaled(uniform(B * G * Skv * Dh, 1, rng), 1e3);
     const v = scaled(uniform(B * G * Skv * Dh, 1, rng), 1e3);
     const options = { batchSize: B, numHeads: H, numKvHeads: G, seqLen: Sq, kvSeqLen: Skv, headDim: Dh, isCausal: true, needWeights: true };
-    const g = await withErrorScopes(gpu.device!, () => gpu.scaledDotProductAttention(q, k, v, options));
-    const c = await cpu.scaledDotProductAttention(q, k, v, options);
+    const g = await withErrorScopes(engines.gpu.device!, () => engines.gpu.scaledDotProductAttention(q, k, v, options));
+    const c = await engines.cpu.scaledDotProductAttention(q, k, v, options);
     expect(allFinite(g.output) && allFinite(c.output)).toBe(true);
     // Scores from the inputs, as the CPU backend computes them (causal: j ≤ i + Skv − Sq).
     const scores = new Float64Array(B * H * Sq * Skv).fill(-Infinity);
@@ -316,7 +305,6 @@ interface SpecialFixture {
   attentionWeights: (number | string)[];
 }
 
-const SPECIAL_DIR = fileURLToPath(new URL('./fixtures/pytorch-special/', import.meta.url));
 const SPECIAL_VALUES: Record<string, number> = { NaN: Number.NaN, Infinity: Infinity, '-Infinity': -Infinity };
 
 /** JSON has no NaN or ±Infinity: the fixtures write them as strings. */
@@ -328,10 +316,12 @@ function parseNumbers(values: (number | string)[]): number[] {
   });
 }
 
-const fixtures = readdirSync(SPECIAL_DIR)
-  .filter((f) => f.endsWith('.json'))
-  .sort()
-  .map((f) => ({ name: f.replace(/\.json$/, ''), fixture: JSON.parse(readFileSync(SPECIAL_DIR + f, 'utf8')) as SpecialFixture }));
+// A failure to read them is reported by the 'there are fixtures' test below.
+const specialSet = loadJsonFixtures<SpecialFixture>(
+  new URL('./fixtures/pytorch-special/', import.meta.url),
+  'Regenerate them with `/usr/bin/python3 scripts/make_special_fixtures.py`.',
+);
+const fixtures = specialSet.fixtures;
 
 function kind(v: number): 'NaN' | '+Inf' | '-Inf' | 'finite' {
   return Number.isNaN(v) ? 'NaN' : v === Infinity ? '+Inf' : v === -Infinity ? '-Inf' : 'finite';
@@ -381,6 +371,7 @@ function nanRows(a: ArrayLike<number>, n: number): number[] {
 
 describe('(b) NaN and ±Infinity on the CPU backend propagate as in PyTorch', () => {
   test('there are fixtures', () => {
+    expectFixturesPresent(specialSet);
     expect(fixtures.map((f) => f.name)).toEqual(expect.arrayContaining(['nan_query_token', 'inf_query_token', 'nan_out_proj_weight']));
   });
 
@@ -391,7 +382,7 @@ describe('(b) NaN and ±Infinity on the CPU backend propagate as in PyTorch', ()
 
   async function runFixture(f: SpecialFixture): Promise<ForwardResult> {
     const { stateDict, query } = inputs(f);
-    const mha = cpu.createMultiHeadAttention(f.config, stateDict);
+    const mha = engines.cpu.createMultiHeadAttention(f.config, stateDict);
     try {
       return await mha.forward(query, f.options);
     } finally {
@@ -399,7 +390,7 @@ describe('(b) NaN and ±Infinity on the CPU backend propagate as in PyTorch', ()
     }
   }
 
-  for (const { name, fixture: f } of fixtures) {
+  for (const { name, ...f } of fixtures) {
     test(`${name}: output NaN/±Infinity positions exactly PyTorch's, finite values within tolerance`, async () => {
       const { embedDim: E, numHeads: H } = f.config;
       const { batchSize: B, seqLen: S } = f.options;
@@ -443,7 +434,7 @@ describe('(c) NaN and ±Infinity on WebGPU: the call completes and nothing is le
 
   /** Runs `call` on WebGPU with a time limit inside error scopes, and checks the lengths. */
   async function survives(what: string, call: () => Promise<ForwardResult>, outputLength: number, weightsLength?: number): Promise<void> {
-    const r = await within(HANG_MS, what, withErrorScopes(gpu.device!, call));
+    const r = await within(HANG_MS, what, withErrorScopes(engines.gpu.device!, call));
     expect(r.output, `${what}: output`).toBeInstanceOf(Float32Array);
     expect(r.output.length, `${what}: output length`).toBe(outputLength);
     if (weightsLength !== undefined) expect(r.attentionWeights?.length, `${what}: attentionWeights length`).toBe(weightsLength);
@@ -453,8 +444,8 @@ describe('(c) NaN and ±Infinity on WebGPU: the call completes and nothing is le
   async function stillCorrect(what: string, run: (x: Float32Array, o: ForwardOptions) => Promise<ForwardResult>, seed: number, s = S): Promise<void> {
     const x = uniform(B * s * 32, 1, mulberry32(seed));
     const options = { batchSize: B, seqLen: s, needWeights: true, isCausal: seed % 2 === 0 };
-    const g = await within(HANG_MS, `${what}: the next call`, withErrorScopes(gpu.device!, () => run(x, options)));
-    const ref = cpu.createMultiHeadAttention(L, sdL);
+    const g = await within(HANG_MS, `${what}: the next call`, withErrorScopes(engines.gpu.device!, () => run(x, options)));
+    const ref = engines.cpu.createMultiHeadAttention(L, sdL);
     const c = await ref.forward(x, options);
     ref.dispose();
     expectClose(g.output, c.output, f32Tolerance([32, s, 32]), `${what}: output of the next, normal call`);
@@ -486,7 +477,7 @@ describe('(c) NaN and ±Infinity on WebGPU: the call completes and nothing is le
   ];
 
   test.each(inputCases.map(([name, make], i) => [name, make, i] as const))('%s: completes, right lengths, no device error; the same layer is then correct', async (name, make, i) => {
-    const layer = gpu.createMultiHeadAttention(L, sdL);
+    const layer = engines.gpu.createMultiHeadAttention(L, sdL);
     try {
       const { query, options } = make();
       const Sq = 'cuSeqlens' in options && options.cuSeqlens ? query.length / 32 : S;
@@ -510,8 +501,8 @@ describe('(c) NaN and ±Infinity on WebGPU: the call completes and nothing is le
   ] as const)('%s: completes, right lengths, no device error; other layers on the engine stay correct', async (name, key, index, value) => {
     const sd = { ...sdL, [key]: sdL[key].slice() };
     sd[key][index] = value;
-    const bad = gpu.createMultiHeadAttention(L, sd);
-    const good = gpu.createMultiHeadAttention(L, sdL);
+    const bad = engines.gpu.createMultiHeadAttention(L, sd);
+    const good = engines.gpu.createMultiHeadAttention(L, sdL);
     try {
       const x = uniform(B * S * 32, 1, mulberry32(12));
       await survives(name, () => bad.forward(x, { batchSize: B, seqLen: S, needWeights: true }), B * S * 32, B * 4 * S * S);
@@ -529,10 +520,10 @@ describe('(c) NaN and ±Infinity on WebGPU: the call completes and nothing is le
     const k = poisoned(H * Skv * Dh, 14, Infinity, [50]);
     const v = poisoned(H * Skv * Dh, 15, -Infinity, [60]);
     const options = { batchSize: 1, numHeads: H, seqLen: Sq, kvSeqLen: Skv, headDim: Dh, needWeights: true };
-    await survives('sdpa', () => gpu.scaledDotProductAttention(q, k, v, options), H * Sq * Dh, H * Sq * Skv);
+    await survives('sdpa', () => engines.gpu.scaledDotProductAttention(q, k, v, options), H * Sq * Dh, H * Sq * Skv);
     const clean = [q, k, v].map((t, i) => uniform(t.length, 1, mulberry32(16 + i)));
-    const g = await within(HANG_MS, 'sdpa next', withErrorScopes(gpu.device!, () => gpu.scaledDotProductAttention(clean[0], clean[1], clean[2], options)));
-    const c = await cpu.scaledDotProductAttention(clean[0], clean[1], clean[2], options);
+    const g = await within(HANG_MS, 'sdpa next', withErrorScopes(engines.gpu.device!, () => engines.gpu.scaledDotProductAttention(clean[0], clean[1], clean[2], options)));
+    const c = await engines.cpu.scaledDotProductAttention(clean[0], clean[1], clean[2], options);
     expectClose(g.output, c.output, f32Tolerance([Dh, Skv]), 'sdpa: the next call');
   });
 });

@@ -9,11 +9,10 @@
 //   FC_SEED=123 FC_NUM_RUNS=2000 XDG_RUNTIME_DIR=/tmp npx vitest run test/property.test.ts
 
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import {
   AttentionError,
   type AttentionEngine,
-  createAttentionEngine,
   type ForwardOptions,
   type ForwardResult,
   type MultiHeadAttentionConfig,
@@ -21,7 +20,8 @@ import {
   type StateDict,
 } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
-import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
+import { useEngines } from './helpers/engines.ts';
+import { withErrorScopes } from './helpers/gpu.ts';
 import { expectClose, f32Tolerance, maxAbsFinite, probabilityTolerance } from './helpers/tolerance.ts';
 
 const DEFAULT_SEED = 20_240_611;
@@ -40,16 +40,7 @@ const NUM_RUNS = process.env.FC_NUM_RUNS ? Number(process.env.FC_NUM_RUNS) : und
 /** Options of every fc.assert here. */
 const params = (numRuns: number) => ({ seed: SEED, numRuns: NUM_RUNS ?? numRuns, verbose: true as const });
 
-let gpu: AttentionEngine;
-let cpu: AttentionEngine;
-beforeAll(async () => {
-  gpu = await createGpuEngine();
-  cpu = await createAttentionEngine({ backend: 'cpu' });
-});
-afterAll(() => {
-  gpu?.dispose();
-  cpu?.dispose();
-});
+const engines = useEngines();
 
 // ─────────────────────────────────────────────────────────────────────────────────────────────────
 // Random layers and calls. A case is plain data (printed as the counterexample); its tensors are
@@ -208,10 +199,10 @@ function build(c: Case): Built {
 async function checkCase(c: Case, logitCap = Infinity): Promise<void> {
   const { config, stateDict, query, options, Skv } = build(c);
   const E = config.embedDim;
-  const a = gpu.createMultiHeadAttention(config, stateDict);
-  const b = cpu.createMultiHeadAttention(config, stateDict);
+  const a = engines.gpu.createMultiHeadAttention(config, stateDict);
+  const b = engines.cpu.createMultiHeadAttention(config, stateDict);
   try {
-    const g = await withErrorScopes(gpu.device!, () => a.forward(query, options));
+    const g = await withErrorScopes(engines.gpu.device!, () => a.forward(query, options));
     const r = await b.forward(query, options);
     expect(g.output.length, 'output length').toBe(r.output.length);
     const nan = g.output.findIndex(Number.isNaN);
@@ -315,9 +306,9 @@ async function onlyTypedErrors<T>(fn: (engine: AttentionEngine) => Promise<T>, w
       return { value: undefined as T, error };
     }
   };
-  const before = gpu.stats();
-  const g = await withErrorScopes(gpu.device!, () => outcome(gpu));
-  const c = await outcome(cpu);
+  const before = engines.gpu.stats();
+  const g = await withErrorScopes(engines.gpu.device!, () => outcome(engines.gpu));
+  const c = await outcome(engines.cpu);
   for (const [name, o] of [['webgpu', g], ['cpu', c]] as const) {
     if (o.error === undefined) continue;
     if (!(o.error instanceof AttentionError)) {
@@ -325,7 +316,7 @@ async function onlyTypedErrors<T>(fn: (engine: AttentionEngine) => Promise<T>, w
     }
     expect(o.error.message, `${name}: the message names the entry point`).toContain(where);
   }
-  if (g.error !== undefined) expect(gpu.stats(), 'a refused call holds no new GPU memory').toEqual(before);
+  if (g.error !== undefined) expect(engines.gpu.stats(), 'a refused call holds no new GPU memory').toEqual(before);
   // Both backends refuse the same calls with the same words, except what only WebGPU refuses: head
   // sizes or channels its kernels do not take, and device limits.
   const gpuOnly = g.error !== undefined && c.error === undefined &&
@@ -358,11 +349,11 @@ describe('garbage arguments: typed errors only, nothing reaches the GPU', () => 
   test('MultiHeadAttention.forward(query, options)', async () => {
     let accepted = 0;
     let runs = 0;
-    const gl = () => gpu.createMultiHeadAttention(config, stateDict);
+    const gl = () => engines.gpu.createMultiHeadAttention(config, stateDict);
     const layers = new Map<AttentionEngine, ReturnType<typeof gl>>();
     try {
-      layers.set(gpu, gl());
-      layers.set(cpu, cpu.createMultiHeadAttention(config, stateDict));
+      layers.set(engines.gpu, gl());
+      layers.set(engines.cpu, engines.cpu.createMultiHeadAttention(config, stateDict));
       await fc.assert(
         fc.asyncProperty(queryArb, garbageObject(FORWARD_KEYS, { batchSize: 2, seqLen: 3 }), async (q, options) => {
           const ok = await onlyTypedErrors((e) => layers.get(e)!.forward(q as Float32Array, options as ForwardOptions), 'MultiHeadAttention.forward');

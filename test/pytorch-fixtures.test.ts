@@ -2,11 +2,12 @@
 // scripts/make_fixtures.py and stored in test/fixtures/pytorch/*.json, against both backends.
 // Unlike the other numeric tests, the expected values here share no code with the engine.
 
-import { readdirSync, readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { type AttentionEngine, createAttentionEngine, referenceMultiHeadAttention } from '../src/index.ts';
+import { describe, expect, test } from 'vitest';
+import { referenceMultiHeadAttention } from '../src/index.ts';
 import type { BatchedForwardOptions, MultiHeadAttentionConfig, StateDict } from '../src/index.ts';
-import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
+import { useEngines } from './helpers/engines.ts';
+import { expectFixturesPresent, loadJsonFixtures } from './helpers/fixtures.ts';
+import { withErrorScopes } from './helpers/gpu.ts';
 import { compareArrays, expectClose, f32Tolerance, maxAbsFinite, probabilityTolerance, type Tolerance } from './helpers/tolerance.ts';
 
 interface Fixture {
@@ -22,31 +23,15 @@ interface Fixture {
   attentionWeights?: number[];
 }
 
-const FIXTURE_DIR = new URL('./fixtures/pytorch/', import.meta.url);
-const REGENERATE = 'Regenerate them with `/usr/bin/python3 scripts/make_fixtures.py`.';
-
-function loadFixtures(): Fixture[] {
-  let files: string[];
-  try {
-    files = readdirSync(FIXTURE_DIR).filter((f) => f.endsWith('.json')).sort();
-  } catch (e) {
-    throw new Error(`cannot read ${FIXTURE_DIR.pathname}: ${(e as Error).message}. ${REGENERATE}`);
-  }
-  return files.map((file) => {
-    const f = JSON.parse(readFileSync(new URL(file, FIXTURE_DIR), 'utf8')) as Omit<Fixture, 'name'>;
-    return { name: file.replace(/\.json$/, ''), ...f };
-  });
-}
-
 // Read at collection time so that each fixture gets its own test; a failure to read is reported by
 // the 'fixtures are present' test below rather than aborting collection with a less helpful error.
-let fixtures: Fixture[] = [];
-let loadError: Error | null = null;
-try {
-  fixtures = loadFixtures();
-} catch (e) {
-  loadError = e as Error;
-}
+const fixtureSet = loadJsonFixtures<Omit<Fixture, 'name'>>(
+  new URL('./fixtures/pytorch/', import.meta.url),
+  'Regenerate them with `/usr/bin/python3 scripts/make_fixtures.py`.',
+);
+const { fixtures } = fixtureSet;
+
+const engines = useEngines();
 
 const stateDictOf = (f: Fixture): StateDict =>
   Object.fromEntries(Object.entries(f.stateDict).map(([k, v]) => [k, Float32Array.from(v)]));
@@ -97,8 +82,7 @@ function report(backend: string, f: Fixture, actual: ArrayLike<number>, tol: Tol
 }
 
 test('the PyTorch fixtures are present and well formed', () => {
-  if (loadError) throw loadError;
-  expect(fixtures.length, `no *.json in ${FIXTURE_DIR.pathname}. ${REGENERATE}`).toBeGreaterThan(0);
+  expectFixturesPresent(fixtureSet);
   for (const f of fixtures) checkFixture(f);
 });
 
@@ -114,7 +98,7 @@ describe.each(fixtures.map((f) => [f.name, f] as const))('%s', (_name, f) => {
   });
 
   test('cpu backend', async () => {
-    const layer = cpu.createMultiHeadAttention(f.config, stateDict);
+    const layer = engines.cpu.createMultiHeadAttention(f.config, stateDict);
     try {
       const { output } = await layer.forward(query, f.options);
       report('cpu', f, output, CPU_TOLERANCE);
@@ -129,14 +113,14 @@ describe.each(fixtures.map((f) => [f.name, f] as const))('%s', (_name, f) => {
   });
 
   test('webgpu backend', async () => {
-    const layer = gpu.createMultiHeadAttention(f.config, stateDict);
+    const layer = engines.gpu.createMultiHeadAttention(f.config, stateDict);
     try {
-      const { output } = await withErrorScopes(gpu.device!, () => layer.forward(query, f.options));
+      const { output } = await withErrorScopes(engines.gpu.device!, () => layer.forward(query, f.options));
       const tol = gpuTolerance(f);
       report('webgpu', f, output, tol);
       expectClose(output, f.output, tol, `${f.name} webgpu backend`);
       if (f.attentionWeights) {
-        const { attentionWeights } = await withErrorScopes(gpu.device!, () => layer.forward(query, { ...f.options, needWeights: true }));
+        const { attentionWeights } = await withErrorScopes(engines.gpu.device!, () => layer.forward(query, { ...f.options, needWeights: true }));
         const logits = referenceMultiHeadAttention(f.config, stateDict, query, f.options).scores!;
         const probTol = probabilityTolerance(f.config.embedDim, f.options.seqLen, maxAbsFinite(logits));
         expectClose(attentionWeights!, f.attentionWeights, probTol, `${f.name} webgpu backend attentionWeights`);
@@ -145,17 +129,4 @@ describe.each(fixtures.map((f) => [f.name, f] as const))('%s', (_name, f) => {
       layer.dispose();
     }
   });
-});
-
-let cpu: AttentionEngine;
-let gpu: AttentionEngine;
-
-beforeAll(async () => {
-  cpu = await createAttentionEngine({ backend: 'cpu' });
-  gpu = await createGpuEngine();
-});
-
-afterAll(() => {
-  cpu?.dispose();
-  gpu?.dispose();
 });

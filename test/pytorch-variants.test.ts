@@ -5,11 +5,12 @@
 // (float64, checked there against torch.nn.MultiheadAttention) in test/fixtures/pytorch-variants/*.json,
 // and share no code with the engine. Both backends are checked against them.
 
-import { readdirSync, readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { type AttentionEngine, UnsupportedError, createAttentionEngine } from '../src/index.ts';
+import { describe, expect, test } from 'vitest';
+import { type AttentionEngine, UnsupportedError } from '../src/index.ts';
 import type { ForwardOptions, MultiHeadAttentionConfig, ScaledDotProductAttentionOptions, StateDict } from '../src/index.ts';
-import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
+import { useEngines } from './helpers/engines.ts';
+import { expectFixturesPresent, loadJsonFixtures } from './helpers/fixtures.ts';
+import { withErrorScopes } from './helpers/gpu.ts';
 import { compareArrays, expectClose, maxAbsFinite, outputTolerance, probabilityTolerance, type Tolerance } from './helpers/tolerance.ts';
 
 type ArrayKind = 'float32' | 'uint8' | 'int32';
@@ -43,33 +44,18 @@ interface VariantFixture {
   attentionWeights?: number[];
 }
 
-const FIXTURE_DIR = new URL('./fixtures/pytorch-variants/', import.meta.url);
-const REGENERATE = 'Regenerate them with `/usr/bin/python3 scripts/make_variant_fixtures.py`.';
 /** How the fixtures write −∞ in float32 arrays (JSON has no Infinity). */
 const NEG_INF = '-Infinity';
 
-function loadFixtures(): VariantFixture[] {
-  let files: string[];
-  try {
-    files = readdirSync(FIXTURE_DIR).filter((f) => f.endsWith('.json')).sort();
-  } catch (e) {
-    throw new Error(`cannot read ${FIXTURE_DIR.pathname}: ${(e as Error).message}. ${REGENERATE}`);
-  }
-  return files.map((file) => {
-    const f = JSON.parse(readFileSync(new URL(file, FIXTURE_DIR), 'utf8')) as Omit<VariantFixture, 'name'>;
-    return { name: file.replace(/\.json$/, ''), ...f };
-  });
-}
-
 // Read at collection time so that each fixture gets its own tests; a failure to read (or an empty
 // folder) is reported by the 'present and well formed' test below.
-let fixtures: VariantFixture[] = [];
-let loadError: Error | null = null;
-try {
-  fixtures = loadFixtures();
-} catch (e) {
-  loadError = e as Error;
-}
+const fixtureSet = loadJsonFixtures<Omit<VariantFixture, 'name'>>(
+  new URL('./fixtures/pytorch-variants/', import.meta.url),
+  'Regenerate them with `/usr/bin/python3 scripts/make_variant_fixtures.py`.',
+);
+const { fixtures } = fixtureSet;
+
+const engines = useEngines();
 
 // ------------------------------------------------------------------------------------------------
 // JSON → the engine's arguments.
@@ -271,15 +257,14 @@ async function checkBackend(
 }
 
 test('the PyTorch variant fixtures are present and well formed', () => {
-  if (loadError) throw loadError;
-  expect(fixtures.length, `no *.json in ${FIXTURE_DIR.pathname}. ${REGENERATE}`).toBeGreaterThan(0);
+  expectFixturesPresent(fixtureSet);
   for (const f of fixtures) checkFixture(f);
 });
 
 // describe.each over an empty list would silently run nothing; the test above fails in that case.
 describe.each(fixtures.map((f) => [f.name, f] as const))('%s', (_name, f) => {
   test('cpu backend', async () => {
-    await checkBackend('cpu', cpu, f, CPU_TOLERANCE, CPU_TOLERANCE, (fn) => fn());
+    await checkBackend('cpu', engines.cpu, f, CPU_TOLERANCE, CPU_TOLERANCE, (fn) => fn());
   });
 
   // The WebGPU projections read vec4s: kdim/vdim that are not multiples of 4 are refused there (the CPU
@@ -287,31 +272,18 @@ describe.each(fixtures.map((f) => [f.name, f] as const))('%s', (_name, f) => {
   const gpuRefuses = f.kind === 'mha' && [f.config.kdim, f.config.vdim].some((d) => d !== undefined && (d as number) % 4 !== 0);
   test(gpuRefuses ? 'webgpu backend refuses kdim/vdim not a multiple of 4' : 'webgpu backend', async () => {
     if (gpuRefuses) {
-      await expect(runCase(gpu, f, false, (fn) => withErrorScopes(gpu.device!, fn))).rejects.toThrow(UnsupportedError);
+      await expect(runCase(engines.gpu, f, false, (fn) => withErrorScopes(engines.gpu.device!, fn))).rejects.toThrow(UnsupportedError);
       return;
     }
-    await checkBackend('webgpu', gpu, f, gpuOutputTolerance(f), gpuWeightTolerance(f), (fn) => withErrorScopes(gpu.device!, fn));
+    await checkBackend('webgpu', engines.gpu, f, gpuOutputTolerance(f), gpuWeightTolerance(f), (fn) => withErrorScopes(engines.gpu.device!, fn));
   });
 
   // A packed batch has no [B, H, Sq, Skv] to return: needWeights with cuSeqlens is refused.
   if (f.options.cuSeqlens) {
     test('needWeights with cuSeqlens is refused', async () => {
-      for (const engine of [cpu, gpu]) {
+      for (const engine of [engines.cpu, engines.gpu]) {
         await expect(runCase(engine, f, true, (fn) => fn()), `${engine.backend}`).rejects.toThrow(/needWeights/);
       }
     });
   }
-});
-
-let cpu: AttentionEngine;
-let gpu: AttentionEngine;
-
-beforeAll(async () => {
-  cpu = await createAttentionEngine({ backend: 'cpu' });
-  gpu = await createGpuEngine();
-});
-
-afterAll(() => {
-  cpu?.dispose();
-  gpu?.dispose();
 });

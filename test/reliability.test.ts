@@ -5,20 +5,17 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type AttentionEngine, createAttentionEngine, DeviceLimitError, DeviceLostError, type ForwardOptions } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { useEngines } from './helpers/engines.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
 import { expectClose, f32Tolerance } from './helpers/tolerance.ts';
 
 const L = { embedDim: 32, numHeads: 4 };
 const sd = randomStateDict(L, 21);
 
-let cpu: AttentionEngine;
-beforeAll(async () => {
-  cpu = await createAttentionEngine({ backend: 'cpu' });
-});
-afterAll(() => cpu?.dispose());
+const engines = useEngines('cpu');
 
 async function reference(x: Float32Array, options: ForwardOptions) {
-  const mha = cpu.createMultiHeadAttention(L, sd);
+  const mha = engines.cpu.createMultiHeadAttention(L, sd);
   const r = await mha.forward(x, options);
   mha.dispose();
   return r;
@@ -59,7 +56,7 @@ describe('device loss', () => {
     expect((error as DeviceLostError).reason).toBe('destroyed');
     expect((error as Error).message).toContain('lost during the call');
     const again = await mha.forward(x, options);
-    const ref = cpu.createMultiHeadAttention(big, bigSd);
+    const ref = engines.cpu.createMultiHeadAttention(big, bigSd);
     expectClose(again.output, (await ref.forward(x, options)).output, f32Tolerance([256, 256, 256]));
     ref.dispose();
     engine.dispose();

@@ -3,22 +3,14 @@
 // sliding windows, head masks, packed variable-length batches, and the attention-only entry point.
 // Every case checks the output and, where there are any, the probabilities.
 
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { type AttentionEngine, createAttentionEngine, type ForwardOptions, referenceMultiHeadAttention } from '../src/index.ts';
+import { describe, expect, test } from 'vitest';
+import { type ForwardOptions, referenceMultiHeadAttention } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
-import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
+import { useEngines } from './helpers/engines.ts';
+import { withErrorScopes } from './helpers/gpu.ts';
 import { expectClose, f32Tolerance, maxAbsFinite, probabilityTolerance } from './helpers/tolerance.ts';
 
-let gpu: AttentionEngine;
-let cpu: AttentionEngine;
-beforeAll(async () => {
-  gpu = await createGpuEngine();
-  cpu = await createAttentionEngine({ backend: 'cpu' });
-});
-afterAll(() => {
-  gpu?.dispose();
-  cpu?.dispose();
-});
+const engines = useEngines();
 
 interface Layer { embedDim: number; numHeads: number; numKvHeads?: number; kdim?: number; vdim?: number; bias?: boolean }
 
@@ -29,10 +21,10 @@ function bits(n: number, seed: number, p: number): Uint8Array {
 
 /** Runs one call on both backends and compares output (and weights, when asked). */
 async function check(layer: Layer, stateDict: Record<string, Float32Array>, query: Float32Array, options: ForwardOptions, what: string) {
-  const a = gpu.createMultiHeadAttention(layer, stateDict);
-  const b = cpu.createMultiHeadAttention(layer, stateDict);
+  const a = engines.gpu.createMultiHeadAttention(layer, stateDict);
+  const b = engines.cpu.createMultiHeadAttention(layer, stateDict);
   try {
-    const g = await withErrorScopes(gpu.device!, () => a.forward(query, options));
+    const g = await withErrorScopes(engines.gpu.device!, () => a.forward(query, options));
     const c = await b.forward(query, options);
     for (const v of g.output) expect(Number.isNaN(v)).toBe(false);
     const cu = options.cuSeqlens;
@@ -133,8 +125,8 @@ describe('cross-attention', () => {
       'out_proj.bias': sdL['out_proj.bias'],
     };
     const x = uniform(3 * 32, 1, mulberry32(1));
-    const a = gpu.createMultiHeadAttention(L, sep);
-    const b = gpu.createMultiHeadAttention(L, sdL);
+    const a = engines.gpu.createMultiHeadAttention(L, sep);
+    const b = engines.gpu.createMultiHeadAttention(L, sdL);
     expect(Array.from((await a.forward(x, { batchSize: 1, seqLen: 3 })).output)).toEqual(Array.from((await b.forward(x, { batchSize: 1, seqLen: 3 })).output));
     a.dispose();
     b.dispose();
@@ -178,7 +170,7 @@ describe('packed variable-length batches', () => {
     const x = uniform(T * 32, 1, mulberry32(T));
     for (const isCausal of [false, true]) {
       const packed = await check(L, sdL, x, { cuSeqlens: cu, isCausal }, `packed causal=${isCausal}`);
-      const mha = gpu.createMultiHeadAttention(L, sdL);
+      const mha = engines.gpu.createMultiHeadAttention(L, sdL);
       for (const [i, len] of lengths.entries()) {
         const alone = await mha.forward(x.subarray(cu[i] * 32, cu[i + 1] * 32), { batchSize: 1, seqLen: len, isCausal });
         expectClose(packed.gpu.output.subarray(cu[i] * 32, cu[i + 1] * 32), alone.output, f32Tolerance([32, len, 32]), `sequence ${i}`);
@@ -200,8 +192,8 @@ describe('scaledDotProductAttention', () => {
     const k = uniform(B * G * Skv * Dh, 1, r);
     const v = uniform(B * G * Skv * Dh, 1, r);
     const options = { batchSize: B, numHeads: H, numKvHeads: G, seqLen: Sq, kvSeqLen: Skv, headDim: Dh, isCausal, attnMask: uniform(Sq * Skv, 1, r), needWeights: true };
-    const g = await withErrorScopes(gpu.device!, () => gpu.scaledDotProductAttention(q, k, v, options));
-    const c = await cpu.scaledDotProductAttention(q, k, v, options);
+    const g = await withErrorScopes(engines.gpu.device!, () => engines.gpu.scaledDotProductAttention(q, k, v, options));
+    const c = await engines.cpu.scaledDotProductAttention(q, k, v, options);
     expect(g.output.length).toBe(B * H * Sq * Dh);
     expectClose(g.output, c.output, f32Tolerance([Dh, Skv]), 'sdpa output');
     expectClose(g.attentionWeights!, c.attentionWeights!, probabilityTolerance(Dh, Skv, 3 * Math.sqrt(Dh)), 'sdpa weights');

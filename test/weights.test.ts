@@ -9,7 +9,6 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
   type AttentionEngine,
-  createAttentionEngine,
   InvalidArgumentError,
   MissingWeightError,
   ShapeMismatchError,
@@ -19,11 +18,12 @@ import {
 import { parseSafetensors, WeightFileError, type WeightFileProblem } from '../src/weights/safetensors.ts';
 import { loadSafetensors, stateDictFromSafetensors, type WeightLayout } from '../src/weights/layouts.ts';
 import { stateDictFromMatmulWeights } from '../src/weights/numpy-style.ts';
-import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
+import { useEngines } from './helpers/engines.ts';
+import { expectFixturesPresent, loadJsonFixtures } from './helpers/fixtures.ts';
+import { withErrorScopes } from './helpers/gpu.ts';
 import { compareArrays, expectClose, f32Tolerance, type Tolerance } from './helpers/tolerance.ts';
 
 const DIR = new URL('./fixtures/weights/', import.meta.url);
-const REGENERATE = 'Regenerate them with `/usr/bin/python3 scripts/make_weight_fixtures.py`.';
 const readBytes = (name: string) => new Uint8Array(readFileSync(new URL(name, DIR)));
 /** JSON numbers, with "NaN", "Infinity", "-Infinity" as strings. */
 const num = (v: number | string) => (typeof v === 'number' ? v : Number(v));
@@ -43,13 +43,19 @@ interface ModelFixture {
 }
 
 const MODEL_FIXTURES = ['pytorch_mha', 'bert_attention', 'gpt2_attention', 'pytorch_mha_f16', 'pytorch_mha_bf16', 'pytorch_mha_f64_nobias'];
-const loadFixture = (name: string): ModelFixture => ({ name, ...JSON.parse(readFileSync(new URL(`${name}.json`, DIR), 'utf8')) });
-let fixtures: ModelFixture[] = [];
-let loadError: Error | null = null;
-try {
-  fixtures = MODEL_FIXTURES.map(loadFixture);
-} catch (e) {
-  loadError = new Error(`cannot read the weight fixtures: ${(e as Error).message}. ${REGENERATE}`);
+// A failure to read them is reported by the 'present and well formed' test below (and by any test using one).
+const modelSet = loadJsonFixtures<Omit<ModelFixture, 'name'>>(
+  DIR,
+  'Regenerate them with `/usr/bin/python3 scripts/make_weight_fixtures.py`.',
+  MODEL_FIXTURES,
+);
+const { fixtures } = modelSet;
+/** One of MODEL_FIXTURES, as read above. */
+function modelFixture(name: string): ModelFixture {
+  if (modelSet.error) throw modelSet.error;
+  const f = fixtures.find((m) => m.name === name);
+  if (!f) throw new Error(`${name} is not one of MODEL_FIXTURES`);
+  return f;
 }
 
 // Same reasoning as test/pytorch-fixtures.test.ts: the file's weights reach the engine bit-exactly (the
@@ -66,16 +72,7 @@ function report(what: string, actual: ArrayLike<number>, expected: ArrayLike<num
   console.log(`${what.padEnd(44)} maxAbs ${r.maxAbs.toExponential(2)} maxRel ${r.maxRel.toExponential(2)} worst err/allowed ${worst.toFixed(3)}`);
 }
 
-let cpu: AttentionEngine;
-let gpu: AttentionEngine;
-beforeAll(async () => {
-  cpu = await createAttentionEngine({ backend: 'cpu' });
-  gpu = await createGpuEngine();
-});
-afterAll(() => {
-  cpu?.dispose();
-  gpu?.dispose();
-});
+const engines = useEngines();
 
 type ErrorClass = new (...args: never[]) => Error;
 
@@ -116,7 +113,7 @@ async function runLayer(engine: AttentionEngine, config: ModelFixture['config'],
 // ——— the model fixtures ———
 
 test('the weight fixtures are present and well formed', () => {
-  if (loadError) throw loadError;
+  expectFixturesPresent(modelSet);
   for (const f of fixtures) {
     const { embedDim: E } = f.config;
     const { batchSize: B, seqLen: S } = f.options;
@@ -157,13 +154,13 @@ describe.each(fixtures.map((f) => [f.name, f] as const))('%s', (_name, f) => {
   }
 
   test('cpu backend matches PyTorch', async () => {
-    const output = await runLayer(cpu, f.config, stateDict(), query, options);
+    const output = await runLayer(engines.cpu, f.config, stateDict(), query, options);
     report(`cpu ${f.name}`, output, f.output, CPU_TOLERANCE);
     expectClose(output, f.output, CPU_TOLERANCE, `${f.name} cpu`);
   });
 
   test('webgpu backend matches PyTorch', async () => {
-    const output = await runLayer(gpu, f.config, stateDict(), query, options);
+    const output = await runLayer(engines.gpu, f.config, stateDict(), query, options);
     const tol = gpuTolerance(E, f.options.seqLen);
     report(`webgpu ${f.name}`, output, f.output, tol);
     expectClose(output, f.output, tol, `${f.name} webgpu`);
@@ -172,7 +169,7 @@ describe.each(fixtures.map((f) => [f.name, f] as const))('%s', (_name, f) => {
 
 describe('layouts', () => {
   test('gpt2: Conv1D weights [in, out] are transposed; loading them untransposed would be wrong', async () => {
-    const f = loadFixture('gpt2_attention');
+    const f = modelFixture('gpt2_attention');
     const file = parseSafetensors(readBytes(f.file));
     const { embedDim: E, numHeads: H } = f.config;
     const sd = stateDictFromSafetensors(file, { layout: 'gpt2', prefix: 'h.0.', embedDim: E, numHeads: H });
@@ -180,12 +177,12 @@ describe('layouts', () => {
     for (const [o, i] of [[0, 1], [5, 31], [3 * E - 1, 0], [2 * E + 7, 9]]) expect(sd.in_proj_weight[o * E + i]).toBe(cAttn[i * 3 * E + o]);
     // The same numbers without the transposition: a layer that runs but is far from GPT-2.
     const wrong = { ...sd, in_proj_weight: Float32Array.from(cAttn) };
-    const output = await runLayer(cpu, f.config, wrong, Float32Array.from(f.query), f.options);
+    const output = await runLayer(engines.cpu, f.config, wrong, Float32Array.from(f.query), f.options);
     expect(compareArrays(output, f.output, CPU_TOLERANCE).maxAbs).toBeGreaterThan(0.05);
   });
 
   test('the prefix may leave out its final dot; the parsed file or its bytes may be given', () => {
-    const f = loadFixture('bert_attention');
+    const f = modelFixture('bert_attention');
     const bytes = readBytes(f.file);
     const a = stateDictFromSafetensors(bytes, { layout: 'bert', prefix: 'bert.encoder.layer.0', embedDim: 32, numHeads: 4 });
     const b = stateDictFromSafetensors(parseSafetensors(bytes), { layout: 'bert', prefix: 'bert.encoder.layer.0.', embedDim: 32, numHeads: 4 });
@@ -243,7 +240,7 @@ describe('layouts', () => {
     };
     const sd = stateDictFromSafetensors(makeFile(tensors), { layout: 'pytorch', prefix: 'attn', embedDim: E, numHeads: H, kdim, vdim });
     expect(Object.keys(sd).sort()).toEqual(['in_proj_bias', 'k_proj_weight', 'out_proj.bias', 'out_proj.weight', 'q_proj_weight', 'v_proj_weight']);
-    const layer = cpu.createMultiHeadAttention({ embedDim: E, numHeads: H, kdim, vdim }, sd);
+    const layer = engines.cpu.createMultiHeadAttention({ embedDim: E, numHeads: H, kdim, vdim }, sd);
     const { output } = await layer.forward(rnd(2 * E, 7), { batchSize: 1, seqLen: 2, key: rnd(3 * kdim, 8), value: rnd(3 * vdim, 9), kvSeqLen: 3 });
     expect(output.every(Number.isFinite)).toBe(true);
     layer.dispose();
@@ -412,12 +409,12 @@ describe('stateDictFromMatmulWeights (numpy-tutorial weights, x @ W)', () => {
   describe.each(forms)('%s', (_name, make, withBias) => {
     const expected = withBias ? f.output : f.outputNoBias;
     test('cpu backend matches the tutorial\'s per-head forward', async () => {
-      const output = await runLayer(cpu, { ...config, bias: true }, make(), query, f.options);
+      const output = await runLayer(engines.cpu, { ...config, bias: true }, make(), query, f.options);
       report(`cpu numpy ${_name}`, output, expected, CPU_TOLERANCE);
       expectClose(output, expected, CPU_TOLERANCE, 'cpu');
     });
     test('webgpu backend matches the tutorial\'s per-head forward', async () => {
-      const output = await runLayer(gpu, { ...config, bias: true }, make(), query, f.options);
+      const output = await runLayer(engines.gpu, { ...config, bias: true }, make(), query, f.options);
       const tol = gpuTolerance(E, f.options.seqLen);
       report(`webgpu numpy ${_name}`, output, expected, tol);
       expectClose(output, expected, tol, 'webgpu');
@@ -427,12 +424,12 @@ describe('stateDictFromMatmulWeights (numpy-tutorial weights, x @ W)', () => {
   test('bias: false gives a state_dict without biases for a bias: false layer', async () => {
     const sd = stateDictFromMatmulWeights({ wQkv, wO, embedDim: E, numHeads: H, bias: false });
     expect(Object.keys(sd).sort()).toEqual(['in_proj_weight', 'out_proj.weight']);
-    expectClose(await runLayer(cpu, { ...config, bias: false }, sd, query, f.options), f.outputNoBias, CPU_TOLERANCE, 'cpu, bias false');
+    expectClose(await runLayer(engines.cpu, { ...config, bias: false }, sd, query, f.options), f.outputNoBias, CPU_TOLERANCE, 'cpu, bias false');
   });
 
   test('the same matrices passed as in_proj_weight without the helper give a wrong layer (which is why it exists)', async () => {
     const wrong = { in_proj_weight: wQkv, in_proj_bias: bQkv, 'out_proj.weight': wO, 'out_proj.bias': bO };
-    const output = await runLayer(cpu, { ...config, bias: true }, wrong, query, f.options);
+    const output = await runLayer(engines.cpu, { ...config, bias: true }, wrong, query, f.options);
     expect(compareArrays(output, f.output, CPU_TOLERANCE).maxAbs).toBeGreaterThan(0.05);
   });
 
@@ -443,7 +440,7 @@ describe('stateDictFromMatmulWeights (numpy-tutorial weights, x @ W)', () => {
     // in_proj_weight row (H + g)·Dh + d is column d of W_K_g.
     const wK1 = perHead(1)[1];
     for (let d = 0; d < Dh; d++) for (let r = 0; r < E; r++) expect(sd.in_proj_weight[((H + 1) * Dh + d) * E + r]).toBe(wK1[r * Dh + d]);
-    const output = await runLayer(cpu, { ...config, numKvHeads: G, bias: true } as never, sd, query, f.options);
+    const output = await runLayer(engines.cpu, { ...config, numKvHeads: G, bias: true } as never, sd, query, f.options);
     expect(output.every(Number.isFinite)).toBe(true);
   });
 
@@ -517,9 +514,9 @@ describe('loadSafetensors', () => {
   });
 
   test('then into a layer', async () => {
-    const f = loadFixture('pytorch_mha');
+    const f = modelFixture('pytorch_mha');
     const sd = stateDictFromSafetensors(await loadSafetensors(path), { layout: 'pytorch', prefix: f.prefix, embedDim: 16, numHeads: 4 });
-    expectClose(await runLayer(cpu, f.config, sd, Float32Array.from(f.query), f.options), f.output, CPU_TOLERANCE, 'cpu via loadSafetensors');
+    expectClose(await runLayer(engines.cpu, f.config, sd, Float32Array.from(f.query), f.options), f.output, CPU_TOLERANCE, 'cpu via loadSafetensors');
   });
 
   test('errors: a missing file, an HTTP error, a broken file, a bad source', async () => {

@@ -1,0 +1,125 @@
+// What the browser specs share: one page per worker whose console messages, page errors and crashes
+// are all logged (and must stay clean), a ready-wait that reports that log when the page does not
+// load, what to check when the browser has no WebGPU, and the [B, S, E] output comparison.
+
+import { type Browser, type BrowserContextOptions, type Page, type TestInfo, type WorkerInfo, expect } from '@playwright/test';
+import { compareArrays, f32Tolerance } from '../test/helpers/tolerance.ts';
+
+export interface PageEvent {
+  kind: 'console' | 'pageerror' | 'crash';
+  type: string;
+  text: string;
+}
+
+/** A page with a log of every console message, page error and crash it had, in order. */
+export class LoggedPage {
+  readonly events: PageEvent[] = [];
+
+  constructor(readonly page: Page) {
+    page.on('console', (m) => this.events.push({ kind: 'console', type: m.type(), text: m.text() }));
+    page.on('pageerror', (e) => this.events.push({ kind: 'pageerror', type: 'error', text: e.stack ?? e.message }));
+    page.on('crash', () => this.events.push({ kind: 'crash', type: 'error', text: 'the page crashed' }));
+  }
+
+  /** A position in the event log; see problemsSince. */
+  mark(): number {
+    return this.events.length;
+  }
+
+  /** Console errors, uncaught page errors and crashes since `mark`. */
+  problemsSince(mark: number): string[] {
+    return this.events
+      .slice(mark)
+      .filter((e) => e.kind !== 'console' || e.type === 'error')
+      .map((e) => `${e.kind}${e.kind === 'console' ? `.${e.type}` : ''}: ${e.text}`);
+  }
+
+  /** The whole log, an indented line per event ('  (none)' when empty), for load-failure messages. */
+  eventLines(): string {
+    return this.events.map((ev) => `  ${ev.kind} ${ev.type}: ${ev.text}`).join('\n') || '  (none)';
+  }
+
+  /**
+   * Opens `url` and waits until `ready()` holds in the page; if it does not within `timeout` ms, fails
+   * with `what`, the page's events so far and the wait's error.
+   */
+  async open(url: string, ready: () => boolean, timeout: number, what: string): Promise<void> {
+    await this.page.goto(url);
+    try {
+      await this.page.waitForFunction(ready, undefined, { timeout });
+    } catch (e) {
+      throw new Error(`${what}. Page events:\n${this.eventLines()}\n${(e as Error).message}`);
+    }
+  }
+}
+
+/**
+ * A worker fixture: one page in a fresh context (the project's baseURL, plus `contextOptions`),
+ * wrapped by `make`, opened by `open`, shared by the worker's tests and closed after them.
+ */
+export function sharedPage<T extends LoggedPage>(
+  make: (page: Page, browser: Browser, workerInfo: WorkerInfo) => T,
+  open: (logged: T) => Promise<void>,
+  contextOptions: BrowserContextOptions = {},
+) {
+  return async ({ browser }: { browser: Browser }, use: (logged: T) => Promise<void>, workerInfo: WorkerInfo): Promise<void> => {
+    const context = await browser.newContext({ baseURL: workerInfo.project.use.baseURL, ...contextOptions });
+    const logged = make(await context.newPage(), browser, workerInfo);
+    await open(logged);
+    await use(logged);
+    await context.close();
+  };
+}
+
+/** Fails listing the console errors, page errors and crashes since `mark`, if there are any. */
+export function expectNoPageProblems(logged: LoggedPage, mark: number): void {
+  const problems = logged.problemsSince(mark);
+  expect(problems, `console errors / page errors during this test:\n${problems.join('\n')}`).toEqual([]);
+}
+
+/** What to check when the browser gives no WebGPU adapter (one line an item). */
+export const WEBGPU_CHECKLIST = [
+  `What to check: Chromium at CHROMIUM_PATH (default /usr/bin/chromium; Debian: apt-get install chromium);`,
+  `the --enable-unsafe-webgpu flag (without it Linux Chromium's requestAdapter() resolves null: "No available adapters.");`,
+  `on a GPU-less machine the adapter is SwiftShader, which ships inside Debian's chromium package.`,
+];
+
+/** The layer shape of a [B, S, E] output. */
+interface OutputShape {
+  batchSize: number;
+  seqLen: number;
+  embedDim: number;
+}
+
+function describeIndex(i: number, s: OutputShape): string {
+  const E = s.embedDim;
+  return `[${i}] = (b ${Math.floor(i / (s.seqLen * E))}, s ${Math.floor(i / E) % s.seqLen}, e ${i % E})`;
+}
+
+/**
+ * Compares the output [B, S, E] of case `c` (printed in the message) with its reference under
+ * f32Tolerance([E, S, E]) and annotates the test with the largest errors, pass or fail; on failure
+ * lists the first mismatches by (b, s, e), the values named `names` (actual, reference). Returns the
+ * comparison.
+ */
+export function expectOutputClose(
+  actual: ArrayLike<number>,
+  reference: ArrayLike<number>,
+  c: OutputShape,
+  names: [actual: string, reference: string],
+  testInfo: Pick<TestInfo, 'annotations'>,
+) {
+  const n = c.batchSize * c.seqLen * c.embedDim;
+  const tol = f32Tolerance([c.embedDim, c.seqLen, c.embedDim]);
+  const cmp = compareArrays(actual, reference, tol);
+  testInfo.annotations.push({ type: 'max error', description: `abs ${cmp.maxAbs.toExponential(2)}, rel ${cmp.maxRel.toExponential(2)} (atol = rtol = ${tol.atol.toExponential(2)})` });
+  const lines = cmp.mismatches.map(
+    (m) => `  ${describeIndex(m.index, c)}: ${names[0]} ${m.actual}, ${names[1]} ${m.expected} (|err| ${m.error.toExponential(2)} > ${m.allowed.toExponential(2)})`,
+  );
+  expect(
+    cmp.ok,
+    `${cmp.count} of ${n} elements outside atol ${tol.atol.toExponential(2)} + rtol ${tol.rtol.toExponential(2)}·|ref| ` +
+      `for ${JSON.stringify(c)}; first failures (index into [B, S, E]):\n${lines.join('\n')}`,
+  ).toBe(true);
+  return cmp;
+}

@@ -26,6 +26,7 @@ struct Params {
   maskMode: u32,     // 0: none; 1: [Sq, Skv]; 2: [B·H, Sq, Skv]
   hasPadding: u32,
   hasHeadMask: u32,
+  kvStride: u32,     // rows per (b, g) block of K (Skv, or a KV cache's maxSeqLen)
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -35,6 +36,7 @@ struct Params {
 @group(0) @binding(4) var<storage, read> attnMask: array<f32>;         // [1 or B·H, Sq, Skv]
 @group(0) @binding(5) var<storage, read> padding: array<u32>;          // [B, Skv]
 @group(0) @binding(6) var<storage, read> headMask: array<f32>;         // [B·H]
+@group(0) @binding(7) var<storage, read> kv: array<vec4<f32>>;         // K ++ V (the qkv buffer, or a KV cache)
 
 const MASKED: f32 = -1.0e38;
 
@@ -70,10 +72,10 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   var p = 0.0;
   if (visible && stats.y > 0.0) {
     let qOffset = (bh * params.Sq + i) * params.Dh4;
-    let kOffset = params.kBase4 + ((b * params.G + kvHead) * params.Skv + j) * params.Dh4;
+    let kOffset = params.kBase4 + ((b * params.G + kvHead) * params.kvStride + j) * params.Dh4;
     var dotv = vec4<f32>(0.0);
     for (var d = 0u; d < params.Dh4; d++) {
-      dotv += (qkv[qOffset + d] * params.scaleLog2e) * qkv[kOffset + d];
+      dotv += (qkv[qOffset + d] * params.scaleLog2e) * kv[kOffset + d];
     }
     let score = dotv.x + dotv.y + dotv.z + dotv.w + bias * 1.4426950408889634;
     p = exp2(score - stats.x) / stats.y;

@@ -1,8 +1,9 @@
 // FlashAttention-style attention: O = softmax(Q·Kᵀ / √Dh + mask) · V, without ever storing the scores.
 //
 //   Q    [B, H, Sq, Dh]     read from qkv at offset 0
-//   K, V [B, G, Skv, Dh]    read from qkv at kBase4 and vBase4 (vec4s); query head h uses key/value
-//                           head h / (H / G), read in place
+//   K, V [B, G, ·, Dh]      read from kv at kBase4 and vBase4 (vec4s), kvStride rows per (b, g) block
+//                           (Skv, or a KV cache's maxSeqLen; kv is the qkv buffer itself without a
+//                           cache); query head h uses key/value head h / (H / G), read in place
 //   O    [B, H, Sq, Dh]
 // Packed sequences (cuSeqlens) are laid out as one batch of T tokens, [1, H, T, Dh], and workgroup
 // z = b is sequence b: rows cu[b] … cu[b+1] − 1, attending only within themselves.
@@ -48,6 +49,7 @@ struct Params {
   hasHeadMask: u32,  // 1: headMask [B·H] applies
   packed: u32,       // 1: cuSeqlens gives each sequence's rows
   totalRows: u32,    // packed: T
+  kvStride: u32,     // rows per (b, g) block of K and V
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -58,6 +60,7 @@ struct Params {
 @group(0) @binding(5) var<storage, read> padding: array<u32>;               // [B, Skv], 1 = ignore
 @group(0) @binding(6) var<storage, read> headMask: array<f32>;              // [B·H]
 @group(0) @binding(7) var<storage, read> cuSeqlens: array<u32>;             // [B + 1]
+@group(0) @binding(8) var<storage, read> kv: array<vec4<f32>>;              // K ++ V (the qkv buffer, or a KV cache)
 
 override BR: u32 = 32u;  // query rows per workgroup, one per invocation
 
@@ -79,13 +82,13 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   var Sq = params.Sq;
   var Skv = params.Skv;
   var qHead = (b * params.H + h) * Sq;     // first Q row of (b, h), in rows
-  var kvHeadRow = (b * params.G + kvHead) * Skv;
+  var kvHeadRow = (b * params.G + kvHead) * params.kvStride;
   if (params.packed != 0u) {
     let start = cuSeqlens[b];
     Sq = cuSeqlens[b + 1u] - start;
     Skv = Sq;
     qHead = h * params.totalRows + start;
-    kvHeadRow = kvHead * params.totalRows + start;
+    kvHeadRow = kvHead * params.kvStride + start;
   }
   let firstRow = wid.x * BR;
   if (firstRow >= Sq) {
@@ -135,13 +138,13 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     // Stage keys j0 .. j0+BC-1 of K and V (zeros past Skv), all invocations helping.
     for (var t = lid.x; t < BC * DH4; t += BR) {
       let j = j0 + t / DH4;
-      var kv = vec4<f32>(0.0);
+      var kk = vec4<f32>(0.0);
       var vv = vec4<f32>(0.0);
       if (j < Skv) {
-        kv = qkv[params.kBase4 + kvOffset + j0 * DH4 + t];
-        vv = qkv[params.vBase4 + kvOffset + j0 * DH4 + t];
+        kk = kv[params.kBase4 + kvOffset + j0 * DH4 + t];
+        vv = kv[params.vBase4 + kvOffset + j0 * DH4 + t];
       }
-      kTile[t] = kv;
+      kTile[t] = kk;
       vTile[t] = vv;
     }
     workgroupBarrier();

@@ -5,7 +5,9 @@
 //                            then G key heads', then G value heads'; or one of q/k/v_proj_weight.
 //                            This dispatch uses rows wRow0 … wRow0 + N − 1; read as vec4 along K
 //   bias [(H + 2·G)·Dh]      in_proj_bias (all zeros when the layer has no bias)
-//   qkv  Q [B, H, Sq, Dh] ++ K [B, G, Skv, Dh] ++ V [B, G, Skv, Dh], back to back in one buffer
+//   qkv  Q [B, H, Sq, Dh] ++ K [B, G, Skv, Dh] ++ V [B, G, Skv, Dh], back to back in one buffer; or,
+//        with a KV cache, Q alone (one dispatch) and the cache's K ++ V [B, G, maxSeqLen, Dh], the new
+//        tokens' rows written from row kvRow0 on (another dispatch)
 //
 // Column c of this dispatch is column n = slot0·Dh + c of the packed projection: head slot n / Dh
 // of the H + 2·G slots, lane n % Dh; row m is token s = m % S of sequence b = m / S. The store sends
@@ -34,6 +36,8 @@ struct Params {
   vBase4: u32, // where V starts in qkv, in vec4s: (B·H·Sq·Dh + B·G·Skv·Dh) / 4
   slot0: u32,  // head slot of this dispatch's first column (0: Q, H: K, H + G: V)
   wRow0: u32,  // row of W holding this dispatch's first column
+  kvStride: u32, // rows per (b, g) block of K and V: S, or a KV cache's maxSeqLen
+  kvRow0: u32,   // row of the block the first token goes to: 0, or the cache's length
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -56,9 +60,9 @@ fn destination4(m: u32, n: u32) -> u32 {
     return ((b * params.H + slot) * params.S + s) * params.Dh4 + d4;
   }
   if (slot < params.H + params.G) {
-    return params.kBase4 + ((b * params.G + (slot - params.H)) * params.S + s) * params.Dh4 + d4;
+    return params.kBase4 + ((b * params.G + (slot - params.H)) * params.kvStride + params.kvRow0 + s) * params.Dh4 + d4;
   }
-  return params.vBase4 + ((b * params.G + (slot - params.H - params.G)) * params.S + s) * params.Dh4 + d4;
+  return params.vBase4 + ((b * params.G + (slot - params.H - params.G)) * params.kvStride + params.kvRow0 + s) * params.Dh4 + d4;
 }
 
 @compute @workgroup_size(WG_X, WG_Y)

@@ -3,6 +3,7 @@
 export { AttentionEngine, createAttentionEngine } from './engine.ts';
 export type { AdapterInfo } from './engine.ts';
 export { MultiHeadAttention } from './layer.ts';
+export { KvCache } from './kv-cache.ts';
 export {
   AttentionError,
   ArgumentError,

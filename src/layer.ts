@@ -3,7 +3,9 @@
 
 import type { BackendLayer } from './backend.ts';
 import { DisposedError } from './errors.ts';
+import { KvCache } from './kv-cache.ts';
 import { type LayerSpec, resolveForwardPlan } from './plan.ts';
+import { rejectUnknownKeys, requireObject, requirePositiveInteger } from './validate.ts';
 import type { ForwardOptions, ForwardResult } from './types.ts';
 
 export class MultiHeadAttention {
@@ -41,8 +43,35 @@ export class MultiHeadAttention {
     if (!this.impl) {
       throw new DisposedError('MultiHeadAttention.forward: this layer', 'Create a new layer with engine.createMultiHeadAttention().');
     }
-    const plan = resolveForwardPlan(this.spec, query, options);
-    return this.impl.forward(plan);
+    const plan = resolveForwardPlan(this.spec, query, options, this);
+    if (!plan.cache) return this.impl.forward(plan);
+    const cache = plan.cache.cache;
+    cache.busy = true;
+    try {
+      const result = await this.impl.forward(plan);
+      cache.advance(plan.seqLen);
+      return result;
+    } finally {
+      cache.busy = false;
+    }
+  }
+
+  /**
+   * A KV cache for decoding: keys and values of up to `maxSeqLen` positions for `batchSize` sequences
+   * (GPU buffers on WebGPU, arrays on the CPU). Pass it as `forward(x, { batchSize, seqLen, kvCache,
+   * isCausal: true })`: the new positions' K and V are appended and the queries attend over every
+   * position cached so far.
+   */
+  createKvCache(options: { batchSize: number; maxSeqLen: number }): KvCache {
+    if (!this.impl) {
+      throw new DisposedError('MultiHeadAttention.createKvCache: this layer', 'Create a new layer with engine.createMultiHeadAttention().');
+    }
+    const where = 'MultiHeadAttention.createKvCache';
+    const o = requireObject(where, 'options', options, 'Pass { batchSize, maxSeqLen }.');
+    rejectUnknownKeys(where, 'options', o, ['batchSize', 'maxSeqLen']);
+    const batchSize = requirePositiveInteger(where, 'options.batchSize', o.batchSize);
+    const maxSeqLen = requirePositiveInteger(where, 'options.maxSeqLen', o.maxSeqLen);
+    return new KvCache(batchSize, maxSeqLen, this.impl.createCacheStorage(batchSize, maxSeqLen), this);
   }
 
   /** Releases the layer's GPU memory at once. Calling it twice is harmless; forward() afterwards throws. */

@@ -3,6 +3,7 @@
 // Nothing below this module checks arguments again.
 
 import { InvalidArgumentError, MissingWeightError, ShapeMismatchError, UnsupportedError } from './errors.ts';
+import { KvCache } from './kv-cache.ts';
 import type { ForwardOptions, MultiHeadAttentionConfig, ScaledDotProductAttentionOptions, StateDict } from './types.ts';
 import {
   describe,
@@ -68,6 +69,11 @@ export interface ForwardPlan {
   query: Float32Array;          // [B, Sq, E] (packed: [T, E])
   key: Float32Array;            // [B, Skv, kdim] (= query unless cross)
   value: Float32Array;          // [B, Skv, vdim] (= query unless cross)
+  /**
+   * With a KV cache: the new tokens' K and V are appended at rows `start` … start + Sq − 1 of the
+   * cache, and the queries attend over rows 0 … Skv − 1 (Skv = start + Sq).
+   */
+  cache: { cache: KvCache; start: number } | null;
 }
 
 /** A private copy of a layer's weights (the packed matrix and its q/k/v views stay consistent). */
@@ -96,7 +102,7 @@ export function headLayout(plan: ForwardPlan): { batches: number; qRows: number;
 const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'dropout'] as const;
 const FORWARD_KEYS = [
   'batchSize', 'seqLen', 'isCausal', 'needWeights', 'key', 'value', 'kvSeqLen',
-  'keyPaddingMask', 'attnMask', 'window', 'headMask', 'cuSeqlens', 'dropout',
+  'keyPaddingMask', 'attnMask', 'window', 'headMask', 'cuSeqlens', 'kvCache', 'dropout',
 ] as const;
 
 function refuseDropout(where: string, argument: string, value: unknown): void {
@@ -284,7 +290,7 @@ function resolveCuSeqlens(where: string, value: unknown, queryLength: unknown, E
   return { cu: value, maxLen };
 }
 
-export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unknown): ForwardPlan {
+export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unknown, owner: object | null = null): ForwardPlan {
   const where = 'MultiHeadAttention.forward';
   const o = requireObject(where, 'options', options, 'Pass { batchSize, seqLen }.') as Partial<ForwardOptions> & Record<string, unknown>;
   rejectUnknownKeys(where, 'options', o, FORWARD_KEYS);
@@ -296,7 +302,7 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
   const window = resolveWindow(where, o.window);
 
   if (o.cuSeqlens !== undefined) {
-    for (const name of ['batchSize', 'seqLen', 'key', 'value', 'kvSeqLen', 'keyPaddingMask', 'attnMask', 'needWeights'] as const) {
+    for (const name of ['batchSize', 'seqLen', 'key', 'value', 'kvSeqLen', 'keyPaddingMask', 'attnMask', 'needWeights', 'kvCache'] as const) {
       if (o[name] === undefined) continue;
       throw new UnsupportedError({
         where, argument: `options.${name}`, expected: 'left out with cuSeqlens', given: describe(o[name]),
@@ -312,7 +318,7 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
     return {
       layer: spec, mode: 'packed', batchSize: n, seqLen: T, kvSeqLen: T, isCausal, needWeights: false,
       masks: { attnMask: null, attnMaskPerHead: false, keyPaddingMask: null, window: clampWindow(window, maxLen, maxLen), headMask: o.headMask === undefined ? null : resolveHeadMask(where, o.headMask, n, H) },
-      cuSeqlens: cu, maxSeqLen: maxLen, query: query as Float32Array, key: query as Float32Array, value: query as Float32Array,
+      cuSeqlens: cu, maxSeqLen: maxLen, query: query as Float32Array, key: query as Float32Array, value: query as Float32Array, cache: null,
     };
   }
 
@@ -329,6 +335,8 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
     });
   }
   requireFloat32Array(where, 'query', query, length, `[batchSize, seqLen, embedDim] = [${batchSize}, ${seqLen}, ${E}] = ${length}`);
+
+  if (o.kvCache !== undefined) return resolveCachedPlan(where, spec, query as Float32Array, o, batchSize, seqLen, isCausal, needWeights, window, owner);
 
   // Cross-attention: key and value come together; kvSeqLen defaults to seqLen.
   const cross = o.key !== undefined || o.value !== undefined;
@@ -359,7 +367,47 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
   return {
     layer: spec, mode: cross ? 'cross' : 'self', batchSize, seqLen, kvSeqLen, isCausal, needWeights,
     masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
-    cuSeqlens: null, maxSeqLen: seqLen, query: query as Float32Array, key, value,
+    cuSeqlens: null, maxSeqLen: seqLen, query: query as Float32Array, key, value, cache: null,
+  };
+}
+
+/** forward(x, { kvCache }): the new tokens' K/V are appended, and the queries see everything cached. */
+function resolveCachedPlan(
+  where: string, spec: LayerSpec, query: Float32Array, o: Record<string, unknown>,
+  batchSize: number, seqLen: number, isCausal: boolean, needWeights: boolean, window: number, owner: object | null,
+): ForwardPlan {
+  const cache = o.kvCache;
+  if (!(cache instanceof KvCache)) {
+    throw new InvalidArgumentError({ where, argument: 'options.kvCache', expected: 'a KvCache from this layer\'s createKvCache()', given: describe(cache) });
+  }
+  if (cache.disposed) throw new InvalidArgumentError({ where, argument: 'options.kvCache', expected: 'a live KvCache', given: 'a disposed one', fix: 'Create a new one with mha.createKvCache().' });
+  if (owner && cache.owner !== owner) {
+    throw new InvalidArgumentError({ where, argument: 'options.kvCache', expected: 'a KvCache made by this layer', given: 'one made by another layer', fix: 'Each layer keeps its own keys and values: create the cache with this layer\'s createKvCache().' });
+  }
+  for (const name of ['key', 'value', 'kvSeqLen'] as const) {
+    if (o[name] !== undefined) {
+      throw new UnsupportedError({ where, argument: `options.${name}`, expected: 'left out with kvCache', given: describe(o[name]), fix: 'A KV cache holds the layer\'s own keys and values (self-attention over all positions so far).' });
+    }
+  }
+  if (batchSize !== cache.batchSize) {
+    throw new InvalidArgumentError({ where, argument: 'options.batchSize', expected: `the cache's batchSize (${cache.batchSize})`, given: String(batchSize) });
+  }
+  if (cache.busy) {
+    throw new InvalidArgumentError({ where, argument: 'options.kvCache', expected: 'not in use by another forward', given: 'a cache a forward is still appending to', fix: 'Await each forward on a cache before the next one: positions are appended in order.' });
+  }
+  const start = cache.length;
+  const kvSeqLen = start + seqLen;
+  if (kvSeqLen > cache.maxSeqLen) {
+    throw new InvalidArgumentError({
+      where, argument: 'options.kvCache', expected: `room for ${seqLen} more position(s): length ${start} + seqLen ${seqLen} ≤ maxSeqLen ${cache.maxSeqLen}`,
+      given: `a cache with ${cache.maxSeqLen - start} free`, fix: 'reset() the cache, or create one with a larger maxSeqLen.',
+    });
+  }
+  const H = spec.numHeads;
+  return {
+    layer: spec, mode: 'self', batchSize, seqLen, kvSeqLen, isCausal, needWeights,
+    masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
+    cuSeqlens: null, maxSeqLen: seqLen, query, key: query, value: query, cache: { cache, start },
   };
 }
 
@@ -419,6 +467,6 @@ export function resolveAttentionPlan(query: unknown, key: unknown, value: unknow
   return {
     layer, mode: 'cross', batchSize: B, seqLen: Sq, kvSeqLen: Skv, isCausal, needWeights,
     masks: resolveMasks(where, o, B, H, Sq, Skv, clampWindow(resolveWindow(where, o.window), Sq, Skv)),
-    cuSeqlens: null, maxSeqLen: Sq, query: q, key: k, value: v,
+    cuSeqlens: null, maxSeqLen: Sq, query: q, key: k, value: v, cache: null,
   };
 }

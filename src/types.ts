@@ -1,5 +1,7 @@
 // The public nouns' shapes. Names follow PyTorch's nn.MultiheadAttention (batch_first=True).
 
+import type { KvCache } from './kv-cache.ts';
+
 export type BackendKind = 'webgpu' | 'cpu';
 
 export interface EngineOptions {
@@ -67,6 +69,11 @@ export interface BatchedForwardOptions extends MaskOptions {
   value?: Float32Array;
   /** Skv for cross-attention. Default seqLen. */
   kvSeqLen?: number;
+  /**
+   * Decoding: append these positions' keys and values to the cache and attend over all it holds
+   * (queries aligned to its end, so `isCausal: true` gives the usual decoder). From mha.createKvCache.
+   */
+  kvCache?: KvCache;
   /**
    * Also return the attention probabilities, per head: PyTorch's need_weights=True with
    * average_attn_weights=False. They take B·H·Sq·Skv floats; the output does not need them. Default false.

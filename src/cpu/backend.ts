@@ -3,16 +3,73 @@
 import type { Backend, BackendLayer } from '../backend.ts';
 import { copyWeights, type ForwardPlan, type LayerSpec, type LayerWeights } from '../plan.ts';
 import type { ForwardResult } from '../types.ts';
-import { attention, referenceForward } from './reference.ts';
+import type { KvCacheStorage } from '../kv-cache.ts';
+import { attention, outputProjection, qkvProjection, referenceForward } from './reference.ts';
+
+/** A KV cache on the CPU backend: K and V [B, G, maxSeqLen, Dh] in float64, as the reference computes them. */
+class CpuKvCache implements KvCacheStorage {
+  k: Float64Array;
+  v: Float64Array;
+
+  constructor(
+    private readonly B: number,
+    private readonly G: number,
+    private readonly maxSeqLen: number,
+    private readonly Dh: number,
+  ) {
+    this.k = new Float64Array(B * G * maxSeqLen * Dh);
+    this.v = new Float64Array(B * G * maxSeqLen * Dh);
+  }
+
+  /** Writes new K, V [B, G, n, Dh] at rows start … start + n − 1. */
+  append(k: Float64Array, v: Float64Array, start: number, n: number): void {
+    const { B, G, maxSeqLen, Dh } = this;
+    for (let bg = 0; bg < B * G; bg++) {
+      this.k.set(k.subarray(bg * n * Dh, (bg + 1) * n * Dh), (bg * maxSeqLen + start) * Dh);
+      this.v.set(v.subarray(bg * n * Dh, (bg + 1) * n * Dh), (bg * maxSeqLen + start) * Dh);
+    }
+  }
+
+  /** Rows 0 … n − 1 of every (b, g) block, packed: [B, G, n, Dh]. */
+  rows(store: Float64Array, n: number): Float64Array {
+    const { B, G, maxSeqLen, Dh } = this;
+    const out = new Float64Array(B * G * n * Dh);
+    for (let bg = 0; bg < B * G; bg++) out.set(store.subarray(bg * maxSeqLen * Dh, (bg * maxSeqLen + n) * Dh), bg * n * Dh);
+    return out;
+  }
+
+  reset(): void {
+    this.k.fill(0);
+    this.v.fill(0);
+  }
+
+  dispose(): void {
+    this.k = new Float64Array(0);
+    this.v = new Float64Array(0);
+  }
+}
 
 export class CpuBackend implements Backend {
   readonly kind = 'cpu' as const;
 
-  createLayer(_spec: LayerSpec, weights: LayerWeights): BackendLayer {
+  createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
     // Copy, as the WebGPU backend's upload does: later changes to the caller's arrays do not leak in.
     const own = copyWeights(weights);
+    const { numKvHeads: G, headDim: Dh, numHeads: H } = spec;
     return {
+      createCacheStorage: (B, maxSeqLen) => new CpuKvCache(B, G, maxSeqLen, Dh),
       forward: async (plan) => {
+        if (plan.cache) {
+          // Project the new tokens, append their K and V, attend over every cached position.
+          const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
+          const store = plan.cache.cache.storage as CpuKvCache;
+          const { q, k, v } = qkvProjection({ ...plan, kvSeqLen: Sq, cache: null }, own);
+          store.append(k, v, plan.cache.start, Sq);
+          const keep = plan.needWeights ? { scores: new Float64Array(B * H * Sq * Skv), probs: new Float64Array(B * H * Sq * Skv) } : undefined;
+          const o = attention(plan, q, store.rows(store.k, Skv), store.rows(store.v, Skv), keep);
+          const output = Float32Array.from(outputProjection(plan, own, o));
+          return keep ? { output, attentionWeights: Float32Array.from(keep.probs) } : { output };
+        }
         const r = referenceForward(plan, own, { keepScores: plan.needWeights });
         const output = Float32Array.from(r.output);
         return r.probs ? { output, attentionWeights: Float32Array.from(r.probs) } : { output };

@@ -14,7 +14,9 @@ import type { ForwardResult } from '../types.ts';
 import { BufferPool } from './buffers.ts';
 import { type EngineLimits, mergeResults, splitPlan } from './chunking.ts';
 import { type AcquiredDevice, acquireDevice } from './device.ts';
-import { attendWebGPU, forwardWebGPU, GpuLayerWeights } from './forward.ts';
+import { attendWebGPU, forwardWebGPU, type GpuKvCache, GpuLayerWeights } from './forward.ts';
+import type { KvCacheStorage } from '../kv-cache.ts';
+import { Usage } from './buffers.ts';
 
 /** Head sizes the kernels take: vec4 lanes, and q and the accumulator held in registers. */
 export const MAX_HEAD_DIM = 256;
@@ -156,15 +158,23 @@ export class WebGPUBackend implements Backend {
     let gpu = new GpuLayerWeights(this.state.pool, spec, host);
     let generation = this.state.generation;
     return {
+      createCacheStorage: (B, maxSeqLen) => new WebGPUKvCache(this, B, spec.numKvHeads, maxSeqLen, spec.headDim),
       forward: (plan) => {
         const parts = splitPlan(plan, this.limits());
+        if (plan.cache && parts.length > 1) {
+          throw new DeviceLimitError({
+            where: 'MultiHeadAttention.forward', argument: 'a call with kvCache', expected: 'within the device limits in one piece',
+            given: `a batch that would need ${parts.length} pieces`, fix: 'Use a cache with a smaller batchSize (calls with a KV cache are not split).',
+          });
+        }
         return this.run('MultiHeadAttention.forward', async (state) => {
           if (generation !== state.generation) {
             gpu = new GpuLayerWeights(state.pool, spec, host);
             generation = state.generation;
           }
+          const cache = plan.cache ? (plan.cache.cache.storage as WebGPUKvCache).live(state.generation) : null;
           const results: ForwardResult[] = [];
-          for (const p of parts) results.push(await forwardWebGPU(state.pool, gpu, p));
+          for (const p of parts) results.push(await forwardWebGPU(state.pool, gpu, p, cache));
           return mergeResults(results);
         });
       },
@@ -179,10 +189,73 @@ export class WebGPUBackend implements Backend {
     return this.state.pool.stats();
   }
 
+  /** @internal The current device generation and pool (for KV caches). */
+  current(): { pool: BufferPool; generation: number } {
+    return this.state;
+  }
+
   dispose(): void {
     this.disposed = true;
     this.state.pool.destroyAll();
     if (this.ownsDevice) this.state.device.destroy();
+  }
+}
+
+/**
+ * A KV cache's GPU buffer, K then V [B, G, maxSeqLen, Dh]. It belongs to one device generation: after a
+ * device loss its contents are gone, and a forward with it says so until reset() reallocates it.
+ */
+class WebGPUKvCache implements KvCacheStorage {
+  private buffer: GPUBuffer | null = null;
+  private generation = -1;
+  private readonly bytes: number;
+
+  constructor(
+    private readonly backend: WebGPUBackend,
+    private readonly B: number,
+    private readonly G: number,
+    private readonly maxSeqLen: number,
+    private readonly Dh: number,
+  ) {
+    this.bytes = 2 * B * G * maxSeqLen * Dh * 4;
+    const maxBinding = Math.min(backend.limits().maxStorageBufferBindingSize, backend.limits().maxBufferSize);
+    if (this.bytes > maxBinding) {
+      throw new DeviceLimitError({
+        where: 'MultiHeadAttention.createKvCache', argument: 'the cache, 2·batchSize·numKvHeads·maxSeqLen·headDim·4 bytes',
+        expected: `at most maxStorageBufferBindingSize = ${maxBinding} bytes`, given: `${this.bytes} bytes`,
+        fix: 'Use a smaller maxSeqLen or batchSize.',
+      });
+    }
+    this.allocate();
+  }
+
+  private allocate(): void {
+    const { pool, generation } = this.backend.current();
+    this.buffer = pool.allocate(this.bytes, Usage.STORAGE | Usage.COPY_DST | Usage.COPY_SRC, 'KvCache');
+    this.generation = generation;
+  }
+
+  /** The buffer, if it lives on the current device; else the loss is reported. */
+  live(generation: number): GpuKvCache {
+    if (!this.buffer || this.generation !== generation) {
+      throw new DeviceLostError(
+        'MultiHeadAttention.forward: the KV cache\'s keys and values were lost with the GPU device (they cannot be rebuilt from anything the engine keeps). ' +
+          'Call cache.reset() and prefill it again.',
+        'destroyed',
+      );
+    }
+    return { buffer: this.buffer, maxSeqLen: this.maxSeqLen, vBase: this.B * this.G * this.maxSeqLen * this.Dh };
+  }
+
+  reset(): void {
+    // Rows past the cache's length are never read (Skv bounds every read), so a live buffer is kept
+    // as it is; one lost with its device is made anew on the current device.
+    if (!this.buffer || this.generation !== this.backend.current().generation) this.allocate();
+  }
+
+  dispose(): void {
+    if (this.buffer && this.generation === this.backend.current().generation) this.backend.current().pool.destroy(this.buffer);
+    this.buffer = null;
   }
 }
 

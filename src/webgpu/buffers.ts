@@ -44,6 +44,11 @@ export class BufferPool {
     return buffer;
   }
 
+  /** A zero-filled buffer owned by the caller until `destroy(buffer)` (a KV cache). */
+  allocate(bytes: number, usage: number, label: string): GPUBuffer {
+    return this.create(Math.max(16, bytes), usage, label);
+  }
+
   /** A scratch buffer of at least `bytes`, reused when an idle one has the same usage and size class; give it back with `release`. */
   acquire(bytes: number, usage: number, role: string): GPUBuffer {
     const size = sizeClass(bytes);

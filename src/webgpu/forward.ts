@@ -9,7 +9,7 @@ import { encodeAttentionProbs } from './kernels/attention-probs.ts';
 import { encodeFlashAttention } from './kernels/flash-attention.ts';
 import { type MaskBuffers, uploadMasks } from './kernels/masks.ts';
 import { encodeOutputProjection } from './kernels/output-projection.ts';
-import { encodeQkvProjection, type ProjectionWeights, qkvLayout } from './kernels/qkv-projection.ts';
+import { encodeQkvProjection, packedTargets, type ProjectionWeights, type QkvTargets, qkvLayout } from './kernels/qkv-projection.ts';
 import { CallScratch } from './scratch.ts';
 
 /** A layer's weights on the GPU, uploaded once. Missing biases are uploaded as zeros. */
@@ -47,17 +47,18 @@ function write(scratch: CallScratch, data: Float32Array, role: string): GPUBuffe
   return buffer;
 }
 
-/** Encodes flash attention (and the probabilities, when asked) over a filled qkv buffer. */
-function encodeAttention(pass: GPUComputePassEncoder, scratch: CallScratch, plan: ForwardPlan, qkv: GPUBuffer, masks: MaskBuffers) {
+/** Encodes flash attention (and the probabilities, when asked) over filled Q, K, V. */
+function encodeAttention(pass: GPUComputePassEncoder, scratch: CallScratch, plan: ForwardPlan, targets: QkvTargets, masks: MaskBuffers) {
   const { batches, qRows } = headLayout(plan);
   const { numHeads: H, headDim: Dh } = plan.layer;
   const rows = batches * H * qRows;
   const attention = scratch.storage(rows * Dh * 4, 'attention');  // O [B, H, Sq, Dh]
   const rowStats = scratch.storage(rows * 8, 'rowStats');         // softmax (m, l) per row [B, H, Sq]
-  encodeFlashAttention(pass, scratch, plan, { qkv, attention, rowStats }, masks);
+  const { q, kv } = targets;
+  encodeFlashAttention(pass, scratch, plan, { q, kv, attention, rowStats }, masks);
   const probsBytes = plan.needWeights ? plan.batchSize * H * plan.seqLen * plan.kvSeqLen * 4 : 0;
   const probs = plan.needWeights ? scratch.storage(probsBytes, 'probs') : null; // P [B, H, Sq, Skv]
-  if (probs) encodeAttentionProbs(pass, scratch, plan, { qkv, rowStats, probs }, masks);
+  if (probs) encodeAttentionProbs(pass, scratch, plan, { q, kv, rowStats, probs }, masks);
   return { attention, probs, probsBytes };
 }
 
@@ -83,8 +84,16 @@ async function readBack(scratch: CallScratch, encoder: GPUCommandEncoder, source
   return out;
 }
 
+/** A KV cache on the GPU: one buffer, K [B, G, maxSeqLen, Dh] then V [B, G, maxSeqLen, Dh], f32. */
+export interface GpuKvCache {
+  buffer: GPUBuffer;
+  maxSeqLen: number;
+  /** Floats from the start of the buffer to V. */
+  vBase: number;
+}
+
 /** Runs one planned forward on the GPU and reads the output [B, Sq, E] (and P [B, H, Sq, Skv] if asked) back. */
-export async function forwardWebGPU(pool: BufferPool, weights: GpuLayerWeights, plan: ForwardPlan): Promise<ForwardResult> {
+export async function forwardWebGPU(pool: BufferPool, weights: GpuLayerWeights, plan: ForwardPlan, cache: GpuKvCache | null = null): Promise<ForwardResult> {
   const device = pool.device;
   const { batches, qRows } = headLayout(plan);
   const E = plan.layer.embedDim;
@@ -93,15 +102,22 @@ export async function forwardWebGPU(pool: BufferPool, weights: GpuLayerWeights, 
     const query = write(scratch, plan.query, 'query');                                  // [B, Sq, E]
     const key = plan.mode === 'cross' ? write(scratch, plan.key, 'key') : query;         // [B, Skv, kdim]
     const value = plan.mode !== 'cross' ? query : plan.value === plan.key ? key : write(scratch, plan.value, 'value');
-    const qkv = scratch.storage(qkvLayout(plan).total * 4, 'qkv');                      // Q ++ K ++ V, head-split
+    const { numHeads: H, headDim: Dh } = plan.layer;
+    // Q ++ K ++ V head-split in one scratch buffer; with a KV cache, Q alone, and K, V in the cache.
+    const targets: QkvTargets = cache && plan.cache
+      ? {
+          q: scratch.storage(plan.batchSize * H * plan.seqLen * Dh * 4, 'q'),
+          kv: { buffer: cache.buffer, kBase: 0, vBase: cache.vBase, stride: cache.maxSeqLen, row0: plan.cache.start },
+        }
+      : packedTargets(plan, scratch.storage(qkvLayout(plan).total * 4, 'qkv'));
     const masks = uploadMasks(scratch, plan);
     const outputBytes = batches * qRows * E * 4;
     const y = scratch.storage(outputBytes, 'y');                                         // Y [B, Sq, E]
 
     const encoder = device.createCommandEncoder({ label: 'MultiHeadAttention.forward' });
     const pass = encoder.beginComputePass({ label: 'MultiHeadAttention.forward.pass' });
-    encodeQkvProjection(pass, scratch, plan, { query, key, value }, weights.projection, qkv);
-    const { attention, probs, probsBytes } = encodeAttention(pass, scratch, plan, qkv, masks);
+    encodeQkvProjection(pass, scratch, plan, { query, key, value }, weights.projection, targets);
+    const { attention, probs, probsBytes } = encodeAttention(pass, scratch, plan, targets, masks);
     encodeOutputProjection(pass, scratch, plan, { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y });
     pass.end();
     const sources = [{ buffer: y, bytes: outputBytes }, ...(probs ? [{ buffer: probs, bytes: probsBytes }] : [])];
@@ -125,7 +141,7 @@ export async function attendWebGPU(pool: BufferPool, plan: ForwardPlan, q: Float
     const masks = uploadMasks(scratch, plan);
     const encoder = device.createCommandEncoder({ label: 'scaledDotProductAttention' });
     const pass = encoder.beginComputePass({ label: 'scaledDotProductAttention.pass' });
-    const { attention, probs, probsBytes } = encodeAttention(pass, scratch, plan, qkv, masks);
+    const { attention, probs, probsBytes } = encodeAttention(pass, scratch, plan, packedTargets(plan, qkv), masks);
     pass.end();
     const sources = [{ buffer: attention, bytes: q.byteLength }, ...(probs ? [{ buffer: probs, bytes: probsBytes }] : [])];
     const [output, attentionWeights] = await readBack(scratch, encoder, sources);

@@ -7,7 +7,7 @@ import { packUniforms } from '../buffers.ts';
 import { getPipeline, withConstants } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import type { MaskBuffers } from './masks.ts';
-import { qkvLayout } from './qkv-projection.ts';
+import type { KvTarget } from './qkv-projection.ts';
 
 const BR = 32;     // query rows per workgroup (one per invocation)
 const MAX_BC = 32; // keys per tile, at most
@@ -22,12 +22,12 @@ export function encodeFlashAttention(
   pass: GPUComputePassEncoder,
   scratch: CallScratch,
   plan: ForwardPlan,
-  buffers: { qkv: GPUBuffer; attention: GPUBuffer; rowStats: GPUBuffer },
+  buffers: { q: GPUBuffer; kv: KvTarget; attention: GPUBuffer; rowStats: GPUBuffer },
   masks: MaskBuffers,
 ): void {
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
   const { batches, qRows } = headLayout(plan);
-  const layout = qkvLayout(plan);
+  const { kv } = buffers;
   const device = scratch.device;
   const BC = keysPerTile(Dh, device.limits.maxComputeWorkgroupStorageSize);
   const pipeline = getPipeline(device, {
@@ -38,11 +38,11 @@ export function encodeFlashAttention(
   const params = scratch.uniforms(
     packUniforms([
       ['u32', H], ['u32', G], ['u32', plan.seqLen], ['u32', plan.kvSeqLen],
-      ['u32', layout.kBase / 4], ['u32', layout.vBase / 4],
+      ['u32', kv.kBase / 4], ['u32', kv.vBase / 4],
       ['u32', plan.isCausal ? 1 : 0], ['u32', plan.masks.window],
       ['f32', Math.LOG2E / Math.sqrt(Dh)],
       ['u32', masks.maskMode], ['u32', masks.hasPadding], ['u32', masks.hasHeadMask],
-      ['u32', plan.mode === 'packed' ? 1 : 0], ['u32', plan.seqLen],
+      ['u32', plan.mode === 'packed' ? 1 : 0], ['u32', plan.seqLen], ['u32', kv.stride],
     ]),
     'FlashAttention.params',
   );
@@ -52,13 +52,14 @@ export function encodeFlashAttention(
     layout: pipeline.getBindGroupLayout(0),
     entries: [
       { binding: 0, resource: { buffer: params } },
-      { binding: 1, resource: { buffer: buffers.qkv, size: layout.total * 4 } },      // Q ++ K ++ V
+      { binding: 1, resource: { buffer: buffers.q } },                              // Q [B, H, Sq, Dh] (++ K ++ V)
       { binding: 2, resource: { buffer: buffers.attention, size: rows * Dh * 4 } },   // O [B, H, Sq, Dh]
       { binding: 3, resource: { buffer: buffers.rowStats, size: rows * 8 } },         // (m, l) [B, H, Sq]
       { binding: 4, resource: { buffer: masks.attnMask } },
       { binding: 5, resource: { buffer: masks.padding } },
       { binding: 6, resource: { buffer: masks.headMask } },
       { binding: 7, resource: { buffer: masks.cuSeqlens } },
+      { binding: 8, resource: { buffer: kv.buffer } },                              // K ++ V [B, G, stride, Dh]
     ],
   });
   pass.setPipeline(pipeline);

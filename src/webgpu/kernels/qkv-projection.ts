@@ -21,6 +21,29 @@ export function qkvLayout(plan: ForwardPlan): { kBase: number; vBase: number; to
   return { kBase, vBase, total: vBase + batches * G * kvRows * Dh };
 }
 
+/** Where K and V go and are read from: a buffer holding K then V, [B, G, stride, Dh] each (in floats). */
+export interface KvTarget {
+  buffer: GPUBuffer;
+  kBase: number;
+  vBase: number;
+  /** Rows per (b, g) block: Skv, or a KV cache's maxSeqLen. */
+  stride: number;
+  /** First row written by this call: 0, or the cache's length. */
+  row0: number;
+}
+
+/** Where the projection writes: Q (and, without a cache, K and V) into `q`; K and V into `kv`. */
+export interface QkvTargets {
+  q: GPUBuffer;
+  kv: KvTarget;
+}
+
+/** Targets for a plan without a KV cache: Q, K, V back to back in one buffer (qkvLayout). */
+export function packedTargets(plan: ForwardPlan, qkv: GPUBuffer): QkvTargets {
+  const layout = qkvLayout(plan);
+  return { q: qkv, kv: { buffer: qkv, kBase: layout.kBase, vBase: layout.vBase, stride: headLayout(plan).kvRows, row0: 0 } };
+}
+
 /** The layer's projection weights on the GPU: the packed [(H+2G)·Dh, E] matrix, or q, k, v apart (kdim/vdim ≠ E). */
 export type ProjectionWeights =
   | { packed: GPUBuffer; bias: GPUBuffer }
@@ -35,6 +58,7 @@ export interface ProjectionInputs {
 
 interface Part {
   x: GPUBuffer;
+  out: GPUBuffer; // Q's buffer for Q columns, K/V's for K and V columns
   weight: GPUBuffer;
   rows: number;   // S of this input
   inDim: number;  // K
@@ -49,25 +73,30 @@ export function encodeQkvProjection(
   plan: ForwardPlan,
   inputs: ProjectionInputs,
   weights: ProjectionWeights,
-  qkv: GPUBuffer,
+  targets: QkvTargets,
 ): void {
   const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = plan.layer;
   const { batches, qRows, kvRows } = headLayout(plan);
   const w = (part: 'q' | 'k' | 'v') => ('packed' in weights ? weights.packed : weights[part]);
   const row0 = (slot0: number) => ('packed' in weights ? slot0 * Dh : 0);
+  const { q: qOut, kv } = targets;
   const parts: Part[] =
-    plan.mode !== 'cross'
-      ? [{ x: inputs.query, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H + 2 * G, wRow0: 0 }]
-      : [
-          { x: inputs.query, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H, wRow0: 0 },
-          ...(inputs.key === inputs.value && 'packed' in weights
-            ? [{ x: inputs.key, weight: w('k'), rows: kvRows, inDim: kdim, slot0: H, slots: 2 * G, wRow0: row0(H) }]
-            : [
-                { x: inputs.key, weight: w('k'), rows: kvRows, inDim: kdim, slot0: H, slots: G, wRow0: row0(H) },
-                { x: inputs.value, weight: w('v'), rows: kvRows, inDim: vdim, slot0: H + G, slots: G, wRow0: row0(H + G) },
-              ]),
-        ];
-  const layout = qkvLayout(plan);
+    plan.cache
+      ? [ // a KV cache: Q to its own buffer; the new tokens' K and V (from the query) into the cache
+          { x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H, wRow0: 0 },
+          { x: inputs.query, out: kv.buffer, weight: w('k'), rows: qRows, inDim: E, slot0: H, slots: 2 * G, wRow0: row0(H) },
+        ]
+      : plan.mode !== 'cross'
+        ? [{ x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H + 2 * G, wRow0: 0 }]
+        : [
+            { x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H, wRow0: 0 },
+            ...(inputs.key === inputs.value && 'packed' in weights
+              ? [{ x: inputs.key, out: kv.buffer, weight: w('k'), rows: kvRows, inDim: kdim, slot0: H, slots: 2 * G, wRow0: row0(H) }]
+              : [
+                  { x: inputs.key, out: kv.buffer, weight: w('k'), rows: kvRows, inDim: kdim, slot0: H, slots: G, wRow0: row0(H) },
+                  { x: inputs.value, out: kv.buffer, weight: w('v'), rows: kvRows, inDim: vdim, slot0: H + G, slots: G, wRow0: row0(H + G) },
+                ]),
+          ];
   const pipeline = getPipeline(scratch.device, { label: 'QkvProjection', code: source, constants: { WG_X, WG_Y } });
   for (const part of parts) {
     const M = batches * part.rows;
@@ -75,7 +104,8 @@ export function encodeQkvProjection(
     const params = scratch.uniforms(
       packUniforms([
         ['u32', M], ['u32', N], ['u32', part.inDim / 4], ['u32', part.rows], ['u32', H], ['u32', G], ['u32', Dh / 4],
-        ['u32', layout.kBase / 4], ['u32', layout.vBase / 4], ['u32', part.slot0], ['u32', part.wRow0],
+        ['u32', kv.kBase / 4], ['u32', kv.vBase / 4], ['u32', part.slot0], ['u32', part.wRow0],
+        ['u32', kv.stride], ['u32', kv.row0],
       ]),
       'QkvProjection.params',
     );
@@ -87,7 +117,7 @@ export function encodeQkvProjection(
         { binding: 1, resource: { buffer: part.x, size: M * part.inDim * 4 } },              // X [B·S, K]
         { binding: 2, resource: { buffer: part.weight } },                                  // W [·, K]
         { binding: 3, resource: { buffer: weights.bias, size: (H + 2 * G) * Dh * 4 } },     // b [(H+2G)·Dh]
-        { binding: 4, resource: { buffer: qkv, size: layout.total * 4 } },
+        { binding: 4, resource: { buffer: part.out } },
       ],
     });
     pass.setPipeline(pipeline);

@@ -1,0 +1,68 @@
+// KvCache: the keys and values of the positions a layer has seen, for decoding one token (or a few)
+// at a time. Made by MultiHeadAttention.createKvCache; the storage is the backend's (GPU buffers on
+// WebGPU, arrays on the CPU), the bookkeeping is here and the same for both.
+
+import { DisposedError } from './errors.ts';
+
+/** What a backend keeps for a cache: K and V [B, G, maxSeqLen, Dh]. */
+export interface KvCacheStorage {
+  /** Empties the storage for reuse (a backend may reallocate, e.g. after a device loss). */
+  reset(): void;
+  dispose(): void;
+}
+
+export class KvCache {
+  /** B */
+  readonly batchSize: number;
+  /** The most positions it can hold. */
+  readonly maxSeqLen: number;
+  private filled = 0;
+  private storageImpl: KvCacheStorage | null;
+  /** @internal A forward is appending to it. */
+  busy = false;
+
+  /** @internal Use MultiHeadAttention.createKvCache. */
+  constructor(
+    batchSize: number,
+    maxSeqLen: number,
+    storage: KvCacheStorage,
+    /** @internal The layer that made it (a cache serves that layer only). */
+    readonly owner: object,
+  ) {
+    this.batchSize = batchSize;
+    this.maxSeqLen = maxSeqLen;
+    this.storageImpl = storage;
+  }
+
+  /** How many positions are filled. */
+  get length(): number {
+    return this.filled;
+  }
+
+  /** Empties the cache (length 0); its memory stays for reuse. */
+  reset(): void {
+    this.storage.reset();
+    this.filled = 0;
+  }
+
+  /** Releases its memory at once; using it afterwards throws. */
+  dispose(): void {
+    this.storageImpl?.dispose();
+    this.storageImpl = null;
+  }
+
+  get disposed(): boolean {
+    return this.storageImpl === null;
+  }
+
+  /** @internal */
+  get storage(): KvCacheStorage {
+    if (!this.storageImpl) throw new DisposedError('KvCache', 'Create a new one with mha.createKvCache().');
+    return this.storageImpl;
+  }
+
+  /** @internal After a forward appended `n` positions. */
+  advance(n: number): void {
+    this.filled += n;
+  }
+}

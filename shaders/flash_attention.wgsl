@@ -29,6 +29,12 @@
 // rather than folded into one log-sum-exp m + log2(l): with logits in the thousands, that sum would
 // round away l's contribution at float32's spacing there, ~1e-4.)
 //
+// Split-KV ("flash-decoding"): with few query rows (Sq ≤ BR) and many keys, one workgroup per query
+// tile would leave most of a device idle. The host then sets splitChunk > 0: workgroup x is a split of
+// the keys, [x·splitChunk, (x+1)·splitChunk), and each writes its unnormalised accumulator and (m, l)
+// to split x's slice of `out` and `rowStats` [splits, B, H, Sq]; decode_merge.wgsl combines them with
+// their log-sum-exp into O and the row statistics.
+//
 // Host guarantees: prepends `const DH4: u32` (Dh / 4, 1…64) and `const BC: u32` (keys per tile) so
 // the register arrays have fixed sizes; 2·BC·Dh·4 bytes fit maxComputeWorkgroupStorageSize; unused
 // optional buffers are bound to a small dummy; masked attnMask entries hold MASKED (host converts
@@ -50,6 +56,8 @@ struct Params {
   packed: u32,       // 1: cuSeqlens gives each sequence's rows
   totalRows: u32,    // packed: T
   kvStride: u32,     // rows per (b, g) block of K and V
+  splitChunk: u32,   // > 0: split-KV, workgroup x covers keys [x·splitChunk, (x+1)·splitChunk); a multiple of BC
+  splitRows: u32,    // split-KV: B·H·Sq, the rows of one split's slice of out and rowStats
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -90,7 +98,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     qHead = h * params.totalRows + start;
     kvHeadRow = kvHead * params.kvStride + start;
   }
-  let firstRow = wid.x * BR;
+  let split = wid.x;
+  let firstRow = select(wid.x * BR, 0u, params.splitChunk > 0u);
   if (firstRow >= Sq) {
     return;  // a tile past a short packed sequence: the whole workgroup leaves, uniformly
   }
@@ -113,6 +122,11 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
       rowStart = u32(clamp(i32(iq) + offset - i32(params.window) + 1, 0, i32(Skv)));
       tileStart = u32(clamp(i32(firstRow) + offset - i32(params.window) + 1, 0, i32(Skv))) / BC * BC;
     }
+  }
+
+  if (params.splitChunk > 0u) {
+    tileStart = max(tileStart, split * params.splitChunk);
+    tileEnd = min(tileEnd, (split + 1u) * params.splitChunk);
   }
 
   // q: this row of Q, scaled; acc: unnormalised output row.
@@ -194,7 +208,14 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     workgroupBarrier();
   }
 
-  if (i < Sq) {
+  if (i < Sq && params.splitChunk > 0u) {
+    // Split-KV: this split's partial result, unnormalised, for decode_merge.wgsl.
+    let partRow = split * params.splitRows + qHead + i;
+    rowStats[partRow] = vec2<f32>(m, l);
+    for (var d = 0u; d < DH4; d++) {
+      out[partRow * DH4 + d] = acc[d];
+    }
+  } else if (i < Sq) {
     let outRow = qHead + i;
     rowStats[outRow] = vec2<f32>(m, l);
     var scale = select(0.0, 1.0 / l, l > 0.0);  // a row that saw no key gives 0

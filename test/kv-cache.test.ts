@@ -118,3 +118,52 @@ test('WebGPU: after a device loss the cache reports its keys and values lost; re
   expect(Array.from(r.output)).toEqual(Array.from(plain.output));
   engine.dispose();
 });
+
+describe('split-KV decoding (flash-decoding): a few queries over a long cache', () => {
+  test.each(['webgpu', 'cpu'] as const)('decode steps over ~700 cached positions equal the whole causal forward (%s)', async (backend) => {
+    const engine = engines.of(backend);
+    const layer = { embedDim: 32, numHeads: 4, numKvHeads: 2 };
+    const B = 2;
+    const S = 700;
+    const E = 32;
+    const x = uniform(B * S * E, 1, mulberry32(70));
+    const mha = engine.createMultiHeadAttention(layer, randomStateDict(layer, 70));
+    const whole = await mha.forward(x, { batchSize: B, seqLen: S, isCausal: true });
+    const cache = mha.createKvCache({ batchSize: B, maxSeqLen: S });
+    await mha.forward(rows(x, B, S, E, 0, 690), { batchSize: B, seqLen: 690, kvCache: cache, isCausal: true });
+    for (let s = 690; s < S; s++) {
+      const step = await mha.forward(rows(x, B, S, E, s, s + 1), { batchSize: B, seqLen: 1, kvCache: cache, isCausal: true, needWeights: s === S - 1 });
+      expectClose(step.output, rows(whole.output, B, S, E, s, s + 1), f32Tolerance([E, S, E]), `position ${s}`);
+      if (step.attentionWeights) {
+        // [B, H, 1, S]: each row sums to 1 over all 700 cached keys.
+        for (let r = 0; r < B * 4; r++) {
+          const sum = step.attentionWeights.subarray(r * S, (r + 1) * S).reduce((a, p) => a + p, 0);
+          expect(Math.abs(sum - 1)).toBeLessThan(1e-4);
+        }
+      }
+    }
+    mha.dispose();
+  });
+
+  test('cross-attention with 5 queries and 1000 keys, padding, a head mask and weights: WebGPU (split) vs CPU', async () => {
+    const layer = { embedDim: 32, numHeads: 4 };
+    const sd = randomStateDict(layer, 71);
+    const r = mulberry32(71);
+    const B = 2;
+    const Sq = 5;
+    const Skv = 1000;
+    const pad = Uint8Array.from({ length: B * Skv }, (_, i) => (i < Skv ? 1 : r() < 0.3 ? 1 : 0)); // batch 0: every key ignored
+    const kv = uniform(B * Skv * 32, 1, r);
+    const options = { batchSize: B, seqLen: Sq, kvSeqLen: Skv, key: kv, value: kv, keyPaddingMask: pad, headMask: Float32Array.from([1, 0.5, 0, 2]), needWeights: true };
+    const x = uniform(B * Sq * 32, 1, r);
+    const a = engines.gpu.createMultiHeadAttention(layer, sd);
+    const c = engines.cpu.createMultiHeadAttention(layer, sd);
+    const g = await withErrorScopes(engines.gpu.device!, () => a.forward(x, options));
+    const ref = await c.forward(x, options);
+    expectClose(g.output, ref.output, f32Tolerance([32, Skv, 32]), 'output');
+    expectClose(g.attentionWeights!, ref.attentionWeights!, f32Tolerance([32, Skv]), 'attentionWeights');
+    for (let i = 0; i < Sq * 32; i++) expect(g.output[i]).toBeCloseTo(sd['out_proj.bias'][i % 32], 6); // batch 0 saw no key
+    a.dispose();
+    c.dispose();
+  });
+});

@@ -6,11 +6,27 @@ import { type ForwardPlan, headLayout } from '../../plan.ts';
 import { packUniforms } from '../buffers.ts';
 import { getPipeline, withConstants } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
+import { encodeDecodeMerge } from './decode-merge.ts';
 import type { MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
 
 const BR = 32;     // query rows per workgroup (one per invocation)
 const MAX_BC = 32; // keys per tile, at most
+
+/** Split-KV: keys per split, roughly, and the most splits. */
+const SPLIT_KEYS = 256;
+const MAX_SPLITS = 32;
+
+/**
+ * Split-KV ("flash-decoding") for a call with one query tile and many keys (a decode step on a long
+ * cache): how many splits, and the keys each covers (a multiple of BC). Null when it does not pay.
+ */
+export function splitKv(plan: ForwardPlan, BC: number): { splits: number; chunk: number } | null {
+  if (plan.mode === 'packed' || plan.seqLen > BR || plan.kvSeqLen < 2 * SPLIT_KEYS) return null;
+  const want = Math.min(MAX_SPLITS, Math.ceil(plan.kvSeqLen / SPLIT_KEYS));
+  const chunk = Math.ceil(Math.ceil(plan.kvSeqLen / want) / BC) * BC;
+  return { splits: Math.ceil(plan.kvSeqLen / chunk), chunk };
+}
 
 /** Keys per tile: as many as fit K and V tiles in `workgroupBytes` of workgroup memory, up to MAX_BC. */
 export function keysPerTile(headDim: number, workgroupBytes: number): number {
@@ -35,6 +51,11 @@ export function encodeFlashAttention(
     code: withConstants(source, { DH4: Dh / 4, BC }),
     constants: { BR },
   });
+  const rows = batches * H * qRows;
+  // Split-KV writes partial results to scratch, then decode_merge.wgsl combines them.
+  const split = splitKv(plan, BC);
+  const out = split ? scratch.storage(split.splits * rows * Dh * 4, 'splitPartial') : buffers.attention;
+  const stats = split ? scratch.storage(split.splits * rows * 8, 'splitStats') : buffers.rowStats;
   const params = scratch.uniforms(
     packUniforms([
       ['u32', H], ['u32', G], ['u32', plan.seqLen], ['u32', plan.kvSeqLen],
@@ -43,18 +64,18 @@ export function encodeFlashAttention(
       ['f32', Math.LOG2E / Math.sqrt(Dh)],
       ['u32', masks.maskMode], ['u32', masks.hasPadding], ['u32', masks.hasHeadMask],
       ['u32', plan.mode === 'packed' ? 1 : 0], ['u32', plan.seqLen], ['u32', kv.stride],
+      ['u32', split?.chunk ?? 0], ['u32', rows],
     ]),
     'FlashAttention.params',
   );
-  const rows = batches * H * qRows;
   const bindGroup = device.createBindGroup({
     label: 'FlashAttention.bindGroup',
     layout: pipeline.getBindGroupLayout(0),
     entries: [
       { binding: 0, resource: { buffer: params } },
       { binding: 1, resource: { buffer: buffers.q } },                              // Q [B, H, Sq, Dh] (++ K ++ V)
-      { binding: 2, resource: { buffer: buffers.attention, size: rows * Dh * 4 } },   // O [B, H, Sq, Dh]
-      { binding: 3, resource: { buffer: buffers.rowStats, size: rows * 8 } },         // (m, l) [B, H, Sq]
+      { binding: 2, resource: { buffer: out } },    // O [B, H, Sq, Dh], or the splits' partial accumulators
+      { binding: 3, resource: { buffer: stats } },  // (m, l) [B, H, Sq], or per split
       { binding: 4, resource: { buffer: masks.attnMask } },
       { binding: 5, resource: { buffer: masks.padding } },
       { binding: 6, resource: { buffer: masks.headMask } },
@@ -65,6 +86,13 @@ export function encodeFlashAttention(
   pass.setPipeline(pipeline);
   pass.setBindGroup(0, bindGroup);
   // Packed: one workgroup column per sequence, as many query tiles as the longest needs (shorter
-  // sequences' extra tiles return at once).
-  pass.dispatchWorkgroups(Math.ceil(plan.maxSeqLen / BR), H, plan.batchSize);
+  // sequences' extra tiles return at once). Split-KV: one workgroup column per split.
+  pass.dispatchWorkgroups(split ? split.splits : Math.ceil(plan.maxSeqLen / BR), H, plan.batchSize);
+  if (split) {
+    encodeDecodeMerge(
+      pass, scratch,
+      { rows, splits: split.splits, headDim: Dh, numHeads: H, seqLen: qRows, hasHeadMask: masks.hasHeadMask },
+      { partial: out, parts: stats, attention: buffers.attention, rowStats: buffers.rowStats, headMask: masks.headMask },
+    );
+  }
 }

@@ -2,11 +2,11 @@
 
 import type { KvCacheStorage } from './kv-cache.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from './plan.ts';
-import type { BackendKind, EngineStats, ForwardResult } from './types.ts';
+import type { BackendKind, BufferForwardResult, EngineStats, ForwardResult } from './types.ts';
 
 export interface BackendLayer {
   /** Runs a resolved plan (its inputs included). Returns the output [B, Sq, E] (and the probabilities when plan.needWeights). */
-  forward(plan: ForwardPlan): Promise<ForwardResult>;
+  forward(plan: ForwardPlan): Promise<ForwardResult | BufferForwardResult>;
   /** Storage for a KV cache of this layer: K and V [B, G, maxSeqLen, Dh]. */
   createCacheStorage(batchSize: number, maxSeqLen: number): KvCacheStorage;
   /** Releases what the layer holds (GPU weights) at once. */

@@ -26,6 +26,7 @@ export type {
   MaskOptions,
   ScaledDotProductAttentionOptions,
   ForwardResult,
+  BufferForwardResult,
   MultiHeadAttentionConfig,
   StateDict,
 } from './types.ts';

@@ -6,7 +6,7 @@ import { DisposedError } from './errors.ts';
 import { KvCache } from './kv-cache.ts';
 import { type LayerSpec, resolveForwardPlan } from './plan.ts';
 import { rejectUnknownKeys, requireObject, requirePositiveInteger } from './validate.ts';
-import type { ForwardOptions, ForwardResult } from './types.ts';
+import type { BatchedForwardOptions, BufferForwardResult, ForwardOptions, ForwardResult } from './types.ts';
 
 export class MultiHeadAttention {
   /** E */
@@ -35,11 +35,14 @@ export class MultiHeadAttention {
   }
 
   /**
-   * Self-attention over `query` [B, S, E] (batch first). Resolves to `{ output }` [B, S, E], plus
+   * Attention over `query` [B, S, E] (batch first; a Float32Array, or a GPUBuffer on the engine's
+   * device that the caller keeps owning). Resolves to `{ output }` [B, S, E], plus
    * `attentionWeights` [B, H, S, S] (per-head probabilities) with `needWeights: true`.
    * Rejects with a typed error, before any GPU work, when an argument is wrong.
    */
-  async forward(query: Float32Array, options: ForwardOptions): Promise<ForwardResult> {
+  forward(query: Float32Array | GPUBuffer, options: BatchedForwardOptions & { returnBuffer: true }): Promise<BufferForwardResult>;
+  forward(query: Float32Array | GPUBuffer, options: ForwardOptions): Promise<ForwardResult>;
+  async forward(query: Float32Array | GPUBuffer, options: ForwardOptions): Promise<ForwardResult | BufferForwardResult> {
     if (!this.impl) {
       throw new DisposedError('MultiHeadAttention.forward: this layer', 'Create a new layer with engine.createMultiHeadAttention().');
     }

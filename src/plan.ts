@@ -74,6 +74,13 @@ export interface ForwardPlan {
    * cache, and the queries attend over rows 0 … Skv − 1 (Skv = start + Sq).
    */
   cache: { cache: KvCache; start: number } | null;
+  /**
+   * GPU-resident inputs: where a GPUBuffer was passed, it is here and the array above is empty.
+   * The caller keeps owning these buffers.
+   */
+  gpu: { query: GPUBuffer | null; key: GPUBuffer | null; value: GPUBuffer | null } | null;
+  /** Leave the output (and weights) in new GPU buffers the caller owns, without a readback. */
+  returnBuffer: boolean;
 }
 
 /** A private copy of a layer's weights (the packed matrix and its q/k/v views stay consistent). */
@@ -102,8 +109,28 @@ export function headLayout(plan: ForwardPlan): { batches: number; qRows: number;
 const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'dropout'] as const;
 const FORWARD_KEYS = [
   'batchSize', 'seqLen', 'isCausal', 'needWeights', 'key', 'value', 'kvSeqLen',
-  'keyPaddingMask', 'attnMask', 'window', 'headMask', 'cuSeqlens', 'kvCache', 'dropout',
+  'keyPaddingMask', 'attnMask', 'window', 'headMask', 'cuSeqlens', 'kvCache', 'returnBuffer', 'dropout',
 ] as const;
+
+const STORAGE_USAGE = 0x80; // GPUBufferUsage.STORAGE
+const NO_DATA = new Float32Array(0);
+
+function isGpuBuffer(value: unknown): value is GPUBuffer {
+  return typeof value === 'object' && value !== null && typeof (value as GPUBuffer).mapAsync === 'function' &&
+    typeof (value as GPUBuffer).size === 'number' && typeof (value as GPUBuffer).usage === 'number';
+}
+
+/** A tensor argument: a Float32Array of `length`, or a GPUBuffer holding at least that many f32 with STORAGE usage. */
+function tensorInput(where: string, argument: string, value: unknown, length: number, shape: string): { host: Float32Array; gpu: GPUBuffer | null } {
+  if (!isGpuBuffer(value)) return { host: requireFloat32Array(where, argument, value, length, shape), gpu: null };
+  if (!(value.usage & STORAGE_USAGE)) {
+    throw new InvalidArgumentError({ where, argument, expected: 'a GPUBuffer with GPUBufferUsage.STORAGE', given: `a buffer of usage 0x${value.usage.toString(16)}`, fix: 'Create it with usage STORAGE (| COPY_DST to fill it).' });
+  }
+  if (value.size < length * 4) {
+    throw new ShapeMismatchError({ where, argument, expected: `a GPUBuffer of at least ${length * 4} bytes (${shape} float32)`, given: `${value.size} bytes` });
+  }
+  return { host: NO_DATA, gpu: value };
+}
 
 function refuseDropout(where: string, argument: string, value: unknown): void {
   if (value === undefined || value === 0) return;
@@ -302,7 +329,7 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
   const window = resolveWindow(where, o.window);
 
   if (o.cuSeqlens !== undefined) {
-    for (const name of ['batchSize', 'seqLen', 'key', 'value', 'kvSeqLen', 'keyPaddingMask', 'attnMask', 'needWeights', 'kvCache'] as const) {
+    for (const name of ['batchSize', 'seqLen', 'key', 'value', 'kvSeqLen', 'keyPaddingMask', 'attnMask', 'needWeights', 'kvCache', 'returnBuffer'] as const) {
       if (o[name] === undefined) continue;
       throw new UnsupportedError({
         where, argument: `options.${name}`, expected: 'left out with cuSeqlens', given: describe(o[name]),
@@ -319,6 +346,7 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
       layer: spec, mode: 'packed', batchSize: n, seqLen: T, kvSeqLen: T, isCausal, needWeights: false,
       masks: { attnMask: null, attnMaskPerHead: false, keyPaddingMask: null, window: clampWindow(window, maxLen, maxLen), headMask: o.headMask === undefined ? null : resolveHeadMask(where, o.headMask, n, H) },
       cuSeqlens: cu, maxSeqLen: maxLen, query: query as Float32Array, key: query as Float32Array, value: query as Float32Array, cache: null,
+      gpu: null, returnBuffer: false,
     };
   }
 
@@ -334,9 +362,15 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
       fix: 'Pass a Float32Array laid out [batchSize, seqLen, embedDim] (batch first), or fix batchSize/seqLen.',
     });
   }
-  requireFloat32Array(where, 'query', query, length, `[batchSize, seqLen, embedDim] = [${batchSize}, ${seqLen}, ${E}] = ${length}`);
+  const q = tensorInput(where, 'query', query, length, `[batchSize, seqLen, embedDim] = [${batchSize}, ${seqLen}, ${E}] = ${length}`);
+  const returnBuffer = o.returnBuffer === undefined ? false : requireBoolean(where, 'options.returnBuffer', o.returnBuffer);
+  const withGpu = (plan: ForwardPlan, key: GPUBuffer | null = null, value: GPUBuffer | null = null): ForwardPlan => ({
+    ...plan,
+    gpu: q.gpu || key || value ? { query: q.gpu, key, value } : null,
+    returnBuffer,
+  });
 
-  if (o.kvCache !== undefined) return resolveCachedPlan(where, spec, query as Float32Array, o, batchSize, seqLen, isCausal, needWeights, window, owner);
+  if (o.kvCache !== undefined) return withGpu(resolveCachedPlan(where, spec, q.host, o, batchSize, seqLen, isCausal, needWeights, window, owner));
 
   // Cross-attention: key and value come together; kvSeqLen defaults to seqLen.
   const cross = o.key !== undefined || o.value !== undefined;
@@ -358,17 +392,19 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
     throw new InvalidArgumentError({ where, argument: 'options.kvSeqLen', expected: `equal to seqLen (${seqLen}) without key and value`, given: String(kvSeqLen), fix: 'Pass key and value for cross-attention.' });
   }
   const key = cross
-    ? requireFloat32Array(where, 'options.key', o.key, batchSize * kvSeqLen * spec.kdim, `[B, Skv, kdim] = [${batchSize}, ${kvSeqLen}, ${spec.kdim}] = ${batchSize * kvSeqLen * spec.kdim}`)
-    : (query as Float32Array);
+    ? tensorInput(where, 'options.key', o.key, batchSize * kvSeqLen * spec.kdim, `[B, Skv, kdim] = [${batchSize}, ${kvSeqLen}, ${spec.kdim}] = ${batchSize * kvSeqLen * spec.kdim}`)
+    : q;
   const value = cross
-    ? requireFloat32Array(where, 'options.value', o.value, batchSize * kvSeqLen * spec.vdim, `[B, Skv, vdim] = [${batchSize}, ${kvSeqLen}, ${spec.vdim}] = ${batchSize * kvSeqLen * spec.vdim}`)
-    : (query as Float32Array);
+    ? o.value === o.key
+      ? key
+      : tensorInput(where, 'options.value', o.value, batchSize * kvSeqLen * spec.vdim, `[B, Skv, vdim] = [${batchSize}, ${kvSeqLen}, ${spec.vdim}] = ${batchSize * kvSeqLen * spec.vdim}`)
+    : q;
 
-  return {
+  return withGpu({
     layer: spec, mode: cross ? 'cross' : 'self', batchSize, seqLen, kvSeqLen, isCausal, needWeights,
     masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
-    cuSeqlens: null, maxSeqLen: seqLen, query: query as Float32Array, key, value, cache: null,
-  };
+    cuSeqlens: null, maxSeqLen: seqLen, query: q.host, key: key.host, value: value.host, cache: null, gpu: null, returnBuffer: false,
+  }, cross ? key.gpu : null, cross ? value.gpu : null);
 }
 
 /** forward(x, { kvCache }): the new tokens' K/V are appended, and the queries see everything cached. */
@@ -407,7 +443,7 @@ function resolveCachedPlan(
   return {
     layer: spec, mode: 'self', batchSize, seqLen, kvSeqLen, isCausal, needWeights,
     masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
-    cuSeqlens: null, maxSeqLen: seqLen, query, key: query, value: query, cache: { cache, start },
+    cuSeqlens: null, maxSeqLen: seqLen, query, key: query, value: query, cache: { cache, start }, gpu: null, returnBuffer: false,
   };
 }
 
@@ -467,6 +503,6 @@ export function resolveAttentionPlan(query: unknown, key: unknown, value: unknow
   return {
     layer, mode: 'cross', batchSize: B, seqLen: Sq, kvSeqLen: Skv, isCausal, needWeights,
     masks: resolveMasks(where, o, B, H, Sq, Skv, clampWindow(resolveWindow(where, o.window), Sq, Skv)),
-    cuSeqlens: null, maxSeqLen: Sq, query: q, key: k, value: v, cache: null,
+    cuSeqlens: null, maxSeqLen: Sq, query: q, key: k, value: v, cache: null, gpu: null, returnBuffer: false,
   };
 }

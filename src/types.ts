@@ -79,6 +79,12 @@ export interface BatchedForwardOptions extends MaskOptions {
    * average_attn_weights=False. They take B·H·Sq·Skv floats; the output does not need them. Default false.
    */
   needWeights?: boolean;
+  /**
+   * Leave the output [B, S, E] (and, with needWeights, the weights) in new GPUBuffers and resolve to
+   * `{ outputBuffer, attentionWeightsBuffer? }` without reading back: for chaining layers or handing
+   * the result to other WebGPU code. The caller owns the returned buffers (destroy() them). WebGPU only.
+   */
+  returnBuffer?: boolean;
   /** Refused unless 0: this engine is inference only. */
   dropout?: number;
   cuSeqlens?: undefined;
@@ -108,6 +114,14 @@ export interface ScaledDotProductAttentionOptions extends MaskOptions {
   headDim: number;
   needWeights?: boolean;
   dropout?: number;
+}
+
+/** What forward resolves to with `returnBuffer: true`. The caller owns (and destroys) these buffers. */
+export interface BufferForwardResult {
+  /** [B, S, E] float32, usage STORAGE | COPY_SRC | COPY_DST, on the engine's device. */
+  outputBuffer: GPUBuffer;
+  /** [B, H, Sq, Skv] float32, with needWeights. */
+  attentionWeightsBuffer?: GPUBuffer;
 }
 
 export interface ForwardResult {

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
   type AttentionEngine,
+  type ForwardOptions,
   InvalidArgumentError,
   MissingWeightError,
   ShapeMismatchError,
@@ -102,7 +103,7 @@ async function expectRejection(promise: Promise<unknown>, kind: ErrorClass, ...f
 async function runLayer(engine: AttentionEngine, config: ModelFixture['config'], sd: StateDict, query: Float32Array, options: object): Promise<Float32Array> {
   const layer = engine.createMultiHeadAttention(config, sd);
   try {
-    const call = () => layer.forward(query, options as never);
+    const call = () => layer.forward(query, options as ForwardOptions);
     const { output } = engine.backend === 'webgpu' ? await withErrorScopes(engine.device!, call) : await call();
     return output;
   } finally {

@@ -1,6 +1,7 @@
 // The CPU backend: the float64 reference, run pass by pass. Used when there is no WebGPU adapter.
 
 import type { Backend, BackendLayer } from '../backend.ts';
+import { UnsupportedError } from '../errors.ts';
 import { copyWeights, type ForwardPlan, type LayerSpec, type LayerWeights } from '../plan.ts';
 import type { ForwardResult } from '../types.ts';
 import type { KvCacheStorage } from '../kv-cache.ts';
@@ -59,6 +60,13 @@ export class CpuBackend implements Backend {
     return {
       createCacheStorage: (B, maxSeqLen) => new CpuKvCache(B, G, maxSeqLen, Dh),
       forward: async (plan) => {
+        if (plan.gpu || plan.returnBuffer) {
+          throw new UnsupportedError({
+            where: 'MultiHeadAttention.forward', argument: plan.gpu ? 'a GPUBuffer input' : 'options.returnBuffer',
+            expected: 'used on the WebGPU backend only', given: "an engine on the CPU backend",
+            fix: 'Pass Float32Arrays and read output, or run on WebGPU.',
+          });
+        }
         if (plan.cache) {
           // Project the new tokens, append their K and V, attend over every cached position.
           const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;

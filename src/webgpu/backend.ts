@@ -161,10 +161,11 @@ export class WebGPUBackend implements Backend {
       createCacheStorage: (B, maxSeqLen) => new WebGPUKvCache(this, B, spec.numKvHeads, maxSeqLen, spec.headDim),
       forward: (plan) => {
         const parts = splitPlan(plan, this.limits());
-        if (plan.cache && parts.length > 1) {
+        if ((plan.cache || plan.gpu || plan.returnBuffer) && parts.length > 1) {
+          const what = plan.cache ? 'a call with kvCache' : 'a call with GPU buffers (inputs or returnBuffer)';
           throw new DeviceLimitError({
-            where: 'MultiHeadAttention.forward', argument: 'a call with kvCache', expected: 'within the device limits in one piece',
-            given: `a batch that would need ${parts.length} pieces`, fix: 'Use a cache with a smaller batchSize (calls with a KV cache are not split).',
+            where: 'MultiHeadAttention.forward', argument: what, expected: 'within the device limits in one piece',
+            given: `a batch that would need ${parts.length} pieces`, fix: `Split the batch yourself (${what} is not split).`,
           });
         }
         return this.run('MultiHeadAttention.forward', async (state) => {
@@ -173,8 +174,9 @@ export class WebGPUBackend implements Backend {
             generation = state.generation;
           }
           const cache = plan.cache ? (plan.cache.cache.storage as WebGPUKvCache).live(state.generation) : null;
+          if (parts.length === 1) return forwardWebGPU(state.pool, gpu, parts[0], cache);
           const results: ForwardResult[] = [];
-          for (const p of parts) results.push(await forwardWebGPU(state.pool, gpu, p, cache));
+          for (const p of parts) results.push((await forwardWebGPU(state.pool, gpu, p, cache)) as ForwardResult);
           return mergeResults(results);
         });
       },

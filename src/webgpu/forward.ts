@@ -3,7 +3,8 @@
 // with one readback. `attendWebGPU` runs the attention kernel alone on given Q, K, V.
 
 import { type ForwardPlan, headLayout, type LayerSpec, type LayerWeights } from '../plan.ts';
-import type { ForwardResult } from '../types.ts';
+import { InvalidArgumentError } from '../errors.ts';
+import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import { type BufferPool, MAP_MODE_READ, Usage } from './buffers.ts';
 import { encodeAttentionProbs } from './kernels/attention-probs.ts';
 import { encodeFlashAttention } from './kernels/flash-attention.ts';
@@ -93,15 +94,27 @@ export interface GpuKvCache {
 }
 
 /** Runs one planned forward on the GPU and reads the output [B, Sq, E] (and P [B, H, Sq, Skv] if asked) back. */
-export async function forwardWebGPU(pool: BufferPool, weights: GpuLayerWeights, plan: ForwardPlan, cache: GpuKvCache | null = null): Promise<ForwardResult> {
+export async function forwardWebGPU(
+  pool: BufferPool,
+  weights: GpuLayerWeights,
+  plan: ForwardPlan,
+  cache: GpuKvCache | null = null,
+): Promise<ForwardResult | BufferForwardResult> {
   const device = pool.device;
   const { batches, qRows } = headLayout(plan);
   const E = plan.layer.embedDim;
   const scratch = new CallScratch(pool);
   try {
-    const query = write(scratch, plan.query, 'query');                                  // [B, Sq, E]
-    const key = plan.mode === 'cross' ? write(scratch, plan.key, 'key') : query;         // [B, Skv, kdim]
-    const value = plan.mode !== 'cross' ? query : plan.value === plan.key ? key : write(scratch, plan.value, 'value');
+    // Inputs: the caller's GPUBuffers where given (read in place), else uploads of the arrays.
+    const g = plan.gpu;
+    const query = g?.query ?? write(scratch, plan.query, 'query');                               // [B, Sq, E]
+    const key = plan.mode !== 'cross' ? query : (g?.key ?? write(scratch, plan.key, 'key'));        // [B, Skv, kdim]
+    let value = query;                                                                          // [B, Skv, vdim]
+    if (plan.mode === 'cross') {
+      if (g?.value) value = g.value;
+      else if (plan.value === plan.key && !g?.key) value = key; // one array for both: one upload
+      else value = write(scratch, plan.value, 'value');
+    }
     const { numHeads: H, headDim: Dh } = plan.layer;
     // Q ++ K ++ V head-split in one scratch buffer; with a KV cache, Q alone, and K, V in the cache.
     const targets: QkvTargets = cache && plan.cache
@@ -112,20 +125,53 @@ export async function forwardWebGPU(pool: BufferPool, weights: GpuLayerWeights, 
       : packedTargets(plan, scratch.storage(qkvLayout(plan).total * 4, 'qkv'));
     const masks = uploadMasks(scratch, plan);
     const outputBytes = batches * qRows * E * 4;
-    const y = scratch.storage(outputBytes, 'y');                                         // Y [B, Sq, E]
+    // With returnBuffer the output goes straight into a buffer the caller will own.
+    const owned = (bytes: number, label: string) =>
+      device.createBuffer({ label, size: Math.max(16, bytes), usage: Usage.STORAGE | Usage.COPY_SRC | Usage.COPY_DST });
+    const y = plan.returnBuffer ? owned(outputBytes, 'MultiHeadAttention.outputBuffer') : scratch.storage(outputBytes, 'y'); // Y [B, Sq, E]
 
+    // A caller's buffer from another device, or of the wrong kind, is a validation error: catch it here.
+    if (g) device.pushErrorScope('validation');
     const encoder = device.createCommandEncoder({ label: 'MultiHeadAttention.forward' });
     const pass = encoder.beginComputePass({ label: 'MultiHeadAttention.forward.pass' });
     encodeQkvProjection(pass, scratch, plan, { query, key, value }, weights.projection, targets);
     const { attention, probs, probsBytes } = encodeAttention(pass, scratch, plan, targets, masks);
     encodeOutputProjection(pass, scratch, plan, { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y });
     pass.end();
+    if (plan.returnBuffer) {
+      const weightsBuffer = probs ? owned(probsBytes, 'MultiHeadAttention.attentionWeightsBuffer') : null;
+      if (probs && weightsBuffer) encoder.copyBufferToBuffer(probs, 0, weightsBuffer, 0, probsBytes);
+      device.queue.submit([encoder.finish()]);
+      await rejectInvalidBuffers(device, !!g, [y, weightsBuffer]);
+      return weightsBuffer ? { outputBuffer: y, attentionWeightsBuffer: weightsBuffer } : { outputBuffer: y };
+    }
     const sources = [{ buffer: y, bytes: outputBytes }, ...(probs ? [{ buffer: probs, bytes: probsBytes }] : [])];
-    const [output, attentionWeights] = await readBack(scratch, encoder, sources);
+    // Submit (readBack's synchronous part) before popping the validation scope, then wait for both,
+    // so nothing is left pending either way.
+    const reading = readBack(scratch, encoder, sources);
+    const [verdict, read] = await Promise.allSettled([rejectInvalidBuffers(device, !!g, []), reading]);
+    if (verdict.status === 'rejected') throw verdict.reason;
+    if (read.status === 'rejected') throw read.reason;
+    const [output, attentionWeights] = read.value;
     return attentionWeights ? { output, attentionWeights } : { output };
   } finally {
     scratch.releaseAll();
   }
+}
+
+/** Pops the validation scope pushed for GPU-resident inputs; turns an error into the caller's mistake. */
+async function rejectInvalidBuffers(device: GPUDevice, scoped: boolean, created: (GPUBuffer | null)[]): Promise<void> {
+  if (!scoped) return;
+  const error = await device.popErrorScope();
+  if (!error) return;
+  for (const b of created) b?.destroy();
+  throw new InvalidArgumentError({
+    where: 'MultiHeadAttention.forward',
+    argument: 'a GPUBuffer input',
+    expected: "a buffer of this engine's device (engine.device) with STORAGE usage",
+    given: `one WebGPU refused: ${error.message.split('\n')[0]}`,
+    fix: 'Create input buffers on engine.device, or pass your device to createAttentionEngine({ device }).',
+  });
 }
 
 /** The attention kernel alone: Q [B, H, Sq, Dh], K, V [B, G, Skv, Dh] given → O [B, H, Sq, Dh]. */

@@ -30,13 +30,13 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;        // Q ++ K ++ V
+@group(0) @binding(1) var<storage, read> qkv: array<ST4>;        // Q ++ K ++ V
 @group(0) @binding(2) var<storage, read> rowStats: array<vec2<f32>>;   // (m, l) per row [B, H, Sq]
 @group(0) @binding(3) var<storage, read_write> probs: array<f32>;      // [B, H, Sq, Skv]
 @group(0) @binding(4) var<storage, read> attnMask: array<f32>;         // [1 or B·H, Sq, Skv]
 @group(0) @binding(5) var<storage, read> padding: array<u32>;          // [B, Skv]
 @group(0) @binding(6) var<storage, read> headMask: array<f32>;         // [B·H]
-@group(0) @binding(7) var<storage, read> kv: array<vec4<f32>>;         // K ++ V (the qkv buffer, or a KV cache)
+@group(0) @binding(7) var<storage, read> kv: array<ST4>;         // K ++ V (the qkv buffer, or a KV cache)
 
 const MASKED: f32 = -1.0e38;
 
@@ -75,7 +75,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     let kOffset = params.kBase4 + ((b * params.G + kvHead) * params.kvStride + j) * params.Dh4;
     var dotv = vec4<f32>(0.0);
     for (var d = 0u; d < params.Dh4; d++) {
-      dotv += (qkv[qOffset + d] * params.scaleLog2e) * kv[kOffset + d];
+      dotv += (vec4<f32>(qkv[qOffset + d]) * params.scaleLog2e) * vec4<f32>(kv[kOffset + d]);
     }
     let score = dotv.x + dotv.y + dotv.z + dotv.w + bias * 1.4426950408889634;
     p = exp2(score - stats.x) / stats.y;

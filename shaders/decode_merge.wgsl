@@ -18,9 +18,9 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> partial: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> partial: array<ST4>;
 @group(0) @binding(2) var<storage, read> parts: array<vec2<f32>>;
-@group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> out: array<ST4>;
 @group(0) @binding(4) var<storage, read_write> rowStats: array<vec2<f32>>;
 @group(0) @binding(5) var<storage, read> headMask: array<f32>;          // [B·H]
 
@@ -56,9 +56,9 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     for (var s = 0u; s < params.splits; s++) {
       let p = parts[s * params.rows + row];
       if (p.y > 0.0) {
-        o += exp2(p.x - M) * partial[(s * params.rows + row) * params.Dh4 + d];
+        o += exp2(p.x - M) * vec4<f32>(partial[(s * params.rows + row) * params.Dh4 + d]);
       }
     }
-    out[row * params.Dh4 + d] = o * scale;
+    out[row * params.Dh4 + d] = ST4(o * scale);
   }
 }

@@ -35,6 +35,9 @@
 // to split x's slice of `out` and `rowStats` [splits, B, H, Sq]; decode_merge.wgsl combines them with
 // their log-sum-exp into O and the row statistics.
 //
+// Storage of Q, K, V and O is ST4 (f32, or f16 with precision f16); tiles, scores, the softmax
+// statistics and the accumulator are f32.
+//
 // Host guarantees: prepends `const DH4: u32` (Dh / 4, 1…64) and `const BC: u32` (keys per tile) so
 // the register arrays have fixed sizes; 2·BC·Dh·4 bytes fit maxComputeWorkgroupStorageSize; unused
 // optional buffers are bound to a small dummy; masked attnMask entries hold MASKED (host converts
@@ -61,14 +64,14 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;       // [B, H, Sq, Dh/4]
+@group(0) @binding(1) var<storage, read> qkv: array<ST4>;
+@group(0) @binding(2) var<storage, read_write> out: array<ST4>;       // [B, H, Sq, Dh/4]
 @group(0) @binding(3) var<storage, read_write> rowStats: array<vec2<f32>>;  // (m, l) per row [B, H, Sq]
 @group(0) @binding(4) var<storage, read> attnMask: array<f32>;              // [1 or B·H, Sq, Skv]
 @group(0) @binding(5) var<storage, read> padding: array<u32>;               // [B, Skv], 1 = ignore
 @group(0) @binding(6) var<storage, read> headMask: array<f32>;              // [B·H]
 @group(0) @binding(7) var<storage, read> cuSeqlens: array<u32>;             // [B + 1]
-@group(0) @binding(8) var<storage, read> kv: array<vec4<f32>>;              // K ++ V (the qkv buffer, or a KV cache)
+@group(0) @binding(8) var<storage, read> kv: array<ST4>;              // K ++ V (the qkv buffer, or a KV cache)
 
 override BR: u32 = 32u;  // query rows per workgroup, one per invocation
 
@@ -134,7 +137,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   var acc: array<vec4<f32>, DH4>;
   let row = qHead + iq;
   for (var d = 0u; d < DH4; d++) {
-    q[d] = qkv[row * DH4 + d] * params.scaleLog2e;
+    q[d] = vec4<f32>(qkv[row * DH4 + d]) * params.scaleLog2e;
     acc[d] = vec4<f32>(0.0);
   }
   var m = NO_SCORE;  // running max of the scores seen (log2 units)
@@ -155,8 +158,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
       var kk = vec4<f32>(0.0);
       var vv = vec4<f32>(0.0);
       if (j < Skv) {
-        kk = kv[params.kBase4 + kvOffset + j0 * DH4 + t];
-        vv = kv[params.vBase4 + kvOffset + j0 * DH4 + t];
+        kk = vec4<f32>(kv[params.kBase4 + kvOffset + j0 * DH4 + t]);
+        vv = vec4<f32>(kv[params.vBase4 + kvOffset + j0 * DH4 + t]);
       }
       kTile[t] = kk;
       vTile[t] = vv;
@@ -213,7 +216,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     let partRow = split * params.splitRows + qHead + i;
     rowStats[partRow] = vec2<f32>(m, l);
     for (var d = 0u; d < DH4; d++) {
-      out[partRow * DH4 + d] = acc[d];
+      out[partRow * DH4 + d] = ST4(acc[d]);
     }
   } else if (i < Sq) {
     let outRow = qHead + i;
@@ -223,7 +226,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
       scale *= headMask[b * params.H + h];
     }
     for (var d = 0u; d < DH4; d++) {
-      out[outRow * DH4 + d] = acc[d] * scale;
+      out[outRow * DH4 + d] = ST4(acc[d] * scale);
     }
   }
 }

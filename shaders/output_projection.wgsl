@@ -10,7 +10,7 @@
 // directly. Columns k..k+3 (k % 4 == 0) never straddle two heads because Dh % 4 == 0.
 //
 // Tiling: as in qkv_projection.wgsl, a 4×4 register tile per invocation, vec4 loads, no workgroup
-// memory. Host guarantees: Dh % 4 == 0, N % 4 == 0; dispatch = (ceil(N / (4·WG_X)), ceil(M / (4·WG_Y)), 1).
+// memory. Storage is ST4 (f32, or f16 with precision f16); arithmetic is f32. Host guarantees: Dh % 4 == 0, N % 4 == 0; dispatch = (ceil(N / (4·WG_X)), ceil(M / (4·WG_Y)), 1).
 
 struct Params {
   M: u32,    // rows: B·S
@@ -21,10 +21,10 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> o: array<vec4<f32>>;          // [B, H, S, Dh/4]
-@group(0) @binding(2) var<storage, read> w: array<vec4<f32>>;          // [N, E/4]
-@group(0) @binding(3) var<storage, read> bias: array<vec4<f32>>;       // [N/4]
-@group(0) @binding(4) var<storage, read_write> y: array<vec4<f32>>;    // [M, N/4]
+@group(0) @binding(1) var<storage, read> o: array<ST4>;          // [B, H, S, Dh/4]
+@group(0) @binding(2) var<storage, read> w: array<ST4>;          // [N, E/4]
+@group(0) @binding(3) var<storage, read> bias: array<ST4>;       // [N/4]
+@group(0) @binding(4) var<storage, read_write> y: array<ST4>;    // [M, N/4]
 
 override WG_X: u32 = 8u;
 override WG_Y: u32 = 8u;
@@ -65,14 +65,14 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     let oh = h * headStride;
     let wh = h * Dh4;
     for (var d = 0u; d < Dh4; d++) {
-      let a0 = o[o0 + oh + d];
-      let a1 = o[o1 + oh + d];
-      let a2 = o[o2 + oh + d];
-      let a3 = o[o3 + oh + d];
-      let b0 = w[w0 + wh + d];
-      let b1 = w[w1 + wh + d];
-      let b2 = w[w2 + wh + d];
-      let b3 = w[w3 + wh + d];
+      let a0 = vec4<f32>(o[o0 + oh + d]);
+      let a1 = vec4<f32>(o[o1 + oh + d]);
+      let a2 = vec4<f32>(o[o2 + oh + d]);
+      let a3 = vec4<f32>(o[o3 + oh + d]);
+      let b0 = vec4<f32>(w[w0 + wh + d]);
+      let b1 = vec4<f32>(w[w1 + wh + d]);
+      let b2 = vec4<f32>(w[w2 + wh + d]);
+      let b3 = vec4<f32>(w[w3 + wh + d]);
       acc0 += vec4<f32>(dot(a0, b0), dot(a0, b1), dot(a0, b2), dot(a0, b3));
       acc1 += vec4<f32>(dot(a1, b0), dot(a1, b1), dot(a1, b2), dot(a1, b3));
       acc2 += vec4<f32>(dot(a2, b0), dot(a2, b1), dot(a2, b2), dot(a2, b3));
@@ -82,9 +82,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
 
   let N4 = params.N / 4u;
   let c4 = col0 / 4u;
-  let b4 = bias[c4];
-  y[row0 * N4 + c4] = acc0 + b4;
-  if (row0 + 1u < params.M) { y[(row0 + 1u) * N4 + c4] = acc1 + b4; }
-  if (row0 + 2u < params.M) { y[(row0 + 2u) * N4 + c4] = acc2 + b4; }
-  if (row0 + 3u < params.M) { y[(row0 + 3u) * N4 + c4] = acc3 + b4; }
+  let b4 = vec4<f32>(bias[c4]);
+  y[row0 * N4 + c4] = ST4(acc0 + b4);
+  if (row0 + 1u < params.M) { y[(row0 + 1u) * N4 + c4] = ST4(acc1 + b4); }
+  if (row0 + 2u < params.M) { y[(row0 + 2u) * N4 + c4] = ST4(acc2 + b4); }
+  if (row0 + 3u < params.M) { y[(row0 + 3u) * N4 + c4] = ST4(acc3 + b4); }
 }

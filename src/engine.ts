@@ -18,7 +18,7 @@ import { describe, rejectUnknownKeys, requireObject, requirePositiveInteger } fr
 import { WebGPUBackend } from './webgpu/backend.ts';
 import { type AcquiredDevice, acquireDevice, describeAdapter } from './webgpu/device.ts';
 
-const ENGINE_KEYS = ['backend', 'device', 'limits'] as const;
+const ENGINE_KEYS = ['backend', 'device', 'limits', 'precision'] as const;
 const LIMIT_KEYS = ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension'] as const;
 
 export interface AdapterInfo {
@@ -37,6 +37,7 @@ export class AttentionEngine {
     impl: Backend,
     /** Why the CPU backend was chosen when no backend was asked for; null otherwise. */
     readonly fallbackReason: string | null,
+    private readonly requestedPrecision: 'f32' | 'f16' = 'f32',
   ) {
     this.impl = impl;
   }
@@ -50,6 +51,22 @@ export class AttentionEngine {
   /** Which backend runs the layers. */
   get backend(): BackendKind {
     return this.live('backend').kind;
+  }
+
+  /**
+   * Storage precision of weights, activations and KV caches on the GPU: 'f16' when asked for and
+   * the adapter has shader-f16, else 'f32'. The CPU backend computes in float64 and reports 'f32'.
+   */
+  get precision(): 'f32' | 'f16' {
+    const impl = this.live('precision');
+    return impl instanceof WebGPUBackend ? impl.precision : 'f32';
+  }
+
+  /** Why the precision asked for is not the one in use; null when it is. */
+  get precisionNote(): string | null {
+    const impl = this.live('precisionNote');
+    if (impl instanceof WebGPUBackend) return impl.precisionNote;
+    return this.requestedPrecision === 'f16' ? "precision 'f16' applies to WebGPU; the CPU backend computes in float64" : null;
   }
 
   /** The current GPU device (a new one after a recovered device loss), or null on the CPU backend. */
@@ -114,6 +131,10 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
   const o = requireObject(where, 'options', options);
   rejectUnknownKeys(where, 'options', o, ENGINE_KEYS);
   const { backend, device } = options;
+  const precision = options.precision ?? 'f32';
+  if (precision !== 'f32' && precision !== 'f16') {
+    throw new InvalidArgumentError({ where, argument: 'options.precision', expected: '"f32", "f16" or left out', given: describe(precision) });
+  }
   let limits: Record<string, number> = {};
   if (options.limits !== undefined) {
     limits = requireObject(where, 'options.limits', options.limits) as Record<string, number>;
@@ -136,16 +157,16 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
         fix: "Pass backend: 'webgpu' (or leave it out) to run on this device.",
       });
     }
-    return new AttentionEngine(new WebGPUBackend(device, false, describeAdapter(device.adapterInfo), limits), null);
+    return new AttentionEngine(new WebGPUBackend(device, false, describeAdapter(device.adapterInfo), limits, precision), null, precision);
   }
-  if (backend === 'cpu') return new AttentionEngine(new CpuBackend(), null);
+  if (backend === 'cpu') return new AttentionEngine(new CpuBackend(), null, precision);
 
   let acquired: AcquiredDevice;
   try {
     acquired = await acquireDevice();
   } catch (e) {
     if (backend === 'webgpu' || !(e instanceof WebGPUUnavailableError)) throw e;
-    return new AttentionEngine(new CpuBackend(), e.message);
+    return new AttentionEngine(new CpuBackend(), e.message, precision);
   }
-  return new AttentionEngine(new WebGPUBackend(acquired.device, true, acquired.adapterInfo, limits), null);
+  return new AttentionEngine(new WebGPUBackend(acquired.device, true, acquired.adapterInfo, limits, precision), null, precision);
 }

@@ -14,6 +14,12 @@ export interface EngineOptions {
    * buffers or dispatches exceed them are split over the batch (or groups of packed sequences).
    */
   limits?: { maxStorageBufferBindingSize?: number; maxBufferSize?: number; maxComputeWorkgroupsPerDimension?: number };
+  /**
+   * 'f16': weights, activations and KV caches stored in float16 on the GPU (half the memory and
+   * bandwidth), arithmetic, softmax statistics and accumulators in float32. Needs the adapter feature
+   * shader-f16; without it the engine runs in f32 and engine.precisionNote says so. Default 'f32'.
+   */
+  precision?: 'f32' | 'f16';
 }
 
 export interface MultiHeadAttentionConfig {

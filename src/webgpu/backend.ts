@@ -11,7 +11,7 @@ import type { Backend, BackendLayer } from '../backend.ts';
 import { DeviceLimitError, DeviceLostError, UnsupportedError } from '../errors.ts';
 import { copyWeights, type ForwardPlan, type LayerSpec, type LayerWeights } from '../plan.ts';
 import type { ForwardResult } from '../types.ts';
-import { BufferPool } from './buffers.ts';
+import { BufferPool, type Precision } from './buffers.ts';
 import { type EngineLimits, mergeResults, splitPlan } from './chunking.ts';
 import { type AcquiredDevice, acquireDevice } from './device.ts';
 import { attendWebGPU, forwardWebGPU, type GpuKvCache, GpuLayerWeights } from './forward.ts';
@@ -42,8 +42,22 @@ export class WebGPUBackend implements Backend {
     public adapterInfo: AcquiredDevice['adapterInfo'],
     /** Limits to obey below the device's own (createAttentionEngine({ limits })). */
     private readonly limitOverrides: Partial<EngineLimits> = {},
+    /** The precision asked for; f16 needs the device's shader-f16 feature. */
+    private readonly requestedPrecision: Precision = 'f32',
   ) {
     this.state = this.adopt(device, 0);
+  }
+
+  /** The storage precision in use: f16 only where asked for and the device has shader-f16. */
+  get precision(): Precision {
+    return this.state.pool.precision;
+  }
+
+  /** Why f16 was asked for and f32 is used; null otherwise. */
+  get precisionNote(): string | null {
+    return this.requestedPrecision === 'f16' && this.precision === 'f32'
+      ? "precision 'f16' needs the adapter feature shader-f16, which this adapter lacks: running in f32"
+      : null;
   }
 
   /** The current device (a new one after a recovered loss). */
@@ -67,7 +81,8 @@ export class WebGPUBackend implements Backend {
   }
 
   private adopt(device: GPUDevice, generation: number): DeviceState {
-    const state: DeviceState = { device, pool: new BufferPool(device, 'AttentionEngine'), generation, lost: null };
+    const precision: Precision = this.requestedPrecision === 'f16' && device.features.has('shader-f16') ? 'f16' : 'f32';
+    const state: DeviceState = { device, pool: new BufferPool(device, 'AttentionEngine', precision), generation, lost: null };
     device.lost.then((info) => {
       state.lost = info;
     });
@@ -219,7 +234,7 @@ class WebGPUKvCache implements KvCacheStorage {
     private readonly maxSeqLen: number,
     private readonly Dh: number,
   ) {
-    this.bytes = 2 * B * G * maxSeqLen * Dh * 4;
+    this.bytes = 2 * B * G * maxSeqLen * Dh * backend.pool.elementBytes;
     const maxBinding = Math.min(backend.limits().maxStorageBufferBindingSize, backend.limits().maxBufferSize);
     if (this.bytes > maxBinding) {
       throw new DeviceLimitError({

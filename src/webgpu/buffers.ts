@@ -1,3 +1,5 @@
+import { toF16 } from './f16.ts';
+
 // GPU memory of one engine: uploads, pooled scratch buffers, readback, and byte accounting.
 //
 // Scratch buffers are rounded up to a size class (4 per octave) and go back to an idle list when a
@@ -26,6 +28,9 @@ export function sizeClass(bytes: number): number {
 /** Idle scratch kept for reuse, at most; the least recently released buffers go first. */
 export const MAX_IDLE_SCRATCH_BYTES = 128 * 1024 * 1024;
 
+/** Storage precision of the engine's tensors (weights, activations, KV caches) on the GPU. */
+export type Precision = 'f32' | 'f16';
+
 export class BufferPool {
   private readonly idle: GPUBuffer[] = []; // released scratch, oldest first
   private idleBytes = 0;
@@ -35,12 +40,20 @@ export class BufferPool {
   constructor(
     readonly device: GPUDevice,
     private readonly label: string,
+    /** Tensors are stored as f32, or as f16 (converted on upload and readback). */
+    readonly precision: Precision = 'f32',
   ) {}
 
-  /** A buffer holding `data`, owned by the caller until `destroy(buffer)`. Weights go here. */
+  /** Bytes of one stored tensor element. */
+  get elementBytes(): number {
+    return this.precision === 'f16' ? 2 : 4;
+  }
+
+  /** A buffer holding the tensor `data` at the pool's precision, owned by the caller until `destroy(buffer)`. Weights go here. */
   upload(data: Float32Array, usage: number, label: string): GPUBuffer {
-    const buffer = this.create(Math.max(16, data.byteLength), usage | Usage.COPY_DST, label);
-    this.device.queue.writeBuffer(buffer, 0, data.buffer, data.byteOffset, data.byteLength);
+    const stored = this.precision === 'f16' ? toF16(data) : data;
+    const buffer = this.create(Math.max(16, Math.ceil(stored.byteLength / 4) * 4), usage | Usage.COPY_DST, label);
+    writeTensor(this.device, buffer, 0, stored);
     return buffer;
   }
 
@@ -113,4 +126,15 @@ export function packUniforms(fields: readonly (readonly [kind: 'u32' | 'i32' | '
     else view.setUint32(i * 4, value, true);
   });
   return bytes;
+}
+
+/** Writes `data` (f32 values, or f16 bits) at `offset` bytes; pads an odd f16 count to 4 bytes. */
+export function writeTensor(device: GPUDevice, buffer: GPUBuffer, offset: number, data: Float32Array | Uint16Array): void {
+  if (data.byteLength % 4 === 0) {
+    device.queue.writeBuffer(buffer, offset, data.buffer, data.byteOffset, data.byteLength);
+  } else {
+    const padded = new Uint16Array(data.length + 1);
+    padded.set(data);
+    device.queue.writeBuffer(buffer, offset, padded.buffer, 0, padded.byteLength);
+  }
 }

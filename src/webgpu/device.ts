@@ -58,6 +58,8 @@ export async function acquireDevice(): Promise<AcquiredDevice> {
   const l = adapter.limits;
   const device = await adapter.requestDevice({
     label: 'AttentionEngine.device',
+    // shader-f16 where the adapter has it: createAttentionEngine({ precision: 'f16' }) needs it.
+    requiredFeatures: adapter.features.has('shader-f16') ? ['shader-f16'] : [],
     requiredLimits: {
       maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
       maxBufferSize: l.maxBufferSize,

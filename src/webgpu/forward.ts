@@ -3,7 +3,7 @@
 // with one readback. `attendWebGPU` runs the attention kernel alone on given Q, K, V.
 
 import { type ForwardPlan, headLayout, type LayerSpec, type LayerWeights } from '../plan.ts';
-import { InvalidArgumentError } from '../errors.ts';
+import { InvalidArgumentError, ShapeMismatchError } from '../errors.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import { type BufferPool, MAP_MODE_READ, Usage } from './buffers.ts';
 import { encodeAttentionProbs } from './kernels/attention-probs.ts';
@@ -11,6 +11,7 @@ import { encodeFlashAttention } from './kernels/flash-attention.ts';
 import { type MaskBuffers, uploadMasks } from './kernels/masks.ts';
 import { encodeOutputProjection } from './kernels/output-projection.ts';
 import { encodeQkvProjection, packedTargets, type ProjectionWeights, type QkvTargets, qkvLayout } from './kernels/qkv-projection.ts';
+import { fromF16 } from './f16.ts';
 import { CallScratch } from './scratch.ts';
 
 /** A layer's weights on the GPU, uploaded once. Missing biases are uploaded as zeros. */
@@ -43,9 +44,7 @@ export class GpuLayerWeights {
 }
 
 function write(scratch: CallScratch, data: Float32Array, role: string): GPUBuffer {
-  const buffer = scratch.storage(data.byteLength, role);
-  scratch.device.queue.writeBuffer(buffer, 0, data.buffer, data.byteOffset, data.byteLength);
-  return buffer;
+  return scratch.tensor(data, role); // at the engine's precision
 }
 
 /** Encodes flash attention (and the probabilities, when asked) over filled Q, K, V. */
@@ -53,7 +52,7 @@ function encodeAttention(pass: GPUComputePassEncoder, scratch: CallScratch, plan
   const { batches, qRows } = headLayout(plan);
   const { numHeads: H, headDim: Dh } = plan.layer;
   const rows = batches * H * qRows;
-  const attention = scratch.storage(rows * Dh * 4, 'attention');  // O [B, H, Sq, Dh]
+  const attention = scratch.storage(rows * Dh * scratch.elementBytes, 'attention');  // O [B, H, Sq, Dh]
   const rowStats = scratch.storage(rows * 8, 'rowStats');         // softmax (m, l) per row [B, H, Sq]
   const { q, kv } = targets;
   encodeFlashAttention(pass, scratch, plan, { q, kv, attention, rowStats }, masks);
@@ -63,8 +62,8 @@ function encodeAttention(pass: GPUComputePassEncoder, scratch: CallScratch, plan
   return { attention, probs, probsBytes };
 }
 
-/** Copies `sources` into one staging buffer, submits, maps once, and returns a copy of each. */
-async function readBack(scratch: CallScratch, encoder: GPUCommandEncoder, sources: { buffer: GPUBuffer; bytes: number }[]): Promise<Float32Array[]> {
+/** Copies `sources` into one staging buffer, submits, maps once, and returns each as float32 (f16 sources converted). */
+async function readBack(scratch: CallScratch, encoder: GPUCommandEncoder, sources: { buffer: GPUBuffer; bytes: number; f16?: boolean }[]): Promise<Float32Array[]> {
   const total = sources.reduce((a, s) => a + s.bytes, 0);
   const readback = scratch.readback(total, 'readback');
   let offset = 0;
@@ -77,7 +76,8 @@ async function readBack(scratch: CallScratch, encoder: GPUCommandEncoder, source
   const mapped = readback.getMappedRange(0, total);
   offset = 0;
   const out = sources.map((s) => {
-    const copy = new Float32Array(mapped.slice(offset, offset + s.bytes));
+    const bytes = mapped.slice(offset, offset + s.bytes);
+    const copy = s.f16 ? fromF16(new Uint16Array(bytes)) : new Float32Array(bytes);
     offset += s.bytes;
     return copy;
   });
@@ -107,6 +107,7 @@ export async function forwardWebGPU(
   try {
     // Inputs: the caller's GPUBuffers where given (read in place), else uploads of the arrays.
     const g = plan.gpu;
+    if (g) checkInputSizes(plan, g, scratch.elementBytes);
     const query = g?.query ?? write(scratch, plan.query, 'query');                               // [B, Sq, E]
     const key = plan.mode !== 'cross' ? query : (g?.key ?? write(scratch, plan.key, 'key'));        // [B, Skv, kdim]
     let value = query;                                                                          // [B, Skv, vdim]
@@ -119,12 +120,13 @@ export async function forwardWebGPU(
     // Q ++ K ++ V head-split in one scratch buffer; with a KV cache, Q alone, and K, V in the cache.
     const targets: QkvTargets = cache && plan.cache
       ? {
-          q: scratch.storage(plan.batchSize * H * plan.seqLen * Dh * 4, 'q'),
+          q: scratch.storage(plan.batchSize * H * plan.seqLen * Dh * scratch.elementBytes, 'q'),
           kv: { buffer: cache.buffer, kBase: 0, vBase: cache.vBase, stride: cache.maxSeqLen, row0: plan.cache.start },
         }
-      : packedTargets(plan, scratch.storage(qkvLayout(plan).total * 4, 'qkv'));
+      : packedTargets(plan, scratch.storage(qkvLayout(plan).total * scratch.elementBytes, 'qkv'));
     const masks = uploadMasks(scratch, plan);
-    const outputBytes = batches * qRows * E * 4;
+    const f16 = scratch.precision === 'f16';
+    const outputBytes = batches * qRows * E * scratch.elementBytes; // Y stored at the engine's precision
     // With returnBuffer the output goes straight into a buffer the caller will own.
     const owned = (bytes: number, label: string) =>
       device.createBuffer({ label, size: Math.max(16, bytes), usage: Usage.STORAGE | Usage.COPY_SRC | Usage.COPY_DST });
@@ -145,7 +147,7 @@ export async function forwardWebGPU(
       await rejectInvalidBuffers(device, !!g, [y, weightsBuffer]);
       return weightsBuffer ? { outputBuffer: y, attentionWeightsBuffer: weightsBuffer } : { outputBuffer: y };
     }
-    const sources = [{ buffer: y, bytes: outputBytes }, ...(probs ? [{ buffer: probs, bytes: probsBytes }] : [])];
+    const sources = [{ buffer: y, bytes: outputBytes, f16 }, ...(probs ? [{ buffer: probs, bytes: probsBytes }] : [])];
     // Submit (readBack's synchronous part) before popping the validation scope, then wait for both,
     // so nothing is left pending either way.
     const reading = readBack(scratch, encoder, sources);
@@ -156,6 +158,24 @@ export async function forwardWebGPU(
     return attentionWeights ? { output, attentionWeights } : { output };
   } finally {
     scratch.releaseAll();
+  }
+}
+
+/** GPU-resident inputs must hold their tensors at the engine's precision (4 bytes an element, or 2 with f16). */
+function checkInputSizes(plan: ForwardPlan, g: NonNullable<ForwardPlan['gpu']>, el: number): void {
+  const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
+  const { embedDim: E, kdim, vdim } = plan.layer;
+  const type = el === 2 ? 'float16 (the engine\'s precision is f16)' : 'float32';
+  for (const [argument, buffer, shape, n] of [
+    ['query', g.query, `[B, Sq, E] = [${B}, ${Sq}, ${E}]`, B * Sq * E],
+    ['options.key', g.key, `[B, Skv, kdim] = [${B}, ${Skv}, ${kdim}]`, B * Skv * kdim],
+    ['options.value', g.value, `[B, Skv, vdim] = [${B}, ${Skv}, ${vdim}]`, B * Skv * vdim],
+  ] as const) {
+    if (buffer && buffer.size < n * el) {
+      throw new ShapeMismatchError({
+        where: 'MultiHeadAttention.forward', argument, expected: `a GPUBuffer of at least ${n * el} bytes (${shape} ${type})`, given: `${buffer.size} bytes`,
+      });
+    }
   }
 }
 
@@ -180,16 +200,16 @@ export async function attendWebGPU(pool: BufferPool, plan: ForwardPlan, q: Float
   const scratch = new CallScratch(pool);
   try {
     const layout = qkvLayout(plan);
-    const qkv = scratch.storage(layout.total * 4, 'qkv');
-    device.queue.writeBuffer(qkv, 0, q.buffer, q.byteOffset, q.byteLength);
-    device.queue.writeBuffer(qkv, layout.kBase * 4, k.buffer, k.byteOffset, k.byteLength);
-    device.queue.writeBuffer(qkv, layout.vBase * 4, v.buffer, v.byteOffset, v.byteLength);
+    const qkv = scratch.storage(layout.total * scratch.elementBytes, 'qkv');
+    scratch.writeTensorAt(qkv, 0, q);
+    scratch.writeTensorAt(qkv, layout.kBase, k);
+    scratch.writeTensorAt(qkv, layout.vBase, v);
     const masks = uploadMasks(scratch, plan);
     const encoder = device.createCommandEncoder({ label: 'scaledDotProductAttention' });
     const pass = encoder.beginComputePass({ label: 'scaledDotProductAttention.pass' });
     const { attention, probs, probsBytes } = encodeAttention(pass, scratch, plan, packedTargets(plan, qkv), masks);
     pass.end();
-    const sources = [{ buffer: attention, bytes: q.byteLength }, ...(probs ? [{ buffer: probs, bytes: probsBytes }] : [])];
+    const sources = [{ buffer: attention, bytes: q.length * scratch.elementBytes, f16: scratch.precision === 'f16' }, ...(probs ? [{ buffer: probs, bytes: probsBytes }] : [])];
     const [output, attentionWeights] = await readBack(scratch, encoder, sources);
     return attentionWeights ? { output, attentionWeights } : { output };
   } finally {

@@ -44,10 +44,15 @@ export function getPipeline(device: GPUDevice, variant: PipelineVariant): GPUCom
   return pipeline;
 }
 
-/** Prepends `const NAME: u32 = value;` lines: for sizes WGSL needs at compile time (private array lengths). */
-export function withConstants(code: string, constants: Record<string, number>): string {
-  const prelude = Object.entries(constants)
-    .map(([name, value]) => `const ${name}: u32 = ${value}u;`)
-    .join('\n');
+/**
+ * Specialises a shader: `ST4`, the storage type of its tensors (vec4<f32>, or vec4<f16> with
+ * `enable f16;` for precision f16), and `const NAME: u32 = value;` lines for sizes WGSL needs at
+ * compile time (private array lengths). Text, because overrides reach neither.
+ */
+export function specialise(code: string, precision: 'f32' | 'f16', constants: Record<string, number> = {}): string {
+  const prelude = [
+    ...(precision === 'f16' ? ['enable f16;', 'alias ST4 = vec4<f16>;'] : ['alias ST4 = vec4<f32>;']),
+    ...Object.entries(constants).map(([name, value]) => `const ${name}: u32 = ${value}u;`),
+  ].join('\n');
   return `${prelude}\n${code}`;
 }

@@ -1,7 +1,8 @@
 // The scratch buffers of one forward call: taken from the engine's pool, all given back at once
 // when the call's readback is done (or it failed), so concurrent calls never share one.
 
-import { type BufferPool, Usage } from './buffers.ts';
+import { type BufferPool, type Precision, Usage, writeTensor } from './buffers.ts';
+import { toF16 } from './f16.ts';
 
 export class CallScratch {
   private readonly taken: GPUBuffer[] = [];
@@ -10,6 +11,28 @@ export class CallScratch {
 
   get device(): GPUDevice {
     return this.pool.device;
+  }
+
+  get precision(): Precision {
+    return this.pool.precision;
+  }
+
+  /** Bytes of one stored tensor element (4, or 2 with precision f16). */
+  get elementBytes(): number {
+    return this.pool.elementBytes;
+  }
+
+  /** A storage buffer holding the tensor `data` at the engine's precision. */
+  tensor(data: Float32Array, role: string): GPUBuffer {
+    const stored = this.precision === 'f16' ? toF16(data) : data;
+    const buffer = this.storage(stored.byteLength, role);
+    writeTensor(this.device, buffer, 0, stored);
+    return buffer;
+  }
+
+  /** Writes the tensor `data` into `buffer` at element `offset`, at the engine's precision. */
+  writeTensorAt(buffer: GPUBuffer, offset: number, data: Float32Array): void {
+    writeTensor(this.device, buffer, offset * this.elementBytes, this.precision === 'f16' ? toF16(data) : data);
   }
 
   /** A storage buffer of at least `bytes`. */

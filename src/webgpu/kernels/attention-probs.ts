@@ -4,7 +4,7 @@
 import source from '../../../shaders/attention_probs.wgsl?raw';
 import type { ForwardPlan } from '../../plan.ts';
 import { packUniforms } from '../buffers.ts';
-import { getPipeline } from '../pipelines.ts';
+import { getPipeline, specialise } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import type { MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
@@ -22,7 +22,7 @@ export function encodeAttentionProbs(
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
   const { kv } = buffers;
   const device = scratch.device;
-  const pipeline = getPipeline(device, { label: 'AttentionProbs', code: source });
+  const pipeline = getPipeline(device, { label: 'AttentionProbs', code: specialise(source, scratch.precision) });
   const params = scratch.uniforms(
     packUniforms([
       ['u32', H], ['u32', G], ['u32', Sq], ['u32', Skv], ['u32', Dh / 4],

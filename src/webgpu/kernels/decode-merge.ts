@@ -3,7 +3,7 @@
 
 import source from '../../../shaders/decode_merge.wgsl?raw';
 import { packUniforms } from '../buffers.ts';
-import { getPipeline } from '../pipelines.ts';
+import { getPipeline, specialise } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 
 const WG = 64; // the shader's @workgroup_size
@@ -15,7 +15,8 @@ export function encodeDecodeMerge(
   buffers: { partial: GPUBuffer; parts: GPUBuffer; attention: GPUBuffer; rowStats: GPUBuffer; headMask: GPUBuffer },
 ): void {
   const { rows, splits, headDim, numHeads, seqLen, hasHeadMask } = dims;
-  const pipeline = getPipeline(scratch.device, { label: 'DecodeMerge', code: source });
+  const el = scratch.elementBytes;
+  const pipeline = getPipeline(scratch.device, { label: 'DecodeMerge', code: specialise(source, scratch.precision) });
   const params = scratch.uniforms(
     packUniforms([['u32', rows], ['u32', splits], ['u32', headDim / 4], ['u32', numHeads], ['u32', seqLen], ['u32', hasHeadMask]]),
     'DecodeMerge.params',
@@ -25,9 +26,9 @@ export function encodeDecodeMerge(
     layout: pipeline.getBindGroupLayout(0),
     entries: [
       { binding: 0, resource: { buffer: params } },
-      { binding: 1, resource: { buffer: buffers.partial, size: splits * rows * headDim * 4 } }, // [splits, B, H, Sq, Dh]
+      { binding: 1, resource: { buffer: buffers.partial, size: splits * rows * headDim * el } }, // [splits, B, H, Sq, Dh]
       { binding: 2, resource: { buffer: buffers.parts, size: splits * rows * 8 } },             // (m, l) [splits, B, H, Sq]
-      { binding: 3, resource: { buffer: buffers.attention, size: rows * headDim * 4 } },        // O [B, H, Sq, Dh]
+      { binding: 3, resource: { buffer: buffers.attention, size: rows * headDim * el } },       // O [B, H, Sq, Dh]
       { binding: 4, resource: { buffer: buffers.rowStats, size: rows * 8 } },                   // (M, L) [B, H, Sq]
       { binding: 5, resource: { buffer: buffers.headMask } },
     ],

@@ -4,7 +4,7 @@
 import source from '../../../shaders/flash_attention.wgsl?raw';
 import { type ForwardPlan, headLayout } from '../../plan.ts';
 import { packUniforms } from '../buffers.ts';
-import { getPipeline, withConstants } from '../pipelines.ts';
+import { getPipeline, specialise } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { encodeDecodeMerge } from './decode-merge.ts';
 import type { MaskBuffers } from './masks.ts';
@@ -48,13 +48,13 @@ export function encodeFlashAttention(
   const BC = keysPerTile(Dh, device.limits.maxComputeWorkgroupStorageSize);
   const pipeline = getPipeline(device, {
     label: 'FlashAttention',
-    code: withConstants(source, { DH4: Dh / 4, BC }),
+    code: specialise(source, scratch.precision, { DH4: Dh / 4, BC }),
     constants: { BR },
   });
   const rows = batches * H * qRows;
   // Split-KV writes partial results to scratch, then decode_merge.wgsl combines them.
   const split = splitKv(plan, BC);
-  const out = split ? scratch.storage(split.splits * rows * Dh * 4, 'splitPartial') : buffers.attention;
+  const out = split ? scratch.storage(split.splits * rows * Dh * scratch.elementBytes, 'splitPartial') : buffers.attention;
   const stats = split ? scratch.storage(split.splits * rows * 8, 'splitStats') : buffers.rowStats;
   const params = scratch.uniforms(
     packUniforms([

@@ -3,7 +3,7 @@
 import source from '../../../shaders/output_projection.wgsl?raw';
 import { type ForwardPlan, headLayout } from '../../plan.ts';
 import { packUniforms } from '../buffers.ts';
-import { getPipeline } from '../pipelines.ts';
+import { getPipeline, specialise } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 
 const WG_X = 8; // invocations along N = E; each owns 4 columns
@@ -18,7 +18,8 @@ export function encodeOutputProjection(
   const { batches: B, qRows: S } = headLayout(plan); // packed sequences: one batch of T tokens
   const { embedDim: E, numHeads: H, headDim: Dh } = plan.layer;
   const M = B * S;
-  const pipeline = getPipeline(scratch.device, { label: 'OutputProjection', code: source, constants: { WG_X, WG_Y } });
+  const el = scratch.elementBytes;
+  const pipeline = getPipeline(scratch.device, { label: 'OutputProjection', code: specialise(source, scratch.precision), constants: { WG_X, WG_Y } });
   const params = scratch.uniforms(
     packUniforms([['u32', M], ['u32', E], ['u32', S], ['u32', H], ['u32', Dh / 4]]),
     'OutputProjection.params',
@@ -28,10 +29,10 @@ export function encodeOutputProjection(
     layout: pipeline.getBindGroupLayout(0),
     entries: [
       { binding: 0, resource: { buffer: params } },
-      { binding: 1, resource: { buffer: buffers.attention, size: M * E * 4 } }, // O [B, H, S, Dh]
-      { binding: 2, resource: { buffer: buffers.weight, size: E * E * 4 } },    // W_O [E, E]
-      { binding: 3, resource: { buffer: buffers.bias, size: E * 4 } },          // b_O [E]
-      { binding: 4, resource: { buffer: buffers.y, size: M * E * 4 } },         // Y [B, S, E]
+      { binding: 1, resource: { buffer: buffers.attention, size: M * E * el } }, // O [B, H, S, Dh]
+      { binding: 2, resource: { buffer: buffers.weight, size: E * E * el } },    // W_O [E, E]
+      { binding: 3, resource: { buffer: buffers.bias, size: E * el } },          // b_O [E]
+      { binding: 4, resource: { buffer: buffers.y, size: M * E * el } },         // Y [B, S, E]
     ],
   });
   pass.setPipeline(pipeline);

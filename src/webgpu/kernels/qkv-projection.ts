@@ -6,7 +6,7 @@
 import source from '../../../shaders/qkv_projection.wgsl?raw';
 import { type ForwardPlan, headLayout } from '../../plan.ts';
 import { packUniforms } from '../buffers.ts';
-import { getPipeline } from '../pipelines.ts';
+import { getPipeline, specialise } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 
 const WG_X = 8; // invocations along N; each owns 4 columns
@@ -97,7 +97,8 @@ export function encodeQkvProjection(
                   { x: inputs.value, out: kv.buffer, weight: w('v'), rows: kvRows, inDim: vdim, slot0: H + G, slots: G, wRow0: row0(H + G) },
                 ]),
           ];
-  const pipeline = getPipeline(scratch.device, { label: 'QkvProjection', code: source, constants: { WG_X, WG_Y } });
+  const el = scratch.elementBytes;
+  const pipeline = getPipeline(scratch.device, { label: 'QkvProjection', code: specialise(source, scratch.precision), constants: { WG_X, WG_Y } });
   for (const part of parts) {
     const M = batches * part.rows;
     const N = part.slots * Dh;
@@ -114,9 +115,9 @@ export function encodeQkvProjection(
       layout: pipeline.getBindGroupLayout(0),
       entries: [
         { binding: 0, resource: { buffer: params } },
-        { binding: 1, resource: { buffer: part.x, size: M * part.inDim * 4 } },              // X [B·S, K]
+        { binding: 1, resource: { buffer: part.x, size: M * part.inDim * el } },             // X [B·S, K]
         { binding: 2, resource: { buffer: part.weight } },                                  // W [·, K]
-        { binding: 3, resource: { buffer: weights.bias, size: (H + 2 * G) * Dh * 4 } },     // b [(H+2G)·Dh]
+        { binding: 3, resource: { buffer: weights.bias, size: (H + 2 * G) * Dh * el } },    // b [(H+2G)·Dh]
         { binding: 4, resource: { buffer: part.out } },
       ],
     });

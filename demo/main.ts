@@ -9,6 +9,7 @@ import { mountAdapterPanel } from './panels/adapter.ts';
 import { mountAttentionMapsPanel } from './panels/attention-maps.ts';
 import { mountBenchmarkPanel } from './panels/benchmark.ts';
 import { mountCorrectnessPanel } from './panels/correctness.ts';
+import { mountDecodePanel } from './panels/decode.ts';
 import { errorMessage, h } from './panels/dom.ts';
 import { LayerConfig } from './panels/layer-config.ts';
 import { mountShapeFlowPanel } from './panels/shape-flow.ts';
@@ -60,6 +61,7 @@ async function main(): Promise<void> {
 
   const systems = await benchSystems();
   mountBenchmarkPanel(panel('benchmark'), engine, systems);
+  mountDecodePanel(panel('decode'), engine);
 
   await adapterDone;
   await maps.render();

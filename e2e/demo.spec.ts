@@ -231,6 +231,66 @@ test('benchmark: tiny preset, 1 warm-up, 1 run: every system shows a time or an 
   await demo.expectClean(mark);
 });
 
+test('decode timeline: prefill 8, decode to maxSeqLen 64, a median ms per token and the last step matches one causal forward; Stop stops', async ({ demo }, testInfo) => {
+  test.setTimeout(120_000);
+  await demo.requireWebGPU();
+  const { page } = demo;
+  const mark = demo.mark();
+  const panel = page.locator('#decode');
+  await expect(panel).toHaveAttribute('data-state', 'idle');
+  await expect(panel).toContainText('split-KV');
+  const software = /swiftshader/i.test((await page.locator('#footer-backend').textContent()) ?? '');
+  await expect(page.locator('#decode-max')).toHaveValue(software ? '512' : '2048'); // the default cache size
+  await expect(page.locator('#decode-stop')).toBeDisabled();
+  await page.fill('#decode-max', '64');
+  await expect(page.locator('#decode-preset')).toHaveValue('custom');
+  await page.fill('#decode-prefill', '8');
+  await expect(page.locator('#decode-info')).toContainText('56 decode steps');
+
+  await page.click('#decode-run');
+  expect(await demo.settled('decode', 100_000)).toBe('done');
+  expect(await page.locator('#decode-progress').evaluate((p) => (p as HTMLProgressElement).value)).toBe(1);
+  await expect(page.locator('#decode-progress-text')).toContainText('56 decode steps');
+  await expect(page.locator('#decode-steps')).toHaveText('56');
+  await expect(page.locator('#decode-range')).toHaveText('9 → 64');
+  for (const id of ['decode-first', 'decode-median', 'decode-last', 'decode-tps']) {
+    const v = Number(await page.locator(`#${id}`).textContent());
+    expect(v, `#${id}`).toBeGreaterThan(0);
+  }
+  const maxDiff = Number(await page.locator('#decode-maxdiff').textContent());
+  testInfo.annotations.push({ type: 'decode', description: `median ${await page.locator('#decode-median').textContent()} ms, max |diff| ${maxDiff}` });
+  expect(maxDiff).toBeGreaterThanOrEqual(0);
+  expect(maxDiff).toBeLessThan(1e-4);
+  await expect(page.locator('#decode-verdict')).toHaveText('PASS');
+  await expect(page.locator('#decode-chart')).toBeVisible();
+  const inked = await page.evaluate(() => {
+    const canvas = document.getElementById('decode-chart') as HTMLCanvasElement;
+    const d = canvas.getContext('2d')!.getImageData(0, 0, canvas.width, canvas.height).data;
+    let n = 0;
+    for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
+    return n;
+  });
+  expect(inked, 'the chart canvas is blank').toBeGreaterThan(1000);
+  const shot = testInfo.outputPath('decode.png');
+  await panel.screenshot({ path: shot });
+  await testInfo.attach('decode timeline (maxSeqLen 64, prefill 8)', { path: shot, contentType: 'image/png' });
+
+  // Stop: a long run, stopped after a few steps, still reports and checks what it decoded.
+  await page.fill('#decode-max', '2048');
+  await expect(page.locator('#decode-preset')).toHaveValue('2048');
+  await page.click('#decode-run');
+  await page.waitForFunction(() => (document.getElementById('decode-progress') as HTMLProgressElement).value > 0);
+  await page.click('#decode-stop');
+  expect(await demo.settled('decode', 60_000)).toBe('done');
+  await expect(page.locator('#decode-progress-text')).toContainText('Stopped after');
+  await expect(page.locator('#decode-table')).toContainText('all steps (stopped)');
+  await expect(page.locator('#decode-check')).toContainText('PASS');
+  expect(Number(await page.locator('#decode-maxdiff').textContent())).toBeLessThan(1e-4);
+  await expect(page.locator('#decode-stop')).toBeDisabled();
+  await expect(page.locator('#decode-run')).toBeEnabled();
+  await demo.expectClean(mark);
+});
+
 test('no console errors, page errors or uncaptured WebGPU errors over the whole session', async ({ demo }) => {
   await demo.expectClean(0);
   await expect(demo.page.locator('#gpu-errors')).toHaveAttribute('data-count', '0');

@@ -10,7 +10,8 @@
 // directly. Columns k..k+3 (k % 4 == 0) never straddle two heads because Dh % 4 == 0.
 //
 // Tiling: as in qkv_projection.wgsl, a 4×4 register tile per invocation, vec4 loads, no workgroup
-// memory. Storage is ST4 (f32, or f16 with precision f16); arithmetic is f32. Host guarantees: Dh % 4 == 0, N % 4 == 0; dispatch = (ceil(N / (4·WG_X)), ceil(M / (4·WG_Y)), 1).
+// memory. Storage is ST4 (f32, or f16 with precision f16); the four-term dot products run in that
+// type and accumulate in f32. Host guarantees: Dh % 4 == 0, N % 4 == 0; dispatch = (ceil(N / (4·WG_X)), ceil(M / (4·WG_Y)), 1).
 
 struct Params {
   M: u32,    // rows: B·S
@@ -65,18 +66,19 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     let oh = h * headStride;
     let wh = h * Dh4;
     for (var d = 0u; d < Dh4; d++) {
-      let a0 = vec4<f32>(o[o0 + oh + d]);
-      let a1 = vec4<f32>(o[o1 + oh + d]);
-      let a2 = vec4<f32>(o[o2 + oh + d]);
-      let a3 = vec4<f32>(o[o3 + oh + d]);
-      let b0 = vec4<f32>(w[w0 + wh + d]);
-      let b1 = vec4<f32>(w[w1 + wh + d]);
-      let b2 = vec4<f32>(w[w2 + wh + d]);
-      let b3 = vec4<f32>(w[w3 + wh + d]);
-      acc0 += vec4<f32>(dot(a0, b0), dot(a0, b1), dot(a0, b2), dot(a0, b3));
-      acc1 += vec4<f32>(dot(a1, b0), dot(a1, b1), dot(a1, b2), dot(a1, b3));
-      acc2 += vec4<f32>(dot(a2, b0), dot(a2, b1), dot(a2, b2), dot(a2, b3));
-      acc3 += vec4<f32>(dot(a3, b0), dot(a3, b1), dot(a3, b2), dot(a3, b3));
+      let a0 = o[o0 + oh + d];
+      let a1 = o[o1 + oh + d];
+      let a2 = o[o2 + oh + d];
+      let a3 = o[o3 + oh + d];
+      let b0 = w[w0 + wh + d];
+      let b1 = w[w1 + wh + d];
+      let b2 = w[w2 + wh + d];
+      let b3 = w[w3 + wh + d];
+      // Four-term dot products in the storage type (f16 arithmetic with precision f16), accumulated in f32.
+      acc0 += vec4<f32>(f32(dot(a0, b0)), f32(dot(a0, b1)), f32(dot(a0, b2)), f32(dot(a0, b3)));
+      acc1 += vec4<f32>(f32(dot(a1, b0)), f32(dot(a1, b1)), f32(dot(a1, b2)), f32(dot(a1, b3)));
+      acc2 += vec4<f32>(f32(dot(a2, b0)), f32(dot(a2, b1)), f32(dot(a2, b2)), f32(dot(a2, b3)));
+      acc3 += vec4<f32>(f32(dot(a3, b0)), f32(dot(a3, b1)), f32(dot(a3, b2)), f32(dot(a3, b3)));
     }
   }
 

@@ -20,8 +20,8 @@
 // (4·WG_Y) rows × (4·WG_X) columns. No workgroup memory and no barriers: on CPU drivers (lavapipe,
 // SwiftShader) barriers cost more than the re-reads, and on GPUs the caches catch the reuse.
 //
-// Storage is ST4 (vec4<f32>, or vec4<f16> with precision f16: the host prepends the alias);
-// arithmetic is f32.
+// Storage is ST4 (vec4<f32>, or vec4<f16> with precision f16: the host prepends the alias); the
+// four-term dot products run in that type and accumulate in f32.
 //
 // Host guarantees: K % 4 == 0 and Dh % 4 == 0 (so N % 4 == 0, and four consecutive columns starting
 // at a multiple of 4 never straddle two heads); S is Sq for Q columns and Skv for K and V columns
@@ -94,18 +94,19 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   var acc2 = vec4<f32>(0.0);
   var acc3 = vec4<f32>(0.0);
   for (var k = 0u; k < K4; k++) {
-    let a0 = vec4<f32>(x[x0 + k]);
-    let a1 = vec4<f32>(x[x1 + k]);
-    let a2 = vec4<f32>(x[x2 + k]);
-    let a3 = vec4<f32>(x[x3 + k]);
-    let b0 = vec4<f32>(w[w0 + k]);
-    let b1 = vec4<f32>(w[w1 + k]);
-    let b2 = vec4<f32>(w[w2 + k]);
-    let b3 = vec4<f32>(w[w3 + k]);
-    acc0 += vec4<f32>(dot(a0, b0), dot(a0, b1), dot(a0, b2), dot(a0, b3));
-    acc1 += vec4<f32>(dot(a1, b0), dot(a1, b1), dot(a1, b2), dot(a1, b3));
-    acc2 += vec4<f32>(dot(a2, b0), dot(a2, b1), dot(a2, b2), dot(a2, b3));
-    acc3 += vec4<f32>(dot(a3, b0), dot(a3, b1), dot(a3, b2), dot(a3, b3));
+    let a0 = x[x0 + k];
+    let a1 = x[x1 + k];
+    let a2 = x[x2 + k];
+    let a3 = x[x3 + k];
+    let b0 = w[w0 + k];
+    let b1 = w[w1 + k];
+    let b2 = w[w2 + k];
+    let b3 = w[w3 + k];
+    // Four-term dot products in the storage type (f16 arithmetic with precision f16), accumulated in f32.
+    acc0 += vec4<f32>(f32(dot(a0, b0)), f32(dot(a0, b1)), f32(dot(a0, b2)), f32(dot(a0, b3)));
+    acc1 += vec4<f32>(f32(dot(a1, b0)), f32(dot(a1, b1)), f32(dot(a1, b2)), f32(dot(a1, b3)));
+    acc2 += vec4<f32>(f32(dot(a2, b0)), f32(dot(a2, b1)), f32(dot(a2, b2)), f32(dot(a2, b3)));
+    acc3 += vec4<f32>(f32(dot(a3, b0)), f32(dot(a3, b1)), f32(dot(a3, b2)), f32(dot(a3, b3)));
   }
 
   let b4 = vec4<f32>(bias[n0 / 4u]);

@@ -58,15 +58,21 @@ const F16_UNIT_ROUNDOFF = 2 ** -11;
 /**
  * Tolerance for precision 'f16' outputs against the float64 reference. Every stored tensor is rounded
  * to float16 (relative error ≤ 2⁻¹¹): the input, the weights, Q/K/V, the attention output O, the
- * output Y; the arithmetic is float32. Y's own rounding is |y|·2⁻¹¹; each earlier rounding reaches Y
- * through a float32 dot product with random-signed terms, adding about the same relative amount of the
- * output's scale. With six roundings and margin: rtol = 4·2⁻¹¹, and atol = 4·2⁻¹¹·max|ref| for
- * outputs near zero (whose error follows the scale of their terms, not their own size), plus the
- * float32 rule for the reductions and the logit-size term of outputTolerance.
+ * output Y; the projections' four-term dot products run in float16 and accumulate in float32. Y's own
+ * rounding is |y|·2⁻¹¹; each earlier rounding reaches Y through a float32 sum of random-signed terms,
+ * adding about the same relative amount of the output's scale. With six roundings and margin:
+ * rtol = 4·2⁻¹¹, and atol = 4·2⁻¹¹·max|ref| for outputs near zero (whose error follows the scale of
+ * their terms, not their own size). Logits come from float16 Q and K, so a logit L is known to about
+ * |L|·2⁻¹¹ (not 2⁻²³): the logit-size term of outputTolerance, at float16's unit roundoff. With
+ * logits in the hundreds that term reaches 100 %: float16 cannot pin such a softmax, only keep it finite.
  */
 export function f16Tolerance(reductionLengths: number[], maxAbsRef: number, maxAbsLogit = 0): Tolerance {
-  const base = outputTolerance(reductionLengths, maxAbsLogit, maxAbsRef);
-  return { atol: base.atol + 4 * F16_UNIT_ROUNDOFF * maxAbsRef, rtol: base.rtol + 4 * F16_UNIT_ROUNDOFF };
+  const base = f32Tolerance(reductionLengths);
+  const logit = 4 * maxAbsLogit * F16_UNIT_ROUNDOFF;
+  return {
+    atol: base.atol + (4 * F16_UNIT_ROUNDOFF + logit) * maxAbsRef,
+    rtol: base.rtol + 4 * F16_UNIT_ROUNDOFF + logit,
+  };
 }
 
 /** Probabilities with precision 'f16': logits from float16 Q and K carry |logit|·2⁻¹⁰ error, turned into relative error of p. */

@@ -14,11 +14,11 @@ import type {
   ScaledDotProductAttentionOptions,
   StateDict,
 } from './types.ts';
-import { describe, rejectUnknownKeys, requireObject, requirePositiveInteger } from './validate.ts';
+import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from './validate.ts';
 import { WebGPUBackend } from './webgpu/backend.ts';
 import { type AcquiredDevice, acquireDevice, describeAdapter } from './webgpu/device.ts';
 
-const ENGINE_KEYS = ['backend', 'device', 'limits', 'precision'] as const;
+const ENGINE_KEYS = ['backend', 'device', 'limits', 'precision', 'profile'] as const;
 const LIMIT_KEYS = ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension'] as const;
 
 export interface AdapterInfo {
@@ -60,6 +60,12 @@ export class AttentionEngine {
   get precision(): 'f32' | 'f16' {
     const impl = this.live('precision');
     return impl instanceof WebGPUBackend ? impl.precision : 'f32';
+  }
+
+  /** Whether forwards report `timings` (kernel times from timestamp queries). */
+  get profiling(): boolean {
+    const impl = this.live('profiling');
+    return impl instanceof WebGPUBackend && impl.profiling;
   }
 
   /** Why the precision asked for is not the one in use; null when it is. */
@@ -132,6 +138,7 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
   rejectUnknownKeys(where, 'options', o, ENGINE_KEYS);
   const { backend, device } = options;
   const precision = options.precision ?? 'f32';
+  const profile = options.profile === undefined ? false : requireBoolean(where, 'options.profile', options.profile);
   if (precision !== 'f32' && precision !== 'f16') {
     throw new InvalidArgumentError({ where, argument: 'options.precision', expected: '"f32", "f16" or left out', given: describe(precision) });
   }
@@ -157,7 +164,7 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
         fix: "Pass backend: 'webgpu' (or leave it out) to run on this device.",
       });
     }
-    return new AttentionEngine(new WebGPUBackend(device, false, describeAdapter(device.adapterInfo), limits, precision), null, precision);
+    return new AttentionEngine(new WebGPUBackend(device, false, describeAdapter(device.adapterInfo), limits, precision, profile), null, precision);
   }
   if (backend === 'cpu') return new AttentionEngine(new CpuBackend(), null, precision);
 
@@ -168,5 +175,5 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
     if (backend === 'webgpu' || !(e instanceof WebGPUUnavailableError)) throw e;
     return new AttentionEngine(new CpuBackend(), e.message, precision);
   }
-  return new AttentionEngine(new WebGPUBackend(acquired.device, true, acquired.adapterInfo, limits, precision), null, precision);
+  return new AttentionEngine(new WebGPUBackend(acquired.device, true, acquired.adapterInfo, limits, precision, profile), null, precision);
 }

@@ -20,6 +20,12 @@ export interface EngineOptions {
    * shader-f16; without it the engine runs in f32 and engine.precisionNote says so. Default 'f32'.
    */
   precision?: 'f32' | 'f16';
+  /**
+   * Time each kernel on the GPU with timestamp queries, where the adapter has 'timestamp-query':
+   * every forward's result then has `timings` (engine.profiling says whether it does). Each kernel
+   * gets its own compute pass, so leave it off when not measuring. Default false.
+   */
+  profile?: boolean;
 }
 
 export interface MultiHeadAttentionConfig {
@@ -135,6 +141,12 @@ export interface ForwardResult {
   output: Float32Array;
   /** [B, H, Sq, Skv]: softmax(Q·Kᵀ/√Dh) of each head; 0 where a key is masked. Only with needWeights. */
   attentionWeights?: Float32Array;
+  /**
+   * With createAttentionEngine({ profile: true }) on an adapter with timestamp-query: GPU milliseconds
+   * of each kernel (qkv_projection, flash_attention, attention_probs, output_projection) and `gpu`,
+   * from the first kernel's start to the last one's end. Not for calls split to fit device limits.
+   */
+  timings?: Record<string, number>;
 }
 
 export interface EngineStats {

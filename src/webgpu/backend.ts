@@ -44,8 +44,15 @@ export class WebGPUBackend implements Backend {
     private readonly limitOverrides: Partial<EngineLimits> = {},
     /** The precision asked for; f16 needs the device's shader-f16 feature. */
     private readonly requestedPrecision: Precision = 'f32',
+    /** Time each kernel with timestamp queries (where the device has 'timestamp-query'). */
+    private readonly profile = false,
   ) {
     this.state = this.adopt(device, 0);
+  }
+
+  /** Whether forwards report kernel timings (profile asked for, and the device has timestamp-query). */
+  get profiling(): boolean {
+    return this.profile && this.state.device.features.has('timestamp-query');
   }
 
   /** The storage precision in use: f16 only where asked for and the device has shader-f16. */
@@ -189,7 +196,7 @@ export class WebGPUBackend implements Backend {
             generation = state.generation;
           }
           const cache = plan.cache ? (plan.cache.cache.storage as WebGPUKvCache).live(state.generation) : null;
-          if (parts.length === 1) return forwardWebGPU(state.pool, gpu, parts[0], cache);
+          if (parts.length === 1) return forwardWebGPU(state.pool, gpu, parts[0], cache, this.profiling);
           const results: ForwardResult[] = [];
           for (const p of parts) results.push((await forwardWebGPU(state.pool, gpu, p, cache)) as ForwardResult);
           return mergeResults(results);

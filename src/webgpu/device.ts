@@ -59,7 +59,8 @@ export async function acquireDevice(): Promise<AcquiredDevice> {
   const device = await adapter.requestDevice({
     label: 'AttentionEngine.device',
     // shader-f16 where the adapter has it: createAttentionEngine({ precision: 'f16' }) needs it.
-    requiredFeatures: adapter.features.has('shader-f16') ? ['shader-f16'] : [],
+    // timestamp-query where the adapter has it: createAttentionEngine({ profile: true }) times kernels with it.
+    requiredFeatures: (['shader-f16', 'timestamp-query'] as const).filter((f) => adapter.features.has(f)),
     requiredLimits: {
       maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
       maxBufferSize: l.maxBufferSize,

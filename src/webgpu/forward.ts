@@ -12,6 +12,7 @@ import { type MaskBuffers, uploadMasks } from './kernels/masks.ts';
 import { encodeOutputProjection } from './kernels/output-projection.ts';
 import { encodeQkvProjection, packedTargets, type ProjectionWeights, type QkvTargets, qkvLayout } from './kernels/qkv-projection.ts';
 import { fromF16 } from './f16.ts';
+import { PassStages } from './profiler.ts';
 import { CallScratch } from './scratch.ts';
 
 /** A layer's weights on the GPU, uploaded once. Missing biases are uploaded as zeros. */
@@ -48,17 +49,17 @@ function write(scratch: CallScratch, data: Float32Array, role: string): GPUBuffe
 }
 
 /** Encodes flash attention (and the probabilities, when asked) over filled Q, K, V. */
-function encodeAttention(pass: GPUComputePassEncoder, scratch: CallScratch, plan: ForwardPlan, targets: QkvTargets, masks: MaskBuffers) {
+function encodeAttention(stages: PassStages, scratch: CallScratch, plan: ForwardPlan, targets: QkvTargets, masks: MaskBuffers) {
   const { batches, qRows } = headLayout(plan);
   const { numHeads: H, headDim: Dh } = plan.layer;
   const rows = batches * H * qRows;
   const attention = scratch.storage(rows * Dh * scratch.elementBytes, 'attention');  // O [B, H, Sq, Dh]
   const rowStats = scratch.storage(rows * 8, 'rowStats');         // softmax (m, l) per row [B, H, Sq]
   const { q, kv } = targets;
-  encodeFlashAttention(pass, scratch, plan, { q, kv, attention, rowStats }, masks);
+  stages.run('flash_attention', (pass) => encodeFlashAttention(pass, scratch, plan, { q, kv, attention, rowStats }, masks));
   const probsBytes = plan.needWeights ? plan.batchSize * H * plan.seqLen * plan.kvSeqLen * 4 : 0;
   const probs = plan.needWeights ? scratch.storage(probsBytes, 'probs') : null; // P [B, H, Sq, Skv]
-  if (probs) encodeAttentionProbs(pass, scratch, plan, { q, kv, rowStats, probs }, masks);
+  if (probs) stages.run('attention_probs', (pass) => encodeAttentionProbs(pass, scratch, plan, { q, kv, rowStats, probs }, masks));
   return { attention, probs, probsBytes };
 }
 
@@ -99,6 +100,7 @@ export async function forwardWebGPU(
   weights: GpuLayerWeights,
   plan: ForwardPlan,
   cache: GpuKvCache | null = null,
+  profile = false,
 ): Promise<ForwardResult | BufferForwardResult> {
   const device = pool.device;
   const { batches, qRows } = headLayout(plan);
@@ -135,27 +137,36 @@ export async function forwardWebGPU(
     // A caller's buffer from another device, or of the wrong kind, is a validation error: catch it here.
     if (g) device.pushErrorScope('validation');
     const encoder = device.createCommandEncoder({ label: 'MultiHeadAttention.forward' });
-    const pass = encoder.beginComputePass({ label: 'MultiHeadAttention.forward.pass' });
-    encodeQkvProjection(pass, scratch, plan, { query, key, value }, weights.projection, targets);
-    const { attention, probs, probsBytes } = encodeAttention(pass, scratch, plan, targets, masks);
-    encodeOutputProjection(pass, scratch, plan, { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y });
-    pass.end();
+    const stages = new PassStages(device, encoder, 'MultiHeadAttention.forward', profile);
+    stages.run('qkv_projection', (pass) => encodeQkvProjection(pass, scratch, plan, { query, key, value }, weights.projection, targets));
+    const { attention, probs, probsBytes } = encodeAttention(stages, scratch, plan, targets, masks);
+    stages.run('output_projection', (pass) =>
+      encodeOutputProjection(pass, scratch, plan, { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y }));
+    const timestamps = stages.end(scratch);
     if (plan.returnBuffer) {
       const weightsBuffer = probs ? owned(probsBytes, 'MultiHeadAttention.attentionWeightsBuffer') : null;
       if (probs && weightsBuffer) encoder.copyBufferToBuffer(probs, 0, weightsBuffer, 0, probsBytes);
       device.queue.submit([encoder.finish()]);
+      stages.destroyAfter(device.queue);
       await rejectInvalidBuffers(device, !!g, [y, weightsBuffer]);
       return weightsBuffer ? { outputBuffer: y, attentionWeightsBuffer: weightsBuffer } : { outputBuffer: y };
     }
-    const sources = [{ buffer: y, bytes: outputBytes, f16 }, ...(probs ? [{ buffer: probs, bytes: probsBytes }] : [])];
+    const sources = [
+      { buffer: y, bytes: outputBytes, f16 },
+      ...(probs ? [{ buffer: probs, bytes: probsBytes }] : []),
+      ...(timestamps ? [timestamps] : []),
+    ];
     // Submit (readBack's synchronous part) before popping the validation scope, then wait for both,
     // so nothing is left pending either way.
     const reading = readBack(scratch, encoder, sources);
     const [verdict, read] = await Promise.allSettled([rejectInvalidBuffers(device, !!g, []), reading]);
+    stages.destroyAfter(device.queue);
     if (verdict.status === 'rejected') throw verdict.reason;
     if (read.status === 'rejected') throw read.reason;
-    const [output, attentionWeights] = read.value;
-    return attentionWeights ? { output, attentionWeights } : { output };
+    const output = read.value[0];
+    const attentionWeights = probs ? read.value[1] : undefined;
+    const timings = timestamps ? stages.timings(read.value[read.value.length - 1].buffer) : undefined;
+    return { output, ...(attentionWeights ? { attentionWeights } : {}), ...(timings ? { timings } : {}) };
   } finally {
     scratch.releaseAll();
   }
@@ -206,9 +217,9 @@ export async function attendWebGPU(pool: BufferPool, plan: ForwardPlan, q: Float
     scratch.writeTensorAt(qkv, layout.vBase, v);
     const masks = uploadMasks(scratch, plan);
     const encoder = device.createCommandEncoder({ label: 'scaledDotProductAttention' });
-    const pass = encoder.beginComputePass({ label: 'scaledDotProductAttention.pass' });
-    const { attention, probs, probsBytes } = encodeAttention(pass, scratch, plan, packedTargets(plan, qkv), masks);
-    pass.end();
+    const stages = new PassStages(device, encoder, 'scaledDotProductAttention', false);
+    const { attention, probs, probsBytes } = encodeAttention(stages, scratch, plan, packedTargets(plan, qkv), masks);
+    stages.end(scratch);
     const sources = [{ buffer: attention, bytes: q.length * scratch.elementBytes, f16: scratch.precision === 'f16' }, ...(probs ? [{ buffer: probs, bytes: probsBytes }] : [])];
     const [output, attentionWeights] = await readBack(scratch, encoder, sources);
     return attentionWeights ? { output, attentionWeights } : { output };

@@ -47,6 +47,11 @@ export class CallScratch {
     return buffer;
   }
 
+  /** A scratch buffer of any usage. */
+  buffer(bytes: number, usage: number, role: string): GPUBuffer {
+    return this.take(this.pool.acquire(bytes, usage, role));
+  }
+
   /** A buffer to copy results into and map for reading. */
   readback(bytes: number, role: string): GPUBuffer {
     return this.take(this.pool.acquire(bytes, Usage.MAP_READ | Usage.COPY_DST, role));

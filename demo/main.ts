@@ -10,6 +10,7 @@ import { mountAttentionMapsPanel } from './panels/attention-maps.ts';
 import { mountBenchmarkPanel } from './panels/benchmark.ts';
 import { mountCorrectnessPanel } from './panels/correctness.ts';
 import { mountDecodePanel } from './panels/decode.ts';
+import { mountScalingPanel } from './panels/scaling.ts';
 import { errorMessage, h } from './panels/dom.ts';
 import { LayerConfig } from './panels/layer-config.ts';
 import { mountShapeFlowPanel } from './panels/shape-flow.ts';
@@ -61,6 +62,7 @@ async function main(): Promise<void> {
 
   const systems = await benchSystems();
   mountBenchmarkPanel(panel('benchmark'), engine, systems);
+  mountScalingPanel(panel('scaling'), engine, systems);
   mountDecodePanel(panel('decode'), engine);
 
   await adapterDone;

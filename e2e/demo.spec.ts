@@ -184,7 +184,7 @@ test('benchmark: tiny preset, 1 warm-up, 1 run: every system shows a time or an 
   await page.selectOption('#bench-preset', 'tiny');
   await page.fill('#bench-warmup', '1');
   await page.fill('#bench-runs', '1');
-  const ids = await page.locator('fieldset.systems [data-system]').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.system));
+  const ids = await page.locator('#benchmark fieldset.systems [data-system]').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.system));
   expect(ids).toEqual(['engine', 'naive', 'tfjs', 'ort', 'cpu']);
   for (const id of ids) await page.check(`#bench-sys-${id}`);
 
@@ -228,6 +228,98 @@ test('benchmark: tiny preset, 1 warm-up, 1 run: every system shows a time or an 
   expect(json.shape).toEqual({ batchSize: 1, seqLen: 16, embedDim: 32, numHeads: 2, isCausal: false });
   expect(json.versions['webgpu-attention']).toMatch(/^\d+\.\d+\.\d+/);
   expect(json.systems.map((s: { id: string }) => s.id)).toEqual(ids);
+  await demo.expectClean(mark);
+});
+
+test('scaling: S = 16, 32 at E=32 H=2, engine only, 0 warm-up, 1 run: ms and GFLOP/s per S, two log-log charts, JSON; Stop stops between sizes', async ({ demo }, testInfo) => {
+  test.setTimeout(180_000);
+  await demo.requireWebGPU();
+  const { page } = demo;
+  const mark = demo.mark();
+  const panel = page.locator('#scaling');
+  await expect(page.locator('header nav a[href="#scaling"]')).toHaveText('Scaling');
+  await expect(panel).toHaveAttribute('data-state', 'idle');
+  // Defaults: B=1 E=512 H=8, 1 warm-up, 2 runs, this engine and TF.js; the list stops at 2048 on a software adapter.
+  const software = /swiftshader/i.test((await page.locator('#footer-backend').textContent()) ?? '');
+  await expect(page.locator('#scale-s-list')).toHaveValue(software ? '128, 256, 512, 1024, 2048' : '128, 256, 512, 1024, 2048, 4096, 8192');
+  await expect(page.locator('#scale-software')).toContainText(software ? 'stops at S = 2048' : 'takes minutes');
+  for (const [id, value] of [['b', '1'], ['e', '512'], ['h', '8'], ['warmup', '1'], ['runs', '2']]) await expect(page.locator(`#scale-${id}`)).toHaveValue(value);
+  const ids = await panel.locator('fieldset.systems [data-system]').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.system));
+  expect(ids).toEqual(['engine', 'naive', 'tfjs', 'ort', 'cpu']);
+  for (const id of ids) {
+    if (id === 'engine' || id === 'tfjs') await expect(page.locator(`#scale-sys-${id}`)).toBeChecked();
+    else await expect(page.locator(`#scale-sys-${id}`)).not.toBeChecked();
+  }
+  await expect(page.locator('#scale-stop')).toBeDisabled();
+
+  await page.fill('#scale-s-list', '32 16'); // any order, spaces or commas
+  await page.fill('#scale-e', '32');
+  await page.fill('#scale-h', '2');
+  await page.fill('#scale-warmup', '0');
+  await page.fill('#scale-runs', '1');
+  await page.uncheck('#scale-sys-tfjs');
+  await expect(page.locator('#scale-info')).toContainText('2 sizes, S = 16, 32');
+  await page.click('#scale-run');
+  expect(await demo.settled('scaling', 120_000)).toBe('done');
+  expect(await page.locator('#scale-progress').evaluate((p) => (p as HTMLProgressElement).value)).toBe(1);
+  await expect(page.locator('#scale-progress-text')).toContainText('Done: 2 sizes × 1 system');
+  await expect(page.locator('#scale-progress-text')).toContainText('2 ok, 0 over budget, 0 failed, 0 skipped');
+
+  await expect(page.locator('#scale-table tbody tr')).toHaveCount(2);
+  const summary: string[] = [];
+  for (const S of [16, 32]) {
+    const cell = (metric: string) => page.locator(`#scale-table td[data-s="${S}"][data-system="engine"][data-metric="${metric}"]`);
+    await expect(cell('ms')).toHaveAttribute('data-status', 'ok');
+    const ms = Number(await cell('ms').textContent());
+    const gflops = Number(await cell('gflops').textContent());
+    summary.push(`S=${S}: ${ms} ms, ${gflops} GFLOP/s`);
+    expect(ms, `median ms at S = ${S}`).toBeGreaterThan(0);
+    expect(gflops, `GFLOP/s at S = ${S}`).toBeGreaterThan(0);
+  }
+  testInfo.annotations.push({ type: 'scaling', description: summary.join('; ') });
+  await expect(page.locator('#scale-notes')).toHaveCount(0); // nothing failed or skipped
+
+  for (const id of ['scale-chart-ms', 'scale-chart-gflops']) {
+    await expect(page.locator(`#${id}`)).toBeVisible();
+    const inked = await page.evaluate((canvasId) => {
+      const canvas = document.getElementById(canvasId) as HTMLCanvasElement;
+      const d = canvas.getContext('2d')!.getImageData(0, 0, canvas.width, canvas.height).data;
+      let n = 0;
+      for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
+      return n;
+    }, id);
+    expect(inked, `#${id} is blank`).toBeGreaterThan(1000);
+  }
+  const shot = testInfo.outputPath('scaling.png');
+  await panel.screenshot({ path: shot });
+  await testInfo.attach('scaling (S = 16, 32, E=32 H=2, engine)', { path: shot, contentType: 'image/png' });
+
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#scale-download')]);
+  const file = testInfo.outputPath(download.suggestedFilename());
+  await download.saveAs(file);
+  await testInfo.attach('scaling JSON', { path: file, contentType: 'application/json' });
+  const json = JSON.parse(readFileSync(file, 'utf8'));
+  expect(json.backend).toBe('webgpu');
+  expect(json.layer).toEqual({ batchSize: 1, embedDim: 32, numHeads: 2, isCausal: false });
+  expect(json.seqLens).toEqual([16, 32]);
+  expect(json.points.map((p: { seqLen: number }) => p.seqLen)).toEqual([16, 32]);
+  for (const p of json.points) {
+    expect(p.systems.engine.status).toBe('ok');
+    expect(p.systems.engine.medianMs).toBeGreaterThan(0);
+    expect(p.systems.engine.runsMs).toHaveLength(1);
+  }
+
+  // Stop: takes effect between sizes; the sizes after it are marked stopped, not dropped.
+  await page.fill('#scale-s-list', '16, 32, 64, 128, 256, 512, 1024, 2048');
+  await page.click('#scale-run');
+  await page.click('#scale-stop');
+  expect(await demo.settled('scaling', 120_000)).toBe('done');
+  await expect(page.locator('#scale-progress-text')).toContainText('Stopped after S = ');
+  await expect(page.locator('#scale-table tbody tr')).toHaveCount(8);
+  await expect(page.locator('#scale-table td[data-s="16"][data-system="engine"][data-metric="ms"]')).toHaveAttribute('data-status', 'ok');
+  await expect(page.locator('#scale-table td[data-s="2048"][data-system="engine"]')).toHaveAttribute('data-status', 'stopped');
+  await expect(page.locator('#scale-stop')).toBeDisabled();
+  await expect(page.locator('#scale-run')).toBeEnabled();
   await demo.expectClean(mark);
 });
 

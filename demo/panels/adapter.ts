@@ -16,6 +16,13 @@ const KEY_LIMITS: { name: keyof GPUSupportedLimits; bytes?: boolean }[] = [
   { name: 'maxStorageBuffersPerShaderStage' },
 ];
 
+/** A software adapter (SwiftShader and the like) or the CPU backend: panels keep their default runs short there. */
+export function isSoftware(engine: AttentionEngine): boolean {
+  if (engine.backend !== 'webgpu') return true;
+  const info = engine.adapterInfo;
+  return !info || /swiftshader|llvmpipe|lavapipe|software|warp/i.test(`${info.vendor} ${info.architecture} ${info.device} ${info.description}`);
+}
+
 function row(name: string, value: Node | string, id?: string) {
   return h('tr', {}, h('th', { scope: 'row' }, name), h('td', { id }, value));
 }

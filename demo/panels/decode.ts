@@ -7,6 +7,7 @@
 import { CategoryScale, Chart, Legend, LinearScale, LineController, LineElement, PointElement, Tooltip } from 'chart.js';
 import type { AttentionEngine, KvCache, MultiHeadAttention } from 'webgpu-attention';
 import { mulberry32, randomStateDict, uniform } from '../../src/util/random.ts';
+import { isSoftware } from './adapter.ts';
 import { errorMessage, h, numberField, readInt, setState } from './dom.ts';
 
 Chart.register(LineController, LineElement, PointElement, CategoryScale, LinearScale, Legend, Tooltip);
@@ -61,17 +62,10 @@ function rows(x: Float32Array, B: number, S: number, E: number, s0: number, s1: 
   return out;
 }
 
-/** A software adapter (SwiftShader and the like) or the CPU backend: keep the default run short. */
-function isSoftware(engine: AttentionEngine): boolean {
-  if (engine.backend !== 'webgpu') return true;
-  const info = engine.adapterInfo;
-  return !info || /swiftshader|llvmpipe|lavapipe|software|warp/i.test(`${info.vendor} ${info.architecture} ${info.device} ${info.description}`);
-}
-
 export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine): void {
   const body = section.querySelector<HTMLElement>('.panel-body')!;
   const webgpu = engine.backend === 'webgpu';
-  const defaultMax = isSoftware(engine) ? 512 : 2048;
+  const defaultMax = isSoftware(engine) ? 512 : 2048; // keep the default run short on software
 
   const e = numberField('E (embed dim)', 'decode-e', 256, { max: 4096 });
   const hh = numberField('H (heads)', 'decode-h', 4, { max: 64 });

@@ -98,7 +98,9 @@ function table(report: HeadlessReport): string {
     s.gflops !== undefined ? s.gflops.toFixed(2) : '',
     s.ratioToEngine !== undefined ? `${s.ratioToEngine.toFixed(2)}x` : '',
     s.maxAbsError !== undefined ? s.maxAbsError.toExponential(1) : '',
-    s.status === 'ok' ? '' : (s.error ?? '').split('\n')[0].slice(0, 100),
+    s.status === 'ok'
+      ? s.kernelMs ? `GPU kernels: ${Object.entries(s.kernelMs).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')} ms` : ''
+      : (s.error ?? '').split('\n')[0].slice(0, 100),
   ]);
   const header = ['system', 'median ms', 'GFLOP/s', 'vs engine', 'max err', 'note'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));

@@ -3,8 +3,8 @@
 // sources as they are (TypeScript, WGSL as `?raw` strings) with no build step.
 //   node scripts/run-ts.mjs scripts/compare.ts [args...]
 import { createServer, createServerModuleRunner } from 'vite';
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const [entry, ...args] = process.argv.slice(2);
 if (!entry) {
@@ -14,9 +14,12 @@ if (!entry) {
 process.argv = [process.argv[0], resolve(entry), ...args];
 process.env.XDG_RUNTIME_DIR ??= '/tmp'; // quiets Dawn's "XDG_RUNTIME_DIR is invalid or not set"
 
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const server = await createServer({
   configFile: false,
   root: process.cwd(),
+  // The package name means the sources, as in vite.config.ts (not a dist/ that may be stale or absent).
+  resolve: { alias: { 'webgpu-attention': resolve(repo, 'src/index.ts') } },
   logLevel: 'error',
   server: { middlewareMode: true, hmr: false, ws: false },
   appType: 'custom',

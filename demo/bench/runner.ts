@@ -183,6 +183,8 @@ export async function runBenchmark(shape: BenchShape, systems: BenchSystem[], op
       result.runsMs = times;
       result.medianMs = median(times);
       result.gflops = flops / (result.medianMs * 1e6);
+      const kernels = await prepared.kernelTimings?.(query);
+      if (kernels) result.kernelMs = kernels;
     } catch (e) {
       result.status = 'failed';
       result.error = errorText(e);

@@ -28,6 +28,8 @@ export interface BenchLayer {
 export interface PreparedSystem {
   /** Runs the whole layer on a Float32Array query [B, S, E] and resolves to the output [B, S, E] read back to the CPU. */
   run(query: Float32Array): Promise<Float32Array>;
+  /** GPU milliseconds per kernel of one run, from timestamp queries, where the system can tell. */
+  kernelTimings?(query: Float32Array): Promise<Record<string, number> | null>;
   dispose(): Promise<void> | void;
 }
 
@@ -55,6 +57,8 @@ export interface SystemResult {
   ratioToEngine?: number;
   /** Max |output − CPU reference| of the first run: the correctness gate before timing. */
   maxAbsError?: number;
+  /** GPU milliseconds per kernel (timestamp queries) of one extra run after the timed ones; where known. */
+  kernelMs?: Record<string, number>;
 }
 
 export interface BenchResult {

@@ -44,10 +44,6 @@ export class GpuLayerWeights {
   }
 }
 
-function write(scratch: CallScratch, data: Float32Array, role: string): GPUBuffer {
-  return scratch.tensor(data, role); // at the engine's precision
-}
-
 /** Encodes flash attention (and the probabilities, when asked) over filled Q, K, V. */
 function encodeAttention(stages: PassStages, scratch: CallScratch, plan: ForwardPlan, targets: QkvTargets, masks: MaskBuffers) {
   const { batches, qRows } = headLayout(plan);
@@ -107,16 +103,16 @@ export async function forwardWebGPU(
   const E = plan.layer.embedDim;
   const scratch = new CallScratch(pool);
   try {
-    // Inputs: the caller's GPUBuffers where given (read in place), else uploads of the arrays.
+    // Inputs: the caller's GPUBuffers where given (read in place), else uploads of the arrays (at the engine's precision).
     const g = plan.gpu;
     if (g) checkInputSizes(plan, g, scratch.elementBytes);
-    const query = g?.query ?? write(scratch, plan.query, 'query');                               // [B, Sq, E]
-    const key = plan.mode !== 'cross' ? query : (g?.key ?? write(scratch, plan.key, 'key'));        // [B, Skv, kdim]
+    const query = g?.query ?? scratch.tensor(plan.query, 'query');                               // [B, Sq, E]
+    const key = plan.mode !== 'cross' ? query : (g?.key ?? scratch.tensor(plan.key, 'key'));        // [B, Skv, kdim]
     let value = query;                                                                          // [B, Skv, vdim]
     if (plan.mode === 'cross') {
       if (g?.value) value = g.value;
       else if (plan.value === plan.key && !g?.key) value = key; // one array for both: one upload
-      else value = write(scratch, plan.value, 'value');
+      else value = scratch.tensor(plan.value, 'value');
     }
     const { numHeads: H, headDim: Dh } = plan.layer;
     // Q ++ K ++ V head-split in one scratch buffer; with a KV cache, Q alone, and K, V in the cache.

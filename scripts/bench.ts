@@ -175,6 +175,32 @@ if (values.node) {
   }
 }
 
+// The performance issue's ratio targets, for the shapes this run measured: each ratio is
+// (peer median) / (engine median) from the same run on the same adapter.
+interface TargetRow { target: string; figure: string; status: 'met' | 'missed' | 'not measured' }
+function targetTable(): TargetRow[] {
+  const find = (s: number, e: number, h: number) =>
+    reports.find((r) => r.result.shape.seqLen === s && r.result.shape.embedDim === e && r.result.shape.numHeads === h && r.result.shape.batchSize === 1 && !r.result.shape.isCausal);
+  const rows: TargetRow[] = [];
+  const ratio = (report: ReturnType<typeof find>, peer: string, want: number, target: string) => {
+    const p = report?.result.systems.find((x) => x.id === peer);
+    if (!report || !p || p.status !== 'ok' || p.ratioToEngine === undefined) {
+      rows.push({ target, figure: p?.status === 'failed' ? `${peer} failed` : '', status: 'not measured' });
+    } else {
+      rows.push({ target, figure: `${p.ratioToEngine.toFixed(2)}×`, status: p.ratioToEngine >= want ? 'met' : 'missed' });
+    }
+  };
+  const s512 = find(512, 512, 8);
+  ratio(s512, 'tfjs', 3, 'B=1 S=512 E=512 H=8: ≥ 3× faster than TensorFlow.js');
+  ratio(s512, 'ort', 1.5, 'B=1 S=512 E=512 H=8: ≥ 1.5× faster than ONNX Runtime Web');
+  ratio(s512, 'naive', 5, 'B=1 S=512 E=512 H=8: ≥ 5× faster than the naive per-head loop');
+  ratio(find(128, 256, 4), 'tfjs', 3, 'B=1 S=128 E=256 H=4: ≥ 3× faster than TensorFlow.js');
+  return rows;
+}
+const targets = targetTable();
+console.log(`\ntargets (${values.node ? 'Node, Dawn' : 'Chromium'}):`);
+for (const t of targets) console.log(`  ${t.status.padEnd(12)} ${t.figure.padStart(8)}  ${t.target}`);
+
 mkdirSync(dirname(out), { recursive: true });
 writeFileSync(
   out,
@@ -186,6 +212,7 @@ writeFileSync(
       timing: 'wall time of one forward with a Float32Array in and out (upload, dispatch, readback), median of the timed runs after warm-ups; every system on the same adapter in the same page',
       flopFormula: '8·B·S·E² + 4·B·S²·E (causal: half the S² term)',
       options: { warmup, runs, seed, systems: systemIds },
+      targets,
       shapes: reports,
     },
     null,

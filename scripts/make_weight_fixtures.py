@@ -53,6 +53,9 @@ import sys
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_fixtures import f64_text  # noqa: E402  (the same 17-digit float64 writer)
+
 OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'test', 'fixtures', 'weights')
 
 # ——— the safetensors format ———
@@ -142,14 +145,6 @@ def f32_text(x):
     if not ok:
         ok = [repr(float(f))]
     return min(ok, key=len)
-
-
-def f64_text(x):
-    x = float(x)
-    assert math.isfinite(x)
-    s = '%.17g' % x
-    assert float(s) == x
-    return s
 
 
 def arr(values, fmt=f32_text):

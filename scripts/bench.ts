@@ -7,6 +7,9 @@
 //                    [--systems engine,naive,tfjs,ort,cpu] [--warmup 2] [--runs 5] [--seed 1] [--out bench-results/x.json]
 //                    [--node]
 //
+// `--preset all` runs every preset but those marked `inAll: false` (s8192-e512: name it to run it, best
+// with --systems engine; the peers and the float64 reference take many minutes there, or run out of memory).
+//
 // --node runs the same runner and systems in Node instead, on Dawn (the `webgpu` package: lavapipe here,
 // the real GPU elsewhere), with navigator.gpu set to Dawn's GPU. ONNX Runtime Web's WebGPU EP does not
 // run on Dawn in Node (its writeBuffer from a SharedArrayBuffer view fails), so it reports as failed.
@@ -18,7 +21,7 @@ import { chromium } from '@playwright/test';
 import { createServer } from 'vite';
 import type { HeadlessReport, HeadlessRequest } from '../demo/bench/headless.ts';
 import { PRESETS } from '../demo/bench/presets.ts';
-import type { BenchProgress, BenchShape } from '../demo/bench/types.ts';
+import type { BenchProgress, BenchShape, SystemResult } from '../demo/bench/types.ts';
 
 const ALL_SYSTEMS = ['engine', 'naive', 'tfjs', 'ort', 'cpu'];
 const { values } = parseArgs({
@@ -46,7 +49,8 @@ function fail(message: string): never {
 }
 if (values.help) {
   console.log(`usage: npm run bench -- [--preset ${PRESETS.map((p) => p.id).join(',')} | all] [--batch B --seq S --embed E --heads H [--causal]]
-       [--systems ${ALL_SYSTEMS.join(',')}] [--warmup N] [--runs N] [--seed N] [--out file.json] [--node]`);
+       [--systems ${ALL_SYSTEMS.join(',')}] [--warmup N] [--runs N] [--seed N] [--out file.json] [--node]
+  all: every preset but ${PRESETS.filter((p) => p.inAll === false).map((p) => p.id).join(', ')} (name those to run them, e.g. with --systems engine)`);
   process.exit(0);
 }
 const int = (name: string, text: string | undefined, min = 1): number => {
@@ -67,7 +71,7 @@ if (values.seq || values.embed || values.heads || values.batch) {
   if (shape.embedDim % shape.numHeads) fail(`--embed (${shape.embedDim}) must be divisible by --heads (${shape.numHeads})`);
   shapes.push({ id: 'custom', shape });
 } else {
-  const ids = values.preset === 'all' ? PRESETS.map((p) => p.id) : values.preset.split(',');
+  const ids = values.preset === 'all' ? PRESETS.filter((p) => p.inAll !== false).map((p) => p.id) : values.preset.split(',');
   for (const id of ids) {
     const p = PRESETS.find((q) => q.id === id) ?? fail(`unknown preset "${id}"; known: ${PRESETS.map((q) => q.id).join(', ')}, all`);
     shapes.push({ id, shape: { batchSize: p.batchSize, seqLen: p.seqLen, embedDim: p.embedDim, numHeads: p.numHeads, isCausal: p.isCausal } });
@@ -91,6 +95,10 @@ function progressLine(p: BenchProgress, label: string): void {
   else console.log(line);
 }
 
+/** Bytes in MB (10⁶ bytes, the unit of the issue's "< 200 MB"), one decimal. */
+const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
+const bytesText = (bytes: number) => (bytes >= 1e6 ? `${mb(bytes)} MB` : `${(bytes / 1e3).toFixed(1)} kB`);
+
 function table(report: HeadlessReport): string {
   const rows = report.result.systems.map((s) => [
     s.label,
@@ -99,7 +107,11 @@ function table(report: HeadlessReport): string {
     s.ratioToEngine !== undefined ? `${s.ratioToEngine.toFixed(2)}x` : '',
     s.maxAbsError !== undefined ? s.maxAbsError.toExponential(1) : '',
     s.status === 'ok'
-      ? s.kernelMs ? `GPU kernels: ${Object.entries(s.kernelMs).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')} ms` : ''
+      ? [
+          s.kernelMs ? `GPU kernels: ${Object.entries(s.kernelMs).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')} ms` : '',
+          s.kernelVariants?.length ? `variants: ${s.kernelVariants.map((v) => `${v.kernel} ${v.variant} (${v.source})`).join(', ')}` : '',
+          s.gpuMemory ? `GPU peak ${bytesText(s.gpuMemory.peakBytes)} (weights ${bytesText(s.gpuMemory.weightBytes)} + scratch ${bytesText(s.gpuMemory.scratchPeakBytes)})` : '',
+        ].filter(Boolean).join('; ')
       : (s.error ?? '').split('\n')[0].slice(0, 100),
   ]);
   const header = ['system', 'median ms', 'GFLOP/s', 'vs engine', 'max err', 'note'];
@@ -175,12 +187,20 @@ if (values.node) {
   }
 }
 
-// The performance issue's ratio targets, for the shapes this run measured: each ratio is
-// (peer median) / (engine median) from the same run on the same adapter.
-interface TargetRow { target: string; figure: string; status: 'met' | 'missed' | 'not measured' }
+// The performance issue's targets, for the shapes this run measured. Peer ratios are (peer median) /
+// (engine median) from the same run on the same adapter; the causal ratios compare the engine on the
+// twin presets long (non-causal) and long-causal; the memory row reads the engine's peak GPU memory.
+interface TargetRow {
+  target: string;
+  figure: string;
+  status: 'met' | 'missed' | 'not measured';
+  /** Why a row is not measured (or what failed). */
+  note?: string;
+}
 function targetTable(): TargetRow[] {
-  const find = (s: number, e: number, h: number) =>
-    reports.find((r) => r.result.shape.seqLen === s && r.result.shape.embedDim === e && r.result.shape.numHeads === h && r.result.shape.batchSize === 1 && !r.result.shape.isCausal);
+  const find = (s: number, e: number, h: number, causal = false) =>
+    reports.find((r) => r.result.shape.seqLen === s && r.result.shape.embedDim === e && r.result.shape.numHeads === h && r.result.shape.batchSize === 1 && r.result.shape.isCausal === causal);
+  const engineOf = (r: ReturnType<typeof find>) => r?.result.systems.find((x) => x.id === 'engine');
   const rows: TargetRow[] = [];
   const ratio = (report: ReturnType<typeof find>, peer: string, want: number, target: string) => {
     const p = report?.result.systems.find((x) => x.id === peer);
@@ -195,11 +215,59 @@ function targetTable(): TargetRow[] {
   ratio(s512, 'ort', 1.5, 'B=1 S=512 E=512 H=8: ≥ 1.5× faster than ONNX Runtime Web');
   ratio(s512, 'naive', 5, 'B=1 S=512 E=512 H=8: ≥ 5× faster than the naive per-head loop');
   ratio(find(128, 256, 4), 'tfjs', 3, 'B=1 S=128 E=256 H=4: ≥ 3× faster than TensorFlow.js');
+
+  // Causal against non-causal at S=2048: the attention kernel alone (timestamp queries) and end to end.
+  const full = find(2048, 512, 8, false);
+  const causal = find(2048, 512, 8, true);
+  type Measured = { engine: SystemResult; report: HeadlessReport };
+  const pair = (want: number, target: string, get: (m: Measured) => number | string) => {
+    const missing = [!full && 'long', !causal && 'long-causal'].filter(Boolean);
+    if (!full || !causal) return rows.push({ target, figure: '', status: 'not measured', note: `needs both presets long and long-causal in one run; missing: ${missing.join(', ')}` });
+    const measured: Measured[] = [];
+    const problems: string[] = [];
+    for (const report of [full, causal]) {
+      const engine = engineOf(report);
+      if (engine?.status === 'ok') measured.push({ engine, report });
+      else problems.push(`engine ${engine ? 'failed' : 'not run'} at ${describeShape(report.result.shape)}${engine?.error ? `: ${engine.error.split('\n')[0].slice(0, 80)}` : ''}`);
+    }
+    if (problems.length) return rows.push({ target, figure: '', status: 'not measured', note: problems.join('; ') });
+    const [a, b] = measured.map(get);
+    if (typeof a === 'string' || typeof b === 'string') return rows.push({ target, figure: '', status: 'not measured', note: typeof a === 'string' ? a : String(b) });
+    const r = a / b;
+    return rows.push({ target, figure: `${r.toFixed(2)}×`, status: r >= want ? 'met' : 'missed', note: `${a.toFixed(1)} ms non-causal / ${b.toFixed(1)} ms causal` });
+  };
+  pair(1.7, 'B=1 S=2048 E=512 H=8, causal: attention kernel alone ≥ 1.7× faster than non-causal', ({ engine: e, report }) => {
+    const ms = e.kernelMs?.flash_attention;
+    if (ms !== undefined) return ms;
+    if (!report.features.includes('timestamp-query')) return "the adapter lacks 'timestamp-query', so there are no kernel timings";
+    return e.kernelMs ? `no flash_attention in the kernel timings (${Object.keys(e.kernelMs).join(', ')})` : "no kernel timings from the engine's profiled run (createAttentionEngine({ profile: true }) failed or gave none)";
+  });
+  pair(1.35, 'B=1 S=2048 E=512 H=8, causal: end to end ≥ 1.35× faster than non-causal', ({ engine: e }) => e.medianMs!);
+
+  // S=8192 runs, and the engine's peak GPU memory over its runs (weights + one call's scratch) stays under 200 MB.
+  const memTarget = 'B=1 S=8192 E=512 H=8 runs, engine peak GPU memory < 200 MB';
+  const s8192 = find(8192, 512, 8);
+  const e8192 = engineOf(s8192);
+  if (!s8192 || !e8192) {
+    rows.push({ target: memTarget, figure: '', status: 'not measured', note: s8192 ? 'the engine was not among the systems run' : 'not in this run (preset s8192-e512)' });
+  } else if (s8192.backend !== 'webgpu') {
+    rows.push({ target: memTarget, figure: '', status: 'not measured', note: `no WebGPU: ${s8192.fallbackReason ?? 'CPU backend'}` });
+  } else if (e8192.status !== 'ok') {
+    rows.push({ target: memTarget, figure: 'failed', status: 'missed', note: (e8192.error ?? '').split('\n')[0].slice(0, 120) });
+  } else if (!e8192.gpuMemory) {
+    rows.push({ target: memTarget, figure: '', status: 'not measured', note: 'the engine system reported no GPU memory' });
+  } else {
+    const m = e8192.gpuMemory;
+    rows.push({
+      target: memTarget, figure: `${mb(m.peakBytes)} MB`, status: m.peakBytes < 200e6 ? 'met' : 'missed',
+      note: `weights ${mb(m.weightBytes)} MB + scratch ${mb(m.scratchPeakBytes)} MB; median ${e8192.medianMs!.toFixed(0)} ms`,
+    });
+  }
   return rows;
 }
 const targets = targetTable();
 console.log(`\ntargets (${values.node ? 'Node, Dawn' : 'Chromium'}):`);
-for (const t of targets) console.log(`  ${t.status.padEnd(12)} ${t.figure.padStart(8)}  ${t.target}`);
+for (const t of targets) console.log(`  ${t.status.padEnd(12)} ${t.figure.padStart(8)}  ${t.target}${t.note ? ` (${t.note})` : ''}`);
 
 mkdirSync(dirname(out), { recursive: true });
 writeFileSync(

@@ -9,9 +9,11 @@
 // No concatenation pass: the K loop runs over heads, then over lanes of a head, and addresses O
 // directly. Columns k..k+3 (k % 4 == 0) never straddle two heads because Dh % 4 == 0.
 //
-// Tiling: as in qkv_projection.wgsl, a 4×4 register tile per invocation, vec4 loads, no workgroup
-// memory. Storage is ST4 (f32, or f16 with precision f16); the four-term dot products run in that
-// type and accumulate in f32. Host guarantees: Dh % 4 == 0, N % 4 == 0; dispatch = (ceil(N / (4·WG_X)), ceil(M / (4·WG_Y)), 1).
+// The multiply is a GEMM core the host appends (gemm_register.wgsl or gemm_workgroup.wgsl, as tuned);
+// this file gives it A = concat(heads) as H segments of Dh (segment h of row m is O[b, h, s, :]),
+// B = W_O, and a plain row-major store with the bias. Storage is ST4 (f32, or f16 with precision
+// f16); the four-term dot products run in that type and accumulate in f32.
+// Host guarantees: Dh % 4 == 0, N % 4 == 0; dispatch as the core says.
 
 struct Params {
   M: u32,    // rows: B·S
@@ -27,66 +29,14 @@ struct Params {
 @group(0) @binding(3) var<storage, read> bias: array<ST4>;       // [N/4]
 @group(0) @binding(4) var<storage, read_write> y: array<ST4>;    // [M, N/4]
 
-override WG_X: u32 = 8u;
-override WG_Y: u32 = 8u;
-
-// Where row m of concat(heads) starts in O, in vec4s (head 0, lane 0).
-fn rowBase4(m: u32) -> u32 {
-  let b = m / params.S;
-  let s = m % params.S;
-  return (b * params.H * params.S + s) * params.Dh4;
-}
-
-@compute @workgroup_size(WG_X, WG_Y)
-fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
-  let row0 = (wid.y * WG_Y + lid.y) * 4u;
-  let col0 = (wid.x * WG_X + lid.x) * 4u;
-  if (row0 >= params.M || col0 >= params.N) {
-    return;
-  }
-  let Dh4 = params.Dh4;
-  let E4 = params.H * Dh4;
-  let headStride = params.S * Dh4;  // from O[b, h, s, :] to O[b, h+1, s, :]
-  // Rows past M re-read row M-1; their results are never stored.
-  let last = params.M - 1u;
-  let o0 = rowBase4(min(row0, last));
-  let o1 = rowBase4(min(row0 + 1u, last));
-  let o2 = rowBase4(min(row0 + 2u, last));
-  let o3 = rowBase4(min(row0 + 3u, last));
-  let w0 = col0 * E4;
-  let w1 = w0 + E4;
-  let w2 = w1 + E4;
-  let w3 = w2 + E4;
-
-  var acc0 = vec4<f32>(0.0);
-  var acc1 = vec4<f32>(0.0);
-  var acc2 = vec4<f32>(0.0);
-  var acc3 = vec4<f32>(0.0);
-  for (var h = 0u; h < params.H; h++) {
-    let oh = h * headStride;
-    let wh = h * Dh4;
-    for (var d = 0u; d < Dh4; d++) {
-      let a0 = o[o0 + oh + d];
-      let a1 = o[o1 + oh + d];
-      let a2 = o[o2 + oh + d];
-      let a3 = o[o3 + oh + d];
-      let b0 = w[w0 + wh + d];
-      let b1 = w[w1 + wh + d];
-      let b2 = w[w2 + wh + d];
-      let b3 = w[w3 + wh + d];
-      // Four-term dot products in the storage type (f16 arithmetic with precision f16), accumulated in f32.
-      acc0 += vec4<f32>(f32(dot(a0, b0)), f32(dot(a0, b1)), f32(dot(a0, b2)), f32(dot(a0, b3)));
-      acc1 += vec4<f32>(f32(dot(a1, b0)), f32(dot(a1, b1)), f32(dot(a1, b2)), f32(dot(a1, b3)));
-      acc2 += vec4<f32>(f32(dot(a2, b0)), f32(dot(a2, b1)), f32(dot(a2, b2)), f32(dot(a2, b3)));
-      acc3 += vec4<f32>(f32(dot(a3, b0)), f32(dot(a3, b1)), f32(dot(a3, b2)), f32(dot(a3, b3)));
-    }
-  }
-
-  let N4 = params.N / 4u;
-  let c4 = col0 / 4u;
-  let b4 = vec4<f32>(bias[c4]);
-  y[row0 * N4 + c4] = ST4(acc0 + b4);
-  if (row0 + 1u < params.M) { y[(row0 + 1u) * N4 + c4] = ST4(acc1 + b4); }
-  if (row0 + 2u < params.M) { y[(row0 + 2u) * N4 + c4] = ST4(acc2 + b4); }
-  if (row0 + 3u < params.M) { y[(row0 + 3u) * N4 + c4] = ST4(acc3 + b4); }
+// What the GEMM core asks for. Row m of concat(heads) starts at O[b, 0, s, 0]; head h is S·Dh further.
+fn kSegments() -> u32 { return params.H; }
+fn segLen4() -> u32 { return params.Dh4; }
+fn aRow(m: u32) -> u32 { return ((m / params.S) * params.H * params.S + m % params.S) * params.Dh4; }
+fn aSegStride() -> u32 { return params.S * params.Dh4; }
+fn bRow(n: u32) -> u32 { return n * params.H * params.Dh4; }
+fn loadA(i: u32) -> ST4 { return o[i]; }
+fn loadB(i: u32) -> ST4 { return w[i]; }
+fn store4(m: u32, n: u32, acc: vec4<f32>) {
+  y[m * (params.N / 4u) + n / 4u] = ST4(acc + vec4<f32>(bias[n / 4u]));
 }

@@ -15,17 +15,16 @@
 // no loop over heads. Self-attention is one dispatch over all N = (H + 2·G)·Dh columns; cross-
 // attention dispatches the query's columns and the key's and value's separately (their X differ).
 //
-// Tiling: each invocation owns a 4×4 register tile (4 rows × 4 consecutive columns) and walks K four
-// at a time: 8 vec4 loads feed 16 dot products. A workgroup of WG_X × WG_Y invocations covers
-// (4·WG_Y) rows × (4·WG_X) columns. No workgroup memory and no barriers: on CPU drivers (lavapipe,
-// SwiftShader) barriers cost more than the re-reads, and on GPUs the caches catch the reuse.
+// The multiply itself is a GEMM core the host appends: gemm_register.wgsl or gemm_workgroup.wgsl,
+// whichever the tuner chose for this adapter and shape (src/webgpu/tuning.ts). This file supplies
+// what the core asks for: A = X, B = W from row wRow0, and store4, which adds the bias and scatters.
 //
-// Storage is ST4 (vec4<f32>, or vec4<f16> with precision f16: the host prepends the alias); the
-// four-term dot products run in that type and accumulate in f32.
+// Storage is ST4 (vec4<f32>, or vec4<f16> with precision f16: the host prepends the alias and SM4,
+// the matching mat4x4); the four-term dot products run in that type and accumulate in f32.
 //
 // Host guarantees: K % 4 == 0 and Dh % 4 == 0 (so N % 4 == 0, and four consecutive columns starting
 // at a multiple of 4 never straddle two heads); S is Sq for Q columns and Skv for K and V columns
-// (one dispatch never mixes them unless Sq = Skv); dispatch = (ceil(N / (4·WG_X)), ceil(M / (4·WG_Y)), 1).
+// (one dispatch never mixes them unless Sq = Skv); dispatch as the core says.
 
 struct Params {
   M: u32,      // rows of X: B·S
@@ -49,9 +48,6 @@ struct Params {
 @group(0) @binding(3) var<storage, read> bias: array<ST4>;       // [(H + 2·G)·Dh / 4]
 @group(0) @binding(4) var<storage, read_write> qkv: array<ST4>;  // Q ++ K ++ V, see above
 
-override WG_X: u32 = 8u;
-override WG_Y: u32 = 8u;
-
 // Where row m, columns n..n+3 (n % 4 == 0) go in qkv, in vec4s.
 fn destination4(m: u32, n: u32) -> u32 {
   let b = m / params.S;
@@ -68,50 +64,15 @@ fn destination4(m: u32, n: u32) -> u32 {
   return params.vBase4 + ((b * params.G + (slot - params.H - params.G)) * params.kvStride + params.kvRow0 + s) * params.Dh4 + d4;
 }
 
-@compute @workgroup_size(WG_X, WG_Y)
-fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
-  let row0 = (wid.y * WG_Y + lid.y) * 4u;
-  let col0 = (wid.x * WG_X + lid.x) * 4u;
-  if (row0 >= params.M || col0 >= params.N) {
-    return;
-  }
-  let K4 = params.K4;
-  // Rows past M (the last tile of a ragged edge) re-read row M-1; their results are never stored.
-  let last = params.M - 1u;
-  let x0 = min(row0, last) * K4;
-  let x1 = min(row0 + 1u, last) * K4;
-  let x2 = min(row0 + 2u, last) * K4;
-  let x3 = min(row0 + 3u, last) * K4;
-  let n0 = params.slot0 * params.Dh4 * 4u + col0;  // column in the packed projection
-  let w0 = (params.wRow0 + col0) * K4;
-  let w1 = w0 + K4;
-  let w2 = w1 + K4;
-  let w3 = w2 + K4;
-
-  // acc_i holds row row0+i, columns col0..col0+3.
-  var acc0 = vec4<f32>(0.0);
-  var acc1 = vec4<f32>(0.0);
-  var acc2 = vec4<f32>(0.0);
-  var acc3 = vec4<f32>(0.0);
-  for (var k = 0u; k < K4; k++) {
-    let a0 = x[x0 + k];
-    let a1 = x[x1 + k];
-    let a2 = x[x2 + k];
-    let a3 = x[x3 + k];
-    let b0 = w[w0 + k];
-    let b1 = w[w1 + k];
-    let b2 = w[w2 + k];
-    let b3 = w[w3 + k];
-    // Four-term dot products in the storage type (f16 arithmetic with precision f16), accumulated in f32.
-    acc0 += vec4<f32>(f32(dot(a0, b0)), f32(dot(a0, b1)), f32(dot(a0, b2)), f32(dot(a0, b3)));
-    acc1 += vec4<f32>(f32(dot(a1, b0)), f32(dot(a1, b1)), f32(dot(a1, b2)), f32(dot(a1, b3)));
-    acc2 += vec4<f32>(f32(dot(a2, b0)), f32(dot(a2, b1)), f32(dot(a2, b2)), f32(dot(a2, b3)));
-    acc3 += vec4<f32>(f32(dot(a3, b0)), f32(dot(a3, b1)), f32(dot(a3, b2)), f32(dot(a3, b3)));
-  }
-
-  let b4 = vec4<f32>(bias[n0 / 4u]);
-  qkv[destination4(row0, n0)] = ST4(acc0 + b4);
-  if (row0 + 1u < params.M) { qkv[destination4(row0 + 1u, n0)] = ST4(acc1 + b4); }
-  if (row0 + 2u < params.M) { qkv[destination4(row0 + 2u, n0)] = ST4(acc2 + b4); }
-  if (row0 + 3u < params.M) { qkv[destination4(row0 + 3u, n0)] = ST4(acc3 + b4); }
+// What the GEMM core asks for.
+fn kSegments() -> u32 { return 1u; }
+fn segLen4() -> u32 { return params.K4; }
+fn aRow(m: u32) -> u32 { return m * params.K4; }
+fn aSegStride() -> u32 { return 0u; }
+fn bRow(n: u32) -> u32 { return (params.wRow0 + n) * params.K4; }
+fn loadA(i: u32) -> ST4 { return x[i]; }
+fn loadB(i: u32) -> ST4 { return w[i]; }
+fn store4(m: u32, n: u32, y: vec4<f32>) {
+  let packed = params.slot0 * params.Dh4 * 4u + n;  // column in the packed projection
+  qkv[destination4(m, packed)] = ST4(y + vec4<f32>(bias[packed / 4u]));
 }

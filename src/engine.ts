@@ -13,12 +13,18 @@ import type {
   MultiHeadAttentionConfig,
   ScaledDotProductAttentionOptions,
   StateDict,
+  TuningReport,
+  TuningStore,
 } from './types.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from './validate.ts';
 import { WebGPUBackend } from './webgpu/backend.ts';
+import type { ResolvedTuning } from './webgpu/tuning.ts';
+import { defaultTuningStore } from './webgpu/tuning-store.ts';
+import { defaultChoice, isCpuAdapter, KERNEL_NAMES, type KernelChoice, type KernelName, VARIANTS } from './webgpu/variants.ts';
 import { type AcquiredDevice, acquireDevice, describeAdapter } from './webgpu/device.ts';
 
-const ENGINE_KEYS = ['backend', 'device', 'limits', 'precision', 'profile'] as const;
+const ENGINE_KEYS = ['backend', 'device', 'limits', 'precision', 'profile', 'tuning'] as const;
+const TUNING_KEYS = ['mode', 'kernels', 'store'] as const;
 const LIMIT_KEYS = ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension'] as const;
 
 export interface AdapterInfo {
@@ -109,6 +115,23 @@ export class AttentionEngine {
     return impl.attend(resolveAttentionPlan(query, key, value, options));
   }
 
+  /**
+   * How this engine chooses its kernel variants and what it has chosen so far (per kernel and shape
+   * class: the variant, each variant's time, any the correctness gate refused). Null on the CPU backend.
+   */
+  get tuning(): TuningReport | null {
+    const impl = this.live('tuning');
+    if (!(impl instanceof WebGPUBackend)) return null;
+    const { options } = impl.tuner;
+    return {
+      mode: options.mode,
+      store: options.store?.where ?? 'memory',
+      forced: { ...options.forced },
+      defaults: defaultChoice(isCpuAdapter(impl.adapterInfo)),
+      choices: impl.tuner.entries(),
+    };
+  }
+
   /** GPU buffers and bytes the engine holds, weights included; zero on the CPU backend. */
   stats(): EngineStats {
     return this.live('stats').stats();
@@ -151,6 +174,10 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
       throw new InvalidArgumentError({ where, argument: 'options.limits', expected: "left out with backend: 'cpu'", given: describe(options.limits) });
     }
   }
+  const tuning = resolveTuning(where, options.tuning);
+  if (options.tuning !== undefined && backend === 'cpu') {
+    throw new InvalidArgumentError({ where, argument: 'options.tuning', expected: "left out with backend: 'cpu' (it chooses WebGPU kernels)", given: describe(options.tuning) });
+  }
   if (backend !== undefined && backend !== 'webgpu' && backend !== 'cpu') {
     throw new InvalidArgumentError({ where, argument: 'options.backend', expected: '"webgpu", "cpu" or left out', given: describe(backend) });
   }
@@ -164,7 +191,7 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
         fix: "Pass backend: 'webgpu' (or leave it out) to run on this device.",
       });
     }
-    return new AttentionEngine(new WebGPUBackend(device, false, describeAdapter(device.adapterInfo), limits, precision, profile), null, precision);
+    return new AttentionEngine(new WebGPUBackend(device, false, describeAdapter(device.adapterInfo), limits, precision, profile, tuning), null, precision);
   }
   if (backend === 'cpu') return new AttentionEngine(new CpuBackend(), null, precision);
 
@@ -175,5 +202,45 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
     if (backend === 'webgpu' || !(e instanceof WebGPUUnavailableError)) throw e;
     return new AttentionEngine(new CpuBackend(), e.message, precision);
   }
-  return new AttentionEngine(new WebGPUBackend(acquired.device, true, acquired.adapterInfo, limits, precision, profile), null, precision);
+  return new AttentionEngine(new WebGPUBackend(acquired.device, true, acquired.adapterInfo, limits, precision, profile, tuning), null, precision);
+}
+
+/** Checks createAttentionEngine's `tuning` option and fills in its defaults. */
+function resolveTuning(where: string, given: unknown): ResolvedTuning {
+  if (given === undefined) return { mode: 'auto', forced: {}, store: defaultTuningStore() };
+  const o = requireObject(where, 'options.tuning', given);
+  rejectUnknownKeys(where, 'options.tuning', o, TUNING_KEYS);
+  const mode = o.mode ?? 'auto';
+  if (mode !== 'auto' && mode !== 'off') {
+    throw new InvalidArgumentError({ where, argument: 'options.tuning.mode', expected: '"auto", "off" or left out', given: describe(mode) });
+  }
+  const forced: Partial<KernelChoice> = {};
+  if (o.kernels !== undefined) {
+    const kernels = requireObject(where, 'options.tuning.kernels', o.kernels);
+    rejectUnknownKeys(where, 'options.tuning.kernels', kernels, KERNEL_NAMES);
+    for (const [kernel, variant] of Object.entries(kernels) as [KernelName, unknown][]) {
+      if (variant === undefined) continue;
+      const known = VARIANTS[kernel] as readonly string[];
+      if (typeof variant !== 'string' || !known.includes(variant)) {
+        throw new InvalidArgumentError({
+          where, argument: `options.tuning.kernels.${kernel}`, expected: `one of ${known.map((v) => `"${v}"`).join(', ')}`, given: describe(variant),
+        });
+      }
+      (forced as Record<string, string>)[kernel] = variant;
+    }
+  }
+  let store: TuningStore | null;
+  if (o.store === undefined) store = defaultTuningStore();
+  else if (o.store === null) store = null;
+  else {
+    const s = o.store as Partial<TuningStore>;
+    if (typeof s !== 'object' || typeof s.load !== 'function' || typeof s.save !== 'function') {
+      throw new InvalidArgumentError({
+        where, argument: 'options.tuning.store', expected: 'null, left out, or an object with load() and save() (a TuningStore)', given: describe(o.store),
+        fix: 'Use fileTuningStore(path) or localStorageTuningStore(localStorage), or null to remember nothing.',
+      });
+    }
+    store = { where: typeof s.where === 'string' ? s.where : 'a custom store', load: s.load.bind(s), save: s.save.bind(s) };
+  }
+  return { mode, forced, store };
 }

@@ -29,7 +29,14 @@ export type {
   BufferForwardResult,
   MultiHeadAttentionConfig,
   StateDict,
+  TuningOptions,
+  TuningStore,
+  TuningChoice,
+  TuningReport,
+  ProjectionVariant,
+  AttentionVariant,
 } from './types.ts';
+export { fileTuningStore, localStorageTuningStore } from './webgpu/tuning-store.ts';
 export { referenceMultiHeadAttention } from './cpu/reference.ts';
 export type { ReferenceResult } from './cpu/reference.ts';
 export { parseSafetensors, WeightFileError } from './weights/safetensors.ts';

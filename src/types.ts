@@ -26,6 +26,60 @@ export interface EngineOptions {
    * gets its own compute pass, so leave it off when not measuring. Default false.
    */
   profile?: boolean;
+  /**
+   * How kernel variants are chosen (src/webgpu/variants.ts). Default: a short sweep on first use per
+   * adapter and shape class (every variant checked against the float64 reference first, then timed),
+   * remembered in localStorage (browser) or `~/.cache/webgpu-attention/tuning.json` (Node).
+   */
+  tuning?: TuningOptions;
+}
+
+export type ProjectionVariant = 'register-4x4' | 'register-8x8' | 'workgroup-64';
+export type AttentionVariant = 'rows32-keys32' | 'rows64-keys32' | 'rows16-keys16' | 'rows64-keys16';
+
+export interface TuningOptions {
+  /** 'auto' (default): sweep, remember, reuse. 'off': the built-in choice for the adapter kind (register tiles on CPU adapters, workgroup tiles on GPUs), no sweep. */
+  mode?: 'auto' | 'off';
+  /** Variants to use whatever the sweep would say (each kernel named here is never swept). */
+  kernels?: { qkv_projection?: ProjectionVariant; flash_attention?: AttentionVariant; output_projection?: ProjectionVariant };
+  /** Where sweeps are remembered: left out, the default place; null, nowhere (this engine only); or your own store. */
+  store?: TuningStore | null;
+}
+
+/** A place to keep tuning results between engines (see fileTuningStore, localStorageTuningStore). */
+export interface TuningStore {
+  /** Where the records live, for reports. */
+  readonly where: string;
+  /** The records saved last, or null. */
+  load(): Promise<Record<string, TuningChoice> | null>;
+  save(records: Record<string, TuningChoice>): Promise<void>;
+}
+
+/** How one kernel's variant was chosen for one shape class. */
+export interface TuningChoice {
+  kernel: 'qkv_projection' | 'flash_attention' | 'output_projection';
+  /** The bucketed sizes the choice holds for, e.g. "f32 m1024 k1024 n4096". */
+  shapeClass: string;
+  variant: string;
+  /** 'sweep': measured by this engine; 'store': measured earlier, remembered. */
+  source: 'sweep' | 'store';
+  /** Best wall milliseconds of each variant timed. */
+  timesMs?: Record<string, number>;
+  /** Variants the correctness gate refused, and why. */
+  refused?: Record<string, string>;
+}
+
+/** engine.tuning: how this engine chooses its kernels, and what it chose. */
+export interface TuningReport {
+  mode: 'auto' | 'off';
+  /** Where choices are remembered ('memory' for this engine only). */
+  store: string;
+  /** Variants the caller forced. */
+  forced: TuningOptions['kernels'];
+  /** What a kernel runs when nothing was swept, forced or remembered for its shape class. */
+  defaults: { qkv_projection: ProjectionVariant; flash_attention: AttentionVariant; output_projection: ProjectionVariant };
+  /** Choices swept or loaded so far on this engine's adapter. */
+  choices: TuningChoice[];
 }
 
 export interface MultiHeadAttentionConfig {
@@ -154,4 +208,13 @@ export interface EngineStats {
   buffers: number;
   /** Their total size in bytes. */
   bytes: number;
+  /**
+   * The most bytes the engine held at once since it was created: the high-water mark of `bytes`,
+   * sampled at every buffer the engine allocates, so it includes the scratch (inputs, Q/K/V,
+   * attention output, staging for the readback) that a call frees or that is trimmed afterwards.
+   * It never decreases (a device loss included); for the peak of one layer or call, run it on an
+   * engine of its own (`createAttentionEngine({ device })` shares the device and its pipelines).
+   * Buffers returned with `returnBuffer` are the caller's and are not counted. 0 on the CPU backend.
+   */
+  peakBytes: number;
 }

@@ -126,7 +126,9 @@ describe("precision 'f16' against the float64 reference", () => {
 
 test("without shader-f16 the engine says so and runs in f32", async () => {
   const { create } = (await import('webgpu')) as { create: (flags: string[]) => GPU };
-  const adapter = await create([]).requestAdapter();
+  // Dawn's GPU object must outlive its devices (collected early, it takes the process down): keep it.
+  const gpu = create([]);
+  const adapter = await gpu.requestAdapter();
   const device = await adapter!.requestDevice(); // no shader-f16 requested
   const engine = await createAttentionEngine({ device, precision: 'f16' });
   expect(engine.precision).toBe('f32');
@@ -136,5 +138,6 @@ test("without shader-f16 the engine says so and runs in f32", async () => {
   expect((await mha.forward(uniform(3 * 32, 1, mulberry32(16)), { batchSize: 1, seqLen: 3 })).output.length).toBe(96);
   engine.dispose();
   device.destroy();
+  expect(gpu).toBeTruthy(); // alive until here
   await expect(createAttentionEngine({ precision: 'f8' as never })).rejects.toThrow(/options\.precision must be "f32", "f16" or left out/);
 });

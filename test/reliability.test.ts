@@ -75,7 +75,9 @@ describe('device loss', () => {
 
   test('a device the caller gave cannot be replaced: calls reject, naming what was lost', async () => {
     const owner = await createGpuEngine(); // only to get a device we own
-    const adapter = await (await import('webgpu')).create([]).requestAdapter();
+    // Dawn's GPU object must outlive its devices (collected early, it takes the process down): keep it.
+    const gpu = (await import('webgpu')).create([]);
+    const adapter = await gpu.requestAdapter();
     const device = await adapter!.requestDevice();
     const engine = await createAttentionEngine({ device });
     const mha = engine.createMultiHeadAttention(L, sd);
@@ -87,6 +89,7 @@ describe('device loss', () => {
     expect((error as Error).message).toContain('given to createAttentionEngine was lost');
     engine.dispose();
     owner.dispose();
+    expect(gpu).toBeTruthy(); // alive until here
   });
 });
 
@@ -98,7 +101,8 @@ describe('limits smaller than the device\'s: calls are split, and equal the unsp
   afterAll(() => full?.dispose());
 
   async function compare(limits: Record<string, number>, x: Float32Array, options: ForwardOptions, layer = L, weights = sd) {
-    const small = await createAttentionEngine({ backend: 'webgpu', limits });
+    // The same kernel variants as `full` (createGpuEngine does not tune), so the results may be compared bit for bit.
+    const small = await createAttentionEngine({ backend: 'webgpu', limits, tuning: { mode: 'off' } });
     const a = small.createMultiHeadAttention(layer, weights);
     const b = full.createMultiHeadAttention(layer, weights);
     const chunked = await withErrorScopes(small.device!, () => a.forward(x, options));
@@ -192,7 +196,7 @@ describe('memory over many calls', () => {
     for (let i = 0; i < 1000; i++) await mha.forward(x, { batchSize: 3, seqLen: 5 });
     expect(engine.stats()).toEqual(settled);
     mha.dispose();
-    expect(engine.stats()).toEqual(start);
+    expect(engine.stats()).toEqual({ ...start, peakBytes: settled.peakBytes }); // the high-water mark stays
     engine.dispose();
   });
 });
@@ -219,6 +223,6 @@ describe('splitPlan', () => {
 test('weights larger than the binding limit are refused when the layer is created', async () => {
   const small = await createAttentionEngine({ backend: 'webgpu', limits: { maxStorageBufferBindingSize: 4096 } });
   expect(() => small.createMultiHeadAttention(L, sd)).toThrow(/stateDict\["in_proj_weight"\] must be at most maxStorageBufferBindingSize = 4096 bytes on this device; got 12288 bytes/);
-  expect(small.stats()).toEqual({ buffers: 0, bytes: 0 });
+  expect(small.stats()).toEqual({ buffers: 0, bytes: 0, peakBytes: 0 });
   small.dispose();
 });

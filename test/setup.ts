@@ -1,8 +1,14 @@
 // Runs around every test file: a test during which any watched WebGPU device reported an uncaptured
-// error fails, with the error's message.
+// error fails, with the error's message. Engines created with the default tuning store remember their
+// sweeps in a folder of this test run, never in the user's ~/.cache.
 
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach } from 'vitest';
 import { takeUncapturedErrors } from './helpers/gpu.ts';
+
+process.env.XDG_CACHE_HOME = mkdtempSync(join(tmpdir(), 'webgpu-attention-test-cache-'));
 
 afterEach(() => {
   const errors = takeUncapturedErrors();

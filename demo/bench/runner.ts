@@ -183,6 +183,10 @@ export async function runBenchmark(shape: BenchShape, systems: BenchSystem[], op
       result.runsMs = times;
       result.medianMs = median(times);
       result.gflops = flops / (result.medianMs * 1e6);
+      const memory = prepared.gpuMemory?.();
+      if (memory) result.gpuMemory = memory;
+      const variants = prepared.kernelVariants?.();
+      if (variants) result.kernelVariants = variants;
       const kernels = await prepared.kernelTimings?.(query);
       if (kernels) result.kernelMs = kernels;
     } catch (e) {

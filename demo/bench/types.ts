@@ -15,6 +15,12 @@ export interface BenchShape {
 export interface BenchPreset extends BenchShape {
   id: string;
   label: string;
+  /**
+   * false: not run by `npm run bench -- --preset all` (only when named). For shapes where the peers
+   * and the float64 reference take many minutes or run out of memory (S=8192: TensorFlow.js alone
+   * would hold [H, S, S] scores, 2 GiB). Default true.
+   */
+  inAll?: boolean;
 }
 
 /** What a system gets to build its runnable layer: the shape and PyTorch-layout weights. */
@@ -30,6 +36,10 @@ export interface PreparedSystem {
   run(query: Float32Array): Promise<Float32Array>;
   /** GPU milliseconds per kernel of one run, from timestamp queries, where the system can tell. */
   kernelTimings?(query: Float32Array): Promise<Record<string, number> | null>;
+  /** The GPU memory the system held for this layer over all its runs so far, where it can tell. */
+  gpuMemory?(): GpuMemory | null;
+  /** Which kernel variants ran, and how they were chosen (this engine's tuner), where the system has such a choice. */
+  kernelVariants?(): KernelVariant[] | null;
   dispose(): Promise<void> | void;
 }
 
@@ -59,6 +69,29 @@ export interface SystemResult {
   maxAbsError?: number;
   /** GPU milliseconds per kernel (timestamp queries) of one extra run after the timed ones; where known. */
   kernelMs?: Record<string, number>;
+  /** The system's GPU memory for this shape over the gate, warm-up and timed runs; where known (this engine: engine.stats().peakBytes). */
+  gpuMemory?: GpuMemory;
+  /** The kernel variants that ran (this engine: its tuner's choices for this shape, with each variant's sweep time). */
+  kernelVariants?: KernelVariant[];
+}
+
+/** One kernel's variant for this shape: engine.tuning's TuningChoice. */
+export interface KernelVariant {
+  kernel: string;
+  variant: string;
+  source: string;
+  timesMs?: Record<string, number>;
+  refused?: Record<string, string>;
+}
+
+/** GPU memory of one system for one shape, in bytes. */
+export interface GpuMemory {
+  /** The most bytes of GPU buffers held at once: weights plus the scratch of a call (inputs, intermediates, readback staging). */
+  peakBytes: number;
+  /** Of which the layer's weights (held for the layer's whole life). */
+  weightBytes: number;
+  /** peakBytes − weightBytes: the scratch one call needs at its peak. */
+  scratchPeakBytes: number;
 }
 
 export interface BenchResult {

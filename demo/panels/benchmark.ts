@@ -11,6 +11,10 @@ import { checkboxField, errorMessage, h, numberField, readInt, setState, si } fr
 
 Chart.register(BarController, BarElement, CategoryScale, LinearScale, LogarithmicScale, Tooltip);
 
+function fmtBytes(bytes: number): string {
+  return bytes >= 1e6 ? `${(bytes / 1e6).toFixed(1)} MB` : `${(bytes / 1e3).toFixed(1)} kB`;
+}
+
 function fmtMs(ms: number): string {
   return ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2);
 }
@@ -130,7 +134,10 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
         h(
           'td',
           { class: r.status === 'ok' ? 'note-cell muted' : 'note-cell error-text' },
-          r.status === 'ok' ? `runs: ${r.runsMs!.map(fmtMs).join(', ')} ms` : (r.error ?? 'failed'),
+          r.status === 'ok'
+            ? `runs: ${r.runsMs!.map(fmtMs).join(', ')} ms` +
+                (r.gpuMemory ? ` · GPU peak ${fmtBytes(r.gpuMemory.peakBytes)} (weights ${fmtBytes(r.gpuMemory.weightBytes)} + scratch ${fmtBytes(r.gpuMemory.scratchPeakBytes)})` : '')
+            : (r.error ?? 'failed'),
         ),
       );
     const sh = result.shape;
@@ -158,7 +165,7 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
             h('th', { class: 'num' }, 'GFLOP/s'),
             h('th', { class: 'num', title: 'median of this system / median of this engine (> 1: slower)' }, 'vs engine'),
             h('th', { class: 'num', title: 'max |output − float64 reference| of the first run' }, 'max |err|'),
-            h('th', {}, 'runs / failure'),
+            h('th', { title: 'each timed run; for this engine also the most GPU memory it held (weights + one call\'s scratch)' }, 'runs / failure'),
           ),
         ),
         h('tbody', {}, ...result.systems.map(row)),

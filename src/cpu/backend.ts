@@ -97,7 +97,7 @@ export class CpuBackend implements Backend {
   }
 
   stats() {
-    return { buffers: 0, bytes: 0 };
+    return { buffers: 0, bytes: 0, peakBytes: 0 };
   }
 
   dispose(): void {}

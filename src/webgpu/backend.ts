@@ -17,6 +17,9 @@ import { type AcquiredDevice, acquireDevice } from './device.ts';
 import { attendWebGPU, forwardWebGPU, type GpuKvCache, GpuLayerWeights } from './forward.ts';
 import type { KvCacheStorage } from '../kv-cache.ts';
 import { Usage } from './buffers.ts';
+import { gateVariant } from './gate.ts';
+import { type ResolvedTuning, Tuner } from './tuning.ts';
+import { isCpuAdapter } from './variants.ts';
 
 /** Head sizes the kernels take: vec4 lanes, and q and the accumulator held in registers. */
 export const MAX_HEAD_DIM = 256;
@@ -34,6 +37,8 @@ export class WebGPUBackend implements Backend {
   private state: DeviceState;
   private disposed = false;
   private recovering: Promise<DeviceState> | null = null;
+  /** The highest peakBytes of the pools of devices lost before the current one. */
+  private earlierPeakBytes = 0;
 
   constructor(
     device: GPUDevice,
@@ -46,9 +51,21 @@ export class WebGPUBackend implements Backend {
     private readonly requestedPrecision: Precision = 'f32',
     /** Time each kernel with timestamp queries (where the device has 'timestamp-query'). */
     private readonly profile = false,
+    /** How kernel variants are chosen (createAttentionEngine({ tuning })). */
+    tuning: ResolvedTuning = { mode: 'auto', forced: {}, store: null },
   ) {
     this.state = this.adopt(device, 0);
+    const info = () => this.adapterInfo;
+    this.tuner = new Tuner(
+      tuning,
+      () => { const a = info(); return [a.vendor, a.architecture, a.device, a.description].join('/'); },
+      () => isCpuAdapter(info()),
+      (kernel, variant, headDim) => gateVariant(this.state.pool, isCpuAdapter(info()), kernel, variant, headDim),
+    );
   }
+
+  /** Picks each forward's kernel variants: sweeps on first use per adapter and shape class (tuning.ts). */
+  readonly tuner: Tuner;
 
   /** Whether forwards report kernel timings (profile asked for, and the device has timestamp-query). */
   get profiling(): boolean {
@@ -115,6 +132,7 @@ export class WebGPUBackend implements Backend {
         throw new DeviceLostError(`${where}: the engine was disposed while its device was being replaced.`, 'destroyed');
       }
       this.adapterInfo = acquired.adapterInfo;
+      this.earlierPeakBytes = Math.max(this.earlierPeakBytes, state.pool.peakBytes);
       this.state = this.adopt(acquired.device, state.generation + 1);
       return this.state;
     })().finally(() => {
@@ -145,7 +163,7 @@ export class WebGPUBackend implements Backend {
     const parts = splitPlan(plan, this.limits());
     return this.run('scaledDotProductAttention', async (state) => {
       const results: ForwardResult[] = [];
-      for (const p of parts) results.push(await attendWebGPU(state.pool, p, p.query, p.key, p.value));
+      for (const p of parts) results.push(await attendWebGPU(state.pool, p, p.query, p.key, p.value, this.tuner));
       return mergeResults(results);
     });
   }
@@ -196,9 +214,9 @@ export class WebGPUBackend implements Backend {
             generation = state.generation;
           }
           const cache = plan.cache ? (plan.cache.cache.storage as WebGPUKvCache).live(state.generation) : null;
-          if (parts.length === 1) return forwardWebGPU(state.pool, gpu, parts[0], cache, this.profiling);
+          if (parts.length === 1) return forwardWebGPU(state.pool, gpu, parts[0], cache, this.profiling, this.tuner);
           const results: ForwardResult[] = [];
-          for (const p of parts) results.push((await forwardWebGPU(state.pool, gpu, p, cache)) as ForwardResult);
+          for (const p of parts) results.push((await forwardWebGPU(state.pool, gpu, p, cache, false, this.tuner)) as ForwardResult);
           return mergeResults(results);
         });
       },
@@ -210,7 +228,7 @@ export class WebGPUBackend implements Backend {
   }
 
   stats() {
-    return this.state.pool.stats();
+    return { ...this.state.pool.stats(), peakBytes: Math.max(this.earlierPeakBytes, this.state.pool.peakBytes) };
   }
 
   /** @internal The current device generation and pool (for KV caches). */

@@ -5,7 +5,8 @@ import { toF16 } from './f16.ts';
 // Scratch buffers are rounded up to a size class (4 per octave) and go back to an idle list when a
 // call is done with them, so repeated calls of one shape allocate nothing, and concurrent calls never
 // share a buffer. Idle scratch is bounded (MAX_IDLE_SCRATCH_BYTES) and dropped when a layer is
-// disposed. Every buffer the engine creates is counted, so `stats()` is exact.
+// disposed. Every buffer the engine creates is counted, so `stats()` is exact, and so is the
+// high-water mark of bytes held (`peakBytes`), which stays when scratch is released or trimmed.
 
 // Spec values of GPUBufferUsage / GPUMapMode, so this module works before any WebGPU global exists (Node).
 export const Usage = {
@@ -36,6 +37,7 @@ export class BufferPool {
   private idleBytes = 0;
   private readonly live = new Set<GPUBuffer>();
   private liveBytes = 0;
+  private highWater = 0;
 
   constructor(
     readonly device: GPUDevice,
@@ -108,10 +110,16 @@ export class BufferPool {
     return { buffers: this.live.size, bytes: this.liveBytes };
   }
 
+  /** The most bytes this pool held at once since it was made (weights, scratch in use or idle, staging). */
+  get peakBytes(): number {
+    return this.highWater;
+  }
+
   private create(size: number, usage: number, label: string): GPUBuffer {
     const buffer = this.device.createBuffer({ label, size, usage });
     this.live.add(buffer);
     this.liveBytes += size;
+    if (this.liveBytes > this.highWater) this.highWater = this.liveBytes;
     return buffer;
   }
 }

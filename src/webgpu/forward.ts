@@ -14,6 +14,8 @@ import { encodeQkvProjection, packedTargets, type ProjectionWeights, type QkvTar
 import { fromF16 } from './f16.ts';
 import { PassStages } from './profiler.ts';
 import { CallScratch } from './scratch.ts';
+import type { KernelChooser } from './tuning.ts';
+import { type KernelChoice, KERNEL_NAMES } from './variants.ts';
 
 /** A layer's weights on the GPU, uploaded once. Missing biases are uploaded as zeros. */
 export class GpuLayerWeights {
@@ -44,19 +46,33 @@ export class GpuLayerWeights {
   }
 }
 
-/** Encodes flash attention (and the probabilities, when asked) over filled Q, K, V. */
-function encodeAttention(stages: PassStages, scratch: CallScratch, plan: ForwardPlan, targets: QkvTargets, masks: MaskBuffers) {
+/** Where the attention output and each row's softmax statistics go. */
+function attentionBuffers(scratch: CallScratch, plan: ForwardPlan): { attention: GPUBuffer; rowStats: GPUBuffer } {
   const { batches, qRows } = headLayout(plan);
   const { numHeads: H, headDim: Dh } = plan.layer;
   const rows = batches * H * qRows;
-  const attention = scratch.storage(rows * Dh * scratch.elementBytes, 'attention');  // O [B, H, Sq, Dh]
-  const rowStats = scratch.storage(rows * 8, 'rowStats');         // softmax (m, l) per row [B, H, Sq]
-  const { q, kv } = targets;
-  stages.run('flash_attention', (pass) => encodeFlashAttention(pass, scratch, plan, { q, kv, attention, rowStats }, masks));
-  const probsBytes = plan.needWeights ? plan.batchSize * H * plan.seqLen * plan.kvSeqLen * 4 : 0;
-  const probs = plan.needWeights ? scratch.storage(probsBytes, 'probs') : null; // P [B, H, Sq, Skv]
-  if (probs) stages.run('attention_probs', (pass) => encodeAttentionProbs(pass, scratch, plan, { q, kv, rowStats, probs }, masks));
-  return { attention, probs, probsBytes };
+  return {
+    attention: scratch.storage(rows * Dh * scratch.elementBytes, 'attention'), // O [B, H, Sq, Dh]
+    rowStats: scratch.storage(rows * 8, 'rowStats'),                          // softmax (m, l) per row [B, H, Sq]
+  };
+}
+
+/** The probabilities' buffer, when asked for: P [B, H, Sq, Skv] (f32). */
+function probsBuffer(scratch: CallScratch, plan: ForwardPlan): { probs: GPUBuffer | null; probsBytes: number } {
+  const probsBytes = plan.needWeights ? plan.batchSize * plan.layer.numHeads * plan.seqLen * plan.kvSeqLen * 4 : 0;
+  return { probs: plan.needWeights ? scratch.storage(probsBytes, 'probs') : null, probsBytes };
+}
+
+/** Runs one kernel alone in its own command buffer and waits for it: the tuner's timing trial. */
+async function timeAlone(device: GPUDevice, encode: (pass: GPUComputePassEncoder) => void): Promise<number> {
+  const encoder = device.createCommandEncoder({ label: 'MultiHeadAttention.tuning' });
+  const pass = encoder.beginComputePass({ label: 'MultiHeadAttention.tuning' });
+  encode(pass);
+  pass.end();
+  const t0 = performance.now();
+  device.queue.submit([encoder.finish()]);
+  await device.queue.onSubmittedWorkDone();
+  return performance.now() - t0;
 }
 
 /** Copies `sources` into one staging buffer, submits, maps once, and returns each as float32 (f16 sources converted). */
@@ -95,8 +111,9 @@ export async function forwardWebGPU(
   pool: BufferPool,
   weights: GpuLayerWeights,
   plan: ForwardPlan,
-  cache: GpuKvCache | null = null,
-  profile = false,
+  cache: GpuKvCache | null,
+  profile: boolean,
+  chooser: KernelChooser,
 ): Promise<ForwardResult | BufferForwardResult> {
   const device = pool.device;
   const { batches, qRows } = headLayout(plan);
@@ -130,14 +147,30 @@ export async function forwardWebGPU(
       device.createBuffer({ label, size: Math.max(16, bytes), usage: Usage.STORAGE | Usage.COPY_SRC | Usage.COPY_DST });
     const y = plan.returnBuffer ? owned(outputBytes, 'MultiHeadAttention.outputBuffer') : scratch.storage(outputBytes, 'y'); // Y [B, Sq, E]
 
-    // A caller's buffer from another device, or of the wrong kind, is a validation error: catch it here.
+    const { attention, rowStats } = attentionBuffers(scratch, plan);
+    const { probs, probsBytes } = probsBuffer(scratch, plan);
+    const { q, kv } = targets;
+    const kernels = {
+      qkv_projection: (pass: GPUComputePassEncoder, v: KernelChoice['qkv_projection']) =>
+        encodeQkvProjection(pass, scratch, plan, { query, key, value }, weights.projection, targets, v),
+      flash_attention: (pass: GPUComputePassEncoder, v: KernelChoice['flash_attention']) =>
+        encodeFlashAttention(pass, scratch, plan, { q, kv, attention, rowStats }, masks, v),
+      output_projection: (pass: GPUComputePassEncoder, v: KernelChoice['output_projection']) =>
+        encodeOutputProjection(pass, scratch, plan, { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y }, v),
+    };
+
+    // A caller's buffer from another device, or of the wrong kind, is a validation error: catch it
+    // here (the tuner's trials read the inputs too, so they run inside the scope).
     if (g) device.pushErrorScope('validation');
+    const choice = await chooser.choose(plan, scratch.precision, KERNEL_NAMES, {
+      time: (kernel, variant) => timeAlone(device, (pass) => (kernels[kernel] as (p: GPUComputePassEncoder, v: string) => void)(pass, variant)),
+    });
     const encoder = device.createCommandEncoder({ label: 'MultiHeadAttention.forward' });
     const stages = new PassStages(device, encoder, 'MultiHeadAttention.forward', profile);
-    stages.run('qkv_projection', (pass) => encodeQkvProjection(pass, scratch, plan, { query, key, value }, weights.projection, targets));
-    const { attention, probs, probsBytes } = encodeAttention(stages, scratch, plan, targets, masks);
-    stages.run('output_projection', (pass) =>
-      encodeOutputProjection(pass, scratch, plan, { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y }));
+    stages.run('qkv_projection', (pass) => kernels.qkv_projection(pass, choice.qkv_projection));
+    stages.run('flash_attention', (pass) => kernels.flash_attention(pass, choice.flash_attention));
+    if (probs) stages.run('attention_probs', (pass) => encodeAttentionProbs(pass, scratch, plan, { q, kv, rowStats, probs }, masks));
+    stages.run('output_projection', (pass) => kernels.output_projection(pass, choice.output_projection));
     const timestamps = stages.end(scratch);
     if (plan.returnBuffer) {
       const weightsBuffer = probs ? owned(probsBytes, 'MultiHeadAttention.attentionWeightsBuffer') : null;
@@ -202,7 +235,14 @@ async function rejectInvalidBuffers(device: GPUDevice, scoped: boolean, created:
 }
 
 /** The attention kernel alone: Q [B, H, Sq, Dh], K, V [B, G, Skv, Dh] given → O [B, H, Sq, Dh]. */
-export async function attendWebGPU(pool: BufferPool, plan: ForwardPlan, q: Float32Array, k: Float32Array, v: Float32Array): Promise<ForwardResult> {
+export async function attendWebGPU(
+  pool: BufferPool,
+  plan: ForwardPlan,
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  chooser: KernelChooser,
+): Promise<ForwardResult> {
   const device = pool.device;
   const scratch = new CallScratch(pool);
   try {
@@ -212,9 +252,18 @@ export async function attendWebGPU(pool: BufferPool, plan: ForwardPlan, q: Float
     scratch.writeTensorAt(qkv, layout.kBase, k);
     scratch.writeTensorAt(qkv, layout.vBase, v);
     const masks = uploadMasks(scratch, plan);
+    const { attention, rowStats } = attentionBuffers(scratch, plan);
+    const { probs, probsBytes } = probsBuffer(scratch, plan);
+    const { q: qBuffer, kv } = packedTargets(plan, qkv);
+    const flash = (pass: GPUComputePassEncoder, variant: KernelChoice['flash_attention']) =>
+      encodeFlashAttention(pass, scratch, plan, { q: qBuffer, kv, attention, rowStats }, masks, variant);
+    const choice = await chooser.choose(plan, scratch.precision, ['flash_attention'], {
+      time: (_kernel, variant) => timeAlone(device, (pass) => flash(pass, variant as KernelChoice['flash_attention'])),
+    });
     const encoder = device.createCommandEncoder({ label: 'scaledDotProductAttention' });
     const stages = new PassStages(device, encoder, 'scaledDotProductAttention', false);
-    const { attention, probs, probsBytes } = encodeAttention(stages, scratch, plan, packedTargets(plan, qkv), masks);
+    stages.run('flash_attention', (pass) => flash(pass, choice.flash_attention));
+    if (probs) stages.run('attention_probs', (pass) => encodeAttentionProbs(pass, scratch, plan, { q: qBuffer, kv, rowStats, probs }, masks));
     stages.end(scratch);
     const sources = [{ buffer: attention, bytes: q.length * scratch.elementBytes, f16: scratch.precision === 'f16' }, ...(probs ? [{ buffer: probs, bytes: probsBytes }] : [])];
     const [output, attentionWeights] = await readBack(scratch, encoder, sources);

@@ -46,12 +46,15 @@ export function getPipeline(device: GPUDevice, variant: PipelineVariant): GPUCom
 
 /**
  * Specialises a shader: `ST4`, the storage type of its tensors (vec4<f32>, or vec4<f16> with
- * `enable f16;` for precision f16), and `const NAME: u32 = value;` lines for sizes WGSL needs at
- * compile time (private array lengths). Text, because overrides reach neither.
+ * `enable f16;` for precision f16), `SM4`, the mat4x4 of that type, and `const NAME: u32 = value;`
+ * lines for sizes WGSL needs at compile time (private array lengths). Text, because overrides reach
+ * neither.
  */
 export function specialise(code: string, precision: 'f32' | 'f16', constants: Record<string, number> = {}): string {
   const prelude = [
-    ...(precision === 'f16' ? ['enable f16;', 'alias ST4 = vec4<f16>;'] : ['alias ST4 = vec4<f32>;']),
+    ...(precision === 'f16'
+      ? ['enable f16;', 'alias ST4 = vec4<f16>;', 'alias SM4 = mat4x4<f16>;']
+      : ['alias ST4 = vec4<f32>;', 'alias SM4 = mat4x4<f32>;']),
     ...Object.entries(constants).map(([name, value]) => `const ${name}: u32 = ${value}u;`),
   ].join('\n');
   return `${prelude}\n${code}`;

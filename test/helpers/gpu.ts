@@ -1,6 +1,6 @@
 // WebGPU for tests: a real device or a loud failure (never a skip), and error scopes around GPU work.
 
-import { createAttentionEngine, type AttentionEngine } from '../../src/index.ts';
+import { createAttentionEngine, type AttentionEngine, type EngineOptions } from '../../src/index.ts';
 
 const HOW_TO_GET_AN_ADAPTER =
   'GPU tests need a WebGPU adapter and never skip. In Node this engine uses the "webgpu" npm package (Dawn), ' +
@@ -24,11 +24,15 @@ export function takeUncapturedErrors(): string[] {
   return uncaptured.splice(0);
 }
 
-/** An engine on the WebGPU backend; throws with set-up instructions when there is no adapter. */
-export async function createGpuEngine(): Promise<AttentionEngine> {
+/**
+ * An engine on the WebGPU backend; throws with set-up instructions when there is no adapter. Unless
+ * `options` say otherwise it does not tune: it runs the built-in variants for the adapter kind, the
+ * same in every run (test/tuning.test.ts covers sweeping; test/kernel-variants.test.ts every variant).
+ */
+export async function createGpuEngine(options: EngineOptions = {}): Promise<AttentionEngine> {
   let engine: AttentionEngine;
   try {
-    engine = await createAttentionEngine({ backend: 'webgpu' });
+    engine = await createAttentionEngine({ backend: 'webgpu', tuning: { mode: 'off' }, ...options });
   } catch (e) {
     throw new Error(`${(e as Error).message}\n${HOW_TO_GET_AN_ADAPTER}`);
   }

@@ -1,7 +1,11 @@
-// System under test "engine": this library on WebGPU. One engine (one GPUDevice) is shared by the
-// whole page, so shader pipelines compile once and the page can watch the device for errors.
+// System under test "engine": this library on WebGPU. One GPUDevice (the shared engine's) serves the
+// whole page, so shader pipelines compile once and the page can watch the device for errors. Each
+// prepared layer runs in an engine of its own on that device, so that its engine.stats().peakBytes
+// is this shape's peak GPU memory (weights + one call's scratch), untouched by earlier shapes. Its
+// first call (a warm-up run) tunes the kernel variants for the shape; the kernel timings come from
+// one more engine on the device with timestamp queries on and those same variants forced.
 
-import { type AttentionEngine, createAttentionEngine } from 'webgpu-attention';
+import { type AttentionEngine, createAttentionEngine, type MultiHeadAttention } from 'webgpu-attention';
 import type { BenchLayer, BenchSystem, PreparedSystem } from '../types.ts';
 
 let shared: Promise<AttentionEngine> | null = null;
@@ -15,13 +19,6 @@ export function sharedEngine(): Promise<AttentionEngine> {
   return shared;
 }
 
-let profiled: Promise<AttentionEngine> | null = null;
-
-/** A second engine with timestamp queries on, for one run's kernel timings (kept apart, so the timed runs pay nothing for them). */
-function profiledEngine(): Promise<AttentionEngine> {
-  profiled ??= createAttentionEngine({ backend: 'webgpu', profile: true });
-  return profiled;
-}
 
 export const engineSystem: BenchSystem = {
   id: 'engine',
@@ -31,22 +28,40 @@ export const engineSystem: BenchSystem = {
     if (engine.backend !== 'webgpu') {
       throw new Error(`no WebGPU here, so this engine runs on its CPU backend and is not benchmarked as "engine": ${engine.fallbackReason ?? 'unknown reason'}`);
     }
-    const layer = engine.createMultiHeadAttention({ embedDim: shape.embedDim, numHeads: shape.numHeads }, stateDict);
+    // An engine on the shared device: same pipelines (cached per device), its own buffer pool and peak.
+    const own = await createAttentionEngine({ device: engine.device! });
+    let layer: MultiHeadAttention;
+    try {
+      layer = own.createMultiHeadAttention({ embedDim: shape.embedDim, numHeads: shape.numHeads }, stateDict);
+    } catch (e) {
+      own.dispose();
+      throw e;
+    }
+    const weightBytes = own.stats().bytes;
     const options = { batchSize: shape.batchSize, seqLen: shape.seqLen, isCausal: shape.isCausal };
     return {
       run: async (query) => (await layer.forward(query, options)).output,
+      gpuMemory: () => {
+        const { peakBytes } = own.stats();
+        return { peakBytes, weightBytes, scratchPeakBytes: peakBytes - weightBytes };
+      },
+      kernelVariants: () => own.tuning?.choices ?? null,
       kernelTimings: async (query) => {
-        const timed = await profiledEngine().catch(() => null);
-        if (!timed?.profiling) return null; // no timestamp-query on this adapter
-        const probe = timed.createMultiHeadAttention({ embedDim: shape.embedDim, numHeads: shape.numHeads }, stateDict);
+        const kernels = Object.fromEntries((own.tuning?.choices ?? []).map((c) => [c.kernel, c.variant]));
+        const timed = await createAttentionEngine({ device: engine.device!, profile: true, tuning: { mode: 'off', kernels } });
         try {
-          await probe.forward(query, options); // compiles its pipelines
+          if (!timed.profiling) return null; // no timestamp-query on this device
+          const probe = timed.createMultiHeadAttention({ embedDim: shape.embedDim, numHeads: shape.numHeads }, stateDict);
+          await probe.forward(query, options); // warms up
           return (await probe.forward(query, options)).timings ?? null;
         } finally {
-          probe.dispose();
+          timed.dispose();
         }
       },
-      dispose: () => layer.dispose(),
+      dispose: () => {
+        layer.dispose();
+        own.dispose(); // leaves the shared device alive (the engine did not create it)
+      },
     };
   },
 };

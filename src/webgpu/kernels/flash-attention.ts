@@ -9,9 +9,7 @@ import type { CallScratch } from '../scratch.ts';
 import { encodeDecodeMerge } from './decode-merge.ts';
 import type { MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
-
-const BR = 32;     // query rows per workgroup (one per invocation)
-const MAX_BC = 32; // keys per tile, at most
+import { type AttentionVariant, attentionShape } from '../variants.ts';
 
 /** Split-KV: keys per split, roughly, and the most splits. */
 const SPLIT_KEYS = 256;
@@ -21,17 +19,17 @@ const MAX_SPLITS = 32;
  * Split-KV ("flash-decoding") for a call with one query tile and many keys (a decode step on a long
  * cache): how many splits, and the keys each covers (a multiple of BC). Null when it does not pay.
  */
-export function splitKv(plan: ForwardPlan, BC: number): { splits: number; chunk: number } | null {
+export function splitKv(plan: ForwardPlan, BC: number, BR: number): { splits: number; chunk: number } | null {
   if (plan.mode === 'packed' || plan.seqLen > BR || plan.kvSeqLen < 2 * SPLIT_KEYS) return null;
   const want = Math.min(MAX_SPLITS, Math.ceil(plan.kvSeqLen / SPLIT_KEYS));
   const chunk = Math.ceil(Math.ceil(plan.kvSeqLen / want) / BC) * BC;
   return { splits: Math.ceil(plan.kvSeqLen / chunk), chunk };
 }
 
-/** Keys per tile: as many as fit K and V tiles in `workgroupBytes` of workgroup memory, up to MAX_BC. */
-export function keysPerTile(headDim: number, workgroupBytes: number): number {
+/** Keys per tile: `wanted`, or fewer so that the K and V tiles fit `workgroupBytes` of workgroup memory. */
+export function keysPerTile(headDim: number, workgroupBytes: number, wanted = 32): number {
   const perKey = 2 * headDim * 4; // one row of K and one of V, f32
-  return Math.max(1, Math.min(MAX_BC, Math.floor(workgroupBytes / perKey)));
+  return Math.max(1, Math.min(wanted, Math.floor(workgroupBytes / perKey)));
 }
 
 export function encodeFlashAttention(
@@ -40,20 +38,23 @@ export function encodeFlashAttention(
   plan: ForwardPlan,
   buffers: { q: GPUBuffer; kv: KvTarget; attention: GPUBuffer; rowStats: GPUBuffer },
   masks: MaskBuffers,
+  variant: AttentionVariant,
 ): void {
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
   const { batches, qRows } = headLayout(plan);
   const { kv } = buffers;
   const device = scratch.device;
-  const BC = keysPerTile(Dh, device.limits.maxComputeWorkgroupStorageSize);
+  const { rows: wantedRows, keys } = attentionShape(variant);
+  const BR = Math.min(wantedRows, device.limits.maxComputeInvocationsPerWorkgroup);
+  const BC = keysPerTile(Dh, device.limits.maxComputeWorkgroupStorageSize, keys);
   const pipeline = getPipeline(device, {
-    label: 'FlashAttention',
+    label: `FlashAttention.${variant}`,
     code: specialise(source, scratch.precision, { DH4: Dh / 4, BC }),
     constants: { BR },
   });
   const rows = batches * H * qRows;
   // Split-KV writes partial results to scratch, then decode_merge.wgsl combines them.
-  const split = splitKv(plan, BC);
+  const split = splitKv(plan, BC, BR);
   const out = split ? scratch.storage(split.splits * rows * Dh * scratch.elementBytes, 'splitPartial') : buffers.attention;
   const stats = split ? scratch.storage(split.splits * rows * 8, 'splitStats') : buffers.rowStats;
   const params = scratch.uniforms(

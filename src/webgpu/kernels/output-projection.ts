@@ -1,25 +1,29 @@
-// Host side of shaders/output_projection.wgsl: O [B, H, S, Dh] read as concat(heads) [B·S, E], · W_Oᵀ + b_O → Y [B, S, E].
+// Host side of shaders/output_projection.wgsl (+ the chosen GEMM core): O [B, H, S, Dh] read as concat(heads) [B·S, E], · W_Oᵀ + b_O → Y [B, S, E].
 
 import source from '../../../shaders/output_projection.wgsl?raw';
 import { type ForwardPlan, headLayout } from '../../plan.ts';
 import { packUniforms } from '../buffers.ts';
 import { getPipeline, specialise } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-
-const WG_X = 8; // invocations along N = E; each owns 4 columns
-const WG_Y = 8; // invocations along M = B·S; each owns 4 rows
+import { gemmShape, type ProjectionVariant } from '../variants.ts';
 
 export function encodeOutputProjection(
   pass: GPUComputePassEncoder,
   scratch: CallScratch,
   plan: ForwardPlan,
   buffers: { attention: GPUBuffer; weight: GPUBuffer; bias: GPUBuffer; y: GPUBuffer },
+  variant: ProjectionVariant,
 ): void {
   const { batches: B, qRows: S } = headLayout(plan); // packed sequences: one batch of T tokens
   const { embedDim: E, numHeads: H, headDim: Dh } = plan.layer;
   const M = B * S;
   const el = scratch.elementBytes;
-  const pipeline = getPipeline(scratch.device, { label: 'OutputProjection', code: specialise(source, scratch.precision), constants: { WG_X, WG_Y } });
+  const gemm = gemmShape(variant);
+  const pipeline = getPipeline(scratch.device, {
+    label: `OutputProjection.${variant}`,
+    code: specialise(`${source}\n${gemm.core}`, scratch.precision, gemm.consts),
+    constants: gemm.constants,
+  });
   const params = scratch.uniforms(
     packUniforms([['u32', M], ['u32', E], ['u32', S], ['u32', H], ['u32', Dh / 4]]),
     'OutputProjection.params',
@@ -37,5 +41,5 @@ export function encodeOutputProjection(
   });
   pass.setPipeline(pipeline);
   pass.setBindGroup(0, bindGroup);
-  pass.dispatchWorkgroups(Math.ceil(E / (4 * WG_X)), Math.ceil(M / (4 * WG_Y)));
+  pass.dispatchWorkgroups(Math.ceil(E / gemm.tileCols), Math.ceil(M / gemm.tileRows));
 }

@@ -1,4 +1,5 @@
-// Host side of shaders/qkv_projection.wgsl: X · W_inᵀ + b_in → Q [B, H, Sq, Dh] ++ K, V [B, G, Skv, Dh].
+// Host side of shaders/qkv_projection.wgsl (+ the GEMM core of the chosen variant, variants.ts):
+// X · W_inᵀ + b_in → Q [B, H, Sq, Dh] ++ K, V [B, G, Skv, Dh].
 // Self-attention (and packed sequences) is one dispatch over all (H + 2G)·Dh columns; cross-attention
 // projects the query, the key and the value with their own dispatches (K and V share one when key
 // and value are the same array).
@@ -8,9 +9,7 @@ import { type ForwardPlan, headLayout } from '../../plan.ts';
 import { packUniforms } from '../buffers.ts';
 import { getPipeline, specialise } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-
-const WG_X = 8; // invocations along N; each owns 4 columns
-const WG_Y = 8; // invocations along M; each owns 4 rows
+import { gemmShape, type ProjectionVariant } from '../variants.ts';
 
 /** Where Q, K and V sit in the packed qkv buffer, in floats. */
 export function qkvLayout(plan: ForwardPlan): { kBase: number; vBase: number; total: number } {
@@ -74,6 +73,7 @@ export function encodeQkvProjection(
   inputs: ProjectionInputs,
   weights: ProjectionWeights,
   targets: QkvTargets,
+  variant: ProjectionVariant,
 ): void {
   const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = plan.layer;
   const { batches, qRows, kvRows } = headLayout(plan);
@@ -98,7 +98,12 @@ export function encodeQkvProjection(
                 ]),
           ];
   const el = scratch.elementBytes;
-  const pipeline = getPipeline(scratch.device, { label: 'QkvProjection', code: specialise(source, scratch.precision), constants: { WG_X, WG_Y } });
+  const gemm = gemmShape(variant);
+  const pipeline = getPipeline(scratch.device, {
+    label: `QkvProjection.${variant}`,
+    code: specialise(`${source}\n${gemm.core}`, scratch.precision, gemm.consts),
+    constants: gemm.constants,
+  });
   for (const part of parts) {
     const M = batches * part.rows;
     const N = part.slots * Dh;
@@ -123,6 +128,6 @@ export function encodeQkvProjection(
     });
     pass.setPipeline(pipeline);
     pass.setBindGroup(0, bindGroup);
-    pass.dispatchWorkgroups(Math.ceil(N / (4 * WG_X)), Math.ceil(M / (4 * WG_Y)));
+    pass.dispatchWorkgroups(Math.ceil(N / gemm.tileCols), Math.ceil(M / gemm.tileRows));
   }
 }

@@ -1,0 +1,77 @@
+// The kernel variants the engine chooses between, per kernel, and the built-in choice for an adapter
+// the tuner has not measured (tuning.ts sweeps them and remembers the fastest).
+//
+//   projection (qkv_projection, output_projection): which GEMM core is appended to the problem file
+//     register-4x4   shaders/gemm_register.wgsl, 4 rows × 4 columns per invocation
+//     register-8x8   shaders/gemm_register.wgsl, 8 rows × 8 columns per invocation (fewer loads per FMA)
+//     workgroup-64   shaders/gemm_workgroup.wgsl, 64 × 64 tiles staged through workgroup memory
+//   attention (flash_attention): query rows per workgroup × keys per K/V tile
+//     rows32-keys32, rows64-keys32, rows16-keys16, rows64-keys16
+
+import gemmRegister from '../../shaders/gemm_register.wgsl?raw';
+import gemmWorkgroup from '../../shaders/gemm_workgroup.wgsl?raw';
+
+import type { AttentionVariant, ProjectionVariant } from '../types.ts';
+
+export type { AttentionVariant, ProjectionVariant };
+export const PROJECTION_VARIANTS: readonly ProjectionVariant[] = ['register-4x4', 'register-8x8', 'workgroup-64'];
+export const ATTENTION_VARIANTS: readonly AttentionVariant[] = ['rows32-keys32', 'rows64-keys32', 'rows16-keys16', 'rows64-keys16'];
+
+/** One variant per kernel: what a forward runs. */
+export interface KernelChoice {
+  qkv_projection: ProjectionVariant;
+  flash_attention: AttentionVariant;
+  output_projection: ProjectionVariant;
+}
+export type KernelName = keyof KernelChoice;
+export const KERNEL_NAMES: readonly KernelName[] = ['qkv_projection', 'flash_attention', 'output_projection'];
+
+/** The variants of each kernel. */
+export const VARIANTS: { readonly [K in KernelName]: readonly KernelChoice[K][] } = {
+  qkv_projection: PROJECTION_VARIANTS,
+  flash_attention: ATTENTION_VARIANTS,
+  output_projection: PROJECTION_VARIANTS,
+};
+
+/** Adapters that are a CPU running the shaders (lavapipe, SwiftShader, WARP): barriers cost, loads are gathers. */
+export function isCpuAdapter(info: { vendor: string; architecture: string; device: string; description: string }): boolean {
+  const text = `${info.vendor} ${info.architecture} ${info.device} ${info.description}`.toLowerCase();
+  return /llvmpipe|lavapipe|swiftshader|microsoft basic render|warp|\bcpu\b/.test(text);
+}
+
+/** What runs before (or without) a sweep: register tiles on CPU adapters, workgroup tiles on GPUs. */
+export function defaultChoice(cpu: boolean): KernelChoice {
+  return cpu
+    ? { qkv_projection: 'register-8x8', flash_attention: 'rows32-keys32', output_projection: 'register-8x8' }
+    : { qkv_projection: 'workgroup-64', flash_attention: 'rows64-keys32', output_projection: 'workgroup-64' };
+}
+
+/** How a projection variant is built and dispatched. */
+export interface GemmShape {
+  /** The core appended to the problem file. */
+  core: string;
+  /** `const` lines the core needs (register cores: TM, TN4). */
+  consts: Record<string, number>;
+  /** `override` values. */
+  constants: Record<string, number>;
+  /** Rows (M) and columns (N) of Y one workgroup covers. */
+  tileRows: number;
+  tileCols: number;
+}
+
+export function gemmShape(variant: ProjectionVariant): GemmShape {
+  switch (variant) {
+    case 'register-4x4':
+      return { core: gemmRegister, consts: { TM: 4, TN4: 1 }, constants: { WG_X: 8, WG_Y: 8 }, tileRows: 32, tileCols: 32 };
+    case 'register-8x8':
+      return { core: gemmRegister, consts: { TM: 8, TN4: 2 }, constants: { WG_X: 8, WG_Y: 8 }, tileRows: 64, tileCols: 64 };
+    case 'workgroup-64':
+      return { core: gemmWorkgroup, consts: {}, constants: {}, tileRows: 64, tileCols: 64 };
+  }
+}
+
+/** Query rows per workgroup (one per invocation) and keys per tile asked for, of an attention variant. */
+export function attentionShape(variant: AttentionVariant): { rows: number; keys: number } {
+  const [, rows, keys] = /^rows(\d+)-keys(\d+)$/.exec(variant) as RegExpExecArray;
+  return { rows: Number(rows), keys: Number(keys) };
+}

@@ -93,11 +93,13 @@ for (const i of imports.filter((i) => i.kind === 'dynamic' && i.literal !== null
 if (!imports.some((i) => i.kind === 'dynamic' && i.literal === null)) {
   problems.push('dist/index.js has no `import(specifier)` with a variable specifier (the Node-only `webgpu` package)');
 }
-// Shaders inlined: every shaders/*.wgsl as a string, and no .wgsl URL anywhere.
-const kernels = readdirSync(join(root, 'shaders')).filter((f) => f.endsWith('.wgsl'));
-const inlined = code.match(/@compute\s*@workgroup_size/g)?.length ?? 0;
-if (inlined < kernels.length) {
-  problems.push(`dist/index.js holds ${inlined} inlined WGSL compute shaders; shaders/ has ${kernels.length}`);
+// Shaders inlined: every shaders/*.wgsl as a string (found by its first line), and no .wgsl URL anywhere.
+const shaderFiles = readdirSync(join(root, 'shaders')).filter((f) => f.endsWith('.wgsl'));
+for (const file of shaderFiles) {
+  const first = readFileSync(join(root, 'shaders', file), 'utf8').split('\n')[0];
+  if (!code.includes(first) && !code.includes(JSON.stringify(first).slice(1, -1))) {
+    problems.push(`dist/index.js does not hold shaders/${file} (its first line "${first.slice(0, 60)}" is not in it)`);
+  }
 }
 if (/(new\s+URL|fetch)\s*\(\s*['"`][^'"`]*\.wgsl/.test(code)) problems.push('dist/index.js fetches a .wgsl file; shaders must be inlined');
 // Declarations: only relative .js imports, and the one reference to @webgpu/types.
@@ -123,5 +125,5 @@ const files = walk(dist).map((f) => relative(root, f)).sort();
 const bytes = files.reduce((n, f) => n + statSync(join(root, f)).size, 0);
 console.log(
   `build: dist/ ready in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${files.length} files, ${(bytes / 1024).toFixed(0)} KiB ` +
-    `(index.js ${(code.length / 1024).toFixed(0)} KiB with ${inlined} inlined shaders, ${dtsFiles.length} .d.ts)`,
+    `(index.js ${(code.length / 1024).toFixed(0)} KiB with ${shaderFiles.length} inlined shaders, ${dtsFiles.length} .d.ts)`,
 );

@@ -35,7 +35,9 @@ export interface EngineOptions {
 }
 
 export type ProjectionVariant = 'register-4x4' | 'register-8x8' | 'workgroup-64';
-export type AttentionVariant = 'rows32-keys32' | 'rows64-keys32' | 'rows16-keys16' | 'rows64-keys16';
+export type AttentionVariant =
+  | 'rows32-keys32' | 'rows64-keys32' | 'rows16-keys16' | 'rows64-keys16'
+  | 'rows32-keys32-r2' | 'rows32-keys32-r4' | 'rows64-keys32-r4';
 
 export interface TuningOptions {
   /** 'auto' (default): sweep, remember, reuse. 'off': the built-in choice for the adapter kind (register tiles on CPU adapters, workgroup tiles on GPUs), no sweep. */

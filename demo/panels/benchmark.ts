@@ -136,7 +136,8 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
           { class: r.status === 'ok' ? 'note-cell muted' : 'note-cell error-text' },
           r.status === 'ok'
             ? `runs: ${r.runsMs!.map(fmtMs).join(', ')} ms` +
-                (r.gpuMemory ? ` · GPU peak ${fmtBytes(r.gpuMemory.peakBytes)} (weights ${fmtBytes(r.gpuMemory.weightBytes)} + scratch ${fmtBytes(r.gpuMemory.scratchPeakBytes)})` : '')
+                (r.gpuMemory ? ` · GPU peak ${fmtBytes(r.gpuMemory.peakBytes)} (weights ${fmtBytes(r.gpuMemory.weightBytes)} + scratch ${fmtBytes(r.gpuMemory.scratchPeakBytes)})` : '') +
+                (r.kernelVariants?.length ? ` · kernels: ${r.kernelVariants.map((v) => `${v.kernel} ${v.variant}`).join(', ')} (${r.kernelVariants[0].source === 'store' ? 'tuned earlier' : 'tuned now'})` : '')
             : (r.error ?? 'failed'),
         ),
       );

@@ -2,6 +2,7 @@
 // The caller does nothing in either case.
 
 import { WebGPUUnavailableError } from '../errors.ts';
+import { importNodeOnly } from '../node-only.ts';
 
 export interface AcquiredDevice {
   device: GPUDevice;
@@ -12,13 +13,6 @@ export interface AcquiredDevice {
 let nodeGpu: GPU | null = null;
 let nodeGpuError: string | null = null;
 
-/**
- * import() of a Node-only package. The specifier arrives as a parameter, which no bundler folds into a
- * constant, so browser builds and dev servers never try to resolve or bundle the package.
- */
-function importNodeOnly(specifier: string): Promise<unknown> {
-  return import(/* @vite-ignore */ /* webpackIgnore: true */ specifier);
-}
 
 async function findGpu(): Promise<{ gpu: GPU | null; why: string }> {
   const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator;

@@ -2,6 +2,7 @@
 // (`$XDG_CACHE_HOME/webgpu-attention/tuning.json`, else `~/.cache/…`), or a store of the caller's.
 
 import type { TuningChoice, TuningStore } from '../types.ts';
+import { importNodeOnly } from '../node-only.ts';
 
 /** Remembered choices, keyed by version, adapter, kernel and shape class. Errors of a store are ignored (the sweep reruns). */
 type TuningRecords = Record<string, TuningChoice>;
@@ -19,7 +20,7 @@ export function localStorageTuningStore(storage: Storage, key = STORAGE_KEY): Tu
 
 /** A store in a JSON file (Node). The folder is created on the first save. */
 export function fileTuningStore(path: string): TuningStore {
-  const fs = () => import(/* @vite-ignore */ /* webpackIgnore: true */ 'node:fs/promises' as string) as Promise<typeof import('node:fs/promises')>;
+  const fs = () => importNodeOnly('node:fs/promises') as Promise<typeof import('node:fs/promises')>;
   return {
     where: path,
     load: async () => parse(await (await fs()).readFile(path, 'utf8').catch(() => null)),

@@ -5,8 +5,10 @@
 //     register-4x4   shaders/gemm_register.wgsl, 4 rows × 4 columns per invocation
 //     register-8x8   shaders/gemm_register.wgsl, 8 rows × 8 columns per invocation (fewer loads per FMA)
 //     workgroup-64   shaders/gemm_workgroup.wgsl, 64 × 64 tiles staged through workgroup memory
-//   attention (flash_attention): query rows per workgroup × keys per K/V tile
-//     rows32-keys32, rows64-keys32, rows16-keys16, rows64-keys16
+//   attention (flash_attention): query rows per workgroup × keys per K/V tile (× rows per invocation)
+//     rows32-keys32, rows64-keys32, rows16-keys16, rows64-keys16: one row per invocation
+//     rows32-keys32-r2, rows32-keys32-r4, rows64-keys32-r4: 2 or 4 rows per invocation, so each K/V
+//       element read serves several rows (fewer loads per multiply-add; more registers)
 
 import gemmRegister from '../../shaders/gemm_register.wgsl?raw';
 import gemmWorkgroup from '../../shaders/gemm_workgroup.wgsl?raw';
@@ -15,7 +17,9 @@ import type { AttentionVariant, ProjectionVariant } from '../types.ts';
 
 export type { AttentionVariant, ProjectionVariant };
 export const PROJECTION_VARIANTS: readonly ProjectionVariant[] = ['register-4x4', 'register-8x8', 'workgroup-64'];
-export const ATTENTION_VARIANTS: readonly AttentionVariant[] = ['rows32-keys32', 'rows64-keys32', 'rows16-keys16', 'rows64-keys16'];
+export const ATTENTION_VARIANTS: readonly AttentionVariant[] = [
+  'rows32-keys32', 'rows64-keys32', 'rows16-keys16', 'rows64-keys16', 'rows32-keys32-r2', 'rows32-keys32-r4', 'rows64-keys32-r4',
+];
 
 /** One variant per kernel: what a forward runs. */
 export interface KernelChoice {
@@ -42,7 +46,7 @@ export function isCpuAdapter(info: { vendor: string; architecture: string; devic
 /** What runs before (or without) a sweep: register tiles on CPU adapters, workgroup tiles on GPUs. */
 export function defaultChoice(cpu: boolean): KernelChoice {
   return cpu
-    ? { qkv_projection: 'register-8x8', flash_attention: 'rows32-keys32', output_projection: 'register-8x8' }
+    ? { qkv_projection: 'register-8x8', flash_attention: 'rows64-keys32-r4', output_projection: 'register-8x8' }
     : { qkv_projection: 'workgroup-64', flash_attention: 'rows64-keys32', output_projection: 'workgroup-64' };
 }
 
@@ -70,8 +74,11 @@ export function gemmShape(variant: ProjectionVariant): GemmShape {
   }
 }
 
-/** Query rows per workgroup (one per invocation) and keys per tile asked for, of an attention variant. */
-export function attentionShape(variant: AttentionVariant): { rows: number; keys: number } {
-  const [, rows, keys] = /^rows(\d+)-keys(\d+)$/.exec(variant) as RegExpExecArray;
-  return { rows: Number(rows), keys: Number(keys) };
+/**
+ * Query rows per workgroup, keys per tile and rows per invocation asked for, of an attention variant
+ * ("rows64-keys32-r4": 64 rows, 32 keys, 4 rows per invocation; no "-r": 1).
+ */
+export function attentionShape(variant: AttentionVariant): { rows: number; keys: number; rowsPerInvocation: number } {
+  const [, rows, keys, rpi] = /^rows(\d+)-keys(\d+)(?:-r(\d+))?$/.exec(variant) as RegExpExecArray;
+  return { rows: Number(rows), keys: Number(keys), rowsPerInvocation: Number(rpi ?? 1) };
 }

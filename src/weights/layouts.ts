@@ -15,6 +15,7 @@
 // the order q, k, v are the same.
 
 import { InvalidArgumentError, MissingWeightError, ShapeMismatchError } from '../errors.ts';
+import { importNodeOnly } from '../node-only.ts';
 import type { StateDict } from '../types.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
 import { type SafetensorsFile, type SafetensorsTensor, WeightFileError, parseSafetensors } from './safetensors.ts';
@@ -243,14 +244,6 @@ export function stateDictFromSafetensors(file: SafetensorsFile | ArrayBuffer | U
 }
 
 // ——— Loading a file ———
-
-/**
- * import() of a Node-only module; the specifier is a parameter so that no bundler tries to resolve it
- * (as src/webgpu/device.ts does for the `webgpu` package).
- */
-function importNodeOnly(specifier: string): Promise<unknown> {
-  return import(/* @vite-ignore */ /* webpackIgnore: true */ specifier);
-}
 
 const isNode = () => typeof process !== 'undefined' && !!process.versions?.node;
 /** 'https://…', 'http://…', 'file:…', 'blob:…', 'data:…': a URL rather than a path. */

@@ -32,6 +32,18 @@ export function keysPerTile(headDim: number, workgroupBytes: number, wanted = 32
   return Math.max(1, Math.min(wanted, Math.floor(workgroupBytes / perKey)));
 }
 
+/**
+ * The tiles of an attention variant on this device for head size Dh: rows per workgroup BR, keys per
+ * tile BC (fewer if K and V tiles would not fit workgroup memory), rows per invocation RPI (fewer
+ * for big heads, keeping RPI·Dh ≤ 256 floats of q and as many of accumulator per invocation).
+ */
+export function flashTiles(device: GPUDevice, Dh: number, variant: AttentionVariant): { BR: number; BC: number; RPI: number } {
+  const { rows, keys, rowsPerInvocation } = attentionShape(variant);
+  const RPI = Math.max(1, Math.min(rowsPerInvocation, Math.floor(256 / Dh)));
+  const BR = Math.min(rows, device.limits.maxComputeInvocationsPerWorkgroup * RPI);
+  return { BR, BC: keysPerTile(Dh, device.limits.maxComputeWorkgroupStorageSize, keys), RPI };
+}
+
 export function encodeFlashAttention(
   pass: GPUComputePassEncoder,
   scratch: CallScratch,
@@ -44,13 +56,11 @@ export function encodeFlashAttention(
   const { batches, qRows } = headLayout(plan);
   const { kv } = buffers;
   const device = scratch.device;
-  const { rows: wantedRows, keys } = attentionShape(variant);
-  const BR = Math.min(wantedRows, device.limits.maxComputeInvocationsPerWorkgroup);
-  const BC = keysPerTile(Dh, device.limits.maxComputeWorkgroupStorageSize, keys);
+  const { BR, BC, RPI } = flashTiles(device, Dh, variant);
   const pipeline = getPipeline(device, {
     label: `FlashAttention.${variant}`,
-    code: specialise(source, scratch.precision, { DH4: Dh / 4, BC }),
-    constants: { BR },
+    code: specialise(source, scratch.precision, { DH4: Dh / 4, BC, RPI }),
+    constants: { WG: BR / RPI },
   });
   const rows = batches * H * qRows;
   // Split-KV writes partial results to scratch, then decode_merge.wgsl combines them.

@@ -44,7 +44,7 @@ import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createAttentionEngine, DeviceLimitError, referenceMultiHeadAttention } from '../../src/index.ts';
-import type { AttentionEngine, MultiHeadAttention, StateDict } from '../../src/index.ts';
+import type { AttentionEngine, MultiHeadAttention, StateDict, TuningReport } from '../../src/index.ts';
 import { attentionFlops } from '../../src/util/flops.ts';
 import { mulberry32, randomStateDict, uniform } from '../../src/util/random.ts';
 import { fromF16, toF16 } from '../../src/webgpu/f16.ts';
@@ -313,7 +313,7 @@ const report = {
   },
   flopFormula: '8·B·S·E² + 4·B·S²·E (causal: half the S² term); src/util/flops.ts',
   options: { shapes, precisions, causal: causalSettings, modes, warmup, maxRuns, minRuns, budgetS, timeLimitS, gateShape: values['no-gate'] ? null : gateShape, seed, kernelTimings: values['kernel-timings'] },
-  engines: [] as { precisionAsked: string; precision: string; precisionNote: string | null; deviceFeatures: string[] }[],
+  engines: [] as { precisionAsked: string; precision: string; precisionNote: string | null; deviceFeatures: string[]; tuning?: TuningReport | null }[],
   gates: [] as GateRecord[],
   checks: [] as CheckRecord[],
   runs: [] as RunRecord[],
@@ -721,7 +721,8 @@ for (const precisionAsked of precisions) {
       save();
     }
   });
-  report.engines.push({ precisionAsked, precision: engine.precision, precisionNote: engine.precisionNote, deviceFeatures: [...device.features].sort() });
+  const engineRecord: (typeof report.engines)[number] = { precisionAsked, precision: engine.precision, precisionNote: engine.precisionNote, deviceFeatures: [...device.features].sort() };
+  report.engines.push(engineRecord);
   log(`engine: precision asked ${precisionAsked}, in use ${engine.precision}${engine.precisionNote ? ` (${engine.precisionNote})` : ''}`);
   save();
   try {
@@ -752,6 +753,8 @@ for (const precisionAsked of precisions) {
         continue;
       }
       await benchShape(engine, precisionAsked, shape);
+      engineRecord.tuning = engine.tuning; // the kernel variants the tuner chose (and each one's sweep time)
+      save();
     }
   } finally {
     engine.dispose();

@@ -35,9 +35,7 @@ export interface EngineOptions {
 }
 
 export type ProjectionVariant = 'register-4x4' | 'register-8x8' | 'workgroup-64';
-export type AttentionVariant =
-  | 'rows32-keys32' | 'rows64-keys32' | 'rows16-keys16' | 'rows64-keys16'
-  | 'rows32-keys32-r2' | 'rows32-keys32-r4' | 'rows64-keys32-r4';
+export type AttentionVariant = 'rows32-keys32' | 'rows64-keys32' | 'rows32-keys32-r2' | 'rows32-keys32-r4' | 'rows64-keys32-r4';
 
 export interface TuningOptions {
   /** 'auto' (default): sweep, remember, reuse. 'off': the built-in choice for the adapter kind (register tiles on CPU adapters, workgroup tiles on GPUs), no sweep. */
@@ -80,7 +78,7 @@ export interface TuningReport {
   forced: TuningOptions['kernels'];
   /** What a kernel runs when nothing was swept, forced or remembered for its shape class. */
   defaults: { qkv_projection: ProjectionVariant; flash_attention: AttentionVariant; output_projection: ProjectionVariant };
-  /** Choices swept or loaded so far on this engine's adapter. */
+  /** The choices this engine's calls have used so far (swept now, or remembered), in order of first use. */
   choices: TuningChoice[];
 }
 

@@ -145,7 +145,7 @@ describe('tuning on a real adapter', () => {
   });
 
   test('forced variants are used and never swept; mode off sweeps nothing', async () => {
-    const kernels = { qkv_projection: 'register-4x4', flash_attention: 'rows16-keys16' } as const;
+    const kernels = { qkv_projection: 'register-4x4', flash_attention: 'rows32-keys32-r2' } as const;
     const forced = await engineWith({ kernels, store: null });
     await forwardChecked(forced);
     expect(forced.tuning!.forced).toEqual(kernels);
@@ -187,7 +187,7 @@ describe('tuning on a real adapter', () => {
 
 describe('the Tuner, with a fake gate and fake timings', () => {
   const plan = resolveForwardPlan(resolveLayerSpec(layer), x, { batchSize: B, seqLen: S });
-  const fakeTimes: Record<string, number> = { 'register-4x4': 5, 'register-8x8': 1, 'workgroup-64': 3, 'rows32-keys32': 4, 'rows64-keys32': 2, 'rows16-keys16': 6, 'rows64-keys16': 9 };
+  const fakeTimes: Record<string, number> = { 'register-4x4': 5, 'register-8x8': 1, 'workgroup-64': 3, 'rows32-keys32': 4, 'rows64-keys32': 2, 'rows32-keys32-r2': 6, 'rows32-keys32-r4': 9, 'rows64-keys32-r4': 7 };
 
   test('a variant the gate refuses is never timed or chosen, and the report says why', async () => {
     const timed: string[] = [];

@@ -5,8 +5,10 @@
 //   1. gates every variant: it runs a small layer with that variant and compares the output with the
 //      float64 CPU reference; a variant that fails is never timed or used (a driver bug on one adapter
 //      costs speed, never correctness);
-//   2. times the variants that passed on the call's own buffers: each kernel alone, one warm-up (which
-//      also builds its pipeline), then the best of a few runs (wall time to onSubmittedWorkDone);
+//   2. times the variants that passed on the call's own buffers: each kernel alone (its pipeline was
+//      built by the gate), the better of two runs, wall time to onSubmittedWorkDone; a variant 1.5×
+//      slower than the best so far after one run is not run again (on lavapipe the sweep adds ~0.8 s
+//      to the first call at B=1 S=128 E=256 and ~3 s at S=512 E=512, most of it the slow variants);
 //   3. keeps the fastest for this adapter and class, in memory and in the store (localStorage in a
 //      browser, a JSON file in Node), so later engines on the same adapter skip the sweep.
 // Kernels are swept in the order the forward runs them, so each one's inputs hold real data.
@@ -70,12 +72,14 @@ export function shapeClass(kernel: KernelName, plan: ForwardPlan, precision: Pre
   }
 }
 
-const TIMED_RUNS = 3;
+const TIMED_RUNS = 2;
 /** A variant this much slower than the best so far after one timed run is not run again. */
-const HOPELESS = 2;
+const HOPELESS = 1.5;
 
 export class Tuner implements KernelChooser {
   private readonly memory = new Map<string, TuningEntry>();
+  /** Keys of the entries this engine's calls have used (swept, or loaded from the store and used). */
+  private readonly used = new Set<string>();
   private readonly pending = new Map<string, Promise<TuningEntry>>();
   private loaded: Promise<void> | null = null;
   /** Gate verdicts, per adapter, precision, head size and variant. */
@@ -89,10 +93,10 @@ export class Tuner implements KernelChooser {
     private readonly gate: Gate,
   ) {}
 
-  /** Every choice made or loaded so far, for this engine's adapter. */
+  /** The choices this engine's calls have used so far (on its current adapter), in order of first use. */
   entries(): TuningEntry[] {
     const prefix = `${this.adapterKey()}|`;
-    return [...this.memory.entries()].filter(([key]) => key.startsWith(prefix)).map(([, entry]) => entry);
+    return [...this.used].filter((key) => key.startsWith(prefix)).map((key) => this.memory.get(key)!);
   }
 
   async choose(plan: ForwardPlan, precision: Precision, kernels: readonly KernelName[], trial: Trial): Promise<KernelChoice> {
@@ -124,11 +128,15 @@ export class Tuner implements KernelChooser {
   private entryFor(kernel: KernelName, cls: string, headDim: number, precision: Precision, trial: Trial): Promise<TuningEntry> {
     const key = `${this.adapterKey()}|${kernel}|${cls}`;
     const known = this.memory.get(key);
-    if (known) return Promise.resolve(known);
+    if (known) {
+      this.used.add(key);
+      return Promise.resolve(known);
+    }
     let sweep = this.pending.get(key);
     if (!sweep) {
       sweep = this.sweep(kernel, cls, headDim, precision, trial).then(async (entry) => {
         this.memory.set(key, entry);
+        this.used.add(key);
         await this.save();
         return entry;
       });
@@ -158,7 +166,6 @@ export class Tuner implements KernelChooser {
     const timesMs: Record<string, number> = {};
     let best = Infinity;
     for (const variant of passed) {
-      await trial.time(kernel, variant); // warm-up: builds the pipeline
       let fastest = Infinity;
       for (let run = 0; run < TIMED_RUNS; run++) {
         fastest = Math.min(fastest, await trial.time(kernel, variant));

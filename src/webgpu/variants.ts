@@ -6,7 +6,7 @@
 //     register-8x8   shaders/gemm_register.wgsl, 8 rows × 8 columns per invocation (fewer loads per FMA)
 //     workgroup-64   shaders/gemm_workgroup.wgsl, 64 × 64 tiles staged through workgroup memory
 //   attention (flash_attention): query rows per workgroup × keys per K/V tile (× rows per invocation)
-//     rows32-keys32, rows64-keys32, rows16-keys16, rows64-keys16: one row per invocation
+//     rows32-keys32, rows64-keys32: one row per invocation (keys per tile drop to what workgroup memory holds)
 //     rows32-keys32-r2, rows32-keys32-r4, rows64-keys32-r4: 2 or 4 rows per invocation, so each K/V
 //       element read serves several rows (fewer loads per multiply-add; more registers)
 
@@ -17,9 +17,7 @@ import type { AttentionVariant, ProjectionVariant } from '../types.ts';
 
 export type { AttentionVariant, ProjectionVariant };
 export const PROJECTION_VARIANTS: readonly ProjectionVariant[] = ['register-4x4', 'register-8x8', 'workgroup-64'];
-export const ATTENTION_VARIANTS: readonly AttentionVariant[] = [
-  'rows32-keys32', 'rows64-keys32', 'rows16-keys16', 'rows64-keys16', 'rows32-keys32-r2', 'rows32-keys32-r4', 'rows64-keys32-r4',
-];
+export const ATTENTION_VARIANTS: readonly AttentionVariant[] = ['rows32-keys32', 'rows64-keys32', 'rows32-keys32-r2', 'rows32-keys32-r4', 'rows64-keys32-r4'];
 
 /** One variant per kernel: what a forward runs. */
 export interface KernelChoice {

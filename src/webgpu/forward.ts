@@ -63,6 +63,13 @@ function probsBuffer(scratch: CallScratch, plan: ForwardPlan): { probs: GPUBuffe
   return { probs: plan.needWeights ? scratch.storage(probsBytes, 'probs') : null, probsBytes };
 }
 
+/**
+ * Rows a tuning trial computes: a kernel's time per row hardly depends on how many rows there are
+ * past a few hundred, so big calls are timed on their first rows (the sweep stays short at S = 8192;
+ * each row of attention still sees all its keys).
+ */
+const TRIAL_ROWS = 512;
+
 /** Runs one kernel alone in its own command buffer and waits for it: the tuner's timing trial. */
 async function timeAlone(device: GPUDevice, encode: (pass: GPUComputePassEncoder) => void): Promise<number> {
   const encoder = device.createCommandEncoder({ label: 'MultiHeadAttention.tuning' });
@@ -151,19 +158,20 @@ export async function forwardWebGPU(
     const { probs, probsBytes } = probsBuffer(scratch, plan);
     const { q, kv } = targets;
     const kernels = {
-      qkv_projection: (pass: GPUComputePassEncoder, v: KernelChoice['qkv_projection']) =>
-        encodeQkvProjection(pass, scratch, plan, { query, key, value }, weights.projection, targets, v),
-      flash_attention: (pass: GPUComputePassEncoder, v: KernelChoice['flash_attention']) =>
-        encodeFlashAttention(pass, scratch, plan, { q, kv, attention, rowStats }, masks, v),
-      output_projection: (pass: GPUComputePassEncoder, v: KernelChoice['output_projection']) =>
-        encodeOutputProjection(pass, scratch, plan, { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y }, v),
+      qkv_projection: (pass: GPUComputePassEncoder, v: KernelChoice['qkv_projection'], rowLimit?: number) =>
+        encodeQkvProjection(pass, scratch, plan, { query, key, value }, weights.projection, targets, v, rowLimit),
+      flash_attention: (pass: GPUComputePassEncoder, v: KernelChoice['flash_attention'], rowLimit?: number) =>
+        encodeFlashAttention(pass, scratch, plan, { q, kv, attention, rowStats }, masks, v, rowLimit),
+      output_projection: (pass: GPUComputePassEncoder, v: KernelChoice['output_projection'], rowLimit?: number) =>
+        encodeOutputProjection(pass, scratch, plan, { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y }, v, rowLimit),
     };
 
     // A caller's buffer from another device, or of the wrong kind, is a validation error: catch it
     // here (the tuner's trials read the inputs too, so they run inside the scope).
     if (g) device.pushErrorScope('validation');
     const choice = await chooser.choose(plan, scratch.precision, KERNEL_NAMES, {
-      time: (kernel, variant) => timeAlone(device, (pass) => (kernels[kernel] as (p: GPUComputePassEncoder, v: string) => void)(pass, variant)),
+      time: (kernel, variant) =>
+        timeAlone(device, (pass) => (kernels[kernel] as (p: GPUComputePassEncoder, v: string, r: number) => void)(pass, variant, TRIAL_ROWS)),
     });
     const encoder = device.createCommandEncoder({ label: 'MultiHeadAttention.forward' });
     const stages = new PassStages(device, encoder, 'MultiHeadAttention.forward', profile);
@@ -255,10 +263,10 @@ export async function attendWebGPU(
     const { attention, rowStats } = attentionBuffers(scratch, plan);
     const { probs, probsBytes } = probsBuffer(scratch, plan);
     const { q: qBuffer, kv } = packedTargets(plan, qkv);
-    const flash = (pass: GPUComputePassEncoder, variant: KernelChoice['flash_attention']) =>
-      encodeFlashAttention(pass, scratch, plan, { q: qBuffer, kv, attention, rowStats }, masks, variant);
+    const flash = (pass: GPUComputePassEncoder, variant: KernelChoice['flash_attention'], rowLimit?: number) =>
+      encodeFlashAttention(pass, scratch, plan, { q: qBuffer, kv, attention, rowStats }, masks, variant, rowLimit);
     const choice = await chooser.choose(plan, scratch.precision, ['flash_attention'], {
-      time: (_kernel, variant) => timeAlone(device, (pass) => flash(pass, variant as KernelChoice['flash_attention'])),
+      time: (_kernel, variant) => timeAlone(device, (pass) => flash(pass, variant as KernelChoice['flash_attention'], TRIAL_ROWS)),
     });
     const encoder = device.createCommandEncoder({ label: 'scaledDotProductAttention' });
     const stages = new PassStages(device, encoder, 'scaledDotProductAttention', false);

@@ -6,7 +6,8 @@
 //      float64 CPU reference; a variant that fails is never timed or used (a driver bug on one adapter
 //      costs speed, never correctness);
 //   2. times the variants that passed on the call's own buffers: each kernel alone (its pipeline was
-//      built by the gate), the better of two runs, wall time to onSubmittedWorkDone; a variant 1.5×
+//      built by the gate) over the call's first 512 rows (forward.ts TRIAL_ROWS), the better of two
+//      runs, wall time to onSubmittedWorkDone; a variant 1.5×
 //      slower than the best so far after one run is not run again (on lavapipe the sweep adds ~0.8 s
 //      to the first call at B=1 S=128 E=256 and ~3 s at S=512 E=512, most of it the slow variants);
 //   3. keeps the fastest for this adapter and class, in memory and in the store (localStorage in a

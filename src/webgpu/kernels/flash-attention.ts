@@ -51,6 +51,8 @@ export function encodeFlashAttention(
   buffers: { q: GPUBuffer; kv: KvTarget; attention: GPUBuffer; rowStats: GPUBuffer },
   masks: MaskBuffers,
   variant: AttentionVariant,
+  /** The tuner's timing trials: compute only the first `rowLimit` query rows of each (batch, head). */
+  rowLimit = Infinity,
 ): void {
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
   const { batches, qRows } = headLayout(plan);
@@ -98,7 +100,7 @@ export function encodeFlashAttention(
   pass.setBindGroup(0, bindGroup);
   // Packed: one workgroup column per sequence, as many query tiles as the longest needs (shorter
   // sequences' extra tiles return at once). Split-KV: one workgroup column per split.
-  pass.dispatchWorkgroups(split ? split.splits : Math.ceil(plan.maxSeqLen / BR), H, plan.batchSize);
+  pass.dispatchWorkgroups(split ? split.splits : Math.ceil(Math.min(plan.maxSeqLen, rowLimit) / BR), H, plan.batchSize);
   if (split) {
     encodeDecodeMerge(
       pass, scratch,

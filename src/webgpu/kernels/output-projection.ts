@@ -13,6 +13,8 @@ export function encodeOutputProjection(
   plan: ForwardPlan,
   buffers: { attention: GPUBuffer; weight: GPUBuffer; bias: GPUBuffer; y: GPUBuffer },
   variant: ProjectionVariant,
+  /** The tuner's timing trials: compute only the first `rowLimit` token rows. */
+  rowLimit = Infinity,
 ): void {
   const { batches: B, qRows: S } = headLayout(plan); // packed sequences: one batch of T tokens
   const { embedDim: E, numHeads: H, headDim: Dh } = plan.layer;
@@ -41,5 +43,5 @@ export function encodeOutputProjection(
   });
   pass.setPipeline(pipeline);
   pass.setBindGroup(0, bindGroup);
-  pass.dispatchWorkgroups(Math.ceil(E / gemm.tileCols), Math.ceil(M / gemm.tileRows));
+  pass.dispatchWorkgroups(Math.ceil(E / gemm.tileCols), Math.ceil(Math.min(M, rowLimit) / gemm.tileRows));
 }

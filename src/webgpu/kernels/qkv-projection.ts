@@ -74,6 +74,8 @@ export function encodeQkvProjection(
   weights: ProjectionWeights,
   targets: QkvTargets,
   variant: ProjectionVariant,
+  /** The tuner's timing trials: compute only the first `rowLimit` token rows (the rest of the output is left as it was). */
+  rowLimit = Infinity,
 ): void {
   const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = plan.layer;
   const { batches, qRows, kvRows } = headLayout(plan);
@@ -128,6 +130,6 @@ export function encodeQkvProjection(
     });
     pass.setPipeline(pipeline);
     pass.setBindGroup(0, bindGroup);
-    pass.dispatchWorkgroups(Math.ceil(N / gemm.tileCols), Math.ceil(M / gemm.tileRows));
+    pass.dispatchWorkgroups(Math.ceil(N / gemm.tileCols), Math.ceil(Math.min(M, rowLimit) / gemm.tileRows));
   }
 }

@@ -1,6 +1,6 @@
 // GEMM core, tiled through workgroup memory: Y[m, n] = Σ_k A[m, k] · B[n, k] for one projection.
 //
-// Appended by the host to a projection's problem file, like gemm_register.wgsl (see there for what
+// Appended by the host to a projection's problem file, like gemm_register_4x4.wgsl (see there for what
 // the problem file supplies); its sizes are fixed below.
 //
 // A workgroup of 16 × 16 invocations computes a 64 × 64 tile of Y. K is walked TK4 vec4s at a time:

@@ -23,7 +23,7 @@ import type { TuningChoice, TuningStore } from '../types.ts';
 import { defaultChoice, type KernelChoice, type KernelName, VARIANTS } from './variants.ts';
 
 /** Bump when variants or what they compute change: remembered choices from before are ignored. */
-export const TUNING_VERSION = 1;
+export const TUNING_VERSION = 2;
 
 export interface ResolvedTuning {
   mode: 'auto' | 'off';

@@ -2,15 +2,16 @@
 // the tuner has not measured (tuning.ts sweeps them and remembers the fastest).
 //
 //   projection (qkv_projection, output_projection): which GEMM core is appended to the problem file
-//     register-4x4   shaders/gemm_register.wgsl, 4 rows × 4 columns per invocation
-//     register-8x8   shaders/gemm_register.wgsl, 8 rows × 8 columns per invocation (fewer loads per FMA)
+//     register-4x4   shaders/gemm_register_4x4.wgsl, 4 rows × 4 columns per invocation
+//     register-8x8   shaders/gemm_register_8x8.wgsl, 8 rows × 8 columns per invocation (fewer loads per FMA)
 //     workgroup-64   shaders/gemm_workgroup.wgsl, 64 × 64 tiles staged through workgroup memory
 //   attention (flash_attention): query rows per workgroup × keys per K/V tile (× rows per invocation)
 //     rows32-keys32, rows64-keys32: one row per invocation (keys per tile drop to what workgroup memory holds)
 //     rows32-keys32-r2, rows32-keys32-r4, rows64-keys32-r4: 2 or 4 rows per invocation, so each K/V
 //       element read serves several rows (fewer loads per multiply-add; more registers)
 
-import gemmRegister from '../../shaders/gemm_register.wgsl?raw';
+import gemmRegister4x4 from '../../shaders/gemm_register_4x4.wgsl?raw';
+import gemmRegister8x8 from '../../shaders/gemm_register_8x8.wgsl?raw';
 import gemmWorkgroup from '../../shaders/gemm_workgroup.wgsl?raw';
 
 import type { AttentionVariant, ProjectionVariant } from '../types.ts';
@@ -52,7 +53,7 @@ export function defaultChoice(cpu: boolean): KernelChoice {
 export interface GemmShape {
   /** The core appended to the problem file. */
   core: string;
-  /** `const` lines the core needs (register cores: TM, TN4). */
+  /** `const` lines the core needs (none so far). */
   consts: Record<string, number>;
   /** `override` values. */
   constants: Record<string, number>;
@@ -64,9 +65,9 @@ export interface GemmShape {
 export function gemmShape(variant: ProjectionVariant): GemmShape {
   switch (variant) {
     case 'register-4x4':
-      return { core: gemmRegister, consts: { TM: 4, TN4: 1 }, constants: { WG_X: 8, WG_Y: 8 }, tileRows: 32, tileCols: 32 };
+      return { core: gemmRegister4x4, consts: {}, constants: { WG_X: 8, WG_Y: 8 }, tileRows: 32, tileCols: 32 };
     case 'register-8x8':
-      return { core: gemmRegister, consts: { TM: 8, TN4: 2 }, constants: { WG_X: 8, WG_Y: 8 }, tileRows: 64, tileCols: 64 };
+      return { core: gemmRegister8x8, consts: {}, constants: { WG_X: 8, WG_Y: 8 }, tileRows: 64, tileCols: 64 };
     case 'workgroup-64':
       return { core: gemmWorkgroup, consts: {}, constants: {}, tileRows: 64, tileCols: 64 };
   }

@@ -2,6 +2,8 @@
 // scores never stored; each row's softmax statistics (m, l) kept for attention-probs.ts.
 
 import source from '../../../shaders/flash_attention.wgsl?raw';
+import oneRowBody from '../../../shaders/flash_attention_row.wgsl?raw';
+import rowsBody from '../../../shaders/flash_attention_rows.wgsl?raw';
 import { type ForwardPlan, headLayout } from '../../plan.ts';
 import { packUniforms } from '../buffers.ts';
 import { getPipeline, specialise } from '../pipelines.ts';
@@ -59,11 +61,11 @@ export function encodeFlashAttention(
   const { kv } = buffers;
   const device = scratch.device;
   const { BR, BC, RPI } = flashTiles(device, Dh, variant);
-  const pipeline = getPipeline(device, {
-    label: `FlashAttention.${variant}`,
-    code: specialise(source, scratch.precision, { DH4: Dh / 4, BC, RPI }),
-    constants: { WG: BR / RPI },
-  });
+  // One row per invocation has its own body (scalars, no per-row arrays), which drivers that do not
+  // unroll constant loops run ~1.8× faster than the RPI body at RPI = 1.
+  const pipeline = getPipeline(device, RPI === 1
+    ? { label: `FlashAttention.${variant}`, code: specialise(`${source}\n${oneRowBody}`, scratch.precision, { DH4: Dh / 4, BC }), constants: { BR } }
+    : { label: `FlashAttention.${variant}`, code: specialise(`${source}\n${rowsBody}`, scratch.precision, { DH4: Dh / 4, BC, RPI }), constants: { WG: BR / RPI } });
   const rows = batches * H * qRows;
   // Split-KV writes partial results to scratch, then decode_merge.wgsl combines them.
   const split = splitKv(plan, BC, BR);

@@ -1,0 +1,144 @@
+// FlashAttention body with one invocation per query row, appended to flash_attention.wgsl (which
+// describes the algorithm, the masks and split-KV). Per-row state is scalars and the row's q and
+// accumulator arrays: the shape that suits drivers which keep little in registers unless told.
+
+override BR: u32 = 32u;  // query rows per workgroup, one per invocation
+
+@compute @workgroup_size(BR)
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
+  let h = wid.y;
+  let b = wid.z;
+  let sequence = sequenceOf(b, h);
+  let Sq = sequence.Sq;
+  let Skv = sequence.Skv;
+  let qHead = sequence.qHead;
+  let kvHeadRow = sequence.kvHeadRow;
+  let split = wid.x;
+  let firstRow = select(wid.x * BR, 0u, params.splitChunk > 0u);
+  if (firstRow >= Sq) {
+    return;  // a tile past a short packed sequence: the whole workgroup leaves, uniformly
+  }
+  let i = firstRow + lid.x;        // this invocation's query row
+  let iq = min(i, Sq - 1u);        // rows past Sq compute a copy of the last row, never stored
+  let offset = i32(Skv) - i32(Sq); // i' = i + offset
+
+  // Keys this row sees lie in [rowStart, rowEnd); the workgroup loads tiles covering
+  // [tileStart, tileEnd), the same for every invocation, so the loop (and its barriers) is uniform.
+  let banded = params.causal != 0u || params.window > 0u;
+  var rowStart = 0u;
+  var rowEnd = Skv;
+  var tileStart = 0u;
+  var tileEnd = Skv;
+  if (banded) {
+    let lastRow = min(firstRow + BR, Sq) - 1u;
+    rowEnd = u32(clamp(i32(iq) + offset + 1, 0, i32(Skv)));
+    tileEnd = u32(clamp(i32(lastRow) + offset + 1, 0, i32(Skv)));
+    if (params.window > 0u) {
+      rowStart = u32(clamp(i32(iq) + offset - i32(params.window) + 1, 0, i32(Skv)));
+      tileStart = u32(clamp(i32(firstRow) + offset - i32(params.window) + 1, 0, i32(Skv))) / BC * BC;
+    }
+  }
+
+  if (params.splitChunk > 0u) {
+    tileStart = max(tileStart, split * params.splitChunk);
+    tileEnd = min(tileEnd, (split + 1u) * params.splitChunk);
+  }
+
+  // q: this row of Q, scaled; acc: unnormalised output row.
+  var q: array<vec4<f32>, DH4>;
+  var acc: array<vec4<f32>, DH4>;
+  let row = qHead + iq;
+  for (var d = 0u; d < DH4; d++) {
+    q[d] = vec4<f32>(qkv[row * DH4 + d]) * params.scaleLog2e;
+    acc[d] = vec4<f32>(0.0);
+  }
+  var m = NO_SCORE;  // running max of the scores seen (log2 units)
+  var l = 0.0;       // running sum of exp2(score - m)
+
+  var maskRow = 0u;
+  if (params.maskMode == 2u) {
+    maskRow = ((b * params.H + h) * Sq + iq) * Skv;
+  } else if (params.maskMode == 1u) {
+    maskRow = iq * Skv;
+  }
+  let kvOffset = kvHeadRow * DH4;
+  var s: array<f32, BC>;
+  for (var j0 = tileStart; j0 < tileEnd; j0 += BC) {
+    // Stage keys j0 .. j0+BC-1 of K and V (zeros past Skv), all invocations helping.
+    for (var t = lid.x; t < BC * DH4; t += BR) {
+      let j = j0 + t / DH4;
+      var kk = vec4<f32>(0.0);
+      var vv = vec4<f32>(0.0);
+      if (j < Skv) {
+        kk = vec4<f32>(kv[params.kBase4 + kvOffset + j0 * DH4 + t]);
+        vv = vec4<f32>(kv[params.vBase4 + kvOffset + j0 * DH4 + t]);
+      }
+      kTile[t] = kk;
+      vTile[t] = vv;
+    }
+    workgroupBarrier();
+
+    // Scores of the keys of this tile this row sees; NO_SCORE for the others.
+    var tileMax = NO_SCORE;
+    for (var c = 0u; c < BC; c++) {
+      let j = j0 + c;
+      var score = NO_SCORE;
+      var visible = j >= rowStart && j < rowEnd;
+      if (visible && params.hasPadding != 0u) {
+        visible = padding[b * Skv + j] == 0u;
+      }
+      var bias = 0.0;
+      if (visible && params.maskMode != 0u) {
+        bias = attnMask[maskRow + j];
+        visible = bias > MASKED;
+      }
+      if (visible) {
+        var dotv = vec4<f32>(0.0);
+        for (var d = 0u; d < DH4; d++) {
+          dotv += q[d] * kTile[c * DH4 + d];
+        }
+        score = dotv.x + dotv.y + dotv.z + dotv.w + bias * 1.4426950408889634;
+        tileMax = max(tileMax, score);
+      }
+      s[c] = score;
+    }
+    if (tileMax > NO_SCORE) {
+      let mNew = max(m, tileMax);
+      let alpha = exp2(m - mNew);  // 0 on the first visible tile, as m is NO_SCORE
+      l *= alpha;
+      for (var d = 0u; d < DH4; d++) {
+        acc[d] *= alpha;
+      }
+      for (var c = 0u; c < BC; c++) {
+        if (s[c] > NO_SCORE) {
+          let p = exp2(s[c] - mNew);
+          l += p;
+          for (var d = 0u; d < DH4; d++) {
+            acc[d] += p * vTile[c * DH4 + d];
+          }
+        }
+      }
+      m = mNew;
+    }
+    workgroupBarrier();
+  }
+
+  if (i < Sq && params.splitChunk > 0u) {
+    // Split-KV: this split's partial result, unnormalised, for decode_merge.wgsl.
+    let partRow = split * params.splitRows + qHead + i;
+    rowStats[partRow] = vec2<f32>(m, l);
+    for (var d = 0u; d < DH4; d++) {
+      out[partRow * DH4 + d] = ST4(acc[d]);
+    }
+  } else if (i < Sq) {
+    let outRow = qHead + i;
+    rowStats[outRow] = vec2<f32>(m, l);
+    var scale = select(0.0, 1.0 / l, l > 0.0);  // a row that saw no key gives 0
+    if (params.hasHeadMask != 0u) {
+      scale *= headMask[b * params.H + h];
+    }
+    for (var d = 0u; d < DH4; d++) {
+      out[outRow * DH4 + d] = ST4(acc[d] * scale);
+    }
+  }
+}

@@ -1,0 +1,191 @@
+// FlashAttention body with RPI query rows per invocation, appended to flash_attention.wgsl (which
+// describes the algorithm, the masks and split-KV). Each invocation owns rows firstRow + lid.x + r·WG,
+// r < RPI: every K element read from the tile feeds RPI dot products and every V element RPI
+// accumulators, so a tile's loads are shared by RPI rows. Per-row state lives in arrays of RPI, which
+// drivers that unroll constant loops (lavapipe) keep in registers; 2.7× faster than one row per
+// invocation there at B=1 S=512 E=512 H=8 (RPI = 4). Drivers that do not unroll (SwiftShader's JIT)
+// prefer flash_attention_row.wgsl; the tuner measures which.
+
+override WG: u32 = 32u;  // invocations per workgroup; each owns RPI query rows, so BR = WG·RPI rows per workgroup
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
+  let BR = WG * RPI;
+  let h = wid.y;
+  let b = wid.z;
+  let sequence = sequenceOf(b, h);
+  let Sq = sequence.Sq;
+  let Skv = sequence.Skv;
+  let qHead = sequence.qHead;
+  let kvHeadRow = sequence.kvHeadRow;
+  let split = wid.x;
+  let firstRow = select(wid.x * BR, 0u, params.splitChunk > 0u);
+  if (firstRow >= Sq) {
+    return;  // a tile past a short packed sequence: the whole workgroup leaves, uniformly
+  }
+  let offset = i32(Skv) - i32(Sq); // i' = i + offset
+
+  // Keys the workgroup's rows see lie in [tileStart, tileEnd), the same for every invocation, so
+  // the loop (and its barriers) is uniform; each row's own range is [rowStart, rowEnd).
+  let banded = params.causal != 0u || params.window > 0u;
+  var tileStart = 0u;
+  var tileEnd = Skv;
+  if (banded) {
+    let lastRow = min(firstRow + BR, Sq) - 1u;
+    tileEnd = u32(clamp(i32(lastRow) + offset + 1, 0, i32(Skv)));
+    if (params.window > 0u) {
+      tileStart = u32(clamp(i32(firstRow) + offset - i32(params.window) + 1, 0, i32(Skv))) / BC * BC;
+    }
+  }
+  if (params.splitChunk > 0u) {
+    tileStart = max(tileStart, split * params.splitChunk);
+    tileEnd = min(tileEnd, (split + 1u) * params.splitChunk);
+  }
+
+  // This invocation's rows firstRow + lid.x + r·WG (rows past Sq compute a copy of the last row,
+  // never stored): q scaled, acc the unnormalised output, m the running max of the scores seen (log2
+  // units), l the running sum of exp2(score − m), and the keys the row sees, [rowStart, rowEnd).
+  var q: array<vec4<f32>, RPI * DH4>;
+  var acc: array<vec4<f32>, RPI * DH4>;
+  var m: array<f32, RPI>;
+  var l: array<f32, RPI>;
+  var rowStart: array<u32, RPI>;
+  var rowEnd: array<u32, RPI>;
+  var maskRow: array<u32, RPI>;
+  for (var r = 0u; r < RPI; r++) {
+    let iq = min(firstRow + lid.x + r * WG, Sq - 1u);
+    let row = qHead + iq;
+    for (var d = 0u; d < DH4; d++) {
+      q[r * DH4 + d] = vec4<f32>(qkv[row * DH4 + d]) * params.scaleLog2e;
+      acc[r * DH4 + d] = vec4<f32>(0.0);
+    }
+    m[r] = NO_SCORE;
+    l[r] = 0.0;
+    rowStart[r] = 0u;
+    rowEnd[r] = Skv;
+    if (banded) {
+      rowEnd[r] = u32(clamp(i32(iq) + offset + 1, 0, i32(Skv)));
+      if (params.window > 0u) {
+        rowStart[r] = u32(clamp(i32(iq) + offset - i32(params.window) + 1, 0, i32(Skv)));
+      }
+    }
+    maskRow[r] = 0u;
+    if (params.maskMode == 2u) {
+      maskRow[r] = ((b * params.H + h) * Sq + iq) * Skv;
+    } else if (params.maskMode == 1u) {
+      maskRow[r] = iq * Skv;
+    }
+  }
+
+  let kvOffset = kvHeadRow * DH4;
+  var s: array<f32, RPI * BC>;  // this tile's scores, s[r·BC + c]
+  for (var j0 = tileStart; j0 < tileEnd; j0 += BC) {
+    // Stage keys j0 .. j0+BC-1 of K and V (zeros past Skv), all invocations helping.
+    for (var t = lid.x; t < BC * DH4; t += WG) {
+      let j = j0 + t / DH4;
+      var kk = vec4<f32>(0.0);
+      var vv = vec4<f32>(0.0);
+      if (j < Skv) {
+        kk = vec4<f32>(kv[params.kBase4 + kvOffset + j0 * DH4 + t]);
+        vv = vec4<f32>(kv[params.vBase4 + kvOffset + j0 * DH4 + t]);
+      }
+      kTile[t] = kk;
+      vTile[t] = vv;
+    }
+    workgroupBarrier();
+
+    // Scores of the keys of this tile each row sees; NO_SCORE for the others. Each K element read
+    // from the tile serves all RPI rows.
+    var tileMax: array<f32, RPI>;
+    for (var r = 0u; r < RPI; r++) {
+      tileMax[r] = NO_SCORE;
+    }
+    for (var c = 0u; c < BC; c++) {
+      let j = j0 + c;
+      var keyVisible = j < Skv;
+      if (keyVisible && params.hasPadding != 0u) {
+        keyVisible = padding[b * Skv + j] == 0u;
+      }
+      // Zeroed explicitly: lavapipe kept the previous iteration's values in a loop-local array
+      // declared without an initializer (WGSL says each declaration zero-initialises it).
+      var dotv: array<vec4<f32>, RPI>;
+      for (var r = 0u; r < RPI; r++) {
+        dotv[r] = vec4<f32>(0.0);
+      }
+      for (var d = 0u; d < DH4; d++) {
+        let kk = kTile[c * DH4 + d];
+        for (var r = 0u; r < RPI; r++) {
+          dotv[r] += q[r * DH4 + d] * kk;
+        }
+      }
+      for (var r = 0u; r < RPI; r++) {
+        var visible = keyVisible && j >= rowStart[r] && j < rowEnd[r];
+        var bias = 0.0;
+        if (visible && params.maskMode != 0u) {
+          bias = attnMask[maskRow[r] + j];
+          visible = bias > MASKED;
+        }
+        var score = NO_SCORE;
+        if (visible) {
+          score = dotv[r].x + dotv[r].y + dotv[r].z + dotv[r].w + bias * 1.4426950408889634;
+          tileMax[r] = max(tileMax[r], score);
+        }
+        s[r * BC + c] = score;
+      }
+    }
+    // Online softmax: rescale by exp2(m_old − m_new) where the max grew, then add this tile's keys.
+    var mNew: array<f32, RPI>;
+    for (var r = 0u; r < RPI; r++) {
+      mNew[r] = max(m[r], tileMax[r]);
+      let alpha = select(1.0, exp2(m[r] - mNew[r]), tileMax[r] > NO_SCORE);  // 0 on a row's first visible tile
+      l[r] *= alpha;
+      for (var d = 0u; d < DH4; d++) {
+        acc[r * DH4 + d] *= alpha;
+      }
+    }
+    for (var c = 0u; c < BC; c++) {
+      var p: array<f32, RPI>;  // every element is assigned below before it is read
+      var seen = false;
+      for (var r = 0u; r < RPI; r++) {
+        let score = s[r * BC + c];
+        p[r] = select(0.0, exp2(score - mNew[r]), score > NO_SCORE);
+        l[r] += p[r];
+        seen = seen || score > NO_SCORE;
+      }
+      if (seen) {
+        for (var d = 0u; d < DH4; d++) {
+          let vv = vTile[c * DH4 + d];
+          for (var r = 0u; r < RPI; r++) {
+            acc[r * DH4 + d] += p[r] * vv;
+          }
+        }
+      }
+    }
+    for (var r = 0u; r < RPI; r++) {
+      m[r] = mNew[r];
+    }
+    workgroupBarrier();
+  }
+
+  for (var r = 0u; r < RPI; r++) {
+    let i = firstRow + lid.x + r * WG;
+    if (i < Sq && params.splitChunk > 0u) {
+      // Split-KV: this split's partial result, unnormalised, for decode_merge.wgsl.
+      let partRow = split * params.splitRows + qHead + i;
+      rowStats[partRow] = vec2<f32>(m[r], l[r]);
+      for (var d = 0u; d < DH4; d++) {
+        out[partRow * DH4 + d] = ST4(acc[r * DH4 + d]);
+      }
+    } else if (i < Sq) {
+      let outRow = qHead + i;
+      rowStats[outRow] = vec2<f32>(m[r], l[r]);
+      var scale = select(0.0, 1.0 / l[r], l[r] > 0.0);  // a row that saw no key gives 0
+      if (params.hasHeadMask != 0u) {
+        scale *= headMask[b * params.H + h];
+      }
+      for (var d = 0u; d < DH4; d++) {
+        out[outRow * DH4 + d] = ST4(acc[r * DH4 + d] * scale);
+      }
+    }
+  }
+}

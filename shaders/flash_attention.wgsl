@@ -105,3 +105,19 @@ fn sequenceOf(b: u32, h: u32) -> Sequence {
 var<workgroup> kTile: array<vec4<f32>, BC * DH4>;  // [BC, Dh/4]
 var<workgroup> vTile: array<vec4<f32>, BC * DH4>;  // [BC, Dh/4]
 
+// Stages keys j0 … j0 + BC − 1 of K and V (zeros past Skv) into the tiles, the workgroup's `count`
+// invocations sharing the work; the caller then waits at a barrier.
+fn stageTile(j0: u32, Skv: u32, kvOffset: u32, invocation: u32, count: u32) {
+  for (var t = invocation; t < BC * DH4; t += count) {
+    let j = j0 + t / DH4;
+    var kk = vec4<f32>(0.0);
+    var vv = vec4<f32>(0.0);
+    if (j < Skv) {
+      kk = vec4<f32>(kv[params.kBase4 + kvOffset + j0 * DH4 + t]);
+      vv = vec4<f32>(kv[params.vBase4 + kvOffset + j0 * DH4 + t]);
+    }
+    kTile[t] = kk;
+    vTile[t] = vv;
+  }
+}
+

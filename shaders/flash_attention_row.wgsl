@@ -64,18 +64,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   let kvOffset = kvHeadRow * DH4;
   var s: array<f32, BC>;
   for (var j0 = tileStart; j0 < tileEnd; j0 += BC) {
-    // Stage keys j0 .. j0+BC-1 of K and V (zeros past Skv), all invocations helping.
-    for (var t = lid.x; t < BC * DH4; t += BR) {
-      let j = j0 + t / DH4;
-      var kk = vec4<f32>(0.0);
-      var vv = vec4<f32>(0.0);
-      if (j < Skv) {
-        kk = vec4<f32>(kv[params.kBase4 + kvOffset + j0 * DH4 + t]);
-        vv = vec4<f32>(kv[params.vBase4 + kvOffset + j0 * DH4 + t]);
-      }
-      kTile[t] = kk;
-      vTile[t] = vv;
-    }
+    stageTile(j0, Skv, kvOffset, lid.x, BR);
     workgroupBarrier();
 
     // Scores of the keys of this tile this row sees; NO_SCORE for the others.

@@ -31,8 +31,6 @@ export interface ResolvedTuning {
   store: TuningStore | null;
 }
 
-/** How one kernel's variant was chosen for one shape class (the public TuningChoice). */
-export type TuningEntry = TuningChoice;
 
 /** What a forward offers the tuner: its kernels, runnable alone on the call's buffers. */
 export interface Trial {
@@ -78,10 +76,10 @@ const TIMED_RUNS = 2;
 const HOPELESS = 1.5;
 
 export class Tuner implements KernelChooser {
-  private readonly memory = new Map<string, TuningEntry>();
+  private readonly memory = new Map<string, TuningChoice>();
   /** Keys of the entries this engine's calls have used (swept, or loaded from the store and used). */
   private readonly used = new Set<string>();
-  private readonly pending = new Map<string, Promise<TuningEntry>>();
+  private readonly pending = new Map<string, Promise<TuningChoice>>();
   private loaded: Promise<void> | null = null;
   /** Gate verdicts, per adapter, precision, head size and variant. */
   private readonly gates = new Map<string, Promise<string | null>>();
@@ -95,7 +93,7 @@ export class Tuner implements KernelChooser {
   ) {}
 
   /** The choices this engine's calls have used so far (on its current adapter), in order of first use. */
-  entries(): TuningEntry[] {
+  entries(): TuningChoice[] {
     const prefix = `${this.adapterKey()}|`;
     return [...this.used].filter((key) => key.startsWith(prefix)).map((key) => this.memory.get(key)!);
   }
@@ -126,7 +124,7 @@ export class Tuner implements KernelChooser {
     return this.loaded;
   }
 
-  private entryFor(kernel: KernelName, cls: string, headDim: number, precision: Precision, trial: Trial): Promise<TuningEntry> {
+  private entryFor(kernel: KernelName, cls: string, headDim: number, precision: Precision, trial: Trial): Promise<TuningChoice> {
     const key = `${this.adapterKey()}|${kernel}|${cls}`;
     const known = this.memory.get(key);
     if (known) {
@@ -147,7 +145,7 @@ export class Tuner implements KernelChooser {
     return sweep;
   }
 
-  private async sweep(kernel: KernelName, cls: string, headDim: number, precision: Precision, trial: Trial): Promise<TuningEntry> {
+  private async sweep(kernel: KernelName, cls: string, headDim: number, precision: Precision, trial: Trial): Promise<TuningChoice> {
     const refused: Record<string, string> = {};
     const passed: string[] = [];
     for (const variant of VARIANTS[kernel]) {
@@ -183,7 +181,7 @@ export class Tuner implements KernelChooser {
     const store = this.options.store;
     if (!store) return;
     // Merge with what is there now: another engine (or process) may have saved since this one loaded.
-    const records: Record<string, TuningEntry> = {};
+    const records: Record<string, TuningChoice> = {};
     for (const [key, entry] of Object.entries((await store.load().catch(() => null)) ?? {})) {
       if (key.startsWith(`v${TUNING_VERSION}|`)) records[key] = entry;
     }

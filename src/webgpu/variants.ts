@@ -53,8 +53,6 @@ export function defaultChoice(cpu: boolean): KernelChoice {
 export interface GemmShape {
   /** The core appended to the problem file. */
   core: string;
-  /** `const` lines the core needs (none so far). */
-  consts: Record<string, number>;
   /** `override` values. */
   constants: Record<string, number>;
   /** Rows (M) and columns (N) of Y one workgroup covers. */
@@ -65,11 +63,11 @@ export interface GemmShape {
 export function gemmShape(variant: ProjectionVariant): GemmShape {
   switch (variant) {
     case 'register-4x4':
-      return { core: gemmRegister4x4, consts: {}, constants: { WG_X: 8, WG_Y: 8 }, tileRows: 32, tileCols: 32 };
+      return { core: gemmRegister4x4, constants: { WG_X: 8, WG_Y: 8 }, tileRows: 32, tileCols: 32 };
     case 'register-8x8':
-      return { core: gemmRegister8x8, consts: {}, constants: { WG_X: 8, WG_Y: 8 }, tileRows: 64, tileCols: 64 };
+      return { core: gemmRegister8x8, constants: { WG_X: 8, WG_Y: 8 }, tileRows: 64, tileCols: 64 };
     case 'workgroup-64':
-      return { core: gemmWorkgroup, consts: {}, constants: {}, tileRows: 64, tileCols: 64 };
+      return { core: gemmWorkgroup, constants: {}, tileRows: 64, tileCols: 64 };
   }
 }
 

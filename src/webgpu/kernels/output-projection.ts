@@ -23,7 +23,7 @@ export function encodeOutputProjection(
   const gemm = gemmShape(variant);
   const pipeline = getPipeline(scratch.device, {
     label: `OutputProjection.${variant}`,
-    code: specialise(`${source}\n${gemm.core}`, scratch.precision, gemm.consts),
+    code: specialise(`${source}\n${gemm.core}`, scratch.precision),
     constants: gemm.constants,
   });
   const params = scratch.uniforms(

@@ -103,7 +103,7 @@ export function encodeQkvProjection(
   const gemm = gemmShape(variant);
   const pipeline = getPipeline(scratch.device, {
     label: `QkvProjection.${variant}`,
-    code: specialise(`${source}\n${gemm.core}`, scratch.precision, gemm.consts),
+    code: specialise(`${source}\n${gemm.core}`, scratch.precision),
     constants: gemm.constants,
   });
   for (const part of parts) {

@@ -48,7 +48,8 @@ async function main(): Promise<void> {
   }
   watchDevice(engine);
   document.body.dataset.backend = engine.backend;
-  $('footer-backend').textContent = `backend: ${engine.backend}${engine.adapterInfo ? ` · ${engine.adapterInfo.vendor} ${engine.adapterInfo.architecture}`.trimEnd() : ''}`;
+  $('footer-backend').textContent =
+    `backend: ${engine.backend}${engine.adapterInfo ? ` · ${engine.adapterInfo.vendor} ${engine.adapterInfo.architecture}`.trimEnd() : ''}`;
   boot.remove();
 
   const panel = (id: string) => $(id) as HTMLElement;

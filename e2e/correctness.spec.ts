@@ -13,7 +13,11 @@ import { expectNoPageProblems, expectOutputClose, LoggedPage, sharedPage, WEBGPU
 
 /** The harness page (its event log in LoggedPage), the browser, and how it was launched. */
 class Harness extends LoggedPage {
-  constructor(page: Page, readonly browser: Browser, readonly launch: { executablePath?: string; args?: string[] }) {
+  constructor(
+    page: Page,
+    readonly browser: Browser,
+    readonly launch: { executablePath?: string; args?: string[] },
+  ) {
     super(page);
   }
 

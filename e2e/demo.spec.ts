@@ -38,7 +38,10 @@ class DemoPage extends LoggedPage {
   async requireWebGPU(): Promise<void> {
     const backend = await this.page.locator('body').getAttribute('data-backend');
     if (backend !== 'webgpu') {
-      const reason = await this.page.locator('#backend-status').textContent().catch(() => '(no #backend-status)');
+      const reason = await this.page
+        .locator('#backend-status')
+        .textContent()
+        .catch(() => '(no #backend-status)');
       throw new Error(
         [
           `The demo runs on the "${backend}" backend, not WebGPU; these tests need WebGPU.`,
@@ -231,7 +234,9 @@ test('benchmark: tiny preset, 1 warm-up, 1 run: every system shows a time or an 
   await demo.expectClean(mark);
 });
 
-test('scaling: S = 16, 32 at E=32 H=2, engine only, 0 warm-up, 1 run: ms and GFLOP/s per S, two log-log charts, JSON; Stop stops between sizes', async ({ demo }, testInfo) => {
+test('scaling: S = 16, 32 at E=32 H=2, engine only, 0 warm-up, 1 run: ms and GFLOP/s per S, two log-log charts, JSON; Stop stops between sizes', async ({
+  demo,
+}, testInfo) => {
   test.setTimeout(180_000);
   await demo.requireWebGPU();
   const { page } = demo;
@@ -243,7 +248,14 @@ test('scaling: S = 16, 32 at E=32 H=2, engine only, 0 warm-up, 1 run: ms and GFL
   const software = /swiftshader/i.test((await page.locator('#footer-backend').textContent()) ?? '');
   await expect(page.locator('#scale-s-list')).toHaveValue(software ? '128, 256, 512, 1024, 2048' : '128, 256, 512, 1024, 2048, 4096, 8192');
   await expect(page.locator('#scale-software')).toContainText(software ? 'stops at S = 2048' : 'takes minutes');
-  for (const [id, value] of [['b', '1'], ['e', '512'], ['h', '8'], ['warmup', '1'], ['runs', '2']]) await expect(page.locator(`#scale-${id}`)).toHaveValue(value);
+  for (const [id, value] of [
+    ['b', '1'],
+    ['e', '512'],
+    ['h', '8'],
+    ['warmup', '1'],
+    ['runs', '2'],
+  ])
+    await expect(page.locator(`#scale-${id}`)).toHaveValue(value);
   const ids = await panel.locator('fieldset.systems [data-system]').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.system));
   expect(ids).toEqual(['engine', 'naive', 'tfjs', 'ort', 'cpu']);
   for (const id of ids) {

@@ -112,7 +112,10 @@ export function expectOutputClose(
   const n = c.batchSize * c.seqLen * c.embedDim;
   const tol = f32Tolerance([c.embedDim, c.seqLen, c.embedDim]);
   const cmp = compareArrays(actual, reference, tol);
-  testInfo.annotations.push({ type: 'max error', description: `abs ${cmp.maxAbs.toExponential(2)}, rel ${cmp.maxRel.toExponential(2)} (atol = rtol = ${tol.atol.toExponential(2)})` });
+  testInfo.annotations.push({
+    type: 'max error',
+    description: `abs ${cmp.maxAbs.toExponential(2)}, rel ${cmp.maxRel.toExponential(2)} (atol = rtol = ${tol.atol.toExponential(2)})`,
+  });
   const lines = cmp.mismatches.map(
     (m) => `  ${describeIndex(m.index, c)}: ${names[0]} ${m.actual}, ${names[1]} ${m.expected} (|err| ${m.error.toExponential(2)} > ${m.allowed.toExponential(2)})`,
   );

@@ -48,9 +48,7 @@ async function openPeersPage(peers: PeersPage): Promise<void> {
     await page.waitForTimeout(1_000);
   }
   if (lastError) {
-    throw new Error(
-      `e2e/peers.html did not load after 3 attempts. Last error: ${lastError}\nPage events:\n${peers.eventLines()}`,
-    );
+    throw new Error(`e2e/peers.html did not load after 3 attempts. Last error: ${lastError}\nPage events:\n${peers.eventLines()}`);
   }
 }
 
@@ -83,7 +81,10 @@ function expectMatchesReference(r: PeerResult, c: PeerCase, testInfo: Pick<TestI
 test('every peer module and library loads (TF.js, ONNX Runtime Web, protobufjs, the three systems)', async ({ peers }, testInfo) => {
   testInfo.annotations.push({ type: 'page loads', description: String(peers.attempts) });
   const failed = Object.entries(peers.preload).filter(([, e]) => e !== null);
-  expect(failed.map(([name, e]) => `${name}: ${e}`), 'modules that failed to import').toEqual([]);
+  expect(
+    failed.map(([name, e]) => `${name}: ${e}`),
+    'modules that failed to import',
+  ).toEqual([]);
 });
 
 // ---------------------------------------------------------------------------------------------------

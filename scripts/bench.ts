@@ -50,7 +50,9 @@ function fail(message: string): never {
 if (values.help) {
   console.log(`usage: npm run bench -- [--preset ${PRESETS.map((p) => p.id).join(',')} | all] [--batch B --seq S --embed E --heads H [--causal]]
        [--systems ${ALL_SYSTEMS.join(',')}] [--warmup N] [--runs N] [--seed N] [--out file.json] [--node]
-  all: every preset but ${PRESETS.filter((p) => p.inAll === false).map((p) => p.id).join(', ')} (name those to run them, e.g. with --systems engine)`);
+  all: every preset but ${PRESETS.filter((p) => p.inAll === false)
+    .map((p) => p.id)
+    .join(', ')} (name those to run them, e.g. with --systems engine)`);
   process.exit(0);
 }
 const int = (name: string, text: string | undefined, min = 1): number => {
@@ -108,15 +110,27 @@ function table(report: HeadlessReport): string {
     s.maxAbsError !== undefined ? s.maxAbsError.toExponential(1) : '',
     s.status === 'ok'
       ? [
-          s.kernelMs ? `GPU kernels: ${Object.entries(s.kernelMs).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')} ms` : '',
+          s.kernelMs
+            ? `GPU kernels: ${Object.entries(s.kernelMs)
+                .map(([k, v]) => `${k} ${v.toFixed(1)}`)
+                .join(', ')} ms`
+            : '',
           s.kernelVariants?.length ? `variants: ${s.kernelVariants.map((v) => `${v.kernel} ${v.variant} (${v.source})`).join(', ')}` : '',
-          s.gpuMemory ? `GPU peak ${bytesText(s.gpuMemory.peakBytes)} (weights ${bytesText(s.gpuMemory.weightBytes)} + scratch ${bytesText(s.gpuMemory.scratchPeakBytes)})` : '',
-        ].filter(Boolean).join('; ')
+          s.gpuMemory
+            ? `GPU peak ${bytesText(s.gpuMemory.peakBytes)} (weights ${bytesText(s.gpuMemory.weightBytes)} + scratch ${bytesText(s.gpuMemory.scratchPeakBytes)})`
+            : '',
+        ]
+          .filter(Boolean)
+          .join('; ')
       : (s.error ?? '').split('\n')[0].slice(0, 100),
   ]);
   const header = ['system', 'median ms', 'GFLOP/s', 'vs engine', 'max err', 'note'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const fmt = (r: string[]) => r.map((c, i) => (i === 0 || i === 5 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
+  const fmt = (r: string[]) =>
+    r
+      .map((c, i) => (i === 0 || i === 5 ? c.padEnd(widths[i]) : c.padStart(widths[i])))
+      .join('  ')
+      .trimEnd();
   return [fmt(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(fmt)].join('\n');
 }
 
@@ -153,8 +167,12 @@ if (values.node) {
     console.log(`\n${id}: ${describeShape(shape)}, ${warmup} warm-up(s), median of ${runs}`);
     const result = await runBenchmark(shape, await benchSystems(), { warmup, runs, seed, systemIds, onProgress: (p) => progressLine(p, label) });
     report(i, id, {
-      result, adapter: engine.adapterInfo, backend: engine.backend, fallbackReason: engine.fallbackReason,
-      features: gpuAdapter ? [...gpuAdapter.features].sort() : [], userAgent: navigator.userAgent,
+      result,
+      adapter: engine.adapterInfo,
+      backend: engine.backend,
+      fallbackReason: engine.fallbackReason,
+      features: gpuAdapter ? [...gpuAdapter.features].sort() : [],
+      userAgent: navigator.userAgent,
     });
   }
 } else {
@@ -199,7 +217,14 @@ interface TargetRow {
 }
 function targetTable(): TargetRow[] {
   const find = (s: number, e: number, h: number, causal = false) =>
-    reports.find((r) => r.result.shape.seqLen === s && r.result.shape.embedDim === e && r.result.shape.numHeads === h && r.result.shape.batchSize === 1 && r.result.shape.isCausal === causal);
+    reports.find(
+      (r) =>
+        r.result.shape.seqLen === s &&
+        r.result.shape.embedDim === e &&
+        r.result.shape.numHeads === h &&
+        r.result.shape.batchSize === 1 &&
+        r.result.shape.isCausal === causal,
+    );
   const engineOf = (r: ReturnType<typeof find>) => r?.result.systems.find((x) => x.id === 'engine');
   const rows: TargetRow[] = [];
   const ratio = (report: ReturnType<typeof find>, peer: string, want: number, target: string) => {
@@ -222,13 +247,17 @@ function targetTable(): TargetRow[] {
   type Measured = { engine: SystemResult; report: HeadlessReport };
   const pair = (want: number, target: string, get: (m: Measured) => number | string) => {
     const missing = [!full && 'long', !causal && 'long-causal'].filter(Boolean);
-    if (!full || !causal) return rows.push({ target, figure: '', status: 'not measured', note: `needs both presets long and long-causal in one run; missing: ${missing.join(', ')}` });
+    if (!full || !causal)
+      return rows.push({ target, figure: '', status: 'not measured', note: `needs both presets long and long-causal in one run; missing: ${missing.join(', ')}` });
     const measured: Measured[] = [];
     const problems: string[] = [];
     for (const report of [full, causal]) {
       const engine = engineOf(report);
       if (engine?.status === 'ok') measured.push({ engine, report });
-      else problems.push(`engine ${engine ? 'failed' : 'not run'} at ${describeShape(report.result.shape)}${engine?.error ? `: ${engine.error.split('\n')[0].slice(0, 80)}` : ''}`);
+      else
+        problems.push(
+          `engine ${engine ? 'failed' : 'not run'} at ${describeShape(report.result.shape)}${engine?.error ? `: ${engine.error.split('\n')[0].slice(0, 80)}` : ''}`,
+        );
     }
     if (problems.length) return rows.push({ target, figure: '', status: 'not measured', note: problems.join('; ') });
     const [a, b] = measured.map(get);
@@ -240,7 +269,9 @@ function targetTable(): TargetRow[] {
     const ms = e.kernelMs?.flash_attention;
     if (ms !== undefined) return ms;
     if (!report.features.includes('timestamp-query')) return "the adapter lacks 'timestamp-query', so there are no kernel timings";
-    return e.kernelMs ? `no flash_attention in the kernel timings (${Object.keys(e.kernelMs).join(', ')})` : "no kernel timings from the engine's profiled run (createAttentionEngine({ profile: true }) failed or gave none)";
+    return e.kernelMs
+      ? `no flash_attention in the kernel timings (${Object.keys(e.kernelMs).join(', ')})`
+      : "no kernel timings from the engine's profiled run (createAttentionEngine({ profile: true }) failed or gave none)";
   });
   pair(1.35, 'B=1 S=2048 E=512 H=8, causal: end to end ≥ 1.35× faster than non-causal', ({ engine: e }) => e.medianMs!);
 
@@ -249,7 +280,12 @@ function targetTable(): TargetRow[] {
   const s8192 = find(8192, 512, 8);
   const e8192 = engineOf(s8192);
   if (!s8192 || !e8192) {
-    rows.push({ target: memTarget, figure: '', status: 'not measured', note: s8192 ? 'the engine was not among the systems run' : 'not in this run (preset s8192-e512)' });
+    rows.push({
+      target: memTarget,
+      figure: '',
+      status: 'not measured',
+      note: s8192 ? 'the engine was not among the systems run' : 'not in this run (preset s8192-e512)',
+    });
   } else if (s8192.backend !== 'webgpu') {
     rows.push({ target: memTarget, figure: '', status: 'not measured', note: `no WebGPU: ${s8192.fallbackReason ?? 'CPU backend'}` });
   } else if (e8192.status !== 'ok') {
@@ -259,7 +295,9 @@ function targetTable(): TargetRow[] {
   } else {
     const m = e8192.gpuMemory;
     rows.push({
-      target: memTarget, figure: `${mb(m.peakBytes)} MB`, status: m.peakBytes < 200e6 ? 'met' : 'missed',
+      target: memTarget,
+      figure: `${mb(m.peakBytes)} MB`,
+      status: m.peakBytes < 200e6 ? 'met' : 'missed',
       note: `weights ${mb(m.weightBytes)} MB + scratch ${mb(m.scratchPeakBytes)} MB; median ${e8192.medianMs!.toFixed(0)} ms`,
     });
   }
@@ -277,7 +315,8 @@ writeFileSync(
       benchmark: 'webgpu-attention multi-head self-attention forward (npm run bench)',
       runtime: values.node ? 'node (Dawn)' : 'chromium',
       date: new Date().toISOString(),
-      timing: 'wall time of one forward with a Float32Array in and out (upload, dispatch, readback), median of the timed runs after warm-ups; every system on the same adapter in the same page',
+      timing:
+        'wall time of one forward with a Float32Array in and out (upload, dispatch, readback), median of the timed runs after warm-ups; every system on the same adapter in the same page',
       flopFormula: '8·B·S·E² + 4·B·S²·E (causal: half the S² term)',
       options: { warmup, runs, seed, systems: systemIds },
       targets,

@@ -26,9 +26,7 @@ function fail(message) {
 }
 
 function walk(dir) {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? walk(join(dir, e.name)) : [join(dir, e.name)],
-  );
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : [join(dir, e.name)]));
 }
 
 // 1. JavaScript.
@@ -87,8 +85,10 @@ for (const i of imports.filter((i) => i.kind === 'static')) problems.push(`dist/
 // The Node-only `webgpu` package must stay behind a non-literal specifier, or consumers' bundlers
 // would resolve it (and try to bundle Dawn's native addon into browser builds).
 for (const i of imports.filter((i) => i.kind === 'dynamic' && i.literal !== null)) {
-  problems.push(`dist/index.js has a dynamic import with a literal specifier, ${i.code}: consumers' bundlers would resolve it ` +
-    '(keep the variable specifier: see treeshake/minify in vite.lib.config.ts)');
+  problems.push(
+    `dist/index.js has a dynamic import with a literal specifier, ${i.code}: consumers' bundlers would resolve it ` +
+      '(keep the variable specifier: see treeshake/minify in vite.lib.config.ts)',
+  );
 }
 if (!imports.some((i) => i.kind === 'dynamic' && i.literal === null)) {
   problems.push('dist/index.js has no `import(specifier)` with a variable specifier (the Node-only `webgpu` package)');
@@ -121,7 +121,9 @@ for (const file of walk(dist)) {
 if (/\bmulberry32\b|randomStateDict/.test(code)) problems.push('dist/index.js contains src/util/random.ts (internal)');
 if (problems.length) fail(`dist/ is not right:\n  - ${problems.join('\n  - ')}`);
 
-const files = walk(dist).map((f) => relative(root, f)).sort();
+const files = walk(dist)
+  .map((f) => relative(root, f))
+  .sort();
 const bytes = files.reduce((n, f) => n + statSync(join(root, f)).size, 0);
 console.log(
   `build: dist/ ready in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${files.length} files, ${(bytes / 1024).toFixed(0)} KiB ` +

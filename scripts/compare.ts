@@ -78,16 +78,26 @@ if (values.lengths) {
     pad.fill(0, i * max, i * max + n);
   });
   const packed = await time(async () => (await mha.forward(x, { cuSeqlens: cu, isCausal })).output, runs, Math.max(1, warmup));
-  const alone = await time(async () => {
-    for (const [i, n] of lengths.entries()) await mha.forward(x.subarray(cu[i] * E, cu[i + 1] * E), { batchSize: 1, seqLen: n, isCausal });
-    return new Float32Array(0);
-  }, runs, Math.max(1, warmup));
-  const paddedRun = await time(async () => (await mha.forward(padded, { batchSize: lengths.length, seqLen: max, keyPaddingMask: pad, isCausal })).output, runs, Math.max(1, warmup));
+  const alone = await time(
+    async () => {
+      for (const [i, n] of lengths.entries()) await mha.forward(x.subarray(cu[i] * E, cu[i + 1] * E), { batchSize: 1, seqLen: n, isCausal });
+      return new Float32Array(0);
+    },
+    runs,
+    Math.max(1, warmup),
+  );
+  const paddedRun = await time(
+    async () => (await mha.forward(padded, { batchSize: lengths.length, seqLen: max, keyPaddingMask: pad, isCausal })).output,
+    runs,
+    Math.max(1, warmup),
+  );
   console.log(`adapter  ${gpu.adapterInfo!.vendor} ${gpu.adapterInfo!.architecture}`);
   console.log(`packed batch of lengths [${lengths.join(', ')}] (T=${T}), E=${E} H=${H}${isCausal ? ' causal' : ''}, median of ${runs}:`);
   console.log(`  one packed call (cuSeqlens)      ${packed.ms.toFixed(2)} ms`);
   console.log(`  each sequence alone, summed      ${alone.ms.toFixed(2)} ms   (packed / alone = ${(packed.ms / alone.ms).toFixed(2)})`);
-  console.log(`  padded batch [${lengths.length}, ${max}, E] + padding mask ${paddedRun.ms.toFixed(2)} ms   (packed / padded = ${(packed.ms / paddedRun.ms).toFixed(2)})`);
+  console.log(
+    `  padded batch [${lengths.length}, ${max}, E] + padding mask ${paddedRun.ms.toFixed(2)} ms   (packed / padded = ${(packed.ms / paddedRun.ms).toFixed(2)})`,
+  );
   mha.dispose();
   gpu.dispose();
   process.exit(0);

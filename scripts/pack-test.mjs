@@ -72,7 +72,10 @@ function run(cmd, args, { cwd = root, timeoutMs = 60_000, env = {} } = {}) {
     children.add(child);
     let out = '';
     let stdout = '';
-    child.stdout.on('data', (d) => { out += d; stdout += d; });
+    child.stdout.on('data', (d) => {
+      out += d;
+      stdout += d;
+    });
     child.stderr.on('data', (d) => (out += d));
     const timer = setTimeout(() => {
       killGroup(child);
@@ -103,7 +106,11 @@ function killGroup(child) {
   try {
     process.kill(-child.pid, 'SIGKILL');
   } catch {
-    try { child.kill('SIGKILL'); } catch { /* gone */ }
+    try {
+      child.kill('SIGKILL');
+    } catch {
+      /* gone */
+    }
   }
 }
 
@@ -120,7 +127,11 @@ function freePort() {
 }
 
 async function cleanup() {
-  try { await browser?.close(); } catch { /* already gone */ }
+  try {
+    await browser?.close();
+  } catch {
+    /* already gone */
+  }
   for (const child of children) killGroup(child);
   if (tmp) {
     if (KEEP) log(`kept ${tmp}`);
@@ -143,7 +154,8 @@ function checkManifest() {
   const rootExport = pkg.exports?.['.'] ?? pkg.exports;
   const flat = JSON.stringify(rootExport ?? null);
   if (!pkg.exports) problems.push('no "exports"');
-  else if (!flat.includes('./dist/index.js') || !flat.includes('./dist/index.d.ts')) problems.push(`"exports"["."] must map to ./dist/index.js and ./dist/index.d.ts; it is ${flat}`);
+  else if (!flat.includes('./dist/index.js') || !flat.includes('./dist/index.d.ts'))
+    problems.push(`"exports"["."] must map to ./dist/index.js and ./dist/index.d.ts; it is ${flat}`);
   if (!Array.isArray(pkg.files) || !pkg.files.some((f) => /^(\.\/)?dist\/?$/.test(f))) problems.push('"files" must list "dist"');
   if (pkg.types && !pkg.types.includes('dist/')) problems.push(`"types" is ${pkg.types}, not ./dist/index.d.ts`);
   if (pkg.main && !pkg.main.includes('dist/')) problems.push(`"main" is ${pkg.main}, not ./dist/index.js`);
@@ -208,7 +220,9 @@ async function typecheckConsumers() {
   const tsc = join(root, 'node_modules/typescript/bin/tsc');
   await Promise.all(
     ['node', 'vite'].map((dir) =>
-      mustRun(`type check of the ${dir} consumer against the published .d.ts`, process.execPath, [tsc, '-p', join(tmp, 'pack', dir, 'tsconfig.json')], { timeoutMs: 60_000 }),
+      mustRun(`type check of the ${dir} consumer against the published .d.ts`, process.execPath, [tsc, '-p', join(tmp, 'pack', dir, 'tsconfig.json')], {
+        timeoutMs: 60_000,
+      }),
     ),
   );
   log('consumers type-check against the published .d.ts (nodenext without DOM; bundler with DOM, skipLibCheck off)');
@@ -220,14 +234,20 @@ function parseResult(out) {
 }
 
 function summarise(where, result) {
-  const adapter = result.adapterInfo ? `${result.adapterInfo.vendor}/${result.adapterInfo.architecture} ${result.adapterInfo.description || result.adapterInfo.device}`.trim() : 'none';
+  const adapter = result.adapterInfo
+    ? `${result.adapterInfo.vendor}/${result.adapterInfo.architecture} ${result.adapterInfo.description || result.adapterInfo.device}`.trim()
+    : 'none';
   const cases = result.cases.map((c) => `${c.name}: max |gpu−cpu| ${c.maxAbs.toExponential(2)} (tol ${c.tol.toExponential(2)}, ${c.gpuMs} ms)`).join('; ');
   return `${where}: backend ${result.backend} (${adapter}); ${cases}`;
 }
 
 // ── 4. Node.
 async function runNode() {
-  const r = await run(process.execPath, ['forward.mjs'], { cwd: join(tmp, 'pack/node'), timeoutMs: 90_000, env: { XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? '/tmp' } });
+  const r = await run(process.execPath, ['forward.mjs'], {
+    cwd: join(tmp, 'pack/node'),
+    timeoutMs: 90_000,
+    env: { XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? '/tmp' },
+  });
   const result = parseResult(r.out);
   if (r.code !== 0 || !result?.ok) {
     const why = result ? result.problems.join('\n  - ') : 'no result line';
@@ -261,7 +281,9 @@ async function startVite(app, label, args) {
     try {
       const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
       if (res.ok) return { url, proc, output: () => out };
-    } catch { /* not listening yet */ }
+    } catch {
+      /* not listening yet */
+    }
     if (Date.now() > readyBy) throw new StepError(`${label} did not answer on ${url} within 20 s:\n${tail(out)}`);
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -282,11 +304,17 @@ async function checkPage(url, label) {
   const page = await browser.newPage();
   const wgslRequests = [];
   const pageErrors = [];
-  page.on('request', (req) => { if (/\.wgsl(\?|$)/.test(req.url())) wgslRequests.push(req.url()); });
+  page.on('request', (req) => {
+    if (/\.wgsl(\?|$)/.test(req.url())) wgslRequests.push(req.url());
+  });
   page.on('pageerror', (e) => pageErrors.push(e.message));
   // Failed loads are reported with their URL below; Chromium's console line for them has none.
-  page.on('console', (m) => { if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) pageErrors.push(`console: ${m.text()}`); });
-  page.on('response', (res) => { if (res.status() >= 400) pageErrors.push(`HTTP ${res.status()} for ${res.url()}`); });
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) pageErrors.push(`console: ${m.text()}`);
+  });
+  page.on('response', (res) => {
+    if (res.status() >= 400) pageErrors.push(`HTTP ${res.status()} for ${res.url()}`);
+  });
   page.on('requestfailed', (req) => pageErrors.push(`request failed: ${req.url()} (${req.failure()?.errorText})`));
   try {
     await page.goto(url, { waitUntil: 'load', timeout: budget(30_000) });
@@ -328,11 +356,18 @@ async function checkPage(url, label) {
 
 async function runBrowser() {
   const app = join(tmp, 'pack/vite');
-  const { out: buildOut } = await mustRun('vite build of the consumer app', process.execPath, [join(app, 'node_modules/vite/bin/vite.js'), 'build'], { cwd: app, timeoutMs: 60_000 });
+  const { out: buildOut } = await mustRun('vite build of the consumer app', process.execPath, [join(app, 'node_modules/vite/bin/vite.js'), 'build'], {
+    cwd: app,
+    timeoutMs: 60_000,
+  });
   const assets = readdirSync(join(app, 'dist/assets'));
-  const js = assets.filter((f) => f.endsWith('.js')).map((f) => readFileSync(join(app, 'dist/assets', f), 'utf8')).join('\n');
+  const js = assets
+    .filter((f) => f.endsWith('.js'))
+    .map((f) => readFileSync(join(app, 'dist/assets', f), 'utf8'))
+    .join('\n');
   const problems = [];
-  if (/dawn\.node|createRequire|node:module/.test(js) || assets.some((f) => /\.node$/.test(f))) problems.push("the app bundle contains the Node-only 'webgpu' package (Dawn)");
+  if (/dawn\.node|createRequire|node:module/.test(js) || assets.some((f) => /\.node$/.test(f)))
+    problems.push("the app bundle contains the Node-only 'webgpu' package (Dawn)");
   if (!/@compute\s*@workgroup_size/.test(js)) problems.push('the app bundle has no inlined WGSL');
   if (/UNRESOLVED_IMPORT|Could not resolve/i.test(buildOut)) problems.push(`vite build reported unresolved imports:\n${tail(buildOut, 15)}`);
   if (problems.length) throw new StepError(`consumer app build is wrong:\n  - ${problems.join('\n  - ')}`);

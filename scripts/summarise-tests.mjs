@@ -6,7 +6,7 @@ import { existsSync, readFileSync } from 'node:fs';
 const [vitestFile, playwrightFile] = process.argv.slice(2);
 let passed = 0;
 let failed = 0;
-let problems = [];
+const problems = [];
 
 if (existsSync(vitestFile)) {
   const r = JSON.parse(readFileSync(vitestFile, 'utf8'));

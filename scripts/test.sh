@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every test, from a fresh machine: system packages (lavapipe, Chromium), npm ci, type check,
+# Every test, from a fresh machine: system packages (lavapipe, Chromium), npm ci, lint, type check,
 # unit tests in Node on real WebGPU (Dawn on lavapipe), browser tests in Chromium (SwiftShader).
 # GPU tests never skip: without an adapter they fail and say what to install.
 set -euo pipefail
@@ -13,6 +13,8 @@ npm ci --no-audit --no-fund
 mkdir -p test-reports
 rm -f test-reports/*.json
 status=0
+echo "== lint and format (Biome)"
+npx biome check . || status=1
 echo "== type check"
 npx tsc --noEmit -p . || status=1
 echo "== unit tests (vitest, Node, WebGPU through Dawn on lavapipe)"

@@ -105,12 +105,7 @@ export class AttentionEngine {
    * say), as PyTorch's F.scaled_dot_product_attention: query [B, H, Sq, Dh], key and value
    * [B, G, Skv, Dh] → `{ output }` [B, H, Sq, Dh] (and `attentionWeights` [B, H, Sq, Skv] with needWeights).
    */
-  async scaledDotProductAttention(
-    query: Float32Array,
-    key: Float32Array,
-    value: Float32Array,
-    options: ScaledDotProductAttentionOptions,
-  ): Promise<ForwardResult> {
+  async scaledDotProductAttention(query: Float32Array, key: Float32Array, value: Float32Array, options: ScaledDotProductAttentionOptions): Promise<ForwardResult> {
     const impl = this.live('scaledDotProductAttention');
     return impl.attend(resolveAttentionPlan(query, key, value, options));
   }
@@ -176,7 +171,12 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
   }
   const tuning = resolveTuning(where, options.tuning);
   if (options.tuning !== undefined && backend === 'cpu') {
-    throw new InvalidArgumentError({ where, argument: 'options.tuning', expected: "left out with backend: 'cpu' (it chooses WebGPU kernels)", given: describe(options.tuning) });
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.tuning',
+      expected: "left out with backend: 'cpu' (it chooses WebGPU kernels)",
+      given: describe(options.tuning),
+    });
   }
   if (backend !== undefined && backend !== 'webgpu' && backend !== 'cpu') {
     throw new InvalidArgumentError({ where, argument: 'options.backend', expected: '"webgpu", "cpu" or left out', given: describe(backend) });
@@ -187,7 +187,10 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
     }
     if (backend === 'cpu') {
       throw new InvalidArgumentError({
-        where, argument: 'options.device', expected: "left out with backend: 'cpu'", given: 'a GPUDevice',
+        where,
+        argument: 'options.device',
+        expected: "left out with backend: 'cpu'",
+        given: 'a GPUDevice',
         fix: "Pass backend: 'webgpu' (or leave it out) to run on this device.",
       });
     }
@@ -223,7 +226,10 @@ function resolveTuning(where: string, given: unknown): ResolvedTuning {
       const known = VARIANTS[kernel] as readonly string[];
       if (typeof variant !== 'string' || !known.includes(variant)) {
         throw new InvalidArgumentError({
-          where, argument: `options.tuning.kernels.${kernel}`, expected: `one of ${known.map((v) => `"${v}"`).join(', ')}`, given: describe(variant),
+          where,
+          argument: `options.tuning.kernels.${kernel}`,
+          expected: `one of ${known.map((v) => `"${v}"`).join(', ')}`,
+          given: describe(variant),
         });
       }
       (forced as Record<string, string>)[kernel] = variant;
@@ -236,7 +242,10 @@ function resolveTuning(where: string, given: unknown): ResolvedTuning {
     const s = o.store as Partial<TuningStore>;
     if (typeof s !== 'object' || typeof s.load !== 'function' || typeof s.save !== 'function') {
       throw new InvalidArgumentError({
-        where, argument: 'options.tuning.store', expected: 'null, left out, or an object with load() and save() (a TuningStore)', given: describe(o.store),
+        where,
+        argument: 'options.tuning.store',
+        expected: 'null, left out, or an object with load() and save() (a TuningStore)',
+        given: describe(o.store),
         fix: 'Use fileTuningStore(path) or localStorageTuningStore(localStorage), or null to remember nothing.',
       });
     }

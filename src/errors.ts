@@ -74,7 +74,6 @@ export class WebGPUUnavailableError extends AttentionError {
   override name = 'WebGPUUnavailableError';
 }
 
-
 /**
  * The GPU device was lost (driver reset, tab backgrounded, destroy()) while a call was in flight, or
  * it cannot be replaced (a device the caller gave). The engine recreates an engine-owned device on the

@@ -4,24 +4,17 @@
 
 import { InvalidArgumentError, MissingWeightError, ShapeMismatchError, UnsupportedError } from './errors.ts';
 import { KvCache } from './kv-cache.ts';
-import type { ForwardOptions, MultiHeadAttentionConfig, ScaledDotProductAttentionOptions, StateDict } from './types.ts';
-import {
-  describe,
-  rejectUnknownKeys,
-  requireBoolean,
-  requireFloat32Array,
-  requireObject,
-  requirePositiveInteger,
-} from './validate.ts';
+import type { ForwardOptions, ScaledDotProductAttentionOptions } from './types.ts';
+import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from './validate.ts';
 
 /** The sizes of one multi-head attention layer. */
 export interface LayerSpec {
-  embedDim: number;   // E
-  numHeads: number;   // H
+  embedDim: number; // E
+  numHeads: number; // H
   numKvHeads: number; // G, divides H
-  headDim: number;    // Dh = E / H
-  kdim: number;       // channels of `key` (E unless given)
-  vdim: number;       // channels of `value` (E unless given)
+  headDim: number; // Dh = E / H
+  kdim: number; // channels of `key` (E unless given)
+  vdim: number; // channels of `value` (E unless given)
   bias: boolean;
 }
 
@@ -29,12 +22,12 @@ export interface LayerSpec {
 export interface LayerWeights {
   /** [(H + 2·G)·Dh, E] when kdim = vdim = E (given so, or packed from q/k/v_proj_weight); else null. */
   inProjWeight: Float32Array | null;
-  qProjWeight: Float32Array;          // [H·Dh, E]     (a view into inProjWeight when packed)
-  kProjWeight: Float32Array;          // [G·Dh, kdim]
-  vProjWeight: Float32Array;          // [G·Dh, vdim]
-  inProjBias: Float32Array | null;    // [(H + 2·G)·Dh]
-  outProjWeight: Float32Array;        // [E, E]
-  outProjBias: Float32Array | null;   // [E]
+  qProjWeight: Float32Array; // [H·Dh, E]     (a view into inProjWeight when packed)
+  kProjWeight: Float32Array; // [G·Dh, kdim]
+  vProjWeight: Float32Array; // [G·Dh, vdim]
+  inProjBias: Float32Array | null; // [(H + 2·G)·Dh]
+  outProjWeight: Float32Array; // [E, E]
+  outProjBias: Float32Array | null; // [E]
 }
 
 /** What masks a score, resolved. Additive masks hold −Infinity where a bool mask said "not allowed". */
@@ -56,8 +49,8 @@ export interface ForwardPlan {
   /** 'self': key = value = query. 'cross': key and value given. 'packed': cuSeqlens, sequences back to back. */
   mode: 'self' | 'cross' | 'packed';
   batchSize: number; // B (packed: the number of sequences)
-  seqLen: number;    // Sq (packed: T, all tokens)
-  kvSeqLen: number;  // Skv (= Sq unless cross)
+  seqLen: number; // Sq (packed: T, all tokens)
+  kvSeqLen: number; // Skv (= Sq unless cross)
   isCausal: boolean;
   /** Return the probabilities [B, H, Sq, Skv] too. */
   needWeights: boolean;
@@ -66,9 +59,9 @@ export interface ForwardPlan {
   cuSeqlens: Int32Array | null;
   /** packed: the longest sequence; else Sq. */
   maxSeqLen: number;
-  query: Float32Array;          // [B, Sq, E] (packed: [T, E])
-  key: Float32Array;            // [B, Skv, kdim] (= query unless cross)
-  value: Float32Array;          // [B, Skv, vdim] (= query unless cross)
+  query: Float32Array; // [B, Sq, E] (packed: [T, E])
+  key: Float32Array; // [B, Skv, kdim] (= query unless cross)
+  value: Float32Array; // [B, Skv, vdim] (= query unless cross)
   /**
    * With a KV cache: the new tokens' K and V are appended at rows `start` … start + Sq − 1 of the
    * cache, and the queries attend over rows 0 … Skv − 1 (Skv = start + Sq).
@@ -101,30 +94,52 @@ export function copyWeights(w: LayerWeights): LayerWeights {
 
 /** Tensor layouts of a plan ([batches, heads, rows, Dh]): packed sequences are one batch of T tokens. */
 export function headLayout(plan: ForwardPlan): { batches: number; qRows: number; kvRows: number } {
-  return plan.mode === 'packed'
-    ? { batches: 1, qRows: plan.seqLen, kvRows: plan.seqLen }
-    : { batches: plan.batchSize, qRows: plan.seqLen, kvRows: plan.kvSeqLen };
+  return plan.mode === 'packed' ? { batches: 1, qRows: plan.seqLen, kvRows: plan.seqLen } : { batches: plan.batchSize, qRows: plan.seqLen, kvRows: plan.kvSeqLen };
 }
 
 const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'dropout'] as const;
 const FORWARD_KEYS = [
-  'batchSize', 'seqLen', 'isCausal', 'needWeights', 'key', 'value', 'kvSeqLen',
-  'keyPaddingMask', 'attnMask', 'window', 'headMask', 'cuSeqlens', 'kvCache', 'returnBuffer', 'dropout',
+  'batchSize',
+  'seqLen',
+  'isCausal',
+  'needWeights',
+  'key',
+  'value',
+  'kvSeqLen',
+  'keyPaddingMask',
+  'attnMask',
+  'window',
+  'headMask',
+  'cuSeqlens',
+  'kvCache',
+  'returnBuffer',
+  'dropout',
 ] as const;
 
 const STORAGE_USAGE = 0x80; // GPUBufferUsage.STORAGE
 const NO_DATA = new Float32Array(0);
 
 function isGpuBuffer(value: unknown): value is GPUBuffer {
-  return typeof value === 'object' && value !== null && typeof (value as GPUBuffer).mapAsync === 'function' &&
-    typeof (value as GPUBuffer).size === 'number' && typeof (value as GPUBuffer).usage === 'number';
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as GPUBuffer).mapAsync === 'function' &&
+    typeof (value as GPUBuffer).size === 'number' &&
+    typeof (value as GPUBuffer).usage === 'number'
+  );
 }
 
 /** A tensor argument: a Float32Array of `length`, or a GPUBuffer holding at least that many f32 with STORAGE usage. */
 function tensorInput(where: string, argument: string, value: unknown, length: number, shape: string): { host: Float32Array; gpu: GPUBuffer | null } {
   if (!isGpuBuffer(value)) return { host: requireFloat32Array(where, argument, value, length, shape), gpu: null };
   if (!(value.usage & STORAGE_USAGE)) {
-    throw new InvalidArgumentError({ where, argument, expected: 'a GPUBuffer with GPUBufferUsage.STORAGE', given: `a buffer of usage 0x${value.usage.toString(16)}`, fix: 'Create it with usage STORAGE (| COPY_DST to fill it).' });
+    throw new InvalidArgumentError({
+      where,
+      argument,
+      expected: 'a GPUBuffer with GPUBufferUsage.STORAGE',
+      given: `a buffer of usage 0x${value.usage.toString(16)}`,
+      fix: 'Create it with usage STORAGE (| COPY_DST to fill it).',
+    });
   }
   // Its size is checked by the WebGPU backend, which knows the element size (f32, or f16).
   return { host: NO_DATA, gpu: value };
@@ -200,13 +215,14 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
   const names = expected.map((e) => e.name);
   for (const key of Object.keys(sd)) {
     if (!names.includes(key)) {
-      const hint = !spec.bias && key.endsWith('bias')
-        ? 'The layer was created with bias: false; pass bias: true to use biases.'
-        : key === 'in_proj_weight' && !sameDims
-          ? `With kdim (${spec.kdim}) or vdim (${spec.vdim}) ≠ embedDim (${spec.embedDim}) the projections are separate: pass q_proj_weight, k_proj_weight, v_proj_weight.`
-          : ['q_proj_weight', 'k_proj_weight', 'v_proj_weight'].includes(key) && !separate
-            ? 'Pass either in_proj_weight or q_proj_weight, k_proj_weight and v_proj_weight, not both.'
-            : `This layer takes ${names.join(', ')}.`;
+      const hint =
+        !spec.bias && key.endsWith('bias')
+          ? 'The layer was created with bias: false; pass bias: true to use biases.'
+          : key === 'in_proj_weight' && !sameDims
+            ? `With kdim (${spec.kdim}) or vdim (${spec.vdim}) ≠ embedDim (${spec.embedDim}) the projections are separate: pass q_proj_weight, k_proj_weight, v_proj_weight.`
+            : ['q_proj_weight', 'k_proj_weight', 'v_proj_weight'].includes(key) && !separate
+              ? 'Pass either in_proj_weight or q_proj_weight, k_proj_weight and v_proj_weight, not both.'
+              : `This layer takes ${names.join(', ')}.`;
       throw new InvalidArgumentError({ where, argument: `stateDict["${key}"]`, expected: 'a known state_dict name', given: 'an unexpected entry', fix: hint });
     }
   }
@@ -259,7 +275,10 @@ function resolveAttnMask(where: string, value: unknown, B: number, H: number, Sq
   const shapes = `[Sq, Skv] = [${Sq}, ${Skv}] = ${shared} or [B·H, Sq, Skv] = [${B * H}, ${Sq}, ${Skv}] = ${perHead}`;
   if (!(value instanceof Float32Array) && !(value instanceof Uint8Array)) {
     throw new InvalidArgumentError({
-      where, argument: 'options.attnMask', expected: `a Float32Array (added to the scores) or a Uint8Array (1 = not allowed), ${shapes}`, given: describe(value),
+      where,
+      argument: 'options.attnMask',
+      expected: `a Float32Array (added to the scores) or a Uint8Array (1 = not allowed), ${shapes}`,
+      given: describe(value),
     });
   }
   if (value.length !== shared && value.length !== perHead) {
@@ -285,20 +304,34 @@ function resolveHeadMask(where: string, value: unknown, B: number, H: number): F
 
 function resolveCuSeqlens(where: string, value: unknown, queryLength: unknown, E: number): { cu: Int32Array; maxLen: number } {
   if (!(value instanceof Int32Array)) {
-    throw new InvalidArgumentError({ where, argument: 'options.cuSeqlens', expected: 'an Int32Array [n + 1] of cumulative sequence lengths, 0 … T', given: describe(value) });
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.cuSeqlens',
+      expected: 'an Int32Array [n + 1] of cumulative sequence lengths, 0 … T',
+      given: describe(value),
+    });
   }
   if (value.length < 2) {
     throw new ShapeMismatchError({ where, argument: 'options.cuSeqlens', expected: 'of length n + 1 ≥ 2 (at least one sequence)', given: `length ${value.length}` });
   }
   if (value[0] !== 0) {
-    throw new InvalidArgumentError({ where, argument: 'options.cuSeqlens[0]', expected: '0', given: String(value[0]), fix: 'cuSeqlens are cumulative offsets: [0, len0, len0 + len1, …, T].' });
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.cuSeqlens[0]',
+      expected: '0',
+      given: String(value[0]),
+      fix: 'cuSeqlens are cumulative offsets: [0, len0, len0 + len1, …, T].',
+    });
   }
   let maxLen = 0;
   for (let i = 1; i < value.length; i++) {
     const len = value[i] - value[i - 1];
     if (len < 1) {
       throw new InvalidArgumentError({
-        where, argument: `options.cuSeqlens[${i}]`, expected: `greater than cuSeqlens[${i - 1}] (${value[i - 1]}): offsets strictly increase`, given: String(value[i]),
+        where,
+        argument: `options.cuSeqlens[${i}]`,
+        expected: `greater than cuSeqlens[${i - 1}] (${value[i - 1]}): offsets strictly increase`,
+        given: String(value[i]),
         fix: 'Leave empty sequences out.',
       });
     }
@@ -308,7 +341,10 @@ function resolveCuSeqlens(where: string, value: unknown, queryLength: unknown, E
   const qLen = queryLength as number;
   if (typeof qLen === 'number' && qLen !== T * E) {
     throw new ShapeMismatchError({
-      where, argument: 'options.cuSeqlens', expected: `to end at T = query.length / embedDim = ${qLen / E}`, given: `${T} (the last offset)`,
+      where,
+      argument: 'options.cuSeqlens',
+      expected: `to end at T = query.length / embedDim = ${qLen / E}`,
+      given: `${T} (the last offset)`,
       fix: 'The last offset is the total number of tokens packed in query [T, E].',
     });
   }
@@ -330,10 +366,14 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
     for (const name of ['batchSize', 'seqLen', 'key', 'value', 'kvSeqLen', 'keyPaddingMask', 'attnMask', 'needWeights', 'kvCache', 'returnBuffer'] as const) {
       if (o[name] === undefined) continue;
       throw new UnsupportedError({
-        where, argument: `options.${name}`, expected: 'left out with cuSeqlens', given: describe(o[name]),
-        fix: name === 'needWeights'
-          ? 'Packed sequences have no [B, H, S, S] weights; run a sequence alone (batchSize 1) to get its weights.'
-          : 'With cuSeqlens the sequences and their lengths come from the offsets; attention stays within each sequence (isCausal, window and headMask apply).',
+        where,
+        argument: `options.${name}`,
+        expected: 'left out with cuSeqlens',
+        given: describe(o[name]),
+        fix:
+          name === 'needWeights'
+            ? 'Packed sequences have no [B, H, S, S] weights; run a sequence alone (batchSize 1) to get its weights.'
+            : 'With cuSeqlens the sequences and their lengths come from the offsets; attention stays within each sequence (isCausal, window and headMask apply).',
       });
     }
     if (!(query instanceof Float32Array)) requireFloat32Array(where, 'query', query, 0, '[T, embedDim]');
@@ -341,10 +381,28 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
     const n = cu.length - 1;
     const T = cu[n];
     return {
-      layer: spec, mode: 'packed', batchSize: n, seqLen: T, kvSeqLen: T, isCausal, needWeights: false,
-      masks: { attnMask: null, attnMaskPerHead: false, keyPaddingMask: null, window: clampWindow(window, maxLen, maxLen), headMask: o.headMask === undefined ? null : resolveHeadMask(where, o.headMask, n, H) },
-      cuSeqlens: cu, maxSeqLen: maxLen, query: query as Float32Array, key: query as Float32Array, value: query as Float32Array, cache: null,
-      gpu: null, returnBuffer: false,
+      layer: spec,
+      mode: 'packed',
+      batchSize: n,
+      seqLen: T,
+      kvSeqLen: T,
+      isCausal,
+      needWeights: false,
+      masks: {
+        attnMask: null,
+        attnMaskPerHead: false,
+        keyPaddingMask: null,
+        window: clampWindow(window, maxLen, maxLen),
+        headMask: o.headMask === undefined ? null : resolveHeadMask(where, o.headMask, n, H),
+      },
+      cuSeqlens: cu,
+      maxSeqLen: maxLen,
+      query: query as Float32Array,
+      key: query as Float32Array,
+      value: query as Float32Array,
+      cache: null,
+      gpu: null,
+      returnBuffer: false,
     };
   }
 
@@ -375,80 +433,169 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
   if ((o.key === undefined) !== (o.value === undefined)) {
     const missing = o.key === undefined ? 'key' : 'value';
     throw new InvalidArgumentError({
-      where, argument: `options.${missing}`, expected: `given with options.${missing === 'key' ? 'value' : 'key'}`, given: 'nothing',
+      where,
+      argument: `options.${missing}`,
+      expected: `given with options.${missing === 'key' ? 'value' : 'key'}`,
+      given: 'nothing',
       fix: 'Cross-attention takes both key [B, Skv, kdim] and value [B, Skv, vdim] (pass the same array twice if they are one tensor).',
     });
   }
   if (!cross && (spec.kdim !== E || spec.vdim !== E)) {
     throw new InvalidArgumentError({
-      where, argument: 'options.key', expected: `given: this layer has kdim ${spec.kdim} / vdim ${spec.vdim} ≠ embedDim ${E}`, given: 'nothing',
+      where,
+      argument: 'options.key',
+      expected: `given: this layer has kdim ${spec.kdim} / vdim ${spec.vdim} ≠ embedDim ${E}`,
+      given: 'nothing',
       fix: 'Pass key and value (cross-attention); self-attention needs kdim = vdim = embedDim.',
     });
   }
   const kvSeqLen = o.kvSeqLen === undefined ? seqLen : requirePositiveInteger(where, 'options.kvSeqLen', o.kvSeqLen);
   if (!cross && kvSeqLen !== seqLen) {
-    throw new InvalidArgumentError({ where, argument: 'options.kvSeqLen', expected: `equal to seqLen (${seqLen}) without key and value`, given: String(kvSeqLen), fix: 'Pass key and value for cross-attention.' });
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.kvSeqLen',
+      expected: `equal to seqLen (${seqLen}) without key and value`,
+      given: String(kvSeqLen),
+      fix: 'Pass key and value for cross-attention.',
+    });
   }
   const key = cross
-    ? tensorInput(where, 'options.key', o.key, batchSize * kvSeqLen * spec.kdim, `[B, Skv, kdim] = [${batchSize}, ${kvSeqLen}, ${spec.kdim}] = ${batchSize * kvSeqLen * spec.kdim}`)
+    ? tensorInput(
+        where,
+        'options.key',
+        o.key,
+        batchSize * kvSeqLen * spec.kdim,
+        `[B, Skv, kdim] = [${batchSize}, ${kvSeqLen}, ${spec.kdim}] = ${batchSize * kvSeqLen * spec.kdim}`,
+      )
     : q;
   const value = cross
     ? o.value === o.key
       ? key
-      : tensorInput(where, 'options.value', o.value, batchSize * kvSeqLen * spec.vdim, `[B, Skv, vdim] = [${batchSize}, ${kvSeqLen}, ${spec.vdim}] = ${batchSize * kvSeqLen * spec.vdim}`)
+      : tensorInput(
+          where,
+          'options.value',
+          o.value,
+          batchSize * kvSeqLen * spec.vdim,
+          `[B, Skv, vdim] = [${batchSize}, ${kvSeqLen}, ${spec.vdim}] = ${batchSize * kvSeqLen * spec.vdim}`,
+        )
     : q;
 
-  return withGpu({
-    layer: spec, mode: cross ? 'cross' : 'self', batchSize, seqLen, kvSeqLen, isCausal, needWeights,
-    masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
-    cuSeqlens: null, maxSeqLen: seqLen, query: q.host, key: key.host, value: value.host, cache: null, gpu: null, returnBuffer: false,
-  }, cross ? key.gpu : null, cross ? value.gpu : null);
+  return withGpu(
+    {
+      layer: spec,
+      mode: cross ? 'cross' : 'self',
+      batchSize,
+      seqLen,
+      kvSeqLen,
+      isCausal,
+      needWeights,
+      masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
+      cuSeqlens: null,
+      maxSeqLen: seqLen,
+      query: q.host,
+      key: key.host,
+      value: value.host,
+      cache: null,
+      gpu: null,
+      returnBuffer: false,
+    },
+    cross ? key.gpu : null,
+    cross ? value.gpu : null,
+  );
 }
 
 /** forward(x, { kvCache }): the new tokens' K/V are appended, and the queries see everything cached. */
 function resolveCachedPlan(
-  where: string, spec: LayerSpec, query: Float32Array, o: Record<string, unknown>,
-  batchSize: number, seqLen: number, isCausal: boolean, needWeights: boolean, window: number, owner: object | null,
+  where: string,
+  spec: LayerSpec,
+  query: Float32Array,
+  o: Record<string, unknown>,
+  batchSize: number,
+  seqLen: number,
+  isCausal: boolean,
+  needWeights: boolean,
+  window: number,
+  owner: object | null,
 ): ForwardPlan {
   const cache = o.kvCache;
   if (!(cache instanceof KvCache)) {
-    throw new InvalidArgumentError({ where, argument: 'options.kvCache', expected: 'a KvCache from this layer\'s createKvCache()', given: describe(cache) });
+    throw new InvalidArgumentError({ where, argument: 'options.kvCache', expected: "a KvCache from this layer's createKvCache()", given: describe(cache) });
   }
-  if (cache.disposed) throw new InvalidArgumentError({ where, argument: 'options.kvCache', expected: 'a live KvCache', given: 'a disposed one', fix: 'Create a new one with mha.createKvCache().' });
+  if (cache.disposed)
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.kvCache',
+      expected: 'a live KvCache',
+      given: 'a disposed one',
+      fix: 'Create a new one with mha.createKvCache().',
+    });
   if (owner && cache.owner !== owner) {
-    throw new InvalidArgumentError({ where, argument: 'options.kvCache', expected: 'a KvCache made by this layer', given: 'one made by another layer', fix: 'Each layer keeps its own keys and values: create the cache with this layer\'s createKvCache().' });
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.kvCache',
+      expected: 'a KvCache made by this layer',
+      given: 'one made by another layer',
+      fix: "Each layer keeps its own keys and values: create the cache with this layer's createKvCache().",
+    });
   }
   for (const name of ['key', 'value', 'kvSeqLen'] as const) {
     if (o[name] !== undefined) {
-      throw new UnsupportedError({ where, argument: `options.${name}`, expected: 'left out with kvCache', given: describe(o[name]), fix: 'A KV cache holds the layer\'s own keys and values (self-attention over all positions so far).' });
+      throw new UnsupportedError({
+        where,
+        argument: `options.${name}`,
+        expected: 'left out with kvCache',
+        given: describe(o[name]),
+        fix: "A KV cache holds the layer's own keys and values (self-attention over all positions so far).",
+      });
     }
   }
   if (batchSize !== cache.batchSize) {
     throw new InvalidArgumentError({ where, argument: 'options.batchSize', expected: `the cache's batchSize (${cache.batchSize})`, given: String(batchSize) });
   }
   if (cache.busy) {
-    throw new InvalidArgumentError({ where, argument: 'options.kvCache', expected: 'not in use by another forward', given: 'a cache a forward is still appending to', fix: 'Await each forward on a cache before the next one: positions are appended in order.' });
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.kvCache',
+      expected: 'not in use by another forward',
+      given: 'a cache a forward is still appending to',
+      fix: 'Await each forward on a cache before the next one: positions are appended in order.',
+    });
   }
   const start = cache.length;
   const kvSeqLen = start + seqLen;
   if (kvSeqLen > cache.maxSeqLen) {
     throw new InvalidArgumentError({
-      where, argument: 'options.kvCache', expected: `room for ${seqLen} more position(s): length ${start} + seqLen ${seqLen} ≤ maxSeqLen ${cache.maxSeqLen}`,
-      given: `a cache with ${cache.maxSeqLen - start} free`, fix: 'reset() the cache, or create one with a larger maxSeqLen.',
+      where,
+      argument: 'options.kvCache',
+      expected: `room for ${seqLen} more position(s): length ${start} + seqLen ${seqLen} ≤ maxSeqLen ${cache.maxSeqLen}`,
+      given: `a cache with ${cache.maxSeqLen - start} free`,
+      fix: 'reset() the cache, or create one with a larger maxSeqLen.',
     });
   }
   const H = spec.numHeads;
   return {
-    layer: spec, mode: 'self', batchSize, seqLen, kvSeqLen, isCausal, needWeights,
+    layer: spec,
+    mode: 'self',
+    batchSize,
+    seqLen,
+    kvSeqLen,
+    isCausal,
+    needWeights,
     masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
-    cuSeqlens: null, maxSeqLen: seqLen, query, key: query, value: query, cache: { cache, start }, gpu: null, returnBuffer: false,
+    cuSeqlens: null,
+    maxSeqLen: seqLen,
+    query,
+    key: query,
+    value: query,
+    cache: { cache, start },
+    gpu: null,
+    returnBuffer: false,
   };
 }
 
 function resolveMasks(where: string, o: Record<string, unknown>, B: number, H: number, Sq: number, Skv: number, window: number): MaskPlan {
-  const keyPaddingMask = o.keyPaddingMask === undefined
-    ? null
-    : requireUint8Array(where, 'options.keyPaddingMask', o.keyPaddingMask, B * Skv, `[B, Skv] = [${B}, ${Skv}] = ${B * Skv}`);
+  const keyPaddingMask =
+    o.keyPaddingMask === undefined ? null : requireUint8Array(where, 'options.keyPaddingMask', o.keyPaddingMask, B * Skv, `[B, Skv] = [${B}, ${Skv}] = ${B * Skv}`);
   const attn = o.attnMask === undefined ? null : resolveAttnMask(where, o.attnMask, B, H, Sq, Skv);
   const headMask = o.headMask === undefined ? null : resolveHeadMask(where, o.headMask, B, H);
   return { attnMask: attn?.mask ?? null, attnMaskPerHead: attn?.perHead ?? false, keyPaddingMask, window, headMask };
@@ -468,8 +615,19 @@ function clampWindow(window: number, Sq: number, Skv: number): number {
 }
 
 const SDPA_KEYS = [
-  'batchSize', 'numHeads', 'numKvHeads', 'seqLen', 'kvSeqLen', 'headDim', 'isCausal', 'attnMask',
-  'keyPaddingMask', 'window', 'headMask', 'needWeights', 'dropout',
+  'batchSize',
+  'numHeads',
+  'numKvHeads',
+  'seqLen',
+  'kvSeqLen',
+  'headDim',
+  'isCausal',
+  'attnMask',
+  'keyPaddingMask',
+  'window',
+  'headMask',
+  'needWeights',
+  'dropout',
 ] as const;
 
 /**
@@ -479,7 +637,8 @@ const SDPA_KEYS = [
  */
 export function resolveAttentionPlan(query: unknown, key: unknown, value: unknown, options: unknown): ForwardPlan {
   const where = 'scaledDotProductAttention';
-  const o = requireObject(where, 'options', options, 'Pass { batchSize, numHeads, seqLen, headDim }.') as Partial<ScaledDotProductAttentionOptions> & Record<string, unknown>;
+  const o = requireObject(where, 'options', options, 'Pass { batchSize, numHeads, seqLen, headDim }.') as Partial<ScaledDotProductAttentionOptions> &
+    Record<string, unknown>;
   rejectUnknownKeys(where, 'options', o, SDPA_KEYS);
   const B = requirePositiveInteger(where, 'options.batchSize', o.batchSize);
   const H = requirePositiveInteger(where, 'options.numHeads', o.numHeads);
@@ -499,8 +658,21 @@ export function resolveAttentionPlan(query: unknown, key: unknown, value: unknow
   const E = H * Dh;
   const layer: LayerSpec = { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh, kdim: E, vdim: E, bias: false };
   return {
-    layer, mode: 'cross', batchSize: B, seqLen: Sq, kvSeqLen: Skv, isCausal, needWeights,
+    layer,
+    mode: 'cross',
+    batchSize: B,
+    seqLen: Sq,
+    kvSeqLen: Skv,
+    isCausal,
+    needWeights,
     masks: resolveMasks(where, o, B, H, Sq, Skv, clampWindow(resolveWindow(where, o.window), Sq, Skv)),
-    cuSeqlens: null, maxSeqLen: Sq, query: q, key: k, value: v, cache: null, gpu: null, returnBuffer: false,
+    cuSeqlens: null,
+    maxSeqLen: Sq,
+    query: q,
+    key: k,
+    value: v,
+    cache: null,
+    gpu: null,
+    returnBuffer: false,
   };
 }

@@ -13,14 +13,28 @@ const engines = useEngines();
 
 const layers = [
   { embedDim: 8, numHeads: 2 },
-  { embedDim: 48, numHeads: 12 },                 // Dh 4
-  { embedDim: 64, numHeads: 8, numKvHeads: 2 },   // grouped-query
-  { embedDim: 256, numHeads: 1 },                 // Dh 256
+  { embedDim: 48, numHeads: 12 }, // Dh 4
+  { embedDim: 64, numHeads: 8, numKvHeads: 2 }, // grouped-query
+  { embedDim: 256, numHeads: 1 }, // Dh 256
 ];
-const shapes: [number, number][] = [[1, 1], [2, 7], [1, 33], [3, 17], [1, 100]];
+const shapes: [number, number][] = [
+  [1, 1],
+  [2, 7],
+  [1, 33],
+  [3, 17],
+  [1, 100],
+];
 
 describe.each(layers)('attentionWeights, WebGPU vs CPU, E=$embedDim H=$numHeads', (l) => {
-  test.each(shapes.flatMap(([B, S]) => [[B, S, false], [B, S, true]] as const))('B=%i S=%i causal=%s', async (B, S, isCausal) => {
+  test.each(
+    shapes.flatMap(
+      ([B, S]) =>
+        [
+          [B, S, false],
+          [B, S, true],
+        ] as const,
+    ),
+  )('B=%i S=%i causal=%s', async (B, S, isCausal) => {
     const sd = randomStateDict(l, 31 + S);
     const x = uniform(B * S * l.embedDim, 1.5, mulberry32(B * 100 + S));
     const options = { batchSize: B, seqLen: S, isCausal, needWeights: true };

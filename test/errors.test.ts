@@ -37,7 +37,10 @@ function expectError(fn: () => unknown, kind: ErrorClass, ...fragments: string[]
 }
 
 async function expectRejection(promise: Promise<unknown>, kind: ErrorClass, ...fragments: string[]): Promise<void> {
-  const error = await promise.then(() => undefined, (e) => e);
+  const error = await promise.then(
+    () => undefined,
+    (e) => e,
+  );
   expect(error, 'expected a rejection').toBeInstanceOf(kind);
   for (const f of fragments) expect((error as Error).message).toContain(f);
 }
@@ -46,13 +49,23 @@ describe.each(['webgpu', 'cpu'] as const)('layer configuration (%s)', (backend) 
   const engine = () => engines.of(backend);
 
   test('embedDim not divisible by numHeads', () => {
-    expectError(() => engine().createMultiHeadAttention({ embedDim: 10, numHeads: 3 }, stateDict), InvalidArgumentError,
-      'config.embedDim', 'divisible by numHeads (3)', 'got 10');
+    expectError(
+      () => engine().createMultiHeadAttention({ embedDim: 10, numHeads: 3 }, stateDict),
+      InvalidArgumentError,
+      'config.embedDim',
+      'divisible by numHeads (3)',
+      'got 10',
+    );
   });
 
   test.each([0, -4, 2.5, Number.NaN, '8', undefined])('embedDim = %s is not a positive integer', (bad) => {
-    expectError(() => engine().createMultiHeadAttention({ embedDim: bad as number, numHeads: 2 }, stateDict), InvalidArgumentError,
-      'config.embedDim', 'a positive integer', 'got');
+    expectError(
+      () => engine().createMultiHeadAttention({ embedDim: bad as number, numHeads: 2 }, stateDict),
+      InvalidArgumentError,
+      'config.embedDim',
+      'a positive integer',
+      'got',
+    );
   });
 
   test('numHeads = 0', () => {
@@ -60,45 +73,67 @@ describe.each(['webgpu', 'cpu'] as const)('layer configuration (%s)', (backend) 
   });
 
   test('numKvHeads not dividing numHeads', () => {
-    expectError(() => engine().createMultiHeadAttention({ embedDim: 12, numHeads: 3, numKvHeads: 2 }, stateDict), InvalidArgumentError,
-      'config.numKvHeads', 'a divisor of numHeads (3)', 'got 2');
+    expectError(
+      () => engine().createMultiHeadAttention({ embedDim: 12, numHeads: 3, numKvHeads: 2 }, stateDict),
+      InvalidArgumentError,
+      'config.numKvHeads',
+      'a divisor of numHeads (3)',
+      'got 2',
+    );
   });
 
   test('a misspelt config option', () => {
-    expectError(() => engine().createMultiHeadAttention({ embedDim: 8, num_heads: 2 } as never, stateDict), InvalidArgumentError,
-      'config.num_heads', 'unknown option', 'numHeads');
+    expectError(
+      () => engine().createMultiHeadAttention({ embedDim: 8, num_heads: 2 } as never, stateDict),
+      InvalidArgumentError,
+      'config.num_heads',
+      'unknown option',
+      'numHeads',
+    );
   });
 
   test('dropout is refused: inference only', () => {
-    expectError(() => engine().createMultiHeadAttention({ ...config, dropout: 0.1 }, stateDict), UnsupportedError,
-      'config.dropout', 'got 0.1', 'inference only');
+    expectError(() => engine().createMultiHeadAttention({ ...config, dropout: 0.1 }, stateDict), UnsupportedError, 'config.dropout', 'got 0.1', 'inference only');
   });
 
   test('a missing state_dict entry', () => {
     const { in_proj_bias: _, ...rest } = stateDict;
-    expectError(() => engine().createMultiHeadAttention(config, rest), MissingWeightError,
-      'stateDict["in_proj_bias"]', 'a Float32Array [24] = 24', 'got nothing');
+    expectError(() => engine().createMultiHeadAttention(config, rest), MissingWeightError, 'stateDict["in_proj_bias"]', 'a Float32Array [24] = 24', 'got nothing');
   });
 
   test('a wrongly sized state_dict entry', () => {
-    expectError(() => engine().createMultiHeadAttention(config, { ...stateDict, 'out_proj.weight': new Float32Array(63) }), ShapeMismatchError,
-      'stateDict["out_proj.weight"]', '[8, 8] = 64', 'got length 63');
+    expectError(
+      () => engine().createMultiHeadAttention(config, { ...stateDict, 'out_proj.weight': new Float32Array(63) }),
+      ShapeMismatchError,
+      'stateDict["out_proj.weight"]',
+      '[8, 8] = 64',
+      'got length 63',
+    );
   });
 
   test('a state_dict entry that is not a Float32Array', () => {
-    expectError(() => engine().createMultiHeadAttention(config, { ...stateDict, in_proj_weight: new Float64Array(192) as never }), InvalidArgumentError,
-      'stateDict["in_proj_weight"]', 'a Float32Array [24, 8] = 192', 'got Float64Array of length 192', 'Float32Array.from');
+    expectError(
+      () => engine().createMultiHeadAttention(config, { ...stateDict, in_proj_weight: new Float64Array(192) as never }),
+      InvalidArgumentError,
+      'stateDict["in_proj_weight"]',
+      'a Float32Array [24, 8] = 192',
+      'got Float64Array of length 192',
+      'Float32Array.from',
+    );
   });
 
   test('an unexpected state_dict name', () => {
     const { 'out_proj.weight': w, ...rest } = stateDict;
-    expectError(() => engine().createMultiHeadAttention(config, { ...rest, out_proj_weight: w }), InvalidArgumentError,
-      'stateDict["out_proj_weight"]', 'out_proj.weight');
+    expectError(
+      () => engine().createMultiHeadAttention(config, { ...rest, out_proj_weight: w }),
+      InvalidArgumentError,
+      'stateDict["out_proj_weight"]',
+      'out_proj.weight',
+    );
   });
 
   test('biases given to a layer with bias: false', () => {
-    expectError(() => engine().createMultiHeadAttention({ ...config, bias: false }, stateDict), InvalidArgumentError,
-      'stateDict["in_proj_bias"]', 'bias: false');
+    expectError(() => engine().createMultiHeadAttention({ ...config, bias: false }, stateDict), InvalidArgumentError, 'stateDict["in_proj_bias"]', 'bias: false');
   });
 
   test('the sizes are checked before the weights', () => {
@@ -121,23 +156,25 @@ describe.each(['webgpu', 'cpu'] as const)('forward arguments (%s)', (backend) =>
   }
 
   test('a query whose length is not B·S·E', () =>
-    rejects(new Float32Array(47), { batchSize: 2, seqLen: 3 }, ShapeMismatchError,
-      'query.length', 'batchSize·seqLen·embedDim = 2·3·8 = 48', 'got 47'));
+    rejects(new Float32Array(47), { batchSize: 2, seqLen: 3 }, ShapeMismatchError, 'query.length', 'batchSize·seqLen·embedDim = 2·3·8 = 48', 'got 47'));
 
   test('a query that is not a Float32Array', () =>
     rejects(Array.from(query), { batchSize: 2, seqLen: 3 }, InvalidArgumentError, 'query', 'Float32Array', 'an Array of length 48'));
 
-  test.each([['batchSize', 0], ['seqLen', 1.5], ['seqLen', undefined]] as const)('options.%s = %s', (name, value) =>
-    rejects(query, { batchSize: 2, seqLen: 3, [name]: value }, InvalidArgumentError, `options.${name}`, 'a positive integer'));
+  test.each([
+    ['batchSize', 0],
+    ['seqLen', 1.5],
+    ['seqLen', undefined],
+  ] as const)('options.%s = %s', (name, value) =>
+    rejects(query, { batchSize: 2, seqLen: 3, [name]: value }, InvalidArgumentError, `options.${name}`, 'a positive integer'),
+  );
 
-  test('isCausal must be a boolean', () =>
-    rejects(query, { batchSize: 2, seqLen: 3, isCausal: 1 }, InvalidArgumentError, 'options.isCausal', 'true or false', 'got 1'));
+  test('isCausal must be a boolean', () => rejects(query, { batchSize: 2, seqLen: 3, isCausal: 1 }, InvalidArgumentError, 'options.isCausal', 'true or false', 'got 1'));
 
   test('a misspelt option is not ignored', () =>
     rejects(query, { batchSize: 2, seqLen: 3, is_causal: true }, InvalidArgumentError, 'options.is_causal', 'Did you mean "isCausal"?'));
 
-  test('dropout is refused', () =>
-    rejects(query, { batchSize: 2, seqLen: 3, dropout: 0.5 }, UnsupportedError, 'options.dropout', 'inference only'));
+  test('dropout is refused', () => rejects(query, { batchSize: 2, seqLen: 3, dropout: 0.5 }, UnsupportedError, 'options.dropout', 'inference only'));
 
   test('dropout: 0 is no dropout, and accepted', async () => {
     const mha = engine().createMultiHeadAttention({ ...config, dropout: 0 }, stateDict);
@@ -217,8 +254,13 @@ describe('device limits', () => {
     const S = Math.ceil(Math.sqrt(max / (2 * 4))) + 1; // B·H·S²·4 bytes just over the limit
     const before = engines.gpu.stats();
     await withErrorScopes(engines.gpu.device!, () =>
-      expectRejection(mha.forward(new Float32Array(S * 8), { batchSize: 1, seqLen: S, needWeights: true }), DeviceLimitError,
-        'the attention weights [B, H, Sq, Skv] (needWeights)', `at most maxStorageBufferBindingSize = ${max} bytes`));
+      expectRejection(
+        mha.forward(new Float32Array(S * 8), { batchSize: 1, seqLen: S, needWeights: true }),
+        DeviceLimitError,
+        'the attention weights [B, H, Sq, Skv] (needWeights)',
+        `at most maxStorageBufferBindingSize = ${max} bytes`,
+      ),
+    );
     expect(engines.gpu.stats()).toEqual(before);
     mha.dispose();
   });
@@ -233,26 +275,53 @@ describe.each(['webgpu', 'cpu'] as const)('variant arguments (%s)', (backend) =>
   const q6 = new Float32Array(2 * 3 * 8); // [B=2, S=3, E=8]
 
   test('attnMask of the wrong shape', () =>
-    expectRejection(forward(q6, { batchSize: 2, seqLen: 3, attnMask: new Float32Array(10) }), ShapeMismatchError,
-      'options.attnMask', '[Sq, Skv] = [3, 3] = 9 or [B·H, Sq, Skv] = [4, 3, 3] = 36', 'got length 10'));
+    expectRejection(
+      forward(q6, { batchSize: 2, seqLen: 3, attnMask: new Float32Array(10) }),
+      ShapeMismatchError,
+      'options.attnMask',
+      '[Sq, Skv] = [3, 3] = 9 or [B·H, Sq, Skv] = [4, 3, 3] = 36',
+      'got length 10',
+    ));
 
   test('attnMask of the wrong type', () =>
-    expectRejection(forward(q6, { batchSize: 2, seqLen: 3, attnMask: new Int32Array(9) }), InvalidArgumentError,
-      'options.attnMask', 'Float32Array', 'Uint8Array', 'got Int32Array of length 9'));
+    expectRejection(
+      forward(q6, { batchSize: 2, seqLen: 3, attnMask: new Int32Array(9) }),
+      InvalidArgumentError,
+      'options.attnMask',
+      'Float32Array',
+      'Uint8Array',
+      'got Int32Array of length 9',
+    ));
 
   test('keyPaddingMask of the wrong shape or type', async () => {
-    await expectRejection(forward(q6, { batchSize: 2, seqLen: 3, keyPaddingMask: new Uint8Array(3) }), ShapeMismatchError,
-      'options.keyPaddingMask', '[B, Skv] = [2, 3] = 6', 'got length 3');
-    await expectRejection(forward(q6, { batchSize: 2, seqLen: 3, keyPaddingMask: new Float32Array(6) }), InvalidArgumentError,
-      'options.keyPaddingMask', 'a Uint8Array', '1 = masked out');
+    await expectRejection(
+      forward(q6, { batchSize: 2, seqLen: 3, keyPaddingMask: new Uint8Array(3) }),
+      ShapeMismatchError,
+      'options.keyPaddingMask',
+      '[B, Skv] = [2, 3] = 6',
+      'got length 3',
+    );
+    await expectRejection(
+      forward(q6, { batchSize: 2, seqLen: 3, keyPaddingMask: new Float32Array(6) }),
+      InvalidArgumentError,
+      'options.keyPaddingMask',
+      'a Uint8Array',
+      '1 = masked out',
+    );
   });
 
   test('headMask of the wrong shape', () =>
-    expectRejection(forward(q6, { batchSize: 2, seqLen: 3, headMask: new Float32Array(3) }), ShapeMismatchError,
-      'options.headMask', '[H] = 2 or [B, H] = [2, 2] = 4', 'got length 3'));
+    expectRejection(
+      forward(q6, { batchSize: 2, seqLen: 3, headMask: new Float32Array(3) }),
+      ShapeMismatchError,
+      'options.headMask',
+      '[H] = 2 or [B, H] = [2, 2] = 4',
+      'got length 3',
+    ));
 
   test.each([0, -1, 1.5, '4'])('window = %s', (w) =>
-    expectRejection(forward(q6, { batchSize: 2, seqLen: 3, window: w }), InvalidArgumentError, 'options.window', 'a positive integer'));
+    expectRejection(forward(q6, { batchSize: 2, seqLen: 3, window: w }), InvalidArgumentError, 'options.window', 'a positive integer'),
+  );
 
   test('key without value, and value without key', async () => {
     await expectRejection(forward(q6, { batchSize: 2, seqLen: 3, key: q6 }), InvalidArgumentError, 'options.value', 'given with options.key');
@@ -260,8 +329,13 @@ describe.each(['webgpu', 'cpu'] as const)('variant arguments (%s)', (backend) =>
   });
 
   test('key of the wrong length for kvSeqLen', () =>
-    expectRejection(forward(q6, { batchSize: 2, seqLen: 3, kvSeqLen: 5, key: q6, value: q6 }), ShapeMismatchError,
-      'options.key', '[B, Skv, kdim] = [2, 5, 8] = 80', 'got length 48'));
+    expectRejection(
+      forward(q6, { batchSize: 2, seqLen: 3, kvSeqLen: 5, key: q6, value: q6 }),
+      ShapeMismatchError,
+      'options.key',
+      '[B, Skv, kdim] = [2, 5, 8] = 80',
+      'got length 48',
+    ));
 
   test('kvSeqLen ≠ seqLen without key and value', () =>
     expectRejection(forward(q6, { batchSize: 2, seqLen: 3, kvSeqLen: 4 }), InvalidArgumentError, 'options.kvSeqLen', 'equal to seqLen (3)'));
@@ -269,10 +343,20 @@ describe.each(['webgpu', 'cpu'] as const)('variant arguments (%s)', (backend) =>
   test('cuSeqlens not starting at 0, not increasing, not ending at the total', async () => {
     const q = new Float32Array(6 * 8); // T = 6
     await expectRejection(forward(q, { cuSeqlens: Int32Array.from([1, 6]) }), InvalidArgumentError, 'options.cuSeqlens[0]', 'got 1');
-    await expectRejection(forward(q, { cuSeqlens: Int32Array.from([0, 4, 4, 6]) }), InvalidArgumentError,
-      'options.cuSeqlens[2]', 'greater than cuSeqlens[1] (4)', 'got 4');
-    await expectRejection(forward(q, { cuSeqlens: Int32Array.from([0, 2, 5]) }), ShapeMismatchError,
-      'options.cuSeqlens', 'to end at T = query.length / embedDim = 6', 'got 5');
+    await expectRejection(
+      forward(q, { cuSeqlens: Int32Array.from([0, 4, 4, 6]) }),
+      InvalidArgumentError,
+      'options.cuSeqlens[2]',
+      'greater than cuSeqlens[1] (4)',
+      'got 4',
+    );
+    await expectRejection(
+      forward(q, { cuSeqlens: Int32Array.from([0, 2, 5]) }),
+      ShapeMismatchError,
+      'options.cuSeqlens',
+      'to end at T = query.length / embedDim = 6',
+      'got 5',
+    );
     await expectRejection(forward(q, { cuSeqlens: [0, 6] }), InvalidArgumentError, 'options.cuSeqlens', 'an Int32Array');
   });
 
@@ -288,9 +372,20 @@ describe.each(['webgpu', 'cpu'] as const)('variant arguments (%s)', (backend) =>
     const q = new Float32Array(1 * 4 * 3 * 8);
     const kv = new Float32Array(1 * 2 * 3 * 8);
     const opts = { batchSize: 1, numHeads: 4, numKvHeads: 2, seqLen: 3, headDim: 8 };
-    await expectRejection(engine().scaledDotProductAttention(q, new Float32Array(5), kv, opts), ShapeMismatchError,
-      'scaledDotProductAttention', 'key', '[B, G, Skv, Dh] = [1, 2, 3, 8] = 48', 'got length 5');
-    await expectRejection(engine().scaledDotProductAttention(q, kv, kv, { ...opts, numKvHeads: 3 }), InvalidArgumentError,
-      'options.numKvHeads', 'a divisor of numHeads (4)', 'got 3');
+    await expectRejection(
+      engine().scaledDotProductAttention(q, new Float32Array(5), kv, opts),
+      ShapeMismatchError,
+      'scaledDotProductAttention',
+      'key',
+      '[B, G, Skv, Dh] = [1, 2, 3, 8] = 48',
+      'got length 5',
+    );
+    await expectRejection(
+      engine().scaledDotProductAttention(q, kv, kv, { ...opts, numKvHeads: 3 }),
+      InvalidArgumentError,
+      'options.numKvHeads',
+      'a divisor of numHeads (4)',
+      'got 3',
+    );
   });
 });

@@ -15,7 +15,11 @@ beforeAll(async () => {
 });
 afterAll(() => half?.dispose());
 
-interface Layer { embedDim: number; numHeads: number; numKvHeads?: number }
+interface Layer {
+  embedDim: number;
+  numHeads: number;
+  numKvHeads?: number;
+}
 
 async function check(layer: Layer, x: Float32Array, options: ForwardOptions, seed: number, what: string) {
   const sd = randomStateDict(layer, seed);
@@ -36,8 +40,22 @@ describe("precision 'f16' against the float64 reference", () => {
     expect(half.precisionNote).toBeNull();
   });
 
-  const layers: Layer[] = [{ embedDim: 32, numHeads: 4 }, { embedDim: 64, numHeads: 8, numKvHeads: 2 }, { embedDim: 256, numHeads: 1 }];
-  test.each(layers.flatMap((l) => [[l, 1, 1, false], [l, 2, 7, true], [l, 1, 33, false], [l, 3, 100, true]] as const))('%o B=%i S=%i causal=%s', async (l, B, S, isCausal) => {
+  const layers: Layer[] = [
+    { embedDim: 32, numHeads: 4 },
+    { embedDim: 64, numHeads: 8, numKvHeads: 2 },
+    { embedDim: 256, numHeads: 1 },
+  ];
+  test.each(
+    layers.flatMap(
+      (l) =>
+        [
+          [l, 1, 1, false],
+          [l, 2, 7, true],
+          [l, 1, 33, false],
+          [l, 3, 100, true],
+        ] as const,
+    ),
+  )('%o B=%i S=%i causal=%s', async (l, B, S, isCausal) => {
     await check(l, uniform(B * S * l.embedDim, 1, mulberry32(S)), { batchSize: B, seqLen: S, isCausal, needWeights: true }, l.embedDim + S, 'f16');
   });
 
@@ -45,10 +63,24 @@ describe("precision 'f16' against the float64 reference", () => {
     const l = { embedDim: 32, numHeads: 4 };
     const r = mulberry32(9);
     const kv = uniform(2 * 40 * 32, 1, r);
-    await check(l, uniform(2 * 5 * 32, 1, r), {
-      batchSize: 2, seqLen: 5, kvSeqLen: 40, key: kv, value: kv, window: 12, isCausal: true,
-      keyPaddingMask: Uint8Array.from({ length: 80 }, () => (r() < 0.2 ? 1 : 0)), attnMask: uniform(5 * 40, 1, r), needWeights: true,
-    }, 10, 'variants');
+    await check(
+      l,
+      uniform(2 * 5 * 32, 1, r),
+      {
+        batchSize: 2,
+        seqLen: 5,
+        kvSeqLen: 40,
+        key: kv,
+        value: kv,
+        window: 12,
+        isCausal: true,
+        keyPaddingMask: Uint8Array.from({ length: 80 }, () => (r() < 0.2 ? 1 : 0)),
+        attnMask: uniform(5 * 40, 1, r),
+        needWeights: true,
+      },
+      10,
+      'variants',
+    );
   });
 
   test('packed sequences', async () => {
@@ -124,7 +156,7 @@ describe("precision 'f16' against the float64 reference", () => {
   });
 });
 
-test("without shader-f16 the engine says so and runs in f32", async () => {
+test('without shader-f16 the engine says so and runs in f32', async () => {
   const { create } = (await import('webgpu')) as { create: (flags: string[]) => GPU };
   // Dawn's GPU object must outlive its devices (collected early, it takes the process down): keep it.
   const gpu = create([]);

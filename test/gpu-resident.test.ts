@@ -114,7 +114,10 @@ describe('GPU buffers: bad input', () => {
     const other = await createGpuEngine();
     const foreign = upload(other.device!, uniform(9 * 32, 1, mulberry32(6)));
     const mha = engines.gpu.createMultiHeadAttention(L, sd);
-    const error = await mha.forward(foreign, { batchSize: 1, seqLen: 9 }).then(() => null, (e) => e);
+    const error = await mha.forward(foreign, { batchSize: 1, seqLen: 9 }).then(
+      () => null,
+      (e) => e,
+    );
     expect(error).toBeInstanceOf(InvalidArgumentError);
     expect((error as Error).message).toContain("a buffer of this engine's device (engine.device)");
     // The engine still works afterwards.
@@ -128,9 +131,13 @@ describe('GPU buffers: bad input', () => {
     const mha = engines.cpu.createMultiHeadAttention(L, sd);
     const buffer = upload(engines.gpu.device!, new Float32Array(32));
     await expect(mha.forward(buffer, { batchSize: 1, seqLen: 1 })).rejects.toThrow(UnsupportedError);
-    await expect(mha.forward(new Float32Array(32), { batchSize: 1, seqLen: 1, returnBuffer: true })).rejects.toThrow(/options\.returnBuffer must be used on the WebGPU backend only/);
+    await expect(mha.forward(new Float32Array(32), { batchSize: 1, seqLen: 1, returnBuffer: true })).rejects.toThrow(
+      /options\.returnBuffer must be used on the WebGPU backend only/,
+    );
     const g = engines.gpu.createMultiHeadAttention(L, sd);
-    await expect(g.forward(new Float32Array(64), { cuSeqlens: Int32Array.from([0, 2]), returnBuffer: true } as never)).rejects.toThrow(/options\.returnBuffer must be left out with cuSeqlens/);
+    await expect(g.forward(new Float32Array(64), { cuSeqlens: Int32Array.from([0, 2]), returnBuffer: true } as never)).rejects.toThrow(
+      /options\.returnBuffer must be left out with cuSeqlens/,
+    );
     buffer.destroy();
     g.dispose();
     mha.dispose();

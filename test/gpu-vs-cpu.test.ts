@@ -10,23 +10,37 @@ import { useEngines } from './helpers/engines.ts';
 import { withErrorScopes } from './helpers/gpu.ts';
 import { expectClose, f32Tolerance } from './helpers/tolerance.ts';
 
-interface LayerCase { embedDim: number; numHeads: number; numKvHeads?: number; bias?: boolean }
+interface LayerCase {
+  embedDim: number;
+  numHeads: number;
+  numKvHeads?: number;
+  bias?: boolean;
+}
 
 const layers: LayerCase[] = [
-  { embedDim: 4, numHeads: 1 },                    // Dh 4, the smallest
-  { embedDim: 48, numHeads: 12 },                  // Dh 4, 12 heads
-  { embedDim: 24, numHeads: 3, bias: false },      // Dh 8, no bias
-  { embedDim: 40, numHeads: 2 },                   // Dh 20, not a power of two
-  { embedDim: 132, numHeads: 3 },                  // Dh 44
-  { embedDim: 128, numHeads: 2 },                  // Dh 64
-  { embedDim: 256, numHeads: 2 },                  // Dh 128
-  { embedDim: 256, numHeads: 1 },                  // Dh 256, the largest
-  { embedDim: 64, numHeads: 8, numKvHeads: 2 },    // grouped-query: 4 query heads per key/value head
-  { embedDim: 64, numHeads: 4, numKvHeads: 1 },    // multi-query
+  { embedDim: 4, numHeads: 1 }, // Dh 4, the smallest
+  { embedDim: 48, numHeads: 12 }, // Dh 4, 12 heads
+  { embedDim: 24, numHeads: 3, bias: false }, // Dh 8, no bias
+  { embedDim: 40, numHeads: 2 }, // Dh 20, not a power of two
+  { embedDim: 132, numHeads: 3 }, // Dh 44
+  { embedDim: 128, numHeads: 2 }, // Dh 64
+  { embedDim: 256, numHeads: 2 }, // Dh 128
+  { embedDim: 256, numHeads: 1 }, // Dh 256, the largest
+  { embedDim: 64, numHeads: 8, numKvHeads: 2 }, // grouped-query: 4 query heads per key/value head
+  { embedDim: 64, numHeads: 4, numKvHeads: 1 }, // multi-query
 ];
 
 // (B, S): S = 1, 2, odd, one below and one above the 32 tiles, 64, and 100 (no tile divides it).
-const shapes: [number, number][] = [[1, 1], [3, 1], [1, 2], [2, 7], [1, 31], [3, 33], [1, 64], [2, 100]];
+const shapes: [number, number][] = [
+  [1, 1],
+  [3, 1],
+  [1, 2],
+  [2, 7],
+  [1, 31],
+  [3, 33],
+  [1, 64],
+  [2, 100],
+];
 
 const engines = useEngines('webgpu');
 
@@ -50,19 +64,34 @@ async function checkAgainstReference(l: LayerCase, B: number, S: number, isCausa
 }
 
 describe.each(layers)('WebGPU vs CPU reference, $embedDim/$numHeads', (l) => {
-  test.each(shapes.flatMap(([B, S]) => [[B, S, false], [B, S, true]] as const))(`${caseName(l)} B=%i S=%i causal=%s`, async (B, S, isCausal) => {
+  test.each(
+    shapes.flatMap(
+      ([B, S]) =>
+        [
+          [B, S, false],
+          [B, S, true],
+        ] as const,
+    ),
+  )(`${caseName(l)} B=%i S=%i causal=%s`, async (B, S, isCausal) => {
     await checkAgainstReference(l, B, S, isCausal, 1000 * l.embedDim + 10 * S + B);
   });
 });
 
 describe('WebGPU vs CPU reference, BERT-base layer', () => {
-  test.each([[1, 1, false], [1, 33, true], [2, 100, false]] as const)('E=768 H=12 B=%i S=%i causal=%s', async (B, S, isCausal) => {
+  test.each([
+    [1, 1, false],
+    [1, 33, true],
+    [2, 100, false],
+  ] as const)('E=768 H=12 B=%i S=%i causal=%s', async (B, S, isCausal) => {
     await checkAgainstReference({ embedDim: 768, numHeads: 12 }, B, S, isCausal, 768 + S);
   });
 });
 
 describe('WebGPU vs CPU reference, long sequences (several key tiles per row)', () => {
-  test.each([[1, 257, true], [1, 300, false]] as const)('E=64 H=2 B=%i S=%i causal=%s', async (B, S, isCausal) => {
+  test.each([
+    [1, 257, true],
+    [1, 300, false],
+  ] as const)('E=64 H=2 B=%i S=%i causal=%s', async (B, S, isCausal) => {
     await checkAgainstReference({ embedDim: 64, numHeads: 2 }, B, S, isCausal, 64 + S);
   });
 });

@@ -12,16 +12,26 @@ import { ATTENTION_VARIANTS, PROJECTION_VARIANTS } from '../src/webgpu/variants.
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from './helpers/tolerance.ts';
 
-interface Layer { embedDim: number; numHeads: number; numKvHeads?: number }
+interface Layer {
+  embedDim: number;
+  numHeads: number;
+  numKvHeads?: number;
+}
 
 const layers: Layer[] = [
-  { embedDim: 4, numHeads: 1 },                  // Dh 4
-  { embedDim: 40, numHeads: 2 },                 // Dh 20
-  { embedDim: 96, numHeads: 3, numKvHeads: 1 },  // Dh 32, multi-query
+  { embedDim: 4, numHeads: 1 }, // Dh 4
+  { embedDim: 40, numHeads: 2 }, // Dh 20
+  { embedDim: 96, numHeads: 3, numKvHeads: 1 }, // Dh 32, multi-query
   { embedDim: 128, numHeads: 4, numKvHeads: 2 }, // Dh 32, grouped-query
-  { embedDim: 128, numHeads: 1 },                // Dh 128
+  { embedDim: 128, numHeads: 1 }, // Dh 128
 ];
-const shapes: [B: number, S: number][] = [[1, 1], [2, 7], [1, 65], [3, 33], [1, 130]];
+const shapes: [B: number, S: number][] = [
+  [1, 1],
+  [2, 7],
+  [1, 65],
+  [3, 33],
+  [1, 130],
+];
 
 function cases(): [Layer, number, number, boolean][] {
   return layers.flatMap((l) => shapes.map(([B, S], i) => [l, B, S, i % 2 === 1] as [Layer, number, number, boolean]));
@@ -34,9 +44,10 @@ async function check(engine: AttentionEngine, layer: Layer, x: Float32Array, opt
     const { output } = await withErrorScopes(engine.device!, () => mha.forward(x, options));
     const ref = referenceMultiHeadAttention(layer, sd, x, options);
     const Skv = options.cuSeqlens ? x.length / layer.embedDim : (options.kvSeqLen ?? options.seqLen);
-    const tol = engine.precision === 'f16'
-      ? f16Tolerance([layer.embedDim, Skv, layer.embedDim], maxAbsFinite(ref.output), ref.scores ? maxAbsFinite(ref.scores) : 0)
-      : f32Tolerance([layer.embedDim, Skv, layer.embedDim]);
+    const tol =
+      engine.precision === 'f16'
+        ? f16Tolerance([layer.embedDim, Skv, layer.embedDim], maxAbsFinite(ref.output), ref.scores ? maxAbsFinite(ref.scores) : 0)
+        : f32Tolerance([layer.embedDim, Skv, layer.embedDim]);
     expectClose(output, ref.output, tol, what);
   } finally {
     mha.dispose();
@@ -75,7 +86,11 @@ describe.each(variantEngines)('$name', ({ kernels }) => {
     await check(engine, l, x, { batchSize: B, seqLen: S, isCausal }, S + l.embedDim, `B=${B} S=${S}`);
   });
 
-  test.each([[layers[1], 2, 7, false], [layers[3], 1, 65, true], [layers[2], 3, 33, false]] as const)('f16 %o B=%i S=%i causal=%s', async (l, B, S, isCausal) => {
+  test.each([
+    [layers[1], 2, 7, false],
+    [layers[3], 1, 65, true],
+    [layers[2], 3, 33, false],
+  ] as const)('f16 %o B=%i S=%i causal=%s', async (l, B, S, isCausal) => {
     expect(half.precision).toBe('f16');
     const x = uniform(B * S * l.embedDim, 1, mulberry32(B * 1000 + S + 1));
     await check(half, l, x, { batchSize: B, seqLen: S, isCausal }, S + l.embedDim + 1, `f16 B=${B} S=${S}`);

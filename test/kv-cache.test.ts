@@ -24,37 +24,43 @@ const layers = [
 ];
 
 describe.each(['webgpu', 'cpu'] as const)('prefill then decode equals one causal forward (%s)', (backend) => {
-  test.each(layers.flatMap((l) => [[l, 2, 21, 5, 1], [l, 3, 40, 33, 2], [l, 1, 9, 1, 1]] as const))(
-    '%o B=%i S=%i prefill=%i step=%i',
-    async (layer, B, S, prefill, step) => {
-      const engine = engines.of(backend);
-      const E = layer.embedDim;
-      const sd = randomStateDict(layer, S + B);
-      const x = uniform(B * S * E, 1, mulberry32(S * 7 + B));
-      const mha = engine.createMultiHeadAttention(layer, sd);
-      const whole = await mha.forward(x, { batchSize: B, seqLen: S, isCausal: true });
-      const cache = mha.createKvCache({ batchSize: B, maxSeqLen: S + 3 });
-      const run = async (s0: number, s1: number) => {
-        const call = () => mha.forward(rows(x, B, S, E, s0, s1), { batchSize: B, seqLen: s1 - s0, kvCache: cache, isCausal: true });
-        return backend === 'webgpu' ? withErrorScopes(engine.device!, call) : call();
-      };
-      const pieces: Float32Array[] = [(await run(0, prefill)).output];
-      expect(cache.length).toBe(prefill);
-      for (let s = prefill; s < S; s += step) pieces.push((await run(s, Math.min(S, s + step))).output);
-      expect(cache.length).toBe(S);
-      // Reassemble [B, S, E] from the pieces (each [B, n, E]) and compare with the whole forward.
-      const got = new Float32Array(B * S * E);
-      let s0 = 0;
-      for (const piece of pieces) {
-        const n = piece.length / (B * E);
-        for (let b = 0; b < B; b++) got.set(piece.subarray(b * n * E, (b + 1) * n * E), (b * S + s0) * E);
-        s0 += n;
-      }
-      expectClose(got, whole.output, f32Tolerance([E, S, E]), 'decoded vs whole');
-      cache.dispose();
-      mha.dispose();
-    },
-  );
+  test.each(
+    layers.flatMap(
+      (l) =>
+        [
+          [l, 2, 21, 5, 1],
+          [l, 3, 40, 33, 2],
+          [l, 1, 9, 1, 1],
+        ] as const,
+    ),
+  )('%o B=%i S=%i prefill=%i step=%i', async (layer, B, S, prefill, step) => {
+    const engine = engines.of(backend);
+    const E = layer.embedDim;
+    const sd = randomStateDict(layer, S + B);
+    const x = uniform(B * S * E, 1, mulberry32(S * 7 + B));
+    const mha = engine.createMultiHeadAttention(layer, sd);
+    const whole = await mha.forward(x, { batchSize: B, seqLen: S, isCausal: true });
+    const cache = mha.createKvCache({ batchSize: B, maxSeqLen: S + 3 });
+    const run = async (s0: number, s1: number) => {
+      const call = () => mha.forward(rows(x, B, S, E, s0, s1), { batchSize: B, seqLen: s1 - s0, kvCache: cache, isCausal: true });
+      return backend === 'webgpu' ? withErrorScopes(engine.device!, call) : call();
+    };
+    const pieces: Float32Array[] = [(await run(0, prefill)).output];
+    expect(cache.length).toBe(prefill);
+    for (let s = prefill; s < S; s += step) pieces.push((await run(s, Math.min(S, s + step))).output);
+    expect(cache.length).toBe(S);
+    // Reassemble [B, S, E] from the pieces (each [B, n, E]) and compare with the whole forward.
+    const got = new Float32Array(B * S * E);
+    let s0 = 0;
+    for (const piece of pieces) {
+      const n = piece.length / (B * E);
+      for (let b = 0; b < B; b++) got.set(piece.subarray(b * n * E, (b + 1) * n * E), (b * S + s0) * E);
+      s0 += n;
+    }
+    expectClose(got, whole.output, f32Tolerance([E, S, E]), 'decoded vs whole');
+    cache.dispose();
+    mha.dispose();
+  });
 });
 
 describe.each(['webgpu', 'cpu'] as const)('cache bookkeeping (%s)', (backend) => {
@@ -109,7 +115,10 @@ test('WebGPU: after a device loss the cache reports its keys and values lost; re
   const x = uniform(32, 1, mulberry32(3));
   await mha.forward(x, { batchSize: 1, seqLen: 1, kvCache: cache, isCausal: true });
   engine.device!.destroy();
-  const error = await mha.forward(x, { batchSize: 1, seqLen: 1, kvCache: cache, isCausal: true }).then(() => null, (e) => e);
+  const error = await mha.forward(x, { batchSize: 1, seqLen: 1, kvCache: cache, isCausal: true }).then(
+    () => null,
+    (e) => e,
+  );
   expect(error).toBeInstanceOf(DeviceLostError);
   expect((error as Error).message).toContain("KV cache's keys and values were lost");
   cache.reset();

@@ -61,15 +61,27 @@ function divisors(n: number): number[] {
   return Array.from({ length: n }, (_, i) => n - i).filter((d) => n % d === 0);
 }
 
-interface MaskSpec { kind: 'float' | 'bool'; perHead: boolean; pMasked: number; extreme?: number }
+interface MaskSpec {
+  kind: 'float' | 'bool';
+  perHead: boolean;
+  pMasked: number;
+  extreme?: number;
+}
 
 interface Case {
   seed: number;
-  H: number; gPick: number; Dh: number; bias: boolean;
+  H: number;
+  gPick: number;
+  Dh: number;
+  bias: boolean;
   mode: 'self' | 'cross' | 'packed';
-  B: number; Sq: number; Skv: number;
+  B: number;
+  Sq: number;
+  Skv: number;
   /** Cross-attention: kdim, vdim (null = embedDim; then q/k/v share in_proj_weight). */
-  kdim: number | null; vdim: number | null; sameKV: boolean;
+  kdim: number | null;
+  vdim: number | null;
+  sameKV: boolean;
   /** Packed: the sequence lengths. */
   lengths: number[];
   isCausal: boolean;
@@ -96,7 +108,11 @@ function caseArb(o: { window?: fc.Arbitrary<number>; maskExtremes?: fc.Arbitrary
     gPick: fc.nat({ max: 7 }),
     Dh: fc.constantFrom(...HEAD_DIMS),
     bias: fc.boolean(),
-    mode: fc.oneof({ weight: 5, arbitrary: fc.constant('self' as const) }, { weight: 3, arbitrary: fc.constant('cross' as const) }, { weight: 2, arbitrary: fc.constant('packed' as const) }),
+    mode: fc.oneof(
+      { weight: 5, arbitrary: fc.constant('self' as const) },
+      { weight: 3, arbitrary: fc.constant('cross' as const) },
+      { weight: 2, arbitrary: fc.constant('packed' as const) },
+    ),
     B: fc.integer({ min: 1, max: 3 }),
     Sq: fc.integer({ min: 1, max: 70 }),
     Skv: fc.integer({ min: 1, max: 70 }),
@@ -153,8 +169,7 @@ function build(c: Case): Built {
       stateDict['out_proj.bias'] = uniform(E, 0.1, r);
     }
   }
-  const headMask = (n: number) =>
-    Float32Array.from({ length: n }, () => [1, 0, 0.5, 2, rng()][Math.floor(rng() * 5)]);
+  const headMask = (n: number) => Float32Array.from({ length: n }, () => [1, 0, 0.5, 2, rng()][Math.floor(rng() * 5)]);
 
   if (c.mode === 'packed') {
     const cu = Int32Array.from([0, ...c.lengths.map((_, i) => c.lengths.slice(0, i + 1).reduce((a, b) => a + b, 0))]);
@@ -221,7 +236,10 @@ async function checkCase(c: Case, logitCap = Infinity): Promise<void> {
 
 describe('random layers and calls: WebGPU = CPU backend', () => {
   test('any layer (B 1–3, Sq/Skv 1–70, H 1–8, G | H, Dh 4…64, bias) and call (causal, window, padding, float/bool masks, head masks, weights, cross-attention, packed)', async () => {
-    await fc.assert(fc.asyncProperty(caseArb(), (c) => checkCase(c)), params(250));
+    await fc.assert(
+      fc.asyncProperty(caseArb(), (c) => checkCase(c)),
+      params(250),
+    );
   }, 600_000);
 
   // Values the validation accepts but that sit at the edges.
@@ -233,9 +251,14 @@ describe('random layers and calls: WebGPU = CPU backend', () => {
   // 2³² is "no window" and drops the causal band a window implies, 2³² + 3 is a window of 3) and the
   // shader reads it as an i32 (2³¹ + k is negative: row i' sees no key once k > i' + 1).
   test('extreme but valid: huge windows', async () => {
-    const arb = caseArb({ window: fc.constantFrom(1_000, 2 ** 31 - 1, 2 ** 31, 2 ** 31 + 100, 2 ** 32, 2 ** 32 + 3, Number.MAX_SAFE_INTEGER) })
-      .map((c) => ({ ...c, window: c.window ?? 2 ** 32 }));
-    await fc.assert(fc.asyncProperty(arb, (c) => checkCase(c)), params(30));
+    const arb = caseArb({ window: fc.constantFrom(1_000, 2 ** 31 - 1, 2 ** 31, 2 ** 31 + 100, 2 ** 32, 2 ** 32 + 3, Number.MAX_SAFE_INTEGER) }).map((c) => ({
+      ...c,
+      window: c.window ?? 2 ** 32,
+    }));
+    await fc.assert(
+      fc.asyncProperty(arb, (c) => checkCase(c)),
+      params(30),
+    );
   }, 600_000);
 
   // Float masks that mask with a huge finite negative number instead of −Infinity, as Hugging Face
@@ -245,9 +268,15 @@ describe('random layers and calls: WebGPU = CPU backend', () => {
   // Found (default seed): with values ≤ −1e38 (flash_attention.wgsl's MASKED threshold; −1e30 is
   // fine) such a row gives probabilities 0 and output out_proj.bias on WebGPU, the V average on CPU.
   test('extreme but valid: float masks of huge finite negative numbers', async () => {
-    const arb = caseArb({ maskExtremes: fc.constantFrom(-1e30, -1e38, -3.4028234663852886e38) })
-      .map((c) => ({ ...c, mode: c.mode === 'packed' ? ('self' as const) : c.mode, attnMask: { ...(c.attnMask ?? { perHead: false, pMasked: 100, extreme: -1e38 }), kind: 'float' as const } }));
-    await fc.assert(fc.asyncProperty(arb, (c) => checkCase(c, 1e15)), params(30));
+    const arb = caseArb({ maskExtremes: fc.constantFrom(-1e30, -1e38, -3.4028234663852886e38) }).map((c) => ({
+      ...c,
+      mode: c.mode === 'packed' ? ('self' as const) : c.mode,
+      attnMask: { ...(c.attnMask ?? { perHead: false, pMasked: 100, extreme: -1e38 }), kind: 'float' as const },
+    }));
+    await fc.assert(
+      fc.asyncProperty(arb, (c) => checkCase(c, 1e15)),
+      params(30),
+    );
   }, 600_000);
 });
 
@@ -255,25 +284,125 @@ describe('random layers and calls: WebGPU = CPU backend', () => {
 // Garbage in: the validation layer throws only the engine's typed errors, and nothing reaches the GPU.
 // ─────────────────────────────────────────────────────────────────────────────────────────────────
 
-const FORWARD_KEYS = ['batchSize', 'seqLen', 'isCausal', 'needWeights', 'key', 'value', 'kvSeqLen', 'keyPaddingMask', 'attnMask', 'window', 'headMask', 'cuSeqlens', 'dropout'];
-const SDPA_KEYS = ['batchSize', 'numHeads', 'numKvHeads', 'seqLen', 'kvSeqLen', 'headDim', 'isCausal', 'attnMask', 'keyPaddingMask', 'window', 'headMask', 'needWeights', 'dropout'];
+const FORWARD_KEYS = [
+  'batchSize',
+  'seqLen',
+  'isCausal',
+  'needWeights',
+  'key',
+  'value',
+  'kvSeqLen',
+  'keyPaddingMask',
+  'attnMask',
+  'window',
+  'headMask',
+  'cuSeqlens',
+  'dropout',
+];
+const SDPA_KEYS = [
+  'batchSize',
+  'numHeads',
+  'numKvHeads',
+  'seqLen',
+  'kvSeqLen',
+  'headDim',
+  'isCausal',
+  'attnMask',
+  'keyPaddingMask',
+  'window',
+  'headMask',
+  'needWeights',
+  'dropout',
+];
 const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'dropout'];
 const MISSPELLINGS = [
-  'is_causal', 'iscausal', 'IsCausal', 'causal', 'batch_size', 'batchsize', 'BatchSize', 'seq_len', 'seqlen', 'need_weights',
-  'needweights', 'attn_mask', 'mask', 'key_padding_mask', 'keyPadingMask', 'kv_seq_len', 'cu_seqlens', 'cuSeqLens', 'head_mask',
-  'windows', 'dropout_p', 'num_heads', 'embed_dim', 'embedDims', 'numHead', 'num_kv_heads', 'head_dim', 'k_dim', 'Bias',
-  '__proto__', 'constructor', 'toString', 'valueOf', 'hasOwnProperty', '', ' ', 'seqLen ',
+  'is_causal',
+  'iscausal',
+  'IsCausal',
+  'causal',
+  'batch_size',
+  'batchsize',
+  'BatchSize',
+  'seq_len',
+  'seqlen',
+  'need_weights',
+  'needweights',
+  'attn_mask',
+  'mask',
+  'key_padding_mask',
+  'keyPadingMask',
+  'kv_seq_len',
+  'cu_seqlens',
+  'cuSeqLens',
+  'head_mask',
+  'windows',
+  'dropout_p',
+  'num_heads',
+  'embed_dim',
+  'embedDims',
+  'numHead',
+  'num_kv_heads',
+  'head_dim',
+  'k_dim',
+  'Bias',
+  '__proto__',
+  'constructor',
+  'toString',
+  'valueOf',
+  'hasOwnProperty',
+  '',
+  ' ',
+  'seqLen ',
 ];
 const TYPED = [Float32Array, Float64Array, Uint8Array, Int8Array, Int32Array, Uint32Array, Uint16Array, Uint8ClampedArray] as const;
 
 /** Values: anything at all, numbers at the edges, typed arrays of any kind and length. */
 const garbageValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.anything({
-    maxDepth: 2, withBigInt: true, withBoxedValues: true, withDate: true, withMap: true, withSet: true,
-    withNullPrototype: true, withObjectString: true, withSparseArray: true, withTypedArray: true,
+    maxDepth: 2,
+    withBigInt: true,
+    withBoxedValues: true,
+    withDate: true,
+    withMap: true,
+    withSet: true,
+    withNullPrototype: true,
+    withObjectString: true,
+    withSparseArray: true,
+    withTypedArray: true,
   }),
-  fc.constantFrom(undefined, null, true, false, 0, -0, 1, 2, 3, 4, 6, 8, 48, -1, 0.5, 1.5, Number.NaN, Infinity, -Infinity,
-    2 ** 31, 2 ** 32, 2 ** 53, Number.MAX_VALUE, Number.MIN_VALUE, '2', '', [], {}, 10n, () => 1, Symbol('x')),
+  fc.constantFrom(
+    undefined,
+    null,
+    true,
+    false,
+    0,
+    -0,
+    1,
+    2,
+    3,
+    4,
+    6,
+    8,
+    48,
+    -1,
+    0.5,
+    1.5,
+    Number.NaN,
+    Infinity,
+    -Infinity,
+    2 ** 31,
+    2 ** 32,
+    2 ** 53,
+    Number.MAX_VALUE,
+    Number.MIN_VALUE,
+    '2',
+    '',
+    [],
+    {},
+    10n,
+    () => 1,
+    Symbol('x'),
+  ),
   fc.tuple(fc.constantFrom(...TYPED), fc.nat({ max: 150 }), fc.constantFrom(0, 1, Number.NaN)).map(([T, n, v]) => new T(n).fill(v as never)),
   fc.array(fc.integer({ min: -2, max: 60 }), { maxLength: 5 }).map((a) => Int32Array.from(a)),
 );
@@ -309,7 +438,10 @@ async function onlyTypedErrors<T>(fn: (engine: AttentionEngine) => Promise<T>, w
   const before = engines.gpu.stats();
   const g = await withErrorScopes(engines.gpu.device!, () => outcome(engines.gpu));
   const c = await outcome(engines.cpu);
-  for (const [name, o] of [['webgpu', g], ['cpu', c]] as const) {
+  for (const [name, o] of [
+    ['webgpu', g],
+    ['cpu', c],
+  ] as const) {
     if (o.error === undefined) continue;
     if (!(o.error instanceof AttentionError)) {
       throw new Error(`${name}: threw ${Object.prototype.toString.call(o.error)} ${String((o.error as Error)?.stack ?? o.error)}; only AttentionErrors are allowed`);
@@ -319,7 +451,9 @@ async function onlyTypedErrors<T>(fn: (engine: AttentionEngine) => Promise<T>, w
   if (g.error !== undefined) expect(engines.gpu.stats(), 'a refused call holds no new GPU memory').toEqual(before);
   // Both backends refuse the same calls with the same words, except what only WebGPU refuses: head
   // sizes or channels its kernels do not take, and device limits.
-  const gpuOnly = g.error !== undefined && c.error === undefined &&
+  const gpuOnly =
+    g.error !== undefined &&
+    c.error === undefined &&
     ((g.error as Error).name === 'DeviceLimitError' || ((g.error as Error).name === 'UnsupportedError' && (g.error as Error).message.includes('on the WebGPU backend')));
   if (!gpuOnly) {
     expect(g.error === undefined, 'accepted on WebGPU ⇔ accepted on the CPU').toBe(c.error === undefined);
@@ -374,7 +508,10 @@ describe('garbage arguments: typed errors only, nothing reaches the GPU', () => 
   test('createMultiHeadAttention(config, stateDict)', async () => {
     const sdArb = fc.oneof(
       { weight: 3, arbitrary: fc.constant(stateDict) },
-      { weight: 2, arbitrary: garbageObject(['in_proj_weight', 'in_proj_bias', 'out_proj.weight', 'out_proj.bias', 'q_proj_weight', 'k_proj_weight', 'v_proj_weight'], stateDict) },
+      {
+        weight: 2,
+        arbitrary: garbageObject(['in_proj_weight', 'in_proj_bias', 'out_proj.weight', 'out_proj.bias', 'q_proj_weight', 'k_proj_weight', 'v_proj_weight'], stateDict),
+      },
     );
     await fc.assert(
       fc.asyncProperty(garbageObject(CONFIG_KEYS, config), sdArb, async (cfg, sd) => {
@@ -392,7 +529,10 @@ describe('garbage arguments: typed errors only, nothing reaches the GPU', () => 
     const tensor: fc.Arbitrary<unknown> = fc.oneof({ weight: 6, arbitrary: fc.constant(t) }, { weight: 1, arbitrary: garbageValue });
     await fc.assert(
       fc.asyncProperty(tensor, tensor, tensor, garbageObject(SDPA_KEYS, { batchSize: 1, numHeads: 2, seqLen: 3, headDim: 4 }), async (q, k, v, options) => {
-        const ok = await onlyTypedErrors((e) => e.scaledDotProductAttention(q as Float32Array, k as Float32Array, v as Float32Array, options as never), 'scaledDotProductAttention');
+        const ok = await onlyTypedErrors(
+          (e) => e.scaledDotProductAttention(q as Float32Array, k as Float32Array, v as Float32Array, options as never),
+          'scaledDotProductAttention',
+        );
         if (ok) expectLengths(ok, (q as Float32Array).length); // output [B, H, Sq, Dh], as the query
       }),
       params(300),

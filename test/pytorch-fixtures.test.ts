@@ -33,8 +33,7 @@ const { fixtures } = fixtureSet;
 
 const engines = useEngines();
 
-const stateDictOf = (f: Fixture): StateDict =>
-  Object.fromEntries(Object.entries(f.stateDict).map(([k, v]) => [k, Float32Array.from(v)]));
+const stateDictOf = (f: Fixture): StateDict => Object.fromEntries(Object.entries(f.stateDict).map(([k, v]) => [k, Float32Array.from(v)]));
 
 // Tolerances. The fixture's inputs are float32 values, read back bit-exactly (make_fixtures.py checks
 // that each decimal parses back to the same float32), so input rounding is identical on both sides.
@@ -61,7 +60,10 @@ function checkFixture(f: Fixture): void {
   const names = bias ? ['in_proj_bias', 'in_proj_weight', 'out_proj.bias', 'out_proj.weight'] : ['in_proj_weight', 'out_proj.weight'];
   expect(Object.keys(f.stateDict).sort(), `${f.name}: state_dict names`).toEqual(names);
   for (const v of [...Object.values(f.stateDict), f.query, f.output]) {
-    expect(v.every((x) => typeof x === 'number' && Number.isFinite(x)), `${f.name}: finite numbers`).toBe(true);
+    expect(
+      v.every((x) => typeof x === 'number' && Number.isFinite(x)),
+      `${f.name}: finite numbers`,
+    ).toBe(true);
   }
 }
 

@@ -100,8 +100,7 @@ function optionsOf(f: VariantFixture): Record<string, unknown> {
 }
 
 const float32 = (v: number[]) => Float32Array.from(v);
-const stateDictOf = (f: VariantFixture): StateDict =>
-  Object.fromEntries(Object.entries(f.stateDict ?? {}).map(([k, v]) => [k, float32(v)]));
+const stateDictOf = (f: VariantFixture): StateDict => Object.fromEntries(Object.entries(f.stateDict ?? {}).map(([k, v]) => [k, float32(v)]));
 
 /** Skv: the keys a query row reduces over (the longest sequence of a packed batch). */
 function kvLength(f: VariantFixture): number {
@@ -211,12 +210,7 @@ interface RunResult {
 }
 
 /** One call of the case on `engine`; `wrap` puts GPU work inside error scopes. */
-async function runCase(
-  engine: AttentionEngine,
-  f: VariantFixture,
-  needWeights: boolean,
-  wrap: <T>(fn: () => Promise<T>) => Promise<T>,
-): Promise<RunResult> {
+async function runCase(engine: AttentionEngine, f: VariantFixture, needWeights: boolean, wrap: <T>(fn: () => Promise<T>) => Promise<T>): Promise<RunResult> {
   const options = optionsOf(f);
   if (needWeights) options.needWeights = true;
   if (f.kind === 'sdpa') {
@@ -282,7 +276,10 @@ describe.each(fixtures.map((f) => [f.name, f] as const))('%s', (_name, f) => {
   if (f.options.cuSeqlens) {
     test('needWeights with cuSeqlens is refused', async () => {
       for (const engine of [engines.cpu, engines.gpu]) {
-        await expect(runCase(engine, f, true, (fn) => fn()), `${engine.backend}`).rejects.toThrow(/needWeights/);
+        await expect(
+          runCase(engine, f, true, (fn) => fn()),
+          `${engine.backend}`,
+        ).rejects.toThrow(/needWeights/);
       }
     });
   }

@@ -18,12 +18,18 @@ describe('referenceMultiHeadAttention by hand', () => {
     expect(Array.from(r.k)).toEqual([1, 0, 0, 1]);
     expect(Array.from(r.v)).toEqual([1, 0, 0, 1]);
     const scores = Array.from(r.scores!);
-    [a, 0, 0, a].forEach((s, i) => expect(scores[i]).toBeCloseTo(s, 15));
+    [a, 0, 0, a].forEach((s, i) => {
+      expect(scores[i]).toBeCloseTo(s, 15);
+    });
     const p = Math.exp(a) / (Math.exp(a) + 1); // weight on the matching key
     const probs = Array.from(r.probs!);
-    [p, 1 - p, 1 - p, p].forEach((v, i) => expect(probs[i]).toBeCloseTo(v, 15));
+    [p, 1 - p, 1 - p, p].forEach((v, i) => {
+      expect(probs[i]).toBeCloseTo(v, 15);
+    });
     // O row i = Σ_j p_ij V_j, and W_O = I: Y = O.
-    [p, 1 - p, 1 - p, p].forEach((v, i) => expect(r.output[i]).toBeCloseTo(v, 15));
+    [p, 1 - p, 1 - p, p].forEach((v, i) => {
+      expect(r.output[i]).toBeCloseTo(v, 15);
+    });
   });
 
   test('causal: row 0 sees only key 0; row 1 sees both', () => {
@@ -31,7 +37,9 @@ describe('referenceMultiHeadAttention by hand', () => {
     expect(r.scores![1]).toBe(-Infinity); // masked, and the probabilities there are exactly 0
     expect(Array.from(r.probs!.subarray(0, 2))).toEqual([1, 0]);
     const p = Math.exp(a) / (Math.exp(a) + 1);
-    [1, 0, 1 - p, p].forEach((v, i) => expect(r.output[i]).toBeCloseTo(v, 15));
+    [1, 0, 1 - p, p].forEach((v, i) => {
+      expect(r.output[i]).toBeCloseTo(v, 15);
+    });
   });
 
   test('biases and the output projection: Y = O·W_Oᵀ + b_O', () => {
@@ -51,9 +59,11 @@ describe('referenceMultiHeadAttention by hand', () => {
   test('two heads split the channels; grouped-query heads share one key/value head', () => {
     // E = 4, H = 2, G = 1: in_proj_weight is [(H + 2G)·Dh, E] = [8, 4]: q rows 0-3, k rows 4-5, v rows 6-7.
     const w = new Float32Array(8 * 4);
-    for (let r = 0; r < 4; r++) w[r * 4 + r] = 1;           // Q = X
-    w[4 * 4 + 0] = 1; w[5 * 4 + 1] = 1;                      // K = X[:, 0:2]
-    w[6 * 4 + 2] = 1; w[7 * 4 + 3] = 1;                      // V = X[:, 2:4]
+    for (let r = 0; r < 4; r++) w[r * 4 + r] = 1; // Q = X
+    w[4 * 4 + 0] = 1;
+    w[5 * 4 + 1] = 1; // K = X[:, 0:2]
+    w[6 * 4 + 2] = 1;
+    w[7 * 4 + 3] = 1; // V = X[:, 2:4]
     const r = referenceMultiHeadAttention(
       { embedDim: 4, numHeads: 2, numKvHeads: 1, bias: false },
       { in_proj_weight: w, 'out_proj.weight': Float32Array.from([1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1]) },

@@ -51,7 +51,10 @@ describe('device loss', () => {
     const options = { batchSize: 2, seqLen: 256 };
     const inFlight = mha.forward(x, options);
     engine.device!.destroy();
-    const error = await inFlight.then(() => null, (e) => e);
+    const error = await inFlight.then(
+      () => null,
+      (e) => e,
+    );
     expect(error).toBeInstanceOf(DeviceLostError);
     expect((error as DeviceLostError).reason).toBe('destroyed');
     expect((error as Error).message).toContain('lost during the call');
@@ -84,7 +87,10 @@ describe('device loss', () => {
     const x = uniform(32, 1, mulberry32(4));
     await mha.forward(x, { batchSize: 1, seqLen: 1 });
     device.destroy();
-    const error = await mha.forward(x, { batchSize: 1, seqLen: 1 }).then(() => null, (e) => e);
+    const error = await mha.forward(x, { batchSize: 1, seqLen: 1 }).then(
+      () => null,
+      (e) => e,
+    );
     expect(error).toBeInstanceOf(DeviceLostError);
     expect((error as Error).message).toContain('given to createAttentionEngine was lost');
     engine.dispose();
@@ -93,7 +99,7 @@ describe('device loss', () => {
   });
 });
 
-describe('limits smaller than the device\'s: calls are split, and equal the unsplit ones', () => {
+describe("limits smaller than the device's: calls are split, and equal the unsplit ones", () => {
   let full: AttentionEngine;
   beforeAll(async () => {
     full = await createGpuEngine();
@@ -122,7 +128,10 @@ describe('limits smaller than the device\'s: calls are split, and equal the unsp
     const x = uniform(B * S * 32, 1, mulberry32(5));
     const r = mulberry32(6);
     await compare({ maxStorageBufferBindingSize: 25344 }, x, {
-      batchSize: B, seqLen: S, isCausal: true, needWeights: true,
+      batchSize: B,
+      seqLen: S,
+      isCausal: true,
+      needWeights: true,
       keyPaddingMask: Uint8Array.from({ length: B * S }, () => (r() < 0.2 ? 1 : 0)),
       attnMask: uniform(B * 4 * S * S, 1, r),
       headMask: uniform(B * 4, 1, r),
@@ -138,13 +147,27 @@ describe('limits smaller than the device\'s: calls are split, and equal the unsp
     const layer = { embedDim: 32, numHeads: 2, kdim: 8, vdim: 12 };
     const r = mulberry32(8);
     const w = {
-      q_proj_weight: uniform(32 * 32, 0.3, r), k_proj_weight: uniform(32 * 8, 0.3, r), v_proj_weight: uniform(32 * 12, 0.3, r),
-      in_proj_bias: uniform(96, 0.1, r), 'out_proj.weight': uniform(1024, 0.2, r), 'out_proj.bias': uniform(32, 0.1, r),
+      q_proj_weight: uniform(32 * 32, 0.3, r),
+      k_proj_weight: uniform(32 * 8, 0.3, r),
+      v_proj_weight: uniform(32 * 12, 0.3, r),
+      in_proj_bias: uniform(96, 0.1, r),
+      'out_proj.weight': uniform(1024, 0.2, r),
+      'out_proj.bias': uniform(32, 0.1, r),
     };
     // One batch element's Q/K/V is (H·Sq + 2G·Skv)·Dh·4 = 2048 bytes: two per call.
-    await compare({ maxStorageBufferBindingSize: 4096 }, uniform(5 * 4 * 32, 1, r), {
-      batchSize: 5, seqLen: 4, kvSeqLen: 6, key: uniform(5 * 6 * 8, 1, r), value: uniform(5 * 6 * 12, 1, r),
-    }, layer, w);
+    await compare(
+      { maxStorageBufferBindingSize: 4096 },
+      uniform(5 * 4 * 32, 1, r),
+      {
+        batchSize: 5,
+        seqLen: 4,
+        kvSeqLen: 6,
+        key: uniform(5 * 6 * 8, 1, r),
+        value: uniform(5 * 6 * 12, 1, r),
+      },
+      layer,
+      w,
+    );
   });
 
   test('packed sequences: over groups of whole sequences', async () => {
@@ -172,7 +195,10 @@ describe('limits smaller than the device\'s: calls are split, and equal the unsp
     const small = await createAttentionEngine({ backend: 'webgpu', limits: { maxStorageBufferBindingSize: 12288 } });
     const mha = small.createMultiHeadAttention(L, sd);
     const before = small.stats();
-    const error = await mha.forward(uniform(40 * 32, 1, mulberry32(11)), { batchSize: 1, seqLen: 40 }).then(() => null, (e) => e);
+    const error = await mha.forward(uniform(40 * 32, 1, mulberry32(11)), { batchSize: 1, seqLen: 40 }).then(
+      () => null,
+      (e) => e,
+    );
     expect(error).toBeInstanceOf(DeviceLimitError);
     expect((error as Error).message).toContain('the Q/K/V buffer must be at most maxStorageBufferBindingSize = 12288 bytes; got 15360 for a single batch element');
     expect(small.stats()).toEqual(before);
@@ -216,13 +242,19 @@ describe('splitPlan', () => {
     expect(parts[2].query).toEqual(x.subarray(6 * 9 * 32));
     const packed = resolveForwardPlan(spec, new Float32Array(62 * 32), { cuSeqlens: Int32Array.from([0, 5, 35, 52, 53, 62]) });
     const groups = splitPlan(packed, { ...big, maxStorageBufferBindingSize: 31 * 32 * 4 * 3 });
-    expect(groups.map((p) => Array.from(p.cuSeqlens!))).toEqual([[0, 5], [0, 30], [0, 17, 18, 27]]);
+    expect(groups.map((p) => Array.from(p.cuSeqlens!))).toEqual([
+      [0, 5],
+      [0, 30],
+      [0, 17, 18, 27],
+    ]);
   });
 });
 
 test('weights larger than the binding limit are refused when the layer is created', async () => {
   const small = await createAttentionEngine({ backend: 'webgpu', limits: { maxStorageBufferBindingSize: 4096 } });
-  expect(() => small.createMultiHeadAttention(L, sd)).toThrow(/stateDict\["in_proj_weight"\] must be at most maxStorageBufferBindingSize = 4096 bytes on this device; got 12288 bytes/);
+  expect(() => small.createMultiHeadAttention(L, sd)).toThrow(
+    /stateDict\["in_proj_weight"\] must be at most maxStorageBufferBindingSize = 4096 bytes on this device; got 12288 bytes/,
+  );
   expect(small.stats()).toEqual({ buffers: 0, bytes: 0, peakBytes: 0 });
   small.dispose();
 });

@@ -23,20 +23,26 @@ function trackDevice(device: GPUDevice): { live: () => number; peak: () => numbe
   const original = device.createBuffer;
   let live = 0;
   let peak = 0;
-  device.createBuffer = function (descriptor: GPUBufferDescriptor): GPUBuffer {
+  device.createBuffer = (descriptor: GPUBufferDescriptor): GPUBuffer => {
     const buffer = original.call(device, descriptor);
     const destroy = buffer.destroy;
     let gone = false;
     live += buffer.size;
     peak = Math.max(peak, live);
-    buffer.destroy = function (): undefined {
+    buffer.destroy = (): undefined => {
       if (!gone) live -= buffer.size;
       gone = true;
       return destroy.call(buffer);
     };
     return buffer;
   };
-  return { live: () => live, peak: () => peak, stop: () => void (device.createBuffer = original) };
+  return {
+    live: () => live,
+    peak: () => peak,
+    stop: () => {
+      device.createBuffer = original;
+    },
+  };
 }
 
 /** One forward of a fresh layer at sequence length S; the engine's stats before and after. */
@@ -99,7 +105,7 @@ describe('engine.stats().peakBytes', () => {
     engine.dispose();
   });
 
-  test('is kept across a device loss (the engine\'s peak, not one device\'s)', async () => {
+  test("is kept across a device loss (the engine's peak, not one device's)", async () => {
     const engine = await createGpuEngine();
     const mha = engine.createMultiHeadAttention(L, sd);
     await mha.forward(uniform(512 * E, 1, mulberry32(1)), { batchSize: 1, seqLen: 512 });

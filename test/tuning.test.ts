@@ -100,9 +100,7 @@ describe('tuning on a real adapter', () => {
     // A new engine with the same store reuses the choices without sweeping.
     const again = await engineWith({ store });
     await forwardChecked(again);
-    expect(again.tuning!.choices.map((c) => [c.kernel, c.variant, c.source]).sort()).toEqual(
-      choices.map((c) => [c.kernel, c.variant, 'store']).sort(),
-    );
+    expect(again.tuning!.choices.map((c) => [c.kernel, c.variant, c.source]).sort()).toEqual(choices.map((c) => [c.kernel, c.variant, 'store']).sort());
     expect(store.saves).toBe(saves);
     again.dispose();
   });
@@ -115,7 +113,11 @@ describe('tuning on a real adapter', () => {
     engine.dispose();
     expect(existsSync(path)).toBe(true);
     const saved = JSON.parse(readFileSync(path, 'utf8')) as Record<string, TuningChoice>;
-    expect(Object.values(saved).map((c) => c.kernel).sort()).toEqual([...KERNEL_NAMES].sort());
+    expect(
+      Object.values(saved)
+        .map((c) => c.kernel)
+        .sort(),
+    ).toEqual([...KERNEL_NAMES].sort());
 
     const again = await engineWith({ store: fileTuningStore(path) });
     await forwardChecked(again);
@@ -187,13 +189,31 @@ describe('tuning on a real adapter', () => {
 
 describe('the Tuner, with a fake gate and fake timings', () => {
   const plan = resolveForwardPlan(resolveLayerSpec(layer), x, { batchSize: B, seqLen: S });
-  const fakeTimes: Record<string, number> = { 'register-4x4': 5, 'register-8x8': 1, 'workgroup-64': 3, 'rows32-keys32': 4, 'rows64-keys32': 2, 'rows32-keys32-r2': 6, 'rows32-keys32-r4': 9, 'rows64-keys32-r4': 7 };
+  const fakeTimes: Record<string, number> = {
+    'register-4x4': 5,
+    'register-8x8': 1,
+    'workgroup-64': 3,
+    'rows32-keys32': 4,
+    'rows64-keys32': 2,
+    'rows32-keys32-r2': 6,
+    'rows32-keys32-r4': 9,
+    'rows64-keys32-r4': 7,
+  };
 
   test('a variant the gate refuses is never timed or chosen, and the report says why', async () => {
     const timed: string[] = [];
-    const tuner = new Tuner({ mode: 'auto', forced: {}, store: null }, () => 'fake adapter', () => true,
-      async (_kernel, variant) => (variant === 'register-8x8' ? 'output[3] = 7, the float64 reference says 1' : null));
-    const choice = await tuner.choose(plan, 'f32', KERNEL_NAMES, { time: async (_k, v) => (timed.push(v), fakeTimes[v]) });
+    const tuner = new Tuner(
+      { mode: 'auto', forced: {}, store: null },
+      () => 'fake adapter',
+      () => true,
+      async (_kernel, variant) => (variant === 'register-8x8' ? 'output[3] = 7, the float64 reference says 1' : null),
+    );
+    const choice = await tuner.choose(plan, 'f32', KERNEL_NAMES, {
+      time: async (_k, v) => {
+        timed.push(v);
+        return fakeTimes[v];
+      },
+    });
     expect(timed).not.toContain('register-8x8');
     expect(choice).toEqual({ qkv_projection: 'workgroup-64', flash_attention: 'rows64-keys32', output_projection: 'workgroup-64' });
     const qkv = tuner.entries().find((e) => e.kernel === 'qkv_projection')!;
@@ -202,7 +222,12 @@ describe('the Tuner, with a fake gate and fake timings', () => {
   });
 
   test('when the gate refuses every variant the built-in choice stays, with the reasons', async () => {
-    const tuner = new Tuner({ mode: 'auto', forced: {}, store: null }, () => 'fake adapter', () => false, async () => 'wrong');
+    const tuner = new Tuner(
+      { mode: 'auto', forced: {}, store: null },
+      () => 'fake adapter',
+      () => false,
+      async () => 'wrong',
+    );
     const choice = await tuner.choose(plan, 'f32', ['qkv_projection'], { time: async () => 1 });
     expect(choice.qkv_projection).toBe('workgroup-64'); // the GPU default
     expect(Object.keys(tuner.entries()[0].refused!)).toEqual([...VARIANTS.qkv_projection]);
@@ -211,7 +236,15 @@ describe('the Tuner, with a fake gate and fake timings', () => {
   test('concurrent calls of one shape class share one sweep; another adapter sweeps again', async () => {
     let gates = 0;
     let adapter = 'A';
-    const tuner = new Tuner({ mode: 'auto', forced: {}, store: null }, () => adapter, () => true, async () => (gates++, null));
+    const tuner = new Tuner(
+      { mode: 'auto', forced: {}, store: null },
+      () => adapter,
+      () => true,
+      async () => {
+        gates++;
+        return null;
+      },
+    );
     const trial = { time: async (_k: string, v: string) => fakeTimes[v] };
     const [a, b] = await Promise.all([tuner.choose(plan, 'f32', KERNEL_NAMES, trial), tuner.choose(plan, 'f32', KERNEL_NAMES, trial)]);
     expect(a).toEqual(b);
@@ -234,7 +267,10 @@ describe('createAttentionEngine({ tuning }) errors', () => {
     [{ tuning: { speed: 1 } }, 'options.tuning', 'speed'],
     [{ backend: 'cpu', tuning: { mode: 'off' } }, 'options.tuning', "left out with backend: 'cpu'"],
   ])('%o', async (options, argument, expected) => {
-    const error = await createAttentionEngine(options as never).then(() => null, (e: unknown) => e);
+    const error = await createAttentionEngine(options as never).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(InvalidArgumentError);
     expect((error as Error).message).toContain(argument);
     expect((error as Error).message).toContain(expected);

@@ -12,7 +12,14 @@ import { expectClose, f32Tolerance, maxAbsFinite, probabilityTolerance } from '.
 
 const engines = useEngines();
 
-interface Layer { embedDim: number; numHeads: number; numKvHeads?: number; kdim?: number; vdim?: number; bias?: boolean }
+interface Layer {
+  embedDim: number;
+  numHeads: number;
+  numKvHeads?: number;
+  kdim?: number;
+  vdim?: number;
+  bias?: boolean;
+}
 
 function bits(n: number, seed: number, p: number): Uint8Array {
   const r = mulberry32(seed);
@@ -43,7 +50,12 @@ async function check(layer: Layer, stateDict: Record<string, Float32Array>, quer
 
 const L = { embedDim: 32, numHeads: 4 };
 const sdL = randomStateDict(L, 9);
-const shapes: [number, number][] = [[1, 1], [2, 7], [1, 33], [2, 70]];
+const shapes: [number, number][] = [
+  [1, 1],
+  [2, 7],
+  [1, 33],
+  [2, 70],
+];
 
 describe('masks', () => {
   test.each(shapes)('keyPaddingMask B=%i S=%i', async (B, S) => {
@@ -88,7 +100,12 @@ describe('masks', () => {
 });
 
 describe('cross-attention', () => {
-  const sizes: [number, number, number][] = [[1, 3, 40], [2, 40, 3], [1, 1, 65], [2, 33, 33]];
+  const sizes: [number, number, number][] = [
+    [1, 3, 40],
+    [2, 40, 3],
+    [1, 1, 65],
+    [2, 33, 33],
+  ];
   test.each(sizes)('B=%i Sq=%i Skv=%i, causal and not', async (B, Sq, Skv) => {
     const x = uniform(B * Sq * 32, 1, mulberry32(Sq));
     const kv = uniform(B * Skv * 32, 1, mulberry32(Skv));
@@ -108,10 +125,23 @@ describe('cross-attention', () => {
       'out_proj.weight': uniform(32 * 32, 0.2, r),
       'out_proj.bias': uniform(32, 0.1, r),
     };
-    const B = 2, Sq = 9, Skv = 37;
-    await check(layer, sd, uniform(B * Sq * 32, 1, r), {
-      batchSize: B, seqLen: Sq, kvSeqLen: Skv, key: uniform(B * Skv * 12, 1, r), value: uniform(B * Skv * 20, 1, r), needWeights: true,
-    }, 'kdim/vdim');
+    const B = 2,
+      Sq = 9,
+      Skv = 37;
+    await check(
+      layer,
+      sd,
+      uniform(B * Sq * 32, 1, r),
+      {
+        batchSize: B,
+        seqLen: Sq,
+        kvSeqLen: Skv,
+        key: uniform(B * Skv * 12, 1, r),
+        value: uniform(B * Skv * 20, 1, r),
+        needWeights: true,
+      },
+      'kdim/vdim',
+    );
   });
 
   test('q/k/v_proj_weight with kdim = vdim = E give what the packed in_proj_weight gives', async () => {
@@ -134,7 +164,13 @@ describe('cross-attention', () => {
 });
 
 describe('sliding window', () => {
-  test.each([[1, 1, 1], [2, 7, 3], [1, 100, 1], [1, 100, 40], [2, 70, 33]])('B=%i S=%i window=%i', async (B, S, w) => {
+  test.each([
+    [1, 1, 1],
+    [2, 7, 3],
+    [1, 100, 1],
+    [1, 100, 40],
+    [2, 70, 33],
+  ])('B=%i S=%i window=%i', async (B, S, w) => {
     const x = uniform(B * S * 32, 1, mulberry32(S * w));
     await check(L, sdL, x, { batchSize: B, seqLen: S, window: w, needWeights: true }, 'window');
   });

@@ -45,11 +45,7 @@ interface ModelFixture {
 
 const MODEL_FIXTURES = ['pytorch_mha', 'bert_attention', 'gpt2_attention', 'pytorch_mha_f16', 'pytorch_mha_bf16', 'pytorch_mha_f64_nobias'];
 // A failure to read them is reported by the 'present and well formed' test below (and by any test using one).
-const modelSet = loadJsonFixtures<Omit<ModelFixture, 'name'>>(
-  DIR,
-  'Regenerate them with `/usr/bin/python3 scripts/make_weight_fixtures.py`.',
-  MODEL_FIXTURES,
-);
+const modelSet = loadJsonFixtures<Omit<ModelFixture, 'name'>>(DIR, 'Regenerate them with `/usr/bin/python3 scripts/make_weight_fixtures.py`.', MODEL_FIXTURES);
 const { fixtures } = modelSet;
 /** One of MODEL_FIXTURES, as read above. */
 function modelFixture(name: string): ModelFixture {
@@ -94,7 +90,10 @@ function expectError(fn: () => unknown, kind: ErrorClass, ...fragments: string[]
 }
 
 async function expectRejection(promise: Promise<unknown>, kind: ErrorClass, ...fragments: string[]): Promise<Error> {
-  const error = await promise.then(() => undefined, (e) => e);
+  const error = await promise.then(
+    () => undefined,
+    (e) => e,
+  );
   expect(error, 'expected a rejection').toBeInstanceOf(kind);
   for (const f of fragments) expect((error as Error).message).toContain(f);
   return error as Error;
@@ -140,7 +139,7 @@ describe.each(fixtures.map((f) => [f.name, f] as const))('%s', (_name, f) => {
   });
 
   if (f.decoded) {
-    test('every value decodes to the float32 torch\'s .float() gives (signed zeros, subnormals, ±Infinity, NaN included)', () => {
+    test("every value decodes to the float32 torch's .float() gives (signed zeros, subnormals, ±Infinity, NaN included)", () => {
       const file = parseSafetensors(readBytes(f.file));
       expect([...file.keys()].sort()).toEqual(Object.keys(f.decoded!).sort());
       for (const [name, values] of Object.entries(f.decoded!)) {
@@ -175,7 +174,13 @@ describe('layouts', () => {
     const { embedDim: E, numHeads: H } = f.config;
     const sd = stateDictFromSafetensors(file, { layout: 'gpt2', prefix: 'h.0.', embedDim: E, numHeads: H });
     const cAttn = file.get('h.0.attn.c_attn.weight')!.data; // [E, 3E]
-    for (const [o, i] of [[0, 1], [5, 31], [3 * E - 1, 0], [2 * E + 7, 9]]) expect(sd.in_proj_weight[o * E + i]).toBe(cAttn[i * 3 * E + o]);
+    for (const [o, i] of [
+      [0, 1],
+      [5, 31],
+      [3 * E - 1, 0],
+      [2 * E + 7, 9],
+    ])
+      expect(sd.in_proj_weight[o * E + i]).toBe(cAttn[i * 3 * E + o]);
     // The same numbers without the transposition: a layer that runs but is far from GPT-2.
     const wrong = { ...sd, in_proj_weight: Float32Array.from(cAttn) };
     const output = await runLayer(engines.cpu, f.config, wrong, Float32Array.from(f.query), f.options);
@@ -192,52 +197,115 @@ describe('layouts', () => {
 
   test('a wrong prefix: MissingWeightError naming the tensor, listing the file, suggesting the prefix', () => {
     const bytes = readBytes('bert_attention.safetensors');
-    expectError(() => stateDictFromSafetensors(bytes, { layout: 'bert', prefix: 'encoder.layer.0.', embedDim: 32, numHeads: 4 }), MissingWeightError,
-      'tensor "encoder.layer.0.attention.self.query.weight"', 'nothing under the prefix "encoder.layer.0."',
-      '"bert.embeddings.position_ids" [1, 16]', 'under the prefix "bert.encoder.layer.0.": pass one as options.prefix');
-    expectError(() => stateDictFromSafetensors(bytes, { layout: 'bert', prefix: 'bert.encoder.layer.1.', embedDim: 32, numHeads: 4 }), MissingWeightError,
-      '"bert.encoder.layer.0."');
+    expectError(
+      () => stateDictFromSafetensors(bytes, { layout: 'bert', prefix: 'encoder.layer.0.', embedDim: 32, numHeads: 4 }),
+      MissingWeightError,
+      'tensor "encoder.layer.0.attention.self.query.weight"',
+      'nothing under the prefix "encoder.layer.0."',
+      '"bert.embeddings.position_ids" [1, 16]',
+      'under the prefix "bert.encoder.layer.0.": pass one as options.prefix',
+    );
+    expectError(
+      () => stateDictFromSafetensors(bytes, { layout: 'bert', prefix: 'bert.encoder.layer.1.', embedDim: 32, numHeads: 4 }),
+      MissingWeightError,
+      '"bert.encoder.layer.0."',
+    );
   });
 
   test('the wrong layout: the error says which layout the file looks like', () => {
-    expectError(() => stateDictFromSafetensors(readBytes('gpt2_attention.safetensors'), { layout: 'bert', prefix: 'h.0.', embedDim: 32, numHeads: 2 }),
-      MissingWeightError, 'h.0.attention.self.query.weight', 'Under "h.0." the file has', '"h.0.attn.c_attn.weight" [32, 96]', "pass layout: 'gpt2'");
-    expectError(() => stateDictFromSafetensors(readBytes('pytorch_mha.safetensors'), { layout: 'gpt2', embedDim: 16, numHeads: 4 }),
-      MissingWeightError, 'attn.c_attn.weight', "pass layout: 'pytorch'");
+    expectError(
+      () => stateDictFromSafetensors(readBytes('gpt2_attention.safetensors'), { layout: 'bert', prefix: 'h.0.', embedDim: 32, numHeads: 2 }),
+      MissingWeightError,
+      'h.0.attention.self.query.weight',
+      'Under "h.0." the file has',
+      '"h.0.attn.c_attn.weight" [32, 96]',
+      "pass layout: 'gpt2'",
+    );
+    expectError(
+      () => stateDictFromSafetensors(readBytes('pytorch_mha.safetensors'), { layout: 'gpt2', embedDim: 16, numHeads: 4 }),
+      MissingWeightError,
+      'attn.c_attn.weight',
+      "pass layout: 'pytorch'",
+    );
   });
 
   test('sizes that do not match the file: ShapeMismatchError with the shapes and the embedDim the file suggests', () => {
-    expectError(() => stateDictFromSafetensors(readBytes('bert_attention.safetensors'), { layout: 'bert', prefix: 'bert.encoder.layer.0.', embedDim: 64, numHeads: 4 }),
-      ShapeMismatchError, 'tensor "bert.encoder.layer.0.attention.self.query.weight"', 'of shape [64, 64]', 'got shape [32, 32]', 'suggests embedDim 32', 'config.json');
-    expectError(() => stateDictFromSafetensors(readBytes('pytorch_mha.safetensors'), { layout: 'pytorch', prefix: 'encoder.layers.0.self_attn.', embedDim: 16, numHeads: 4, numKvHeads: 2 }),
-      ShapeMismatchError, 'in_proj_weight', 'of shape [32, 16]', 'got shape [48, 16]', 'numKvHeads 2');
-    expectError(() => stateDictFromSafetensors(readBytes('gpt2_attention.safetensors'), { layout: 'gpt2', prefix: 'h.0.', embedDim: 64, numHeads: 2 }),
-      ShapeMismatchError, 'tensor "h.0.attn.c_attn.weight"', 'of shape [64, 192]', 'got shape [32, 96]', 'suggests embedDim 32');
+    expectError(
+      () => stateDictFromSafetensors(readBytes('bert_attention.safetensors'), { layout: 'bert', prefix: 'bert.encoder.layer.0.', embedDim: 64, numHeads: 4 }),
+      ShapeMismatchError,
+      'tensor "bert.encoder.layer.0.attention.self.query.weight"',
+      'of shape [64, 64]',
+      'got shape [32, 32]',
+      'suggests embedDim 32',
+      'config.json',
+    );
+    expectError(
+      () =>
+        stateDictFromSafetensors(readBytes('pytorch_mha.safetensors'), {
+          layout: 'pytorch',
+          prefix: 'encoder.layers.0.self_attn.',
+          embedDim: 16,
+          numHeads: 4,
+          numKvHeads: 2,
+        }),
+      ShapeMismatchError,
+      'in_proj_weight',
+      'of shape [32, 16]',
+      'got shape [48, 16]',
+      'numKvHeads 2',
+    );
+    expectError(
+      () => stateDictFromSafetensors(readBytes('gpt2_attention.safetensors'), { layout: 'gpt2', prefix: 'h.0.', embedDim: 64, numHeads: 2 }),
+      ShapeMismatchError,
+      'tensor "h.0.attn.c_attn.weight"',
+      'of shape [64, 192]',
+      'got shape [32, 96]',
+      'suggests embedDim 32',
+    );
   });
 
   test('gpt2 with weights already transposed to [out, in]: the error says so', () => {
     const E = 8;
     const t = (shape: number[]) => ({ shape, data: new Float32Array(shape.reduce((a, b) => a * b, 1)) });
     const file = makeFile({
-      'attn.c_attn.weight': t([3 * E, E]), 'attn.c_attn.bias': t([3 * E]), 'attn.c_proj.weight': t([E, E]), 'attn.c_proj.bias': t([E]),
+      'attn.c_attn.weight': t([3 * E, E]),
+      'attn.c_attn.bias': t([3 * E]),
+      'attn.c_proj.weight': t([E, E]),
+      'attn.c_proj.bias': t([E]),
     });
-    expectError(() => stateDictFromSafetensors(file, { layout: 'gpt2', embedDim: E, numHeads: 2 }), ShapeMismatchError,
-      'attn.c_attn.weight', 'of shape [8, 24]', 'got shape [24, 8]', "nn.Linear's layout", 'already transposed');
+    expectError(
+      () => stateDictFromSafetensors(file, { layout: 'gpt2', embedDim: E, numHeads: 2 }),
+      ShapeMismatchError,
+      'attn.c_attn.weight',
+      'of shape [8, 24]',
+      'got shape [24, 8]',
+      "nn.Linear's layout",
+      'already transposed',
+    );
   });
 
   test('pytorch without biases: bias: false reads none; the default asks for them and says why they are missing', () => {
     const bytes = readBytes('pytorch_mha_f64_nobias.safetensors');
     expectError(() => stateDictFromSafetensors(bytes, { layout: 'pytorch', embedDim: 8, numHeads: 2 }), MissingWeightError, 'in_proj_bias', 'bias=False', 'bias: false');
-    expect(Object.keys(stateDictFromSafetensors(bytes, { layout: 'pytorch', embedDim: 8, numHeads: 2, bias: false })).sort()).toEqual(['in_proj_weight', 'out_proj.weight']);
+    expect(Object.keys(stateDictFromSafetensors(bytes, { layout: 'pytorch', embedDim: 8, numHeads: 2, bias: false })).sort()).toEqual([
+      'in_proj_weight',
+      'out_proj.weight',
+    ]);
   });
 
   test('pytorch with separate q/k/v_proj_weight (kdim, vdim ≠ embedDim)', async () => {
-    const E = 8, H = 2, kdim = 4, vdim = 12;
+    const E = 8,
+      H = 2,
+      kdim = 4,
+      vdim = 12;
     const rnd = (n: number, seed: number) => Float32Array.from({ length: n }, (_, i) => Math.sin(seed * 1000 + i * 1.7) * 0.4);
     const tensors = {
-      'attn.q_proj_weight': { shape: [E, E], data: rnd(E * E, 1) }, 'attn.k_proj_weight': { shape: [E, kdim], data: rnd(E * kdim, 2) },
-      'attn.v_proj_weight': { shape: [E, vdim], data: rnd(E * vdim, 3) }, 'attn.in_proj_bias': { shape: [3 * E], data: rnd(3 * E, 4) },
-      'attn.out_proj.weight': { shape: [E, E], data: rnd(E * E, 5) }, 'attn.out_proj.bias': { shape: [E], data: rnd(E, 6) },
+      'attn.q_proj_weight': { shape: [E, E], data: rnd(E * E, 1) },
+      'attn.k_proj_weight': { shape: [E, kdim], data: rnd(E * kdim, 2) },
+      'attn.v_proj_weight': { shape: [E, vdim], data: rnd(E * vdim, 3) },
+      'attn.in_proj_bias': { shape: [3 * E], data: rnd(3 * E, 4) },
+      'attn.out_proj.weight': { shape: [E, E], data: rnd(E * E, 5) },
+      'attn.out_proj.bias': { shape: [E], data: rnd(E, 6) },
     };
     const sd = stateDictFromSafetensors(makeFile(tensors), { layout: 'pytorch', prefix: 'attn', embedDim: E, numHeads: H, kdim, vdim });
     expect(Object.keys(sd).sort()).toEqual(['in_proj_bias', 'k_proj_weight', 'out_proj.bias', 'out_proj.weight', 'q_proj_weight', 'v_proj_weight']);
@@ -249,10 +317,31 @@ describe('layouts', () => {
 
   test('bad options', () => {
     const bytes = readBytes('pytorch_mha.safetensors');
-    expectError(() => stateDictFromSafetensors(bytes, { layout: 'llama' as never, embedDim: 16, numHeads: 4 }), InvalidArgumentError, 'options.layout', "'pytorch', 'bert' or 'gpt2'", '"llama"');
-    expectError(() => stateDictFromSafetensors(bytes, { layout: 'pytorch', embedDim: 16, numHeads: 3 }), InvalidArgumentError, 'options.embedDim', 'divisible by numHeads (3)');
-    expectError(() => stateDictFromSafetensors(bytes, { layout: 'pytorch', embedDim: 16, numHeads: 4, Prefix: 'a.' } as never), InvalidArgumentError, 'options.Prefix', 'Did you mean "prefix"?');
-    expectError(() => stateDictFromSafetensors(bytes, { layout: 'bert', embedDim: 16, numHeads: 4, bias: false }), InvalidArgumentError, 'options.bias', 'always has biases');
+    expectError(
+      () => stateDictFromSafetensors(bytes, { layout: 'llama' as never, embedDim: 16, numHeads: 4 }),
+      InvalidArgumentError,
+      'options.layout',
+      "'pytorch', 'bert' or 'gpt2'",
+      '"llama"',
+    );
+    expectError(
+      () => stateDictFromSafetensors(bytes, { layout: 'pytorch', embedDim: 16, numHeads: 3 }),
+      InvalidArgumentError,
+      'options.embedDim',
+      'divisible by numHeads (3)',
+    );
+    expectError(
+      () => stateDictFromSafetensors(bytes, { layout: 'pytorch', embedDim: 16, numHeads: 4, Prefix: 'a.' } as never),
+      InvalidArgumentError,
+      'options.Prefix',
+      'Did you mean "prefix"?',
+    );
+    expectError(
+      () => stateDictFromSafetensors(bytes, { layout: 'bert', embedDim: 16, numHeads: 4, bias: false }),
+      InvalidArgumentError,
+      'options.bias',
+      'always has biases',
+    );
   });
 });
 
@@ -260,14 +349,26 @@ describe('layouts', () => {
 
 describe('broken files', () => {
   const cases: [string, WeightFileProblem, string[]][] = [
-    ['truncated.safetensors', 'truncated', ['tensor "out_proj.weight".data_offsets', 'within the 246 bytes of data', '[192, 256]', '10 bytes past the end', 'cut short', 'download or copy it again']],
+    [
+      'truncated.safetensors',
+      'truncated',
+      ['tensor "out_proj.weight".data_offsets', 'within the 246 bytes of data', '[192, 256]', '10 bytes past the end', 'cut short', 'download or copy it again'],
+    ],
     ['truncated_header.safetensors', 'truncated', ['header length', 'at most the 88 bytes that follow it', 'got 176', 'cut short']],
     ['bad_header_json.safetensors', 'header', ['the header (bytes 8–191)', 'a JSON object', 'not JSON', 're-save']],
     ['header_not_object.safetensors', 'header', ['the header must be a JSON object', 'got JSON array']],
     ['missing_shape.safetensors', 'header', ['tensor "out_proj.weight"', 'dtype, shape and data_offsets', 'no shape']],
     ['wrong_dtype.safetensors', 'dtype', ['tensor "out_proj.weight".dtype', 'F32, F16, BF16, F64', 'got "float32"', 'safetensors calls this dtype "F32"']],
-    ['offsets_out_of_bounds.safetensors', 'offsets', ['tensor "in_proj_weight".data_offsets', '[1000, 1192]', '936 bytes past the end', 'header points outside the file']],
-    ['offsets_mismatch.safetensors', 'offsets', ['tensor "in_proj_weight".data_offsets', 'numel([12, 5]) × sizeof(F32) = 60 × 4 = 240 bytes', 'got [0, 192] (192 bytes)']],
+    [
+      'offsets_out_of_bounds.safetensors',
+      'offsets',
+      ['tensor "in_proj_weight".data_offsets', '[1000, 1192]', '936 bytes past the end', 'header points outside the file'],
+    ],
+    [
+      'offsets_mismatch.safetensors',
+      'offsets',
+      ['tensor "in_proj_weight".data_offsets', 'numel([12, 5]) × sizeof(F32) = 60 × 4 = 240 bytes', 'got [0, 192] (192 bytes)'],
+    ],
   ];
   test.each(cases)('%s: WeightFileError (%s)', (file, problem, fragments) => {
     const error = expectError(() => parseSafetensors(readBytes(`broken/${file}`)), WeightFileError, 'parseSafetensors: ', ...fragments) as WeightFileError;
@@ -276,7 +377,7 @@ describe('broken files', () => {
     if (error.message.includes('tensor "')) expect(error.tensor).toBeDefined();
   });
 
-  test('a WeightFileError is an AttentionError with the engine\'s message shape', () => {
+  test("a WeightFileError is an AttentionError with the engine's message shape", () => {
     const error = catchError(() => parseSafetensors(readBytes('broken/wrong_dtype.safetensors')));
     expect(error).toBeInstanceOf(Error);
     expect((error as Error).message).toMatch(/^parseSafetensors: .+ must be .+; got .+\. .+/);
@@ -289,11 +390,25 @@ describe('broken files', () => {
     const badUtf8 = new Uint8Array([4, 0, 0, 0, 0, 0, 0, 0, 0x7b, 0xff, 0xfe, 0x7d]);
     expectError(() => parseSafetensors(badUtf8), WeightFileError, 'UTF-8');
     expectError(() => parseSafetensors(fileBytes('{"__metadata__": 3}', new Uint8Array())), WeightFileError, '__metadata__', 'an object');
-    expectError(() => parseSafetensors(fileBytes('{"w": {"dtype": "F32", "shape": [2, -1], "data_offsets": [0, 8]}}', new Uint8Array(8))), WeightFileError, 'tensor "w".shape', 'non-negative integers');
+    expectError(
+      () => parseSafetensors(fileBytes('{"w": {"dtype": "F32", "shape": [2, -1], "data_offsets": [0, 8]}}', new Uint8Array(8))),
+      WeightFileError,
+      'tensor "w".shape',
+      'non-negative integers',
+    );
     expectError(() => parseSafetensors(fileBytes('{"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}}', new Uint8Array(8))), WeightFileError, 'got [8, 0]');
-    expectError(() => parseSafetensors(fileBytes('{"w": {"dtype": "F32", "shape": [2], "data_offsets": [0]}}', new Uint8Array(8))), WeightFileError, 'two non-negative integers', 'got [0]');
+    expectError(
+      () => parseSafetensors(fileBytes('{"w": {"dtype": "F32", "shape": [2], "data_offsets": [0]}}', new Uint8Array(8))),
+      WeightFileError,
+      'two non-negative integers',
+      'got [0]',
+    );
     expectError(() => parseSafetensors(fileBytes('{"w": [1, 2]}', new Uint8Array())), WeightFileError, 'tensor "w"', '{ dtype, shape, data_offsets }');
-    expectError(() => parseSafetensors(fileBytes('{"w": {"dtype": "toString", "shape": [1], "data_offsets": [0, 4]}}', new Uint8Array(4))), WeightFileError, 'got "toString"');
+    expectError(
+      () => parseSafetensors(fileBytes('{"w": {"dtype": "toString", "shape": [1], "data_offsets": [0, 4]}}', new Uint8Array(4))),
+      WeightFileError,
+      'got "toString"',
+    );
     expectError(() => parseSafetensors('file.safetensors' as never), WeightFileError, 'an ArrayBuffer or a Uint8Array', 'loadSafetensors');
   });
 });
@@ -361,12 +476,17 @@ describe('the reader', () => {
     const file = parseSafetensors(readBytes('bert_attention.safetensors'));
     expect(file.get('bert.embeddings.position_ids')!.dtype).toBe('I64');
     expect(file.get('bert.embeddings.position_ids')!.shape).toEqual([1, 16]);
-    expectError(() => file.get('bert.embeddings.position_ids')!.data, UnsupportedError, 'tensor "bert.embeddings.position_ids" (dtype I64, shape [1, 16])', 'F32, F16, BF16, F64');
+    expectError(
+      () => file.get('bert.embeddings.position_ids')!.data,
+      UnsupportedError,
+      'tensor "bert.embeddings.position_ids" (dtype I64, shape [1, 16])',
+      'F32, F16, BF16, F64',
+    );
     const gpt2 = parseSafetensors(readBytes('gpt2_attention.safetensors'));
     expect(gpt2.get('h.0.attn.bias')!.dtype).toBe('U8');
   });
 
-  test('F64 beyond float32\'s range is refused, not turned into Infinity', () => {
+  test("F64 beyond float32's range is refused, not turned into Infinity", () => {
     const file = parseSafetensors(fileBytes('{"w": {"dtype": "F64", "shape": [2], "data_offsets": [0, 16]}}', new Uint8Array(new Float64Array([1, 1e39]).buffer)));
     expectError(() => file.get('w')!.data, UnsupportedError, 'tensor "w"[1]', '1e+39');
   });
@@ -377,8 +497,13 @@ describe('the reader', () => {
 interface NumpyFixture {
   config: { embedDim: number; numHeads: number };
   options: { batchSize: number; seqLen: number; isCausal: boolean };
-  wQkv: number[]; wO: number[]; bQkv: number[]; bO: number[];
-  query: number[]; output: number[]; outputNoBias: number[];
+  wQkv: number[];
+  wO: number[];
+  bQkv: number[];
+  bO: number[];
+  query: number[];
+  output: number[];
+  outputNoBias: number[];
 }
 
 describe('stateDictFromMatmulWeights (numpy-tutorial weights, x @ W)', () => {
@@ -402,19 +527,51 @@ describe('stateDictFromMatmulWeights (numpy-tutorial weights, x @ W)', () => {
 
   const forms: [string, () => StateDict, boolean][] = [
     ['fused wQkv [E, 3E]', () => stateDictFromMatmulWeights({ wQkv, wO, bQkv, bO, embedDim: E, numHeads: H }), true],
-    ['wQ, wK, wV [E, E]', () => stateDictFromMatmulWeights({ wQ: columns(0, E), wK: columns(E, E), wV: columns(2 * E, E), wO, bQ: bQkv.slice(0, E), bK: bQkv.slice(E, 2 * E), bV: bQkv.slice(2 * E), bO, embedDim: E, numHeads: H }), true],
-    ['per-head lists W_Q_i [E, Dh]', () => stateDictFromMatmulWeights({ wQ: perHead(0), wK: perHead(1), wV: perHead(2), wO, bQ: perHeadBias(0), bK: perHeadBias(1), bV: perHeadBias(2), bO, embedDim: E, numHeads: H }), true],
+    [
+      'wQ, wK, wV [E, E]',
+      () =>
+        stateDictFromMatmulWeights({
+          wQ: columns(0, E),
+          wK: columns(E, E),
+          wV: columns(2 * E, E),
+          wO,
+          bQ: bQkv.slice(0, E),
+          bK: bQkv.slice(E, 2 * E),
+          bV: bQkv.slice(2 * E),
+          bO,
+          embedDim: E,
+          numHeads: H,
+        }),
+      true,
+    ],
+    [
+      'per-head lists W_Q_i [E, Dh]',
+      () =>
+        stateDictFromMatmulWeights({
+          wQ: perHead(0),
+          wK: perHead(1),
+          wV: perHead(2),
+          wO,
+          bQ: perHeadBias(0),
+          bK: perHeadBias(1),
+          bV: perHeadBias(2),
+          bO,
+          embedDim: E,
+          numHeads: H,
+        }),
+      true,
+    ],
     ['no biases given (zeros, default layer)', () => stateDictFromMatmulWeights({ wQ: perHead(0), wK: perHead(1), wV: perHead(2), wO, embedDim: E, numHeads: H }), false],
   ];
 
   describe.each(forms)('%s', (_name, make, withBias) => {
     const expected = withBias ? f.output : f.outputNoBias;
-    test('cpu backend matches the tutorial\'s per-head forward', async () => {
+    test("cpu backend matches the tutorial's per-head forward", async () => {
       const output = await runLayer(engines.cpu, { ...config, bias: true }, make(), query, f.options);
       report(`cpu numpy ${_name}`, output, expected, CPU_TOLERANCE);
       expectClose(output, expected, CPU_TOLERANCE, 'cpu');
     });
-    test('webgpu backend matches the tutorial\'s per-head forward', async () => {
+    test("webgpu backend matches the tutorial's per-head forward", async () => {
       const output = await runLayer(engines.gpu, { ...config, bias: true }, make(), query, f.options);
       const tol = gpuTolerance(E, f.options.seqLen);
       report(`webgpu numpy ${_name}`, output, expected, tol);
@@ -447,23 +604,53 @@ describe('stateDictFromMatmulWeights (numpy-tutorial weights, x @ W)', () => {
 
   test('shape errors name the argument, the expected shape and the fix', () => {
     const base = { wO, embedDim: E, numHeads: H };
-    expectError(() => stateDictFromMatmulWeights({ ...base, wQ: perHead(0).slice(0, 3), wK: perHead(1), wV: perHead(2) }), ShapeMismatchError,
-      'weights.wQ', 'a list of numHeads = 4 per-head matrices W_Q_i [E, Dh] = [16, 4]', 'got a list of 3');
-    expectError(() => stateDictFromMatmulWeights({ ...base, wQ: perHead(0), wK: [...perHead(1).slice(0, 3), columns(0, 3)], wV: perHead(2) }), ShapeMismatchError,
-      'weights.wK[3]', 'of length [E, Dh] = [16, 4] = 64', 'got length 48');
-    expectError(() => stateDictFromMatmulWeights({ ...base, wQ: [columns(0, E), ...perHead(0).slice(1)], wK: perHead(1), wV: perHead(2) }), ShapeMismatchError,
-      'weights.wQ[0]', 'looks like the whole [E, E] matrix');
-    expectError(() => stateDictFromMatmulWeights({ ...base, wQ: perHead(0)[0], wK: perHead(1), wV: perHead(2) }), ShapeMismatchError,
-      'weights.wQ', "one head's size [E, Dh] = [16, 4]", 'list of all 4');
+    expectError(
+      () => stateDictFromMatmulWeights({ ...base, wQ: perHead(0).slice(0, 3), wK: perHead(1), wV: perHead(2) }),
+      ShapeMismatchError,
+      'weights.wQ',
+      'a list of numHeads = 4 per-head matrices W_Q_i [E, Dh] = [16, 4]',
+      'got a list of 3',
+    );
+    expectError(
+      () => stateDictFromMatmulWeights({ ...base, wQ: perHead(0), wK: [...perHead(1).slice(0, 3), columns(0, 3)], wV: perHead(2) }),
+      ShapeMismatchError,
+      'weights.wK[3]',
+      'of length [E, Dh] = [16, 4] = 64',
+      'got length 48',
+    );
+    expectError(
+      () => stateDictFromMatmulWeights({ ...base, wQ: [columns(0, E), ...perHead(0).slice(1)], wK: perHead(1), wV: perHead(2) }),
+      ShapeMismatchError,
+      'weights.wQ[0]',
+      'looks like the whole [E, E] matrix',
+    );
+    expectError(
+      () => stateDictFromMatmulWeights({ ...base, wQ: perHead(0)[0], wK: perHead(1), wV: perHead(2) }),
+      ShapeMismatchError,
+      'weights.wQ',
+      "one head's size [E, Dh] = [16, 4]",
+      'list of all 4',
+    );
     expectError(() => stateDictFromMatmulWeights({ ...base, wQkv: columns(0, 2 * E) }), ShapeMismatchError, 'weights.wQkv', '[E, 3E] = [16, 48] = 768', 'got length 512');
     expectError(() => stateDictFromMatmulWeights({ ...base, wQkv, bQkv: bO }), ShapeMismatchError, 'weights.bQkv', 'got length 16');
-    expectError(() => stateDictFromMatmulWeights({ ...base, wQ: perHead(0), wK: perHead(1), wV: perHead(2), bQ: perHeadBias(0).slice(1) }), ShapeMismatchError,
-      'weights.bQ', 'numHeads = 4 per-head vectors [Dh] = [4]', 'got a list of 3');
+    expectError(
+      () => stateDictFromMatmulWeights({ ...base, wQ: perHead(0), wK: perHead(1), wV: perHead(2), bQ: perHeadBias(0).slice(1) }),
+      ShapeMismatchError,
+      'weights.bQ',
+      'numHeads = 4 per-head vectors [Dh] = [4]',
+      'got a list of 3',
+    );
     expectError(() => stateDictFromMatmulWeights({ ...base, wQkv, wQ: perHead(0) }), InvalidArgumentError, 'weights.wQ', 'either the fused wQkv');
     expectError(() => stateDictFromMatmulWeights({ ...base, wQ: perHead(0), wV: perHead(2) }), MissingWeightError, 'weights.wK', 'with wQ, wV');
     expectError(() => stateDictFromMatmulWeights({ wQkv, embedDim: E, numHeads: H } as never), MissingWeightError, 'weights.wO');
     expectError(() => stateDictFromMatmulWeights({ ...base, wQkv, bO, bias: false }), InvalidArgumentError, 'weights.bO', 'left out with bias: false');
-    expectError(() => stateDictFromMatmulWeights({ ...base, wQkv: Array.from(wQkv) as never }), InvalidArgumentError, 'weights.wQkv', 'a Float32Array', 'an Array of length 768');
+    expectError(
+      () => stateDictFromMatmulWeights({ ...base, wQkv: Array.from(wQkv) as never }),
+      InvalidArgumentError,
+      'weights.wQkv',
+      'a Float32Array',
+      'an Array of length 768',
+    );
     expectError(() => stateDictFromMatmulWeights({ ...base, wqkv: wQkv } as never), InvalidArgumentError, 'weights.wqkv', 'Did you mean "wQkv"?');
   });
 });
@@ -473,8 +660,7 @@ describe('stateDictFromMatmulWeights (numpy-tutorial weights, x @ W)', () => {
 describe('loadSafetensors', () => {
   const path = fileURLToPath(new URL('pytorch_mha.safetensors', DIR));
   const expectedWeight = () => parseSafetensors(readBytes('pytorch_mha.safetensors')).get('encoder.layers.0.self_attn.in_proj_weight')!.data;
-  const check = (file: Awaited<ReturnType<typeof loadSafetensors>>) =>
-    expect(file.get('encoder.layers.0.self_attn.in_proj_weight')!.data).toEqual(expectedWeight());
+  const check = (file: Awaited<ReturnType<typeof loadSafetensors>>) => expect(file.get('encoder.layers.0.self_attn.in_proj_weight')!.data).toEqual(expectedWeight());
 
   let server: Server;
   let base = '';

@@ -13,8 +13,14 @@ export const PRESETS: BenchPreset[] = [
   { id: 'long', label: 'long — B=1 S=2048 E=512 H=8', batchSize: 1, seqLen: 2048, embedDim: 512, numHeads: 8, isCausal: false },
   { id: 'long-causal', label: 'long causal — B=1 S=2048 E=512 H=8, causal', batchSize: 1, seqLen: 2048, embedDim: 512, numHeads: 8, isCausal: true },
   {
-    id: 's8192-e512', label: 'very long — B=1 S=8192 E=512 H=8 (engine only; minutes on a software adapter)',
-    batchSize: 1, seqLen: 8192, embedDim: 512, numHeads: 8, isCausal: false, inAll: false,
+    id: 's8192-e512',
+    label: 'very long — B=1 S=8192 E=512 H=8 (engine only; minutes on a software adapter)',
+    batchSize: 1,
+    seqLen: 8192,
+    embedDim: 512,
+    numHeads: 8,
+    isCausal: false,
+    inAll: false,
   },
 ];
 

@@ -19,13 +19,7 @@ function unavailable(id: string, label: string, file: string, error: unknown): B
   };
 }
 
-async function peer(
-  id: string,
-  label: string,
-  file: string,
-  load: () => Promise<Record<string, unknown>>,
-  exportName: string,
-): Promise<BenchSystem> {
+async function peer(id: string, label: string, file: string, load: () => Promise<Record<string, unknown>>, exportName: string): Promise<BenchSystem> {
   try {
     const mod = await load();
     const system = mod[exportName] as BenchSystem | undefined;

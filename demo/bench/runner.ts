@@ -228,7 +228,9 @@ export interface ResultsMeta {
 /** Versions declared in package.json (Vite inlines it at build time; omitted where that is not possible). */
 function packageVersions(): Record<string, string> {
   try {
-    const pkg = Object.values(import.meta.glob<{ version?: string; devDependencies?: Record<string, string> }>('../../package.json', { eager: true, import: 'default' }))[0];
+    const pkg = Object.values(
+      import.meta.glob<{ version?: string; devDependencies?: Record<string, string> }>('../../package.json', { eager: true, import: 'default' }),
+    )[0];
     if (!pkg) return {};
     const out: Record<string, string> = {};
     if (pkg.version) out['webgpu-attention'] = pkg.version;

@@ -6,9 +6,9 @@ import type { StateDict } from '../../src/index.ts';
 /** One layer shape to benchmark. Self-attention: query [B, S, E]. */
 export interface BenchShape {
   batchSize: number; // B
-  seqLen: number;    // S
-  embedDim: number;  // E
-  numHeads: number;  // H
+  seqLen: number; // S
+  embedDim: number; // E
+  numHeads: number; // H
   isCausal: boolean;
 }
 

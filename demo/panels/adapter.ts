@@ -38,7 +38,12 @@ export async function mountAdapterPanel(section: HTMLElement, engine: AttentionE
       : h(
           'div',
           { class: 'note warn', id: 'backend-status' },
-          h('p', {}, h('strong', {}, 'WebGPU is not available here: the engine uses its CPU fallback'), ' (the float64 JavaScript reference). Every panel still works, slowly; the WebGPU systems of the benchmark report failure.'),
+          h(
+            'p',
+            {},
+            h('strong', {}, 'WebGPU is not available here: the engine uses its CPU fallback'),
+            ' (the float64 JavaScript reference). Every panel still works, slowly; the WebGPU systems of the benchmark report failure.',
+          ),
           h('p', {}, 'Reason: ', h('code', {}, engine.fallbackReason ?? 'unknown')),
         );
 
@@ -76,19 +81,29 @@ export async function mountAdapterPanel(section: HTMLElement, engine: AttentionE
   if (adapterError) parts.push(h('p', { class: 'note warn' }, adapterError));
   if (info && (info as GPUAdapterInfo & { isFallbackAdapter?: boolean }).isFallbackAdapter) {
     parts.push(
-      h('p', { class: 'note warn', id: 'adapter-software' }, 'This is a fallback adapter: WebGPU implemented in software on the CPU (SwiftShader in Chromium). Everything runs, but timings say nothing about a GPU.'),
+      h(
+        'p',
+        { class: 'note warn', id: 'adapter-software' },
+        'This is a fallback adapter: WebGPU implemented in software on the CPU (SwiftShader in Chromium). Everything runs, but timings say nothing about a GPU.',
+      ),
     );
   }
   if (adapter) {
     const features = [...adapter.features].sort();
-    const limits = h('table', { class: 'kv' }, h('tbody', {}, ...KEY_LIMITS.map(({ name, bytes: isBytes }) => {
-      const v = Number(adapter!.limits[name]);
-      return row(name, isBytes ? `${bytes(v)} (${grouped(v)})` : grouped(v));
-    })));
-    const columns = parts[1] as HTMLElement;
-    columns.append(
-      h('div', {}, h('h3', {}, 'Key limits'), limits),
+    const limits = h(
+      'table',
+      { class: 'kv' },
+      h(
+        'tbody',
+        {},
+        ...KEY_LIMITS.map(({ name, bytes: isBytes }) => {
+          const v = Number(adapter!.limits[name]);
+          return row(name, isBytes ? `${bytes(v)} (${grouped(v)})` : grouped(v));
+        }),
+      ),
     );
+    const columns = parts[1] as HTMLElement;
+    columns.append(h('div', {}, h('h3', {}, 'Key limits'), limits));
     parts.push(
       h('h3', {}, `Features (${features.length})`),
       h('ul', { class: 'chips', id: 'adapter-features' }, ...(features.length ? features.map((f) => h('li', {}, f)) : [h('li', { class: 'muted' }, 'none')])),

@@ -65,7 +65,15 @@ export function rowEntropies(p: ArrayLike<number>, offset: number, S: number): n
 
 // Viridis, sampled at 9 points and interpolated.
 const VIRIDIS = [
-  [68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141], [39, 173, 129], [92, 200, 99], [170, 220, 50], [253, 231, 37],
+  [68, 1, 84],
+  [71, 44, 122],
+  [59, 81, 139],
+  [44, 113, 142],
+  [33, 144, 141],
+  [39, 173, 129],
+  [92, 200, 99],
+  [170, 220, 50],
+  [253, 231, 37],
 ];
 function viridis(t: number): string {
   const x = Math.max(0, Math.min(1, t)) * (VIRIDIS.length - 1);
@@ -107,7 +115,7 @@ function drawHead(canvas: HTMLCanvasElement, tokens: string[], p: ArrayLike<numb
   ctx.fillStyle = '#222';
   ctx.textAlign = 'right';
   ctx.textBaseline = 'middle';
-  tokens.forEach((t, i) => ctx.fillText(t, left - 6, top + i * cell + cell / 2));
+  for (const [i, t] of tokens.entries()) ctx.fillText(t, left - 6, top + i * cell + cell / 2);
   // Column labels (keys), rotated.
   ctx.textAlign = 'left';
   tokens.forEach((t, j) => {
@@ -146,7 +154,12 @@ export function mountAttentionMapsPanel(section: HTMLElement, engine: AttentionE
   const text = h('input', { type: 'text', id: 'maps-text', value: SENTENCES[0].text, size: 48, spellcheck: 'false', 'aria-label': 'tokens, separated by spaces' });
   const heads = h('select', { id: 'maps-heads' }, ...[1, 2, 4, 8].map((n) => h('option', { value: n, selected: n === 4 }, String(n))));
   const seed = numberField('seed', 'maps-seed', 7, { min: 0 });
-  const std = numberField('embedding std', 'maps-std', 1.5, { min: 0.1, max: 10, step: 0.1, title: 'standard deviation of the random token embeddings: larger → sharper softmax' });
+  const std = numberField('embedding std', 'maps-std', 1.5, {
+    min: 0.1,
+    max: 10,
+    step: 0.1,
+    title: 'standard deviation of the random token embeddings: larger → sharper softmax',
+  });
   const causal = checkboxField('causal', 'maps-causal', false, 'token i attends only to tokens j ≤ i');
   const status = h('p', { class: 'status', id: 'maps-status', 'aria-live': 'polite' });
   const grid = h('div', { class: 'maps', id: 'maps-grid' });
@@ -157,14 +170,7 @@ export function mountAttentionMapsPanel(section: HTMLElement, engine: AttentionE
       h('label', { class: 'field', for: 'maps-sentence' }, h('span', {}, 'sentence'), select),
       h('label', { class: 'field grow', for: 'maps-text' }, h('span', {}, 'tokens (split on spaces)'), text),
     ),
-    h(
-      'div',
-      { class: 'form-row' },
-      h('label', { class: 'field', for: 'maps-heads' }, h('span', {}, 'H (heads)'), heads),
-      seed.field,
-      std.field,
-      causal.field,
-    ),
+    h('div', { class: 'form-row' }, h('label', { class: 'field', for: 'maps-heads' }, h('span', {}, 'H (heads)'), heads), seed.field, std.field, causal.field),
     status,
     grid,
   );
@@ -229,9 +235,7 @@ export function mountAttentionMapsPanel(section: HTMLElement, engine: AttentionE
           ),
         );
       }
-      const uniformBits = isCausal
-        ? tokens.reduce((a, _, i) => a + Math.log2(i + 1), 0) / S
-        : Math.log2(S);
+      const uniformBits = isCausal ? tokens.reduce((a, _, i) => a + Math.log2(i + 1), 0) / S : Math.log2(S);
       status.replaceChildren(
         `${S} tokens, E = ${EMBED_DIM}, H = ${H} (Dh = ${EMBED_DIM / H}). Rows are queries, columns keys; each row sums to 1 and each map is coloured up to its own largest probability. `,
         `A uniform row would have ${uniformBits.toFixed(2)} bits on average; these heads have ${means.map((m) => m.toFixed(2)).join(', ')}. `,

@@ -52,7 +52,16 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
   const chartWrap = h('div', { class: 'chart-wrap', hidden: true }, chartCanvas);
 
   body.append(
-    h('div', { class: 'form-row' }, h('label', { class: 'field', for: 'bench-preset' }, h('span', {}, 'shape'), preset), b.field, s.field, e.field, hh.field, causal.field),
+    h(
+      'div',
+      { class: 'form-row' },
+      h('label', { class: 'field', for: 'bench-preset' }, h('span', {}, 'shape'), preset),
+      b.field,
+      s.field,
+      e.field,
+      hh.field,
+      causal.field,
+    ),
     h('div', { class: 'form-row' }, warmup.field, runs.field, seed.field),
     shapeInfo,
     h('fieldset', { class: 'systems' }, h('legend', {}, 'Systems'), ...checks.map((c) => c.field)),
@@ -104,7 +113,9 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
   const onShapeEdit = () => {
     try {
       const sh = readShape();
-      const match = PRESETS.find((p) => p.batchSize === sh.batchSize && p.seqLen === sh.seqLen && p.embedDim === sh.embedDim && p.numHeads === sh.numHeads && p.isCausal === sh.isCausal);
+      const match = PRESETS.find(
+        (p) => p.batchSize === sh.batchSize && p.seqLen === sh.seqLen && p.embedDim === sh.embedDim && p.numHeads === sh.numHeads && p.isCausal === sh.isCausal,
+      );
       preset.value = match ? match.id : 'custom';
     } catch {
       preset.value = 'custom';
@@ -136,8 +147,12 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
           { class: r.status === 'ok' ? 'note-cell muted' : 'note-cell error-text' },
           r.status === 'ok'
             ? `runs: ${r.runsMs!.map(fmtMs).join(', ')} ms` +
-                (r.gpuMemory ? ` · GPU peak ${fmtBytes(r.gpuMemory.peakBytes)} (weights ${fmtBytes(r.gpuMemory.weightBytes)} + scratch ${fmtBytes(r.gpuMemory.scratchPeakBytes)})` : '') +
-                (r.kernelVariants?.length ? ` · kernels: ${r.kernelVariants.map((v) => `${v.kernel} ${v.variant}`).join(', ')} (${r.kernelVariants[0].source === 'store' ? 'tuned earlier' : 'tuned now'})` : '')
+                (r.gpuMemory
+                  ? ` · GPU peak ${fmtBytes(r.gpuMemory.peakBytes)} (weights ${fmtBytes(r.gpuMemory.weightBytes)} + scratch ${fmtBytes(r.gpuMemory.scratchPeakBytes)})`
+                  : '') +
+                (r.kernelVariants?.length
+                  ? ` · kernels: ${r.kernelVariants.map((v) => `${v.kernel} ${v.variant}`).join(', ')} (${r.kernelVariants[0].source === 'store' ? 'tuned earlier' : 'tuned now'})`
+                  : '')
             : (r.error ?? 'failed'),
         ),
       );
@@ -166,7 +181,7 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
             h('th', { class: 'num' }, 'GFLOP/s'),
             h('th', { class: 'num', title: 'median of this system / median of this engine (> 1: slower)' }, 'vs engine'),
             h('th', { class: 'num', title: 'max |output − float64 reference| of the first run' }, 'max |err|'),
-            h('th', { title: 'each timed run; for this engine also the most GPU memory it held (weights + one call\'s scratch)' }, 'runs / failure'),
+            h('th', { title: "each timed run; for this engine also the most GPU memory it held (weights + one call's scratch)" }, 'runs / failure'),
           ),
         ),
         h('tbody', {}, ...result.systems.map(row)),
@@ -223,7 +238,11 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
     let opts: { warmup: number; runs: number; seed: number };
     try {
       shape = readShape();
-      opts = { warmup: readInt(warmup.input, 'warm-up runs', 0, 100), runs: readInt(runs.input, 'timed runs', 1, 1000), seed: readInt(seed.input, 'seed', 0, 2 ** 32 - 1) };
+      opts = {
+        warmup: readInt(warmup.input, 'warm-up runs', 0, 100),
+        runs: readInt(runs.input, 'timed runs', 1, 1000),
+        seed: readInt(seed.input, 'seed', 0, 2 ** 32 - 1),
+      };
     } catch (err) {
       progressText.textContent = errorMessage(err);
       return;

@@ -11,7 +11,13 @@ const nextFrame = () => new Promise<void>((r) => requestAnimationFrame(() => set
 
 export function mountCorrectnessPanel(section: HTMLElement, engine: AttentionEngine, config: LayerConfig): { run: () => Promise<void> } {
   const body = section.querySelector<HTMLElement>('.panel-body')!;
-  const button = h('button', { type: 'button', id: 'correctness-run', class: 'primary' }, 'Run on ', engine.backend === 'webgpu' ? 'WebGPU' : 'the CPU backend', ' and compare');
+  const button = h(
+    'button',
+    { type: 'button', id: 'correctness-run', class: 'primary' },
+    'Run on ',
+    engine.backend === 'webgpu' ? 'WebGPU' : 'the CPU backend',
+    ' and compare',
+  );
   const status = h('span', { class: 'status', id: 'correctness-status', 'aria-live': 'polite' });
   const result = h('div', { id: 'correctness-result' });
   body.append(h('div', { class: 'actions' }, button, status), result);
@@ -77,10 +83,9 @@ export function mountCorrectnessPanel(section: HTMLElement, engine: AttentionEng
         ['time', `engine ${engineMs.toFixed(1)} ms (a shape's first run includes compiling its pipelines) · reference ${refMs.toFixed(0)} ms`],
       ];
       if (scopeErrors.length) rows.push(['WebGPU errors', scopeErrors.join('; ')]);
-      for (const m of cmp.mismatches) rows.push([`mismatch [${m.index}]`, `got ${m.actual}, expected ${m.expected}, |err| ${m.error.toExponential(2)} > ${m.allowed.toExponential(2)}`]);
-      result.replaceChildren(
-        h('table', { class: 'kv' }, h('tbody', {}, ...rows.map(([k, v]) => h('tr', {}, h('th', { scope: 'row' }, k), h('td', {}, v))))),
-      );
+      for (const m of cmp.mismatches)
+        rows.push([`mismatch [${m.index}]`, `got ${m.actual}, expected ${m.expected}, |err| ${m.error.toExponential(2)} > ${m.allowed.toExponential(2)}`]);
+      result.replaceChildren(h('table', { class: 'kv' }, h('tbody', {}, ...rows.map(([k, v]) => h('tr', {}, h('th', { scope: 'row' }, k), h('td', {}, v))))));
       status.textContent = '';
       setState(section, 'done');
     } catch (e) {

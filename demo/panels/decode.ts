@@ -243,7 +243,10 @@ export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine):
     const single = steps.filter((st) => !isSplit(st));
     const split = steps.filter(isSplit);
     if (single.length && split.length) {
-      groups.push({ label: `one pass (< ${SPLIT_KV_MIN_KEYS} keys)`, steps: single, ids: false }, { label: `split-KV (≥ ${SPLIT_KV_MIN_KEYS} keys)`, steps: split, ids: false });
+      groups.push(
+        { label: `one pass (< ${SPLIT_KV_MIN_KEYS} keys)`, steps: single, ids: false },
+        { label: `split-KV (≥ ${SPLIT_KV_MIN_KEYS} keys)`, steps: split, ids: false },
+      );
     }
     const cell = (v: string, id: string | false) => h('td', { class: 'num', id: id || null }, v);
     const row = ({ label, steps: g, ids }: (typeof groups)[number]) => {

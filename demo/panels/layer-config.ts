@@ -19,16 +19,7 @@ export class LayerConfig {
   private readonly listeners: (() => void)[] = [];
 
   constructor() {
-    const row = h(
-      'div',
-      { class: 'form-row' },
-      this.b.field,
-      this.s.field,
-      this.e.field,
-      this.heads.field,
-      this.causal.field,
-      this.seed.field,
-    );
+    const row = h('div', { class: 'form-row' }, this.b.field, this.s.field, this.e.field, this.heads.field, this.causal.field, this.seed.field);
     this.element = h('div', {}, row, this.message);
     for (const input of [this.b.input, this.s.input, this.e.input, this.heads.input, this.causal.input, this.seed.input]) {
       input.addEventListener('input', () => this.changed());

@@ -82,7 +82,7 @@ export function parseSeqLens(text: string): number[] {
 }
 
 /** Log-axis labels: 1, 2 and 5 times a power of ten when the axis spans decades, every tick when it spans less. */
-function logTick(value: number | string, index: number, ticks: { value: number }[]): string {
+function logTick(value: number | string, _index: number, ticks: { value: number }[]): string {
   const v = Number(value);
   const span = ticks.length > 1 ? ticks[ticks.length - 1].value / ticks[0].value : 1;
   const m = v / 10 ** Math.floor(Math.log10(v) + 1e-9);
@@ -98,7 +98,13 @@ export function mountScalingPanel(section: HTMLElement, engine: AttentionEngine,
   const software = isSoftware(engine);
   const defaultSeqLens = software ? GPU_SEQ_LENS.filter((s) => s <= SOFTWARE_MAX_S) : GPU_SEQ_LENS;
 
-  const seqList = h('input', { type: 'text', id: 'scale-s-list', value: defaultSeqLens.join(', '), spellcheck: 'false', title: `sequence lengths, separated by commas or spaces (1 to ${MAX_S})` });
+  const seqList = h('input', {
+    type: 'text',
+    id: 'scale-s-list',
+    value: defaultSeqLens.join(', '),
+    spellcheck: 'false',
+    title: `sequence lengths, separated by commas or spaces (1 to ${MAX_S})`,
+  });
   const b = numberField('B', 'scale-b', 1, { max: 64 });
   const e = numberField('E', 'scale-e', 512, { max: 4096 });
   const hh = numberField('H', 'scale-h', 8, { max: 64 });
@@ -107,7 +113,8 @@ export function mountScalingPanel(section: HTMLElement, engine: AttentionEngine,
   const runs = numberField('timed runs', 'scale-runs', 2, { min: 1, max: 1000 });
   const budget = numberField('budget per point (s)', 'scale-budget', 60, {
     max: 3600,
-    title: 'a system whose runs at one S take longer (prepare, gate, warm-ups, timed runs) is marked over budget and skipped at larger S; one predicted to take longer is skipped',
+    title:
+      'a system whose runs at one S take longer (prepare, gate, warm-ups, timed runs) is marked over budget and skipped at larger S; one predicted to take longer is skipped',
   });
   const checks = systems.map((sys) => {
     const c = checkboxField(sys.label, `scale-sys-${sys.id}`, DEFAULT_SYSTEMS.has(sys.id));
@@ -192,7 +199,9 @@ export function mountScalingPanel(section: HTMLElement, engine: AttentionEngine,
       info.textContent =
         `${s.seqLens.length} size${s.seqLens.length === 1 ? '' : 's'}, S = ${s.seqLens.join(', ')}; Dh = ${E / H}. ` +
         `At S = ${top}: ${si(flops)}FLOP per forward, and about as many float64 operations of JavaScript for the reference.` +
-        (slow.length ? ` ${slow.join(', ')} ${slow.length === 1 ? 'is' : 'are'} slow ${software ? 'here' : 'at large S'}: the budget skips ${slow.length === 1 ? 'it' : 'them'} when a size takes too long.` : '') +
+        (slow.length
+          ? ` ${slow.join(', ')} ${slow.length === 1 ? 'is' : 'are'} slow ${software ? 'here' : 'at large S'}: the budget skips ${slow.length === 1 ? 'it' : 'them'} when a size takes too long.`
+          : '') +
         (s.systemIds.length ? '' : ' Tick at least one system.');
       info.classList.remove('error-text');
       run.disabled = running || !s.systemIds.length;
@@ -301,7 +310,13 @@ export function mountScalingPanel(section: HTMLElement, engine: AttentionEngine,
       }
       const status = p?.status ?? 'pending';
       const badge = { failed: 'fail', skipped: 'skip', stopped: 'skip', pending: 'skip' }[status as 'failed' | 'skipped' | 'stopped' | 'pending'];
-      return [h('td', { class: 'state-cell', colspan: 2, ...data, title: p?.reason ?? null }, status === 'pending' ? h('span', { class: 'muted' }, '…') : h('span', { class: `badge ${badge}` }, status))];
+      return [
+        h(
+          'td',
+          { class: 'state-cell', colspan: 2, ...data, title: p?.reason ?? null },
+          status === 'pending' ? h('span', { class: 'muted' }, '…') : h('span', { class: `badge ${badge}` }, status),
+        ),
+      ];
     };
     const table = h(
       'table',
@@ -315,7 +330,9 @@ export function mountScalingPanel(section: HTMLElement, engine: AttentionEngine,
           h('th', { class: 'num', rowspan: 2 }, 'S'),
           h('th', { class: 'num', rowspan: 2, title: 'per forward, attentionFlops(B, S, E, causal): 8·B·S·E² + 4·B·S²·E (half the S² term when causal)' }, 'FLOP'),
           h('th', { class: 'num', rowspan: 2, title: 'wall time of the float64 CPU reference (the correctness gate) at this S' }, 'reference'),
-          ...s.systemIds.map((id) => h('th', { class: 'sys', colspan: 2, title: labelOf(id) }, h('span', { class: 'swatch', style: `background:${COLOR[id] ?? '#555'}` }), SHORT[id] ?? id)),
+          ...s.systemIds.map((id) =>
+            h('th', { class: 'sys', colspan: 2, title: labelOf(id) }, h('span', { class: 'swatch', style: `background:${COLOR[id] ?? '#555'}` }), SHORT[id] ?? id),
+          ),
         ),
         h('tr', {}, ...s.systemIds.flatMap(() => [h('th', { class: 'num', title: 'median ms per forward' }, 'ms'), h('th', { class: 'num' }, 'GFLOP/s')])),
       ),
@@ -415,7 +432,8 @@ export function mountScalingPanel(section: HTMLElement, engine: AttentionEngine,
         const S = row.seqLen;
         if (stopRequested) {
           stoppedAt = i;
-          for (const r of rows.slice(i)) for (const id of s.systemIds) r.systems[id] = { status: 'stopped', label: systems.find((x) => x.id === id)?.label ?? id, reason: 'stopped before this size' };
+          for (const r of rows.slice(i))
+            for (const id of s.systemIds) r.systems[id] = { status: 'stopped', label: systems.find((x) => x.id === id)?.label ?? id, reason: 'stopped before this size' };
           break;
         }
         const active: string[] = [];

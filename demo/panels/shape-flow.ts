@@ -8,12 +8,7 @@ import { bytes, grouped, h, headColor, hiDpiCanvas, si } from './dom.ts';
 import type { LayerChoice, LayerConfig } from './layer-config.ts';
 
 function shapeText(dims: [string, number][]): HTMLElement {
-  return h(
-    'span',
-    { class: 'shape' },
-    `(${dims.map(([n]) => n).join(', ')})`,
-    h('span', { class: 'muted' }, ` = (${dims.map(([, v]) => v).join(', ')})`),
-  );
+  return h('span', { class: 'shape' }, `(${dims.map(([n]) => n).join(', ')})`, h('span', { class: 'muted' }, ` = (${dims.map(([, v]) => v).join(', ')})`));
 }
 
 function flowTable(c: LayerChoice): HTMLElement {
@@ -21,23 +16,81 @@ function flowTable(c: LayerChoice): HTMLElement {
   const Dh = E / H;
   const f32 = (n: number) => bytes(4 * n);
   const rows: [string, string, HTMLElement, string][] = [
-    ['query X', 'input, batch first', shapeText([['B', B], ['S', S], ['E', E]]), f32(B * S * E)],
-    ['Q, K, V', 'one GEMM X·W_inᵀ + b_in, stored split into heads', shapeText([['B', B], ['H', H], ['S', S], ['Dh', Dh]]), `3 × ${f32(B * H * S * Dh)}`],
+    [
+      'query X',
+      'input, batch first',
+      shapeText([
+        ['B', B],
+        ['S', S],
+        ['E', E],
+      ]),
+      f32(B * S * E),
+    ],
+    [
+      'Q, K, V',
+      'one GEMM X·W_inᵀ + b_in, stored split into heads',
+      shapeText([
+        ['B', B],
+        ['H', H],
+        ['S', S],
+        ['Dh', Dh],
+      ]),
+      `3 × ${f32(B * H * S * Dh)}`,
+    ],
     [
       'scores',
       `Q·Kᵀ/√Dh${isCausal ? ', causal mask' : ''}, online softmax: never stored`,
-      shapeText([['B', B], ['H', H], ['S', S], ['S', S]]),
+      shapeText([
+        ['B', B],
+        ['H', H],
+        ['S', S],
+        ['S', S],
+      ]),
       `0 (would be ${f32(B * H * S * S)})`,
     ],
-    ['O = softmax·V', 'per head', shapeText([['B', B], ['H', H], ['S', S], ['Dh', Dh]]), f32(B * H * S * Dh)],
-    ['concat(heads)', 'O read in place as head-major columns, no copy', shapeText([['B', B], ['S', S], ['E', E]]), '0 (a view of O)'],
-    ['output Y', 'concat·W_Oᵀ + b_O', shapeText([['B', B], ['S', S], ['E', E]]), f32(B * S * E)],
+    [
+      'O = softmax·V',
+      'per head',
+      shapeText([
+        ['B', B],
+        ['H', H],
+        ['S', S],
+        ['Dh', Dh],
+      ]),
+      f32(B * H * S * Dh),
+    ],
+    [
+      'concat(heads)',
+      'O read in place as head-major columns, no copy',
+      shapeText([
+        ['B', B],
+        ['S', S],
+        ['E', E],
+      ]),
+      '0 (a view of O)',
+    ],
+    [
+      'output Y',
+      'concat·W_Oᵀ + b_O',
+      shapeText([
+        ['B', B],
+        ['S', S],
+        ['E', E],
+      ]),
+      f32(B * S * E),
+    ],
   ];
   return h(
     'table',
     { class: 'grid flow', id: 'shape-flow-table' },
     h('thead', {}, h('tr', {}, h('th', {}, 'tensor'), h('th', {}, 'how it is made'), h('th', {}, 'shape'), h('th', { class: 'num' }, 'memory (f32)'))),
-    h('tbody', {}, ...rows.map(([t, how, shape, mem], i) => h('tr', {}, h('td', {}, h('strong', {}, t)), h('td', {}, i ? `↓ ${how}` : how), h('td', {}, shape), h('td', { class: 'num' }, mem)))),
+    h(
+      'tbody',
+      {},
+      ...rows.map(([t, how, shape, mem], i) =>
+        h('tr', {}, h('td', {}, h('strong', {}, t)), h('td', {}, i ? `↓ ${how}` : how), h('td', {}, shape), h('td', { class: 'num' }, mem)),
+      ),
+    ),
   );
 }
 
@@ -89,7 +142,11 @@ function mixingView(c: LayerChoice): HTMLElement {
   const barH = 90;
   const gap = 34;
   const height = 16 + stripH + gap + barH + 6;
-  const canvas = h('canvas', { id: 'head-mix-canvas', role: 'img', 'aria-label': 'head of origin of each concat column, and the share of each head in each output column' });
+  const canvas = h('canvas', {
+    id: 'head-mix-canvas',
+    role: 'img',
+    'aria-label': 'head of origin of each concat column, and the share of each head in each output column',
+  });
   const ctx = hiDpiCanvas(canvas, width + labelW, height);
   ctx.font = '12px system-ui, sans-serif';
   ctx.fillStyle = '#333';
@@ -113,7 +170,12 @@ function mixingView(c: LayerChoice): HTMLElement {
   }
   let min = 1;
   let max = 0;
-  for (const s of shares) for (const v of s) ((min = Math.min(min, v)), (max = Math.max(max, v)));
+  for (const s of shares) {
+    for (const v of s) {
+      min = Math.min(min, v);
+      max = Math.max(max, v);
+    }
+  }
   const legend = h(
     'ul',
     { class: 'legend' },

@@ -108,7 +108,12 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-interface Shape { B: number; S: number; E: number; H: number }
+interface Shape {
+  B: number;
+  S: number;
+  E: number;
+  H: number;
+}
 const describeShape = (s: Shape) => `B=${s.B} S=${s.S} E=${s.E} H=${s.H}`;
 function parseShape(text: string): Shape {
   const parts = text.trim().toLowerCase().split('x').map(Number);
@@ -132,9 +137,22 @@ const seconds = (name: string, text: string) => {
 // --summarize: the table of a JSON file this script wrote (run-on-device.sh prints it at the end).
 
 interface RunRecord {
-  shape: Shape; isCausal: boolean; precisionAsked: 'f32' | 'f16'; precision: string; mode: 'gpu' | 'e2e';
-  status: 'ok' | 'skipped' | 'failed'; reason?: string; gflop: number; warmup: number; runs: number;
-  timesMs: number[]; medianMs?: number; minMs?: number; meanMs?: number; tflops?: number; tflopsBest?: number;
+  shape: Shape;
+  isCausal: boolean;
+  precisionAsked: 'f32' | 'f16';
+  precision: string;
+  mode: 'gpu' | 'e2e';
+  status: 'ok' | 'skipped' | 'failed';
+  reason?: string;
+  gflop: number;
+  warmup: number;
+  runs: number;
+  timesMs: number[];
+  medianMs?: number;
+  minMs?: number;
+  meanMs?: number;
+  tflops?: number;
+  tflopsBest?: number;
   submitMedianMs?: number;
   /** GPU-resident runs: forwards per run (1, or more when the whole batch exceeds the device's binding limits). */
   pieces?: number;
@@ -143,7 +161,13 @@ interface RunRecord {
 /** TFLOP/s with two decimals, or three significant digits below 1 (small shapes, software adapters). */
 const tf = (x: number) => (x >= 1 ? x.toFixed(2) : x.toPrecision(3));
 
-function summaryTable(report: { adapter?: { info?: Record<string, unknown> }; runs: RunRecord[]; gates?: GateRecord[]; checks?: CheckRecord[]; kernelTimings?: KernelTimingRecord[] }): string {
+function summaryTable(report: {
+  adapter?: { info?: Record<string, unknown> };
+  runs: RunRecord[];
+  gates?: GateRecord[];
+  checks?: CheckRecord[];
+  kernelTimings?: KernelTimingRecord[];
+}): string {
   const lines: string[] = [];
   const info = report.adapter?.info ?? {};
   lines.push(`adapter: ${[info.vendor, info.architecture, info.description || info.device].filter(Boolean).join(' ')}`);
@@ -151,14 +175,26 @@ function summaryTable(report: { adapter?: { info?: Record<string, unknown> }; ru
   for (const c of report.checks ?? []) if (!c.pass) lines.push(`CHECK FAILED: ${c.what}: ${c.detail}`);
   const header = ['shape', 'causal', 'precision', 'mode', 'median ms', 'TFLOP/s', 'best TFLOP/s', 'runs', 'note'];
   const rows = report.runs.map((r) => [
-    describeShape(r.shape), r.isCausal ? 'yes' : 'no', r.precision === r.precisionAsked ? r.precision : `${r.precisionAsked}→${r.precision}`,
+    describeShape(r.shape),
+    r.isCausal ? 'yes' : 'no',
+    r.precision === r.precisionAsked ? r.precision : `${r.precisionAsked}→${r.precision}`,
     r.mode === 'gpu' ? 'GPU-resident' : 'end-to-end',
-    r.medianMs !== undefined ? r.medianMs.toFixed(2) : '', r.tflops !== undefined ? tf(r.tflops) : '',
-    r.tflopsBest !== undefined ? tf(r.tflopsBest) : '', String(r.runs),
-    r.status === 'ok' ? ((r.pieces ?? 1) > 1 ? `${r.pieces} calls of B=${r.shape.B / r.pieces!} (device limits)` : '') : `${r.status}: ${(r.reason ?? '').split('\n')[0].slice(0, 80)}`,
+    r.medianMs !== undefined ? r.medianMs.toFixed(2) : '',
+    r.tflops !== undefined ? tf(r.tflops) : '',
+    r.tflopsBest !== undefined ? tf(r.tflopsBest) : '',
+    String(r.runs),
+    r.status === 'ok'
+      ? (r.pieces ?? 1) > 1
+        ? `${r.pieces} calls of B=${r.shape.B / r.pieces!} (device limits)`
+        : ''
+      : `${r.status}: ${(r.reason ?? '').split('\n')[0].slice(0, 80)}`,
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const fmt = (r: string[]) => r.map((c, i) => (i >= 4 && i <= 7 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ').trimEnd();
+  const fmt = (r: string[]) =>
+    r
+      .map((c, i) => (i >= 4 && i <= 7 ? c.padStart(widths[i]) : c.padEnd(widths[i])))
+      .join('  ')
+      .trimEnd();
   lines.push(fmt(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(fmt));
   for (const k of report.kernelTimings ?? []) {
     if (k.status !== 'ok') continue;
@@ -175,16 +211,23 @@ if (values.summarize) {
 }
 
 const shapes = values.shapes.split(',').filter(Boolean).map(parseShape);
-const precisions = values.precisions.split(',').filter(Boolean).map((p) => {
-  if (p !== 'f32' && p !== 'f16') fail(`--precisions takes f32 and/or f16; got "${p}"`);
-  return p;
-}) as ('f32' | 'f16')[];
-const causalSettings = ({ both: [false, true], on: [true], off: [false], true: [true], false: [false] } as Record<string, boolean[]>)[values.causal]
-  ?? fail(`--causal must be both, on or off; got "${values.causal}"`);
-const modes = values.modes.split(',').filter(Boolean).map((m) => {
-  if (m !== 'gpu' && m !== 'e2e') fail(`--modes takes gpu and/or e2e; got "${m}"`);
-  return m;
-}) as ('gpu' | 'e2e')[];
+const precisions = values.precisions
+  .split(',')
+  .filter(Boolean)
+  .map((p) => {
+    if (p !== 'f32' && p !== 'f16') fail(`--precisions takes f32 and/or f16; got "${p}"`);
+    return p;
+  }) as ('f32' | 'f16')[];
+const causalSettings =
+  ({ both: [false, true], on: [true], off: [false], true: [true], false: [false] } as Record<string, boolean[]>)[values.causal] ??
+  fail(`--causal must be both, on or off; got "${values.causal}"`);
+const modes = values.modes
+  .split(',')
+  .filter(Boolean)
+  .map((m) => {
+    if (m !== 'gpu' && m !== 'e2e') fail(`--modes takes gpu and/or e2e; got "${m}"`);
+    return m;
+  }) as ('gpu' | 'e2e')[];
 const warmup = int('warmup', values.warmup, 0);
 const maxRuns = int('runs', values.runs, 1);
 const minRuns = Math.min(maxRuns, int('min-runs', values['min-runs'], 1));
@@ -253,7 +296,9 @@ function versions() {
       const b = JSON.parse(readFileSync(buildInfo, 'utf8'));
       v.bundleGit = String(b.git ?? '');
       v.bundleBuilt = String(b.date ?? '');
-    } catch { /* recorded as missing */ }
+    } catch {
+      /* recorded as missing */
+    }
   }
   const smi = spawnSync('nvidia-smi', ['--query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.sm', '--format=csv,noheader'], { encoding: 'utf8' });
   if (smi.status === 0) v.nvidiaSmi = smi.stdout.trim();
@@ -262,7 +307,9 @@ function versions() {
 
 const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
 if (!adapter) {
-  console.error('bench-gpu: no WebGPU adapter: Dawn found no usable Vulkan driver (is libvulkan.so.1 there, and an ICD for the GPU? run with VK_LOADER_DEBUG=error,warn,driver to see what the loader tried)');
+  console.error(
+    'bench-gpu: no WebGPU adapter: Dawn found no usable Vulkan driver (is libvulkan.so.1 there, and an ICD for the GPU? run with VK_LOADER_DEBUG=error,warn,driver to see what the loader tried)',
+  );
   process.exit(3);
 }
 const adapterInfo = adapterReport(adapter);
@@ -280,7 +327,9 @@ if (values.probe) {
 
 log(`adapter: ${adapterText}; features: ${adapterInfo.features.join(', ')}`);
 if (values['expect-adapter'] && !adapterText.toLowerCase().includes(values['expect-adapter'].toLowerCase())) {
-  console.error(`bench-gpu: the adapter is "${adapterText}", not one matching --expect-adapter "${values['expect-adapter']}"; not benchmarking a software or wrong adapter`);
+  console.error(
+    `bench-gpu: the adapter is "${adapterText}", not one matching --expect-adapter "${values['expect-adapter']}"; not benchmarking a software or wrong adapter`,
+  );
   process.exit(3);
 }
 
@@ -288,13 +337,33 @@ if (values['expect-adapter'] && !adapterText.toLowerCase().includes(values['expe
 // The record, written after every step.
 
 interface GateRecord {
-  shape: Shape; isCausal: boolean; precisionAsked: 'f32' | 'f16'; precision: string; path: 'float32array' | 'gpu-buffer';
-  pass: boolean; maxAbsErr: number; maxAbsRef: number; worstRatio: number; tolerance: Tolerance; detail: string;
+  shape: Shape;
+  isCausal: boolean;
+  precisionAsked: 'f32' | 'f16';
+  precision: string;
+  path: 'float32array' | 'gpu-buffer';
+  pass: boolean;
+  maxAbsErr: number;
+  maxAbsRef: number;
+  worstRatio: number;
+  tolerance: Tolerance;
+  detail: string;
 }
-interface CheckRecord { what: string; pass: boolean; maxAbsErr?: number; worstRatio?: number; detail: string }
+interface CheckRecord {
+  what: string;
+  pass: boolean;
+  maxAbsErr?: number;
+  worstRatio?: number;
+  detail: string;
+}
 interface KernelTimingRecord {
-  shape: Shape; isCausal: boolean; precision: string; status: 'ok' | 'unsupported' | 'failed'; runs: number;
-  medianMs: Record<string, number>; reason?: string;
+  shape: Shape;
+  isCausal: boolean;
+  precision: string;
+  status: 'ok' | 'unsupported' | 'failed';
+  runs: number;
+  medianMs: Record<string, number>;
+  reason?: string;
 }
 
 const report = {
@@ -312,7 +381,20 @@ const report = {
     statistic: 'median (and best) of the timed runs after the warm-ups; TFLOP/s = FLOPs / median time',
   },
   flopFormula: '8·B·S·E² + 4·B·S²·E (causal: half the S² term); src/util/flops.ts',
-  options: { shapes, precisions, causal: causalSettings, modes, warmup, maxRuns, minRuns, budgetS, timeLimitS, gateShape: values['no-gate'] ? null : gateShape, seed, kernelTimings: values['kernel-timings'] },
+  options: {
+    shapes,
+    precisions,
+    causal: causalSettings,
+    modes,
+    warmup,
+    maxRuns,
+    minRuns,
+    budgetS,
+    timeLimitS,
+    gateShape: values['no-gate'] ? null : gateShape,
+    seed,
+    kernelTimings: values['kernel-timings'],
+  },
   engines: [] as { precisionAsked: string; precision: string; precisionNote: string | null; deviceFeatures: string[]; tuning?: TuningReport | null }[],
   gates: [] as GateRecord[],
   checks: [] as CheckRecord[],
@@ -358,10 +440,14 @@ function compare(actual: Float32Array, expected: Float32Array, tol: Tolerance) {
     const d = Math.abs(a - b);
     maxAbsErr = Math.max(maxAbsErr, d);
     const r = d / (tol.atol + tol.rtol * Math.abs(b));
-    if (r > worstRatio) { worstRatio = r; worstIndex = i; }
+    if (r > worstRatio) {
+      worstRatio = r;
+      worstIndex = i;
+    }
   }
   const pass = actual.length === expected.length && nonFinite === 0 && worstRatio <= 1;
-  const detail = `max |err| ${maxAbsErr.toExponential(2)}, worst err/tolerance ${worstRatio.toFixed(3)}` +
+  const detail =
+    `max |err| ${maxAbsErr.toExponential(2)}, worst err/tolerance ${worstRatio.toFixed(3)}` +
     (nonFinite ? `, ${nonFinite} non-finite values` : '') +
     (worstIndex >= 0 ? ` (at ${worstIndex}: got ${actual[worstIndex]}, want ${expected[worstIndex]})` : '');
   return { pass, maxAbsErr, worstRatio, detail };
@@ -374,7 +460,11 @@ function toleranceFor(precision: string, seqLen: number, E: number, maxAbsRef: n
 /** A STORAGE buffer on the engine's device holding `data` at the engine's precision. */
 function uploadQuery(device: GPUDevice, data: Float32Array, precision: string): GPUBuffer {
   const stored = precision === 'f16' ? toF16(data) : data;
-  const buffer = device.createBuffer({ label: 'bench-gpu.query', size: Math.max(16, Math.ceil(stored.byteLength / 4) * 4), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+  const buffer = device.createBuffer({
+    label: 'bench-gpu.query',
+    size: Math.max(16, Math.ceil(stored.byteLength / 4) * 4),
+    usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST,
+  });
   device.queue.writeBuffer(buffer, 0, stored.buffer, stored.byteOffset, stored.byteLength);
   return buffer;
 }
@@ -422,9 +512,24 @@ async function gate(engine: AttentionEngine, precisionAsked: 'f32' | 'f16'): Pro
       const viaBuffer = await readBuffer(device, outputBuffer, B * S * E, engine.precision);
       outputBuffer.destroy();
       qBuf.destroy();
-      for (const [path, actual] of [['float32array', viaArray], ['gpu-buffer', viaBuffer]] as const) {
+      for (const [path, actual] of [
+        ['float32array', viaArray],
+        ['gpu-buffer', viaBuffer],
+      ] as const) {
         const c = compare(actual, expected, tol);
-        report.gates.push({ shape: gateShape, isCausal, precisionAsked, precision: engine.precision, path, pass: c.pass, maxAbsErr: c.maxAbsErr, maxAbsRef, worstRatio: c.worstRatio, tolerance: tol, detail: c.detail });
+        report.gates.push({
+          shape: gateShape,
+          isCausal,
+          precisionAsked,
+          precision: engine.precision,
+          path,
+          pass: c.pass,
+          maxAbsErr: c.maxAbsErr,
+          maxAbsRef,
+          worstRatio: c.worstRatio,
+          tolerance: tol,
+          detail: c.detail,
+        });
         log(`gate ${engine.precision} ${describeShape(gateShape)}${isCausal ? ' causal' : ''} ${path}: ${c.pass ? 'pass' : 'FAIL'} (${c.detail})`);
         ok &&= c.pass;
       }
@@ -440,7 +545,11 @@ async function gate(engine: AttentionEngine, precisionAsked: 'f32' | 'f16'): Pro
 // Timing
 
 const deadline = timeLimitS;
-interface Timed { times: number[]; submits: number[]; reason?: string }
+interface Timed {
+  times: number[];
+  submits: number[];
+  reason?: string;
+}
 
 /**
  * Warm-ups, then timed runs until maxRuns, or until the configuration's budget is spent (after at
@@ -460,7 +569,8 @@ async function timeRuns(run: () => Promise<{ ms: number; submitMs?: number }>): 
   while (times.length < maxRuns) {
     const last = times.length ? times[times.length - 1] / 1000 : slowest;
     const spent = elapsed() - start;
-    if (elapsed() + last * 1.5 > deadline) return { times, submits, reason: times.length < minRuns ? `time limit (${deadline} s) reached after ${times.length} runs` : undefined };
+    if (elapsed() + last * 1.5 > deadline)
+      return { times, submits, reason: times.length < minRuns ? `time limit (${deadline} s) reached after ${times.length} runs` : undefined };
     if (times.length >= minRuns && spent + last > budgetS) break;
     const r = await run();
     times.push(r.ms);
@@ -530,7 +640,10 @@ async function benchShape(engine: AttentionEngine, precisionAsked: 'f32' | 'f16'
       try {
         const { outputBuffer } = await layer.forward(pieces[0], { batchSize: B / p, seqLen: S, isCausal, returnBuffer: true });
         outputBuffer.destroy();
-        if (p > 1) log(`${describeShape(shape)} ${precision}: GPU-resident calls run as ${p} forwards of ${B / p} sequence(s) each (one call of B=${B} exceeds the device's limits)`);
+        if (p > 1)
+          log(
+            `${describeShape(shape)} ${precision}: GPU-resident calls run as ${p} forwards of ${B / p} sequence(s) each (one call of B=${B} exceeds the device's limits)`,
+          );
         return pieces;
       } catch (e) {
         if (!(e instanceof DeviceLimitError)) throw e;
@@ -589,9 +702,11 @@ async function benchShape(engine: AttentionEngine, precisionAsked: 'f32' | 'f16'
           }
           const r = record(base, flops, t);
           slowestMedianMs = Math.max(slowestMedianMs, r.medianMs ?? 0);
-          log(r.status === 'ok'
-            ? `${label} ${mode}: median ${r.medianMs!.toFixed(2)} ms (best ${r.minMs!.toFixed(2)}, ${r.runs} runs) = ${tf(r.tflops!)} TFLOP/s (best ${tf(r.tflopsBest!)})${r.submitMedianMs !== undefined ? `; forward() resolved after ${r.submitMedianMs.toFixed(2)} ms` : ''}`
-            : `${label} ${mode}: ${r.status} (${r.reason})`);
+          log(
+            r.status === 'ok'
+              ? `${label} ${mode}: median ${r.medianMs!.toFixed(2)} ms (best ${r.minMs!.toFixed(2)}, ${r.runs} runs) = ${tf(r.tflops!)} TFLOP/s (best ${tf(r.tflopsBest!)})${r.submitMedianMs !== undefined ? `; forward() resolved after ${r.submitMedianMs.toFixed(2)} ms` : ''}`
+              : `${label} ${mode}: ${r.status} (${r.reason})`,
+          );
         } catch (e) {
           const message = (e as Error).stack ?? String(e);
           record(base, flops, null, message);
@@ -615,7 +730,15 @@ async function benchShape(engine: AttentionEngine, precisionAsked: 'f32' | 'f16'
 }
 
 /** Checks at the benchmark shape: finite outputs, both paths agree, and (causal) prefixes against the CPU backend. */
-async function checkOutputs(shape: Shape, precision: string, isCausal: boolean, sd: StateDict, query: Float32Array, gpuOutput: Float32Array | null, e2eOutput: Float32Array | null): Promise<void> {
+async function checkOutputs(
+  shape: Shape,
+  precision: string,
+  isCausal: boolean,
+  sd: StateDict,
+  query: Float32Array,
+  gpuOutput: Float32Array | null,
+  e2eOutput: Float32Array | null,
+): Promise<void> {
   const { B, S, E, H } = shape;
   const label = `${describeShape(shape)}${isCausal ? ' causal' : ''} ${precision}`;
   const add = (what: string, pass: boolean, detail: string, extra: Partial<CheckRecord> = {}) => {
@@ -624,7 +747,10 @@ async function checkOutputs(shape: Shape, precision: string, isCausal: boolean, 
     if (!pass) exitCode = 1;
     save();
   };
-  for (const [name, o] of [['GPU-resident output', gpuOutput], ['end-to-end output', e2eOutput]] as const) {
+  for (const [name, o] of [
+    ['GPU-resident output', gpuOutput],
+    ['end-to-end output', e2eOutput],
+  ] as const) {
     if (!o) continue;
     let bad = 0;
     for (let i = 0; i < o.length; i++) if (!Number.isFinite(o[i])) bad++;
@@ -672,7 +798,10 @@ async function kernelTimings(precisionAsked: 'f32' | 'f16', shape: Shape, isCaus
       for (let i = 0; i < 3; i++) {
         const t0 = performance.now();
         const { timings } = await mha.forward(query, options);
-        for (const [k, v] of Object.entries(timings ?? {})) (samples[k] ??= []).push(v);
+        for (const [k, v] of Object.entries(timings ?? {})) {
+          samples[k] ??= [];
+          samples[k].push(v);
+        }
         rec.runs++;
         if (elapsed() + (performance.now() - t0) / 1000 > deadline - 5) break;
       }
@@ -691,9 +820,15 @@ async function kernelTimings(precisionAsked: 'f32' | 'f16', shape: Shape, isCaus
   }
   report.kernelTimings.push(rec);
   save();
-  log(`kernel timings ${describeShape(shape)}${isCausal ? ' causal' : ''} ${rec.precision}: ${rec.status === 'ok'
-    ? Object.entries(rec.medianMs).map(([k, v]) => `${k} ${v.toFixed(2)} ms`).join(', ')
-    : `${rec.status} (${rec.reason})`}`);
+  log(
+    `kernel timings ${describeShape(shape)}${isCausal ? ' causal' : ''} ${rec.precision}: ${
+      rec.status === 'ok'
+        ? Object.entries(rec.medianMs)
+            .map(([k, v]) => `${k} ${v.toFixed(2)} ms`)
+            .join(', ')
+        : `${rec.status} (${rec.reason})`
+    }`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -721,7 +856,12 @@ for (const precisionAsked of precisions) {
       save();
     }
   });
-  const engineRecord: (typeof report.engines)[number] = { precisionAsked, precision: engine.precision, precisionNote: engine.precisionNote, deviceFeatures: [...device.features].sort() };
+  const engineRecord: (typeof report.engines)[number] = {
+    precisionAsked,
+    precision: engine.precision,
+    precisionNote: engine.precisionNote,
+    deviceFeatures: [...device.features].sort(),
+  };
   report.engines.push(engineRecord);
   log(`engine: precision asked ${precisionAsked}, in use ${engine.precision}${engine.precisionNote ? ` (${engine.precisionNote})` : ''}`);
   save();
@@ -748,7 +888,8 @@ for (const precisionAsked of precisions) {
       if (elapsed() > deadline) {
         log(`${describeShape(shape)} ${precisionAsked}: skipped (time limit ${deadline} s)`);
         for (const isCausal of causalSettings) {
-          for (const mode of modes) record({ shape, isCausal, precisionAsked, precision: engine.precision, mode }, attentionFlops(shape.B, shape.S, shape.E, isCausal), null);
+          for (const mode of modes)
+            record({ shape, isCausal, precisionAsked, precision: engine.precision, mode }, attentionFlops(shape.B, shape.S, shape.E, isCausal), null);
         }
         continue;
       }

@@ -59,7 +59,12 @@ if (![...files].some((f) => f.startsWith('shaders/'))) {
   console.error('bundle: no shaders/*.wgsl among the bundled modules; the WGSL kernels were not inlined');
   process.exit(1);
 }
-const lines = [...files].sort().map((f) => `${createHash('sha256').update(readFileSync(join(root, f))).digest('hex')}  ${f}`);
+const lines = [...files].sort().map(
+  (f) =>
+    `${createHash('sha256')
+      .update(readFileSync(join(root, f)))
+      .digest('hex')}  ${f}`,
+);
 writeFileSync(join(outDir, 'sources.sha256'), `${lines.join('\n')}\n`);
 const code = readFileSync(join(outDir, 'bench-gpu.mjs'), 'utf8');
 if (/\bimport\s*\(\s*["']\.\.?\//.test(code)) {

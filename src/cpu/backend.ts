@@ -62,8 +62,10 @@ export class CpuBackend implements Backend {
       forward: async (plan) => {
         if (plan.gpu || plan.returnBuffer) {
           throw new UnsupportedError({
-            where: 'MultiHeadAttention.forward', argument: plan.gpu ? 'a GPUBuffer input' : 'options.returnBuffer',
-            expected: 'used on the WebGPU backend only', given: "an engine on the CPU backend",
+            where: 'MultiHeadAttention.forward',
+            argument: plan.gpu ? 'a GPUBuffer input' : 'options.returnBuffer',
+            expected: 'used on the WebGPU backend only',
+            given: 'an engine on the CPU backend',
             fix: 'Pass Float32Arrays and read output, or run on WebGPU.',
           });
         }

@@ -13,19 +13,29 @@ import { type ForwardPlan, headLayout, type LayerWeights, resolveForwardPlan, re
 import type { ForwardOptions, MultiHeadAttentionConfig, StateDict } from '../types.ts';
 
 export interface ReferenceResult {
-  q: Float64Array;       // [B, H, Sq, Dh]
-  k: Float64Array;       // [B, G, Skv, Dh]
-  v: Float64Array;       // [B, G, Skv, Dh]
+  q: Float64Array; // [B, H, Sq, Dh]
+  k: Float64Array; // [B, G, Skv, Dh]
+  v: Float64Array; // [B, G, Skv, Dh]
   /** Q·Kᵀ/√Dh, masked entries −Infinity; only with keepScores. [B, H, Sq, Skv] */
   scores: Float64Array | null;
   /** softmax of the scores; a row with no visible key is all 0; only with keepScores. [B, H, Sq, Skv] */
   probs: Float64Array | null;
   attention: Float64Array; // O [B, H, Sq, Dh]
-  output: Float64Array;    // Y [B, Sq, E]
+  output: Float64Array; // Y [B, Sq, E]
 }
 
 /** x [batches·rows, inDim] · Wᵀ + b → heads [batches, heads, rows, Dh] (W has heads·Dh rows). */
-function project(x: Float32Array, inDim: number, W: Float32Array, bias: Float32Array | null, biasOffset: number, batches: number, rows: number, heads: number, Dh: number): Float64Array {
+function project(
+  x: Float32Array,
+  inDim: number,
+  W: Float32Array,
+  bias: Float32Array | null,
+  biasOffset: number,
+  batches: number,
+  rows: number,
+  heads: number,
+  Dh: number,
+): Float64Array {
   const out = new Float64Array(batches * heads * rows * Dh);
   for (let b = 0; b < batches; b++) {
     for (let s = 0; s < rows; s++) {
@@ -63,13 +73,7 @@ export function qkvProjection(plan: ForwardPlan, weights: LayerWeights): { q: Fl
  * multiplies zeros too). The fused kernel skips masked keys instead; WGSL may assume no NaN anyway.
  * `keep` (not for packed plans) receives the scores (−Infinity where masked) and p.
  */
-export function attention(
-  plan: ForwardPlan,
-  q: Float64Array,
-  k: Float64Array,
-  v: Float64Array,
-  keep?: { scores: Float64Array; probs: Float64Array },
-): Float64Array {
+export function attention(plan: ForwardPlan, q: Float64Array, k: Float64Array, v: Float64Array, keep?: { scores: Float64Array; probs: Float64Array }): Float64Array {
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
   const { attnMask, attnMaskPerHead, keyPaddingMask, window, headMask } = plan.masks;
   const { qRows, kvRows } = headLayout(plan);
@@ -100,7 +104,7 @@ export function attention(
           // ±Infinity in a masked key still poisons the row (NaN + −∞ = NaN).
           let dot = 0;
           for (let d = 0; d < Dh; d++) dot += q[qBase + d] * k[kvBase + j * Dh + d];
-          const allowed = j >= first && j <= last && !(keyPaddingMask && keyPaddingMask[b * Skv + j]);
+          const allowed = j >= first && j <= last && !keyPaddingMask?.[b * Skv + j];
           const s = dot * scale + (allowed ? (attnMask ? attnMask[maskBase + j] : 0) : -Infinity);
           row[j] = s;
           seen[j] = s === -Infinity ? 0 : 1;
@@ -159,9 +163,7 @@ export function referenceForward(plan: ForwardPlan, weights: LayerWeights, optio
   const { q, k, v } = qkvProjection(plan, weights);
   const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
   const H = plan.layer.numHeads;
-  const keep = options.keepScores && plan.mode !== 'packed'
-    ? { scores: new Float64Array(B * H * Sq * Skv), probs: new Float64Array(B * H * Sq * Skv) }
-    : undefined;
+  const keep = options.keepScores && plan.mode !== 'packed' ? { scores: new Float64Array(B * H * Sq * Skv), probs: new Float64Array(B * H * Sq * Skv) } : undefined;
   const o = attention(plan, q, k, v, keep);
   const output = outputProjection(plan, weights, o);
   return { q, k, v, scores: keep?.scores ?? null, probs: keep?.probs ?? null, attention: o, output };
@@ -172,12 +174,7 @@ export function referenceForward(plan: ForwardPlan, weights: LayerWeights, optio
  * checked the same way. For learners and tests: returns Q, K, V, the scores and probabilities
  * [B, H, Sq, Skv] (these grow as S², so keep S small), the attention output and the layer output.
  */
-export function referenceMultiHeadAttention(
-  config: MultiHeadAttentionConfig,
-  stateDict: StateDict,
-  query: Float32Array,
-  options: ForwardOptions,
-): ReferenceResult {
+export function referenceMultiHeadAttention(config: MultiHeadAttentionConfig, stateDict: StateDict, query: Float32Array, options: ForwardOptions): ReferenceResult {
   const spec = resolveLayerSpec(config);
   const weights = resolveWeights(spec, stateDict);
   const plan = resolveForwardPlan(spec, query, options);

@@ -26,10 +26,7 @@ export function uniform(length: number, bound: number, rng: () => number): Float
  * (xavier_uniform for in_proj_weight, ±1/√E for out_proj.weight). Biases, which PyTorch starts at 0,
  * are random here (±0.1) so that tests exercise them.
  */
-export function randomStateDict(
-  config: { embedDim: number; numHeads: number; numKvHeads?: number; bias?: boolean },
-  seed: number,
-): StateDict {
+export function randomStateDict(config: { embedDim: number; numHeads: number; numKvHeads?: number; bias?: boolean }, seed: number): StateDict {
   const rng = mulberry32(seed);
   const E = config.embedDim;
   const H = config.numHeads;

@@ -58,7 +58,10 @@ export class WebGPUBackend implements Backend {
     const info = () => this.adapterInfo;
     this.tuner = new Tuner(
       tuning,
-      () => { const a = info(); return [a.vendor, a.architecture, a.device, a.description].join('/'); },
+      () => {
+        const a = info();
+        return [a.vendor, a.architecture, a.device, a.description].join('/');
+      },
       () => isCpuAdapter(info()),
       (kernel, variant, headDim) => gateVariant(this.state.pool, isCpuAdapter(info()), kernel, variant, headDim),
     );
@@ -170,7 +173,10 @@ export class WebGPUBackend implements Backend {
 
   createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
     checkHeadDim('createMultiHeadAttention', 'embedDim / numHeads (the head size)', `${spec.embedDim} / ${spec.numHeads} = ${spec.headDim}`, spec.headDim);
-    for (const [name, dim] of [['kdim', spec.kdim], ['vdim', spec.vdim]] as const) {
+    for (const [name, dim] of [
+      ['kdim', spec.kdim],
+      ['vdim', spec.vdim],
+    ] as const) {
       if (dim % 4 !== 0) {
         throw new UnsupportedError({
           where: 'createMultiHeadAttention',
@@ -204,8 +210,11 @@ export class WebGPUBackend implements Backend {
         if ((plan.cache || plan.gpu || plan.returnBuffer) && parts.length > 1) {
           const what = plan.cache ? 'a call with kvCache' : 'a call with GPU buffers (inputs or returnBuffer)';
           throw new DeviceLimitError({
-            where: 'MultiHeadAttention.forward', argument: what, expected: 'within the device limits in one piece',
-            given: `a batch that would need ${parts.length} pieces`, fix: `Split the batch yourself (${what} is not split).`,
+            where: 'MultiHeadAttention.forward',
+            argument: what,
+            expected: 'within the device limits in one piece',
+            given: `a batch that would need ${parts.length} pieces`,
+            fix: `Split the batch yourself (${what} is not split).`,
           });
         }
         return this.run('MultiHeadAttention.forward', async (state) => {
@@ -263,8 +272,10 @@ class WebGPUKvCache implements KvCacheStorage {
     const maxBinding = Math.min(backend.limits().maxStorageBufferBindingSize, backend.limits().maxBufferSize);
     if (this.bytes > maxBinding) {
       throw new DeviceLimitError({
-        where: 'MultiHeadAttention.createKvCache', argument: 'the cache, 2·batchSize·numKvHeads·maxSeqLen·headDim·4 bytes',
-        expected: `at most maxStorageBufferBindingSize = ${maxBinding} bytes`, given: `${this.bytes} bytes`,
+        where: 'MultiHeadAttention.createKvCache',
+        argument: 'the cache, 2·batchSize·numKvHeads·maxSeqLen·headDim·4 bytes',
+        expected: `at most maxStorageBufferBindingSize = ${maxBinding} bytes`,
+        given: `${this.bytes} bytes`,
         fix: 'Use a smaller maxSeqLen or batchSize.',
       });
     }
@@ -281,7 +292,7 @@ class WebGPUKvCache implements KvCacheStorage {
   live(generation: number): GpuKvCache {
     if (!this.buffer || this.generation !== generation) {
       throw new DeviceLostError(
-        'MultiHeadAttention.forward: the KV cache\'s keys and values were lost with the GPU device (they cannot be rebuilt from anything the engine keeps). ' +
+        "MultiHeadAttention.forward: the KV cache's keys and values were lost with the GPU device (they cannot be rebuilt from anything the engine keeps). " +
           'Call cache.reset() and prefill it again.',
         'destroyed',
       );

@@ -35,13 +35,32 @@ function costs(plan: ForwardPlan, limits: EngineLimits): Cost[] {
   const Skv = packed ? 1 : plan.kvSeqLen;
   const bind = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
   const wg = limits.maxComputeWorkgroupsPerDimension;
-  const binding = (what: string, perUnit: number, fixed = 0): Cost => ({ what, perUnit: perUnit * 4, fixed: fixed * 4, limit: bind, limitName: 'maxStorageBufferBindingSize' });
+  const binding = (what: string, perUnit: number, fixed = 0): Cost => ({
+    what,
+    perUnit: perUnit * 4,
+    fixed: fixed * 4,
+    limit: bind,
+    limitName: 'maxStorageBufferBindingSize',
+  });
   const list: Cost[] = [
     binding('the query [B, Sq, E]', Sq * E),
     binding('the Q/K/V buffer', (H * Sq + 2 * G * Skv) * Dh),
     binding('the attention output [B, H, Sq, Dh]', H * Sq * Dh),
-    { what: 'the staging buffer for the read-back', perUnit: 4 * (Sq * E + (plan.needWeights ? H * Sq * Skv : 0)), fixed: 0, limit: limits.maxBufferSize, limitName: 'maxBufferSize' },
-    { what: 'workgroups along the token rows (B·Sq / 32)', perUnit: Sq, fixed: 0, limit: wg, limitName: 'maxComputeWorkgroupsPerDimension', perWorkgroup: ROWS_PER_WORKGROUP },
+    {
+      what: 'the staging buffer for the read-back',
+      perUnit: 4 * (Sq * E + (plan.needWeights ? H * Sq * Skv : 0)),
+      fixed: 0,
+      limit: limits.maxBufferSize,
+      limitName: 'maxBufferSize',
+    },
+    {
+      what: 'workgroups along the token rows (B·Sq / 32)',
+      perUnit: Sq,
+      fixed: 0,
+      limit: wg,
+      limitName: 'maxComputeWorkgroupsPerDimension',
+      perWorkgroup: ROWS_PER_WORKGROUP,
+    },
   ];
   if (plan.mode === 'cross') list.push(binding('the key [B, Skv, kdim]', Skv * kdim), binding('the value [B, Skv, vdim]', Skv * vdim));
   if (plan.needWeights) {
@@ -65,10 +84,11 @@ function refuse(plan: ForwardPlan, c: Cost, units: number, unitName: string): ne
     where: 'MultiHeadAttention.forward',
     argument: c.what,
     expected: `at most ${c.limitName} = ${c.limit}${c.perWorkgroup ? ' workgroups' : ' bytes'}`,
-    given: plan.mode === 'packed'
-      ? `${used} for a single sequence of ${units} tokens`
-      : `${used} for a single ${unitName} (seqLen ${plan.seqLen}${plan.mode === 'cross' ? `, kvSeqLen ${plan.kvSeqLen}` : ''})`,
-    fix: 'Splitting the batch cannot help here: use shorter sequences' + (plan.needWeights ? ', or leave out needWeights' : '') + '.',
+    given:
+      plan.mode === 'packed'
+        ? `${used} for a single sequence of ${units} tokens`
+        : `${used} for a single ${unitName} (seqLen ${plan.seqLen}${plan.mode === 'cross' ? `, kvSeqLen ${plan.kvSeqLen}` : ''})`,
+    fix: `Splitting the batch cannot help here: use shorter sequences${plan.needWeights ? ', or leave out needWeights' : ''}.`,
   });
 }
 
@@ -112,10 +132,16 @@ export function splitPlan(plan: ForwardPlan, limits: EngineLimits): ForwardPlan[
       const sub = cu.slice(s0, s1 + 1).map((v) => v - t0);
       const query = plan.query.subarray(t0 * E, t1 * E);
       return {
-        ...plan, batchSize: s1 - s0, seqLen: t1 - t0, kvSeqLen: t1 - t0, cuSeqlens: sub,
+        ...plan,
+        batchSize: s1 - s0,
+        seqLen: t1 - t0,
+        kvSeqLen: t1 - t0,
+        cuSeqlens: sub,
         maxSeqLen: Math.max(...sub.subarray(1).map((v, i) => v - sub[i])),
         masks: { ...plan.masks, headMask: plan.masks.headMask ? plan.masks.headMask.subarray(s0 * H, s1 * H) : null },
-        query, key: query, value: query,
+        query,
+        key: query,
+        value: query,
       };
     });
   }

@@ -13,7 +13,6 @@ export interface AcquiredDevice {
 let nodeGpu: GPU | null = null;
 let nodeGpuError: string | null = null;
 
-
 async function findGpu(): Promise<{ gpu: GPU | null; why: string }> {
   const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator;
   if (nav?.gpu) return { gpu: nav.gpu, why: '' };

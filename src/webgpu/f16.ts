@@ -11,7 +11,7 @@ function halfBits(value: number): number {
   const exp = (x >>> 23) & 0xff;
   let mant = x & 0x7fffff;
   if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0); // Inf or NaN
-  let e = exp - 127 + 15;
+  const e = exp - 127 + 15;
   if (e >= 0x1f) return sign | 0x7c00; // overflow → Inf
   if (e <= 0) {
     // subnormal half (or zero): shift the implicit bit in, round to nearest even

@@ -8,7 +8,7 @@ import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import { type BufferPool, MAP_MODE_READ, Usage } from './buffers.ts';
 import { encodeAttentionProbs } from './kernels/attention-probs.ts';
 import { encodeFlashAttention } from './kernels/flash-attention.ts';
-import { type MaskBuffers, uploadMasks } from './kernels/masks.ts';
+import { uploadMasks } from './kernels/masks.ts';
 import { encodeOutputProjection } from './kernels/output-projection.ts';
 import { encodeQkvProjection, packedTargets, type ProjectionWeights, type QkvTargets, qkvLayout } from './kernels/qkv-projection.ts';
 import { fromF16 } from './f16.ts';
@@ -21,10 +21,14 @@ import { type KernelChoice, KERNEL_NAMES } from './variants.ts';
 export class GpuLayerWeights {
   readonly projection: ProjectionWeights;
   readonly outProjWeight: GPUBuffer; // [E, E]
-  readonly outProjBias: GPUBuffer;   // [E]
+  readonly outProjBias: GPUBuffer; // [E]
   private readonly buffers: GPUBuffer[];
 
-  constructor(private readonly pool: BufferPool, spec: LayerSpec, weights: LayerWeights) {
+  constructor(
+    private readonly pool: BufferPool,
+    spec: LayerSpec,
+    weights: LayerWeights,
+  ) {
     const N = (spec.numHeads + 2 * spec.numKvHeads) * spec.headDim;
     const usage = Usage.STORAGE;
     const bias = pool.upload(weights.inProjBias ?? new Float32Array(N), usage, 'MultiHeadAttention.in_proj_bias');
@@ -53,7 +57,7 @@ function attentionBuffers(scratch: CallScratch, plan: ForwardPlan): { attention:
   const rows = batches * H * qRows;
   return {
     attention: scratch.storage(rows * Dh * scratch.elementBytes, 'attention'), // O [B, H, Sq, Dh]
-    rowStats: scratch.storage(rows * 8, 'rowStats'),                          // softmax (m, l) per row [B, H, Sq]
+    rowStats: scratch.storage(rows * 8, 'rowStats'), // softmax (m, l) per row [B, H, Sq]
   };
 }
 
@@ -130,28 +134,29 @@ export async function forwardWebGPU(
     // Inputs: the caller's GPUBuffers where given (read in place), else uploads of the arrays (at the engine's precision).
     const g = plan.gpu;
     if (g) checkInputSizes(plan, g, scratch.elementBytes);
-    const query = g?.query ?? scratch.tensor(plan.query, 'query');                               // [B, Sq, E]
-    const key = plan.mode !== 'cross' ? query : (g?.key ?? scratch.tensor(plan.key, 'key'));        // [B, Skv, kdim]
-    let value = query;                                                                          // [B, Skv, vdim]
+    const query = g?.query ?? scratch.tensor(plan.query, 'query'); // [B, Sq, E]
+    const key = plan.mode !== 'cross' ? query : (g?.key ?? scratch.tensor(plan.key, 'key')); // [B, Skv, kdim]
+    let value = query; // [B, Skv, vdim]
     if (plan.mode === 'cross') {
       if (g?.value) value = g.value;
-      else if (plan.value === plan.key && !g?.key) value = key; // one array for both: one upload
+      else if (plan.value === plan.key && !g?.key)
+        value = key; // one array for both: one upload
       else value = scratch.tensor(plan.value, 'value');
     }
     const { numHeads: H, headDim: Dh } = plan.layer;
     // Q ++ K ++ V head-split in one scratch buffer; with a KV cache, Q alone, and K, V in the cache.
-    const targets: QkvTargets = cache && plan.cache
-      ? {
-          q: scratch.storage(plan.batchSize * H * plan.seqLen * Dh * scratch.elementBytes, 'q'),
-          kv: { buffer: cache.buffer, kBase: 0, vBase: cache.vBase, stride: cache.maxSeqLen, row0: plan.cache.start },
-        }
-      : packedTargets(plan, scratch.storage(qkvLayout(plan).total * scratch.elementBytes, 'qkv'));
+    const targets: QkvTargets =
+      cache && plan.cache
+        ? {
+            q: scratch.storage(plan.batchSize * H * plan.seqLen * Dh * scratch.elementBytes, 'q'),
+            kv: { buffer: cache.buffer, kBase: 0, vBase: cache.vBase, stride: cache.maxSeqLen, row0: plan.cache.start },
+          }
+        : packedTargets(plan, scratch.storage(qkvLayout(plan).total * scratch.elementBytes, 'qkv'));
     const masks = uploadMasks(scratch, plan);
     const f16 = scratch.precision === 'f16';
     const outputBytes = batches * qRows * E * scratch.elementBytes; // Y stored at the engine's precision
     // With returnBuffer the output goes straight into a buffer the caller will own.
-    const owned = (bytes: number, label: string) =>
-      device.createBuffer({ label, size: Math.max(16, bytes), usage: Usage.STORAGE | Usage.COPY_SRC | Usage.COPY_DST });
+    const owned = (bytes: number, label: string) => device.createBuffer({ label, size: Math.max(16, bytes), usage: Usage.STORAGE | Usage.COPY_SRC | Usage.COPY_DST });
     const y = plan.returnBuffer ? owned(outputBytes, 'MultiHeadAttention.outputBuffer') : scratch.storage(outputBytes, 'y'); // Y [B, Sq, E]
 
     const { attention, rowStats } = attentionBuffers(scratch, plan);
@@ -170,8 +175,7 @@ export async function forwardWebGPU(
     // here (the tuner's trials read the inputs too, so they run inside the scope).
     if (g) device.pushErrorScope('validation');
     const choice = await chooser.choose(plan, scratch.precision, KERNEL_NAMES, {
-      time: (kernel, variant) =>
-        timeAlone(device, (pass) => (kernels[kernel] as (p: GPUComputePassEncoder, v: string, r: number) => void)(pass, variant, TRIAL_ROWS)),
+      time: (kernel, variant) => timeAlone(device, (pass) => (kernels[kernel] as (p: GPUComputePassEncoder, v: string, r: number) => void)(pass, variant, TRIAL_ROWS)),
     });
     const encoder = device.createCommandEncoder({ label: 'MultiHeadAttention.forward' });
     const stages = new PassStages(device, encoder, 'MultiHeadAttention.forward', profile);
@@ -188,11 +192,7 @@ export async function forwardWebGPU(
       await rejectInvalidBuffers(device, !!g, [y, weightsBuffer]);
       return weightsBuffer ? { outputBuffer: y, attentionWeightsBuffer: weightsBuffer } : { outputBuffer: y };
     }
-    const sources = [
-      { buffer: y, bytes: outputBytes, f16 },
-      ...(probs ? [{ buffer: probs, bytes: probsBytes }] : []),
-      ...(timestamps ? [timestamps] : []),
-    ];
+    const sources = [{ buffer: y, bytes: outputBytes, f16 }, ...(probs ? [{ buffer: probs, bytes: probsBytes }] : []), ...(timestamps ? [timestamps] : [])];
     // Submit (readBack's synchronous part) before popping the validation scope, then wait for both,
     // so nothing is left pending either way.
     const reading = readBack(scratch, encoder, sources);
@@ -213,7 +213,7 @@ export async function forwardWebGPU(
 function checkInputSizes(plan: ForwardPlan, g: NonNullable<ForwardPlan['gpu']>, el: number): void {
   const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
   const { embedDim: E, kdim, vdim } = plan.layer;
-  const type = el === 2 ? 'float16 (the engine\'s precision is f16)' : 'float32';
+  const type = el === 2 ? "float16 (the engine's precision is f16)" : 'float32';
   for (const [argument, buffer, shape, n] of [
     ['query', g.query, `[B, Sq, E] = [${B}, ${Sq}, ${E}]`, B * Sq * E],
     ['options.key', g.key, `[B, Skv, kdim] = [${B}, ${Skv}, ${kdim}]`, B * Skv * kdim],
@@ -221,7 +221,10 @@ function checkInputSizes(plan: ForwardPlan, g: NonNullable<ForwardPlan['gpu']>, 
   ] as const) {
     if (buffer && buffer.size < n * el) {
       throw new ShapeMismatchError({
-        where: 'MultiHeadAttention.forward', argument, expected: `a GPUBuffer of at least ${n * el} bytes (${shape} ${type})`, given: `${buffer.size} bytes`,
+        where: 'MultiHeadAttention.forward',
+        argument,
+        expected: `a GPUBuffer of at least ${n * el} bytes (${shape} ${type})`,
+        given: `${buffer.size} bytes`,
       });
     }
   }
@@ -273,7 +276,10 @@ export async function attendWebGPU(
     stages.run('flash_attention', (pass) => flash(pass, choice.flash_attention));
     if (probs) stages.run('attention_probs', (pass) => encodeAttentionProbs(pass, scratch, plan, { q: qBuffer, kv, rowStats, probs }, masks));
     stages.end(scratch);
-    const sources = [{ buffer: attention, bytes: q.length * scratch.elementBytes, f16: scratch.precision === 'f16' }, ...(probs ? [{ buffer: probs, bytes: probsBytes }] : [])];
+    const sources = [
+      { buffer: attention, bytes: q.length * scratch.elementBytes, f16: scratch.precision === 'f16' },
+      ...(probs ? [{ buffer: probs, bytes: probsBytes }] : []),
+    ];
     const [output, attentionWeights] = await readBack(scratch, encoder, sources);
     return attentionWeights ? { output, attentionWeights } : { output };
   } finally {

@@ -10,7 +10,10 @@ const caches = new WeakMap<GPUDevice, DeviceCache>();
 
 function cacheOf(device: GPUDevice): DeviceCache {
   let cache = caches.get(device);
-  if (!cache) caches.set(device, (cache = { modules: new Map(), pipelines: new Map() }));
+  if (!cache) {
+    cache = { modules: new Map(), pipelines: new Map() };
+    caches.set(device, cache);
+  }
   return cache;
 }
 
@@ -52,9 +55,7 @@ export function getPipeline(device: GPUDevice, variant: PipelineVariant): GPUCom
  */
 export function specialise(code: string, precision: 'f32' | 'f16', constants: Record<string, number> = {}): string {
   const prelude = [
-    ...(precision === 'f16'
-      ? ['enable f16;', 'alias ST4 = vec4<f16>;', 'alias SM4 = mat4x4<f16>;']
-      : ['alias ST4 = vec4<f32>;', 'alias SM4 = mat4x4<f32>;']),
+    ...(precision === 'f16' ? ['enable f16;', 'alias ST4 = vec4<f16>;', 'alias SM4 = mat4x4<f16>;'] : ['alias ST4 = vec4<f32>;', 'alias SM4 = mat4x4<f32>;']),
     ...Object.entries(constants).map(([name, value]) => `const ${name}: u32 = ${value}u;`),
   ].join('\n');
   return `${prelude}\n${code}`;

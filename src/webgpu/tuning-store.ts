@@ -38,7 +38,13 @@ export function fileTuningStore(path: string): TuningStore {
 /** A store that lives as long as the engine (what `tuning: { store: null }` means, in effect). */
 export function memoryTuningStore(): TuningStore {
   let records: TuningRecords | null = null;
-  return { where: 'memory', load: async () => records, save: async (r) => void (records = r) };
+  return {
+    where: 'memory',
+    load: async () => records,
+    save: async (r) => {
+      records = r;
+    },
+  };
 }
 
 /** The store used when the caller names none: localStorage in a browser, the cache file in Node, else memory. */

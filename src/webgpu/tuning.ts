@@ -31,7 +31,6 @@ export interface ResolvedTuning {
   store: TuningStore | null;
 }
 
-
 /** What a forward offers the tuner: its kernels, runnable alone on the call's buffers. */
 export interface Trial {
   /** Runs `kernel` alone as `variant`; resolves when the GPU is done, with wall milliseconds. */
@@ -151,7 +150,10 @@ export class Tuner implements KernelChooser {
     for (const variant of VARIANTS[kernel]) {
       const gateKey = `${this.adapterKey()}|${precision}|dh${headDim}|${kernel}|${variant}`;
       let verdict = this.gates.get(gateKey);
-      if (!verdict) this.gates.set(gateKey, (verdict = this.gate(kernel, variant, headDim).catch((e) => `failed to run: ${(e as Error).message}`)));
+      if (!verdict) {
+        verdict = this.gate(kernel, variant, headDim).catch((e) => `failed to run: ${(e as Error).message}`);
+        this.gates.set(gateKey, verdict);
+      }
       const why = await verdict;
       if (why) refused[variant] = why;
       else passed.push(variant);

@@ -54,7 +54,15 @@ const LAYOUT_MARKERS: Record<WeightLayout, string> = {
   gpt2: 'attn.c_attn.weight',
 };
 
-interface Sizes { E: number; H: number; G: number; Dh: number; kdim: number; vdim: number; bias: boolean }
+interface Sizes {
+  E: number;
+  H: number;
+  G: number;
+  Dh: number;
+  kdim: number;
+  vdim: number;
+  bias: boolean;
+}
 
 function resolveOptions(options: unknown): { layout: WeightLayout; prefix: string } & Sizes {
   const o = requireObject(WHERE, 'options', options, "Pass { layout: 'pytorch' | 'bert' | 'gpt2', embedDim, numHeads }.");
@@ -62,7 +70,10 @@ function resolveOptions(options: unknown): { layout: WeightLayout; prefix: strin
   const layout = o.layout as WeightLayout;
   if (!(Object.keys(LAYOUT_MARKERS) as unknown[]).includes(layout)) {
     throw new InvalidArgumentError({
-      where: WHERE, argument: 'options.layout', expected: "'pytorch', 'bert' or 'gpt2'", given: describe(o.layout),
+      where: WHERE,
+      argument: 'options.layout',
+      expected: "'pytorch', 'bert' or 'gpt2'",
+      given: describe(o.layout),
       fix: "'pytorch': nn.MultiheadAttention names; 'bert': Hugging Face BERT (attention.self.query…); 'gpt2': Hugging Face GPT-2 (attn.c_attn…).",
     });
   }
@@ -83,13 +94,22 @@ function resolveOptions(options: unknown): { layout: WeightLayout; prefix: strin
   const bias = o.bias === undefined ? true : requireBoolean(WHERE, 'options.bias', o.bias);
   if (!bias && layout !== 'pytorch') {
     throw new InvalidArgumentError({
-      where: WHERE, argument: 'options.bias', expected: `true or left out with layout '${layout}'`, given: 'false',
+      where: WHERE,
+      argument: 'options.bias',
+      expected: `true or left out with layout '${layout}'`,
+      given: 'false',
       fix: `${layout === 'bert' ? 'BERT' : 'GPT-2'} attention always has biases.`,
     });
   }
   for (const k of ['kdim', 'vdim'] as const) {
     if (o[k] !== undefined && layout !== 'pytorch') {
-      throw new InvalidArgumentError({ where: WHERE, argument: `options.${k}`, expected: `left out with layout '${layout}'`, given: describe(o[k]), fix: 'Only the pytorch layout has separate key/value widths.' });
+      throw new InvalidArgumentError({
+        where: WHERE,
+        argument: `options.${k}`,
+        expected: `left out with layout '${layout}'`,
+        given: describe(o[k]),
+        fix: 'Only the pytorch layout has separate key/value widths.',
+      });
     }
   }
   const kdim = o.kdim === undefined ? E : requirePositiveInteger(WHERE, 'options.kdim', o.kdim);
@@ -103,14 +123,23 @@ const shapeText = (shape: readonly number[]) => `[${shape.join(', ')}]`;
 function whatTheFileHas(file: SafetensorsFile, prefix: string, suffix: string, layout: WeightLayout): string {
   const names = [...file.keys()];
   const under = names.filter((n) => n.startsWith(prefix));
-  const list = (xs: string[]) => xs.slice(0, 6).map((n) => `"${n}" ${shapeText(file.get(n)!.shape)}`).join(', ') + (xs.length > 6 ? `, … (${xs.length} in all)` : '');
+  const list = (xs: string[]) =>
+    xs
+      .slice(0, 6)
+      .map((n) => `"${n}" ${shapeText(file.get(n)!.shape)}`)
+      .join(', ') + (xs.length > 6 ? `, … (${xs.length} in all)` : '');
   const parts: string[] = [];
   if (names.length === 0) parts.push('The file has no tensors.');
   else if (prefix && under.length === 0) parts.push(`The file has nothing under the prefix "${prefix}"; it has ${list(names)}.`);
   else parts.push(`Under ${prefix ? `"${prefix}"` : 'no prefix'} the file has ${list(under)}.`);
   const prefixes = [...new Set(names.filter((n) => n.endsWith(suffix)).map((n) => n.slice(0, n.length - suffix.length)))];
   if (prefixes.length && !prefixes.includes(prefix)) {
-    parts.push(`"${suffix}" is in the file under the prefix${prefixes.length > 1 ? 'es' : ''} ${prefixes.slice(0, 4).map((p) => `"${p}"`).join(', ')}${prefixes.length > 4 ? ', …' : ''}: pass one as options.prefix.`);
+    parts.push(
+      `"${suffix}" is in the file under the prefix${prefixes.length > 1 ? 'es' : ''} ${prefixes
+        .slice(0, 4)
+        .map((p) => `"${p}"`)
+        .join(', ')}${prefixes.length > 4 ? ', …' : ''}: pass one as options.prefix.`,
+    );
   } else if (!prefixes.length) {
     const other = (Object.keys(LAYOUT_MARKERS) as WeightLayout[]).find((l) => l !== layout && names.some((n) => n.endsWith(LAYOUT_MARKERS[l])));
     if (other) parts.push(`The file looks like layout '${other}' (it has "…${LAYOUT_MARKERS[other]}"): pass layout: '${other}'.`);
@@ -124,14 +153,20 @@ function take(file: SafetensorsFile, prefix: string, suffix: string, shape: numb
   const tensor: SafetensorsTensor | undefined = file.get(name);
   if (!tensor) {
     throw new MissingWeightError({
-      where: WHERE, argument: `tensor "${name}"`, expected: `present (layout '${layout}', shape ${shapeText(shape)})`, given: 'no such tensor in the file',
+      where: WHERE,
+      argument: `tensor "${name}"`,
+      expected: `present (layout '${layout}', shape ${shapeText(shape)})`,
+      given: 'no such tensor in the file',
       fix: whatTheFileHas(file, prefix, suffix, layout),
     });
   }
   const ok = tensor.shape.length === shape.length && tensor.shape.every((d, i) => d === shape[i]);
   if (!ok) {
     throw new ShapeMismatchError({
-      where: WHERE, argument: `tensor "${name}"`, expected: `of shape ${shapeText(shape)} for layout '${layout}'`, given: `shape ${shapeText(tensor.shape)}`,
+      where: WHERE,
+      argument: `tensor "${name}"`,
+      expected: `of shape ${shapeText(shape)} for layout '${layout}'`,
+      given: `shape ${shapeText(tensor.shape)}`,
       fix: hint(tensor.shape),
     });
   }
@@ -146,7 +181,8 @@ function sizesHint(s: Sizes, found: number[], what: string, inDim: number, per =
   const d = found.length === 2 || (found.length === 1 && inDim === 0) ? found[inDim] : undefined;
   const guess = d !== undefined && d % per === 0 ? d / per : undefined;
   return `The options say embedDim ${s.E}, numHeads ${s.H}${s.G !== s.H ? `, numKvHeads ${s.G}` : ''} (head size ${s.Dh}); ${
-    guess && guess !== s.E ? `this ${what} suggests embedDim ${guess}: ` : ''}check embedDim, numHeads and numKvHeads against the model's config.json (hidden_size / n_embd, num_attention_heads / n_head).`;
+    guess && guess !== s.E ? `this ${what} suggests embedDim ${guess}: ` : ''
+  }check embedDim, numHeads and numKvHeads against the model's config.json (hidden_size / n_embd, num_attention_heads / n_head).`;
 }
 
 /** [rows, cols] row-major → [cols, rows]. */
@@ -176,9 +212,17 @@ export function stateDictFromSafetensors(file: SafetensorsFile | ArrayBuffer | U
   const sd: StateDict = {};
 
   if (layout === 'pytorch') {
-    const get = (suffix: string, shape: number[]) => take(tensors, prefix, suffix, shape, layout, (f) =>
-      sizesHint(s, f, suffix, suffix === 'k_proj_weight' || suffix === 'v_proj_weight' ? -1 : shape.length === 2 ? 1 : 0, suffix === 'in_proj_bias' && s.G === s.H ? 3 : 1));
-    const separate = s.kdim !== E || s.vdim !== E || (!tensors.has(prefix + 'in_proj_weight') && tensors.has(prefix + 'q_proj_weight'));
+    const get = (suffix: string, shape: number[]) =>
+      take(tensors, prefix, suffix, shape, layout, (f) =>
+        sizesHint(
+          s,
+          f,
+          suffix,
+          suffix === 'k_proj_weight' || suffix === 'v_proj_weight' ? -1 : shape.length === 2 ? 1 : 0,
+          suffix === 'in_proj_bias' && s.G === s.H ? 3 : 1,
+        ),
+      );
+    const separate = s.kdim !== E || s.vdim !== E || (!tensors.has(`${prefix}in_proj_weight`) && tensors.has(`${prefix}q_proj_weight`));
     if (separate) {
       sd.q_proj_weight = get('q_proj_weight', [H * Dh, E]);
       sd.k_proj_weight = get('k_proj_weight', [G * Dh, s.kdim]);
@@ -188,9 +232,12 @@ export function stateDictFromSafetensors(file: SafetensorsFile | ArrayBuffer | U
     }
     sd['out_proj.weight'] = get('out_proj.weight', [E, E]);
     if (s.bias) {
-      if (!tensors.has(prefix + 'in_proj_bias') && !tensors.has(prefix + 'out_proj.bias') && tensors.has(prefix + 'out_proj.weight')) {
+      if (!tensors.has(`${prefix}in_proj_bias`) && !tensors.has(`${prefix}out_proj.bias`) && tensors.has(`${prefix}out_proj.weight`)) {
         throw new MissingWeightError({
-          where: WHERE, argument: `tensor "${prefix}in_proj_bias"`, expected: `present (layout 'pytorch', shape [${N}])`, given: 'no biases in the file',
+          where: WHERE,
+          argument: `tensor "${prefix}in_proj_bias"`,
+          expected: `present (layout 'pytorch', shape [${N}])`,
+          given: 'no biases in the file',
           fix: 'The layer was saved with bias=False: pass bias: false here and to createMultiHeadAttention.',
         });
       }
@@ -255,7 +302,10 @@ async function fetchBytes(url: string): Promise<ArrayBuffer> {
     response = await fetch(url);
   } catch (e) {
     throw new WeightFileError({
-      where: 'loadSafetensors', argument: 'source', expected: 'a URL that can be fetched', given: JSON.stringify(url),
+      where: 'loadSafetensors',
+      argument: 'source',
+      expected: 'a URL that can be fetched',
+      given: JSON.stringify(url),
       fix: `fetch failed (${(e as Error).message}${(e as { cause?: Error }).cause ? `: ${(e as { cause: Error }).cause.message}` : ''}); check the URL, the network and CORS.`,
       problem: 'read',
     });
@@ -266,7 +316,10 @@ async function fetchBytes(url: string): Promise<ArrayBuffer> {
 async function responseBytes(response: Response, what: string): Promise<ArrayBuffer> {
   if (!response.ok) {
     throw new WeightFileError({
-      where: 'loadSafetensors', argument: 'source', expected: 'a successful HTTP response (2xx)', given: `HTTP ${response.status} ${response.statusText} for ${what}`,
+      where: 'loadSafetensors',
+      argument: 'source',
+      expected: 'a successful HTTP response (2xx)',
+      given: `HTTP ${response.status} ${response.statusText} for ${what}`,
       fix: 'Check the URL (a Hugging Face file is at https://huggingface.co/<repo>/resolve/main/model.safetensors).',
       problem: 'read',
     });
@@ -281,10 +334,14 @@ async function readPath(path: string | URL): Promise<Uint8Array> {
   } catch (e) {
     const code = (e as { code?: string }).code;
     throw new WeightFileError({
-      where: 'loadSafetensors', argument: 'source', expected: 'a readable file', given: JSON.stringify(String(path)),
-      fix: code === 'ENOENT'
-        ? `There is no such file (relative paths are resolved against the current directory, ${process.cwd()}).`
-        : `Reading it failed: ${(e as Error).message}.`,
+      where: 'loadSafetensors',
+      argument: 'source',
+      expected: 'a readable file',
+      given: JSON.stringify(String(path)),
+      fix:
+        code === 'ENOENT'
+          ? `There is no such file (relative paths are resolved against the current directory, ${process.cwd()}).`
+          : `Reading it failed: ${(e as Error).message}.`,
       problem: 'read',
     });
   }
@@ -306,6 +363,9 @@ export async function loadSafetensors(source: ArrayBuffer | Uint8Array | Respons
     return parseSafetensors(await readPath(text));
   }
   throw new InvalidArgumentError({
-    where: 'loadSafetensors', argument: 'source', expected: 'an ArrayBuffer, Uint8Array, Response, Blob, URL, or a path/URL string', given: describe(source),
+    where: 'loadSafetensors',
+    argument: 'source',
+    expected: 'an ArrayBuffer, Uint8Array, Response, Blob, URL, or a path/URL string',
+    given: describe(source),
   });
 }

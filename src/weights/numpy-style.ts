@@ -59,7 +59,13 @@ const KEYS = ['wQkv', 'wQ', 'wK', 'wV', 'wO', 'bQkv', 'bQ', 'bK', 'bV', 'bO', 'e
 function matrix(argument: string, value: unknown, rows: number, cols: number, names: string, hint = ''): Float32Array {
   const shape = `[${names}] = [${rows}, ${cols}] = ${rows * cols}`;
   if (!(value instanceof Float32Array)) {
-    throw new InvalidArgumentError({ where: WHERE, argument, expected: `a Float32Array ${shape}, row-major, used as x @ W`, given: describe(value), fix: 'Convert it with Float32Array.from(matrix.flat()).' });
+    throw new InvalidArgumentError({
+      where: WHERE,
+      argument,
+      expected: `a Float32Array ${shape}, row-major, used as x @ W`,
+      given: describe(value),
+      fix: 'Convert it with Float32Array.from(matrix.flat()).',
+    });
   }
   if (value.length !== rows * cols) {
     throw new ShapeMismatchError({ where: WHERE, argument, expected: `of length ${shape}`, given: `length ${value.length}`, fix: hint || undefined });
@@ -75,12 +81,28 @@ function projection(argument: string, value: unknown, E: number, n: number, Dh: 
   if (Array.isArray(value)) {
     if (value.length !== n) {
       throw new ShapeMismatchError({
-        where: WHERE, argument, expected: `a list of ${countName} = ${n} per-head matrices W_${letter}_i [E, Dh] = [${E}, ${Dh}]`, given: `a list of ${value.length}`,
-        fix: value.length === 1 ? `With one matrix for all heads pass it alone (a Float32Array [E, ${n * Dh}]), not in a list.` : `Pass one matrix per ${letter === 'Q' ? 'query' : 'key/value'} head.`,
+        where: WHERE,
+        argument,
+        expected: `a list of ${countName} = ${n} per-head matrices W_${letter}_i [E, Dh] = [${E}, ${Dh}]`,
+        given: `a list of ${value.length}`,
+        fix:
+          value.length === 1
+            ? `With one matrix for all heads pass it alone (a Float32Array [E, ${n * Dh}]), not in a list.`
+            : `Pass one matrix per ${letter === 'Q' ? 'query' : 'key/value'} head.`,
       });
     }
-    const heads = value.map((m, i) => matrix(`${argument}[${i}]`, m, E, Dh, 'E, Dh',
-      m instanceof Float32Array && m.length === E * E && n > 1 ? `This looks like the whole [E, E] matrix; a per-head list holds each head's [E, Dh] = [${E}, ${Dh}] columns.` : ''));
+    const heads = value.map((m, i) =>
+      matrix(
+        `${argument}[${i}]`,
+        m,
+        E,
+        Dh,
+        'E, Dh',
+        m instanceof Float32Array && m.length === E * E && n > 1
+          ? `This looks like the whole [E, E] matrix; a per-head list holds each head's [E, Dh] = [${E}, ${Dh}] columns.`
+          : '',
+      ),
+    );
     // concat along columns: W[r, i·Dh + d] = W_i[r, d].
     const w = new Float32Array(E * n * Dh);
     for (let i = 0; i < n; i++) {
@@ -88,10 +110,16 @@ function projection(argument: string, value: unknown, E: number, n: number, Dh: 
     }
     return w;
   }
-  return matrix(argument, value, E, n * Dh, n * Dh === E ? 'E, E' : `E, ${countName}·Dh`,
+  return matrix(
+    argument,
+    value,
+    E,
+    n * Dh,
+    n * Dh === E ? 'E, E' : `E, ${countName}·Dh`,
     value instanceof Float32Array && value.length === E * Dh && n > 1
       ? `That is one head's size [E, Dh] = [${E}, ${Dh}]: pass the list of all ${n} per-head matrices, or the full [E, ${n * Dh}] matrix.`
-      : '');
+      : '',
+  );
 }
 
 function vector(argument: string, value: unknown, length: number, shape: string): Float32Array {
@@ -105,10 +133,17 @@ function vector(argument: string, value: unknown, length: number, shape: string)
 function biasVector(argument: string, value: unknown, n: number, Dh: number, countName: string): Float32Array {
   if (Array.isArray(value)) {
     if (value.length !== n) {
-      throw new ShapeMismatchError({ where: WHERE, argument, expected: `a list of ${countName} = ${n} per-head vectors [Dh] = [${Dh}]`, given: `a list of ${value.length}` });
+      throw new ShapeMismatchError({
+        where: WHERE,
+        argument,
+        expected: `a list of ${countName} = ${n} per-head vectors [Dh] = [${Dh}]`,
+        given: `a list of ${value.length}`,
+      });
     }
     const b = new Float32Array(n * Dh);
-    value.forEach((v, i) => b.set(vector(`${argument}[${i}]`, v, Dh, `[Dh] = [${Dh}]`), i * Dh));
+    value.forEach((v, i) => {
+      b.set(vector(`${argument}[${i}]`, v, Dh, `[Dh] = [${Dh}]`), i * Dh);
+    });
     return b;
   }
   return vector(argument, value, n * Dh, `[${countName === 'numHeads' ? 'H' : 'G'}·Dh] = [${n * Dh}]`);
@@ -144,19 +179,31 @@ export function stateDictFromMatmulWeights(weights: MatmulWeights): StateDict {
   const separate = ['wQ', 'wK', 'wV'].filter((k) => o[k] !== undefined);
   if (o.wQkv !== undefined && separate.length) {
     throw new InvalidArgumentError({
-      where: WHERE, argument: `weights.${separate[0]}`, expected: 'left out when wQkv is given', given: describe(o[separate[0]]),
+      where: WHERE,
+      argument: `weights.${separate[0]}`,
+      expected: 'left out when wQkv is given',
+      given: describe(o[separate[0]]),
       fix: 'Pass either the fused wQkv [E, 3E] or wQ, wK and wV, not both.',
     });
   }
   if (o.wQkv === undefined && separate.length < 3) {
     const missing = ['wQ', 'wK', 'wV'].filter((k) => o[k] === undefined);
     throw new MissingWeightError({
-      where: WHERE, argument: `weights.${missing[0]}`, expected: `given (${separate.length ? `with ${separate.join(', ')}` : 'or the fused wQkv'})`, given: 'nothing',
+      where: WHERE,
+      argument: `weights.${missing[0]}`,
+      expected: `given (${separate.length ? `with ${separate.join(', ')}` : 'or the fused wQkv'})`,
+      given: 'nothing',
       fix: `Pass the fused wQkv [E, ${N === 3 * E ? '3E' : '(H + 2G)·Dh'}] = [${E}, ${N}] or all of wQ, wK, wV.`,
     });
   }
   if (o.wO === undefined) {
-    throw new MissingWeightError({ where: WHERE, argument: 'weights.wO', expected: `a Float32Array [E, E] = [${E}, ${E}]`, given: 'nothing', fix: 'out = concat(heads) @ wO + bO needs wO.' });
+    throw new MissingWeightError({
+      where: WHERE,
+      argument: 'weights.wO',
+      expected: `a Float32Array [E, E] = [${E}, ${E}]`,
+      given: 'nothing',
+      fix: 'out = concat(heads) @ wO + bO needs wO.',
+    });
   }
 
   // [E, N] as x @ W, Q columns then K then V.
@@ -183,7 +230,10 @@ export function stateDictFromMatmulWeights(weights: MatmulWeights): StateDict {
   if (!bias) {
     if (biases.length) {
       throw new InvalidArgumentError({
-        where: WHERE, argument: `weights.${biases[0]}`, expected: 'left out with bias: false', given: describe(o[biases[0]]),
+        where: WHERE,
+        argument: `weights.${biases[0]}`,
+        expected: 'left out with bias: false',
+        given: describe(o[biases[0]]),
         fix: 'Leave bias out (or true) to use the biases.',
       });
     }
@@ -191,7 +241,11 @@ export function stateDictFromMatmulWeights(weights: MatmulWeights): StateDict {
   }
   if (o.bQkv !== undefined && (o.bQ !== undefined || o.bK !== undefined || o.bV !== undefined)) {
     throw new InvalidArgumentError({
-      where: WHERE, argument: 'weights.bQkv', expected: 'left out when bQ, bK or bV is given', given: describe(o.bQkv), fix: 'Pass either the fused bQkv or bQ, bK, bV.',
+      where: WHERE,
+      argument: 'weights.bQkv',
+      expected: 'left out when bQ, bK or bV is given',
+      given: describe(o.bQkv),
+      fix: 'Pass either the fused bQkv or bQ, bK, bV.',
     });
   }
   const bIn = new Float32Array(N); // a bias not given is zero

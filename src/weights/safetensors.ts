@@ -77,21 +77,56 @@ const WHERE = 'parseSafetensors';
 
 /** Bits per element of every dtype the format defines. */
 const DTYPE_BITS: Record<string, number> = {
-  BOOL: 8, U8: 8, I8: 8, F8_E5M2: 8, F8_E4M3: 8, F8_E8M0: 8,
-  I16: 16, U16: 16, F16: 16, BF16: 16,
-  I32: 32, U32: 32, F32: 32,
-  I64: 64, U64: 64, F64: 64, C64: 64,
-  F4: 4, F6_E2M3: 6, F6_E3M2: 6,
+  BOOL: 8,
+  U8: 8,
+  I8: 8,
+  F8_E5M2: 8,
+  F8_E4M3: 8,
+  F8_E8M0: 8,
+  I16: 16,
+  U16: 16,
+  F16: 16,
+  BF16: 16,
+  I32: 32,
+  U32: 32,
+  F32: 32,
+  I64: 64,
+  U64: 64,
+  F64: 64,
+  C64: 64,
+  F4: 4,
+  F6_E2M3: 6,
+  F6_E3M2: 6,
 };
 const FLOAT_DTYPES = ['F32', 'F16', 'BF16', 'F64'];
 
 /** Names other tools use for the format's dtype codes, to suggest the right one. */
 const DTYPE_ALIASES: Record<string, string> = {
-  float32: 'F32', float: 'F32', f32: 'F32', 'torch.float32': 'F32', '<f4': 'F32',
-  float16: 'F16', half: 'F16', f16: 'F16', 'torch.float16': 'F16', '<f2': 'F16',
-  bfloat16: 'BF16', bf16: 'BF16', 'torch.bfloat16': 'BF16',
-  float64: 'F64', double: 'F64', f64: 'F64', 'torch.float64': 'F64', '<f8': 'F64',
-  int64: 'I64', long: 'I64', int32: 'I32', int: 'I32', uint8: 'U8', int8: 'I8', bool: 'BOOL',
+  float32: 'F32',
+  float: 'F32',
+  f32: 'F32',
+  'torch.float32': 'F32',
+  '<f4': 'F32',
+  float16: 'F16',
+  half: 'F16',
+  f16: 'F16',
+  'torch.float16': 'F16',
+  '<f2': 'F16',
+  bfloat16: 'BF16',
+  bf16: 'BF16',
+  'torch.bfloat16': 'BF16',
+  float64: 'F64',
+  double: 'F64',
+  f64: 'F64',
+  'torch.float64': 'F64',
+  '<f8': 'F64',
+  int64: 'I64',
+  long: 'I64',
+  int32: 'I32',
+  int: 'I32',
+  uint8: 'U8',
+  int8: 'I8',
+  bool: 'BOOL',
 };
 
 const LITTLE_ENDIAN_HOST = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
@@ -107,7 +142,10 @@ function asBytes(bytes: unknown): Uint8Array {
   if (typeof SharedArrayBuffer !== 'undefined' && bytes instanceof SharedArrayBuffer) return new Uint8Array(bytes);
   if (ArrayBuffer.isView(bytes)) return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   throw new WeightFileError({
-    where: WHERE, argument: 'bytes', expected: 'an ArrayBuffer or a Uint8Array holding a .safetensors file', given: describe(bytes),
+    where: WHERE,
+    argument: 'bytes',
+    expected: 'an ArrayBuffer or a Uint8Array holding a .safetensors file',
+    given: describe(bytes),
     fix: 'Read the file first (await (await fetch(url)).arrayBuffer(), or fs.readFile in Node), or use loadSafetensors(source).',
     problem: 'read',
   });
@@ -131,14 +169,25 @@ export function parseSafetensors(bytes: ArrayBuffer | Uint8Array): SafetensorsFi
   const headerLength = view.getBigUint64(0, true);
   if (headerLength > BigInt(size - 8)) {
     const looksLikeText = file[0] === 0x7b /* { */ || file[0] === 0x3c /* < */;
-    fail('truncated', 'the header length (bytes 0–7, little-endian u64)', `at most the ${size - 8} bytes that follow it`, `${headerLength}`,
+    fail(
+      'truncated',
+      'the header length (bytes 0–7, little-endian u64)',
+      `at most the ${size - 8} bytes that follow it`,
+      `${headerLength}`,
       looksLikeText
         ? 'The file starts with text, not a length: it is not a .safetensors file (an HTML error page or a JSON file saved under that name?).'
-        : `Either the file is cut short (download or copy it again) or it is not a .safetensors file (a PyTorch .bin/.pt pickle needs converting with safetensors' save_file first).`);
+        : `Either the file is cut short (download or copy it again) or it is not a .safetensors file (a PyTorch .bin/.pt pickle needs converting with safetensors' save_file first).`,
+    );
   }
   const N = Number(headerLength);
   if (N < 2) {
-    fail('header', 'the header length (bytes 0–7)', 'at least 2 (a JSON object)', String(N), 'The file was not written by a safetensors writer; re-save it with safetensors.torch.save_file.');
+    fail(
+      'header',
+      'the header length (bytes 0–7)',
+      'at least 2 (a JSON object)',
+      String(N),
+      'The file was not written by a safetensors writer; re-save it with safetensors.torch.save_file.',
+    );
   }
   const dataStart = 8 + N;
   const dataLength = size - dataStart;
@@ -147,20 +196,35 @@ export function parseSafetensors(bytes: ArrayBuffer | Uint8Array): SafetensorsFi
   try {
     text = new TextDecoder('utf-8', { fatal: true }).decode(file.subarray(8, dataStart));
   } catch {
-    fail('header', `the header (bytes 8–${dataStart - 1})`, 'UTF-8 text', 'bytes that are not valid UTF-8',
-      'The header length or the header is damaged, or this is not a .safetensors file.');
+    fail(
+      'header',
+      `the header (bytes 8–${dataStart - 1})`,
+      'UTF-8 text',
+      'bytes that are not valid UTF-8',
+      'The header length or the header is damaged, or this is not a .safetensors file.',
+    );
   }
   let header: unknown;
   try {
     header = JSON.parse(text);
   } catch (e) {
     const excerpt = text.length > 60 ? `${text.slice(0, 60)}…` : text;
-    fail('header', `the header (bytes 8–${dataStart - 1})`, 'a JSON object', `text that is not JSON (${(e as Error).message}): ${JSON.stringify(excerpt)}`,
-      'The header is damaged or the file was written by hand; re-save it with safetensors.torch.save_file (or scripts/make_weight_fixtures.py\'s writer).');
+    fail(
+      'header',
+      `the header (bytes 8–${dataStart - 1})`,
+      'a JSON object',
+      `text that is not JSON (${(e as Error).message}): ${JSON.stringify(excerpt)}`,
+      "The header is damaged or the file was written by hand; re-save it with safetensors.torch.save_file (or scripts/make_weight_fixtures.py's writer).",
+    );
   }
   if (typeof header !== 'object' || header === null || Array.isArray(header)) {
-    fail('header', 'the header', 'a JSON object { "<tensor name>": { dtype, shape, data_offsets }, … }', `JSON ${Array.isArray(header) ? 'array' : header === null ? 'null' : typeof header}`,
-      'Re-save the file with safetensors.torch.save_file.');
+    fail(
+      'header',
+      'the header',
+      'a JSON object { "<tensor name>": { dtype, shape, data_offsets }, … }',
+      `JSON ${Array.isArray(header) ? 'array' : header === null ? 'null' : typeof header}`,
+      'Re-save the file with safetensors.torch.save_file.',
+    );
   }
 
   const entries: { name: string; dtype: string; shape: number[]; begin: number; end: number }[] = [];
@@ -178,34 +242,56 @@ export function parseSafetensors(bytes: ArrayBuffer | Uint8Array): SafetensorsFi
     const { dtype, shape, data_offsets: offsets } = entry as Record<string, unknown>;
     const missing = ['dtype', 'shape', 'data_offsets'].filter((k) => (entry as Record<string, unknown>)[k] === undefined);
     if (missing.length) {
-      fail('header', arg, 'an object with dtype, shape and data_offsets', `no ${missing.join(', ')} (it has: ${Object.keys(entry).join(', ') || 'nothing'})`,
-        'The header is malformed; re-save the file with safetensors.torch.save_file.', name);
+      fail(
+        'header',
+        arg,
+        'an object with dtype, shape and data_offsets',
+        `no ${missing.join(', ')} (it has: ${Object.keys(entry).join(', ') || 'nothing'})`,
+        'The header is malformed; re-save the file with safetensors.torch.save_file.',
+        name,
+      );
     }
     if (typeof dtype !== 'string' || !Object.hasOwn(DTYPE_BITS, dtype)) {
       const alias = typeof dtype === 'string' && Object.hasOwn(DTYPE_ALIASES, dtype.toLowerCase()) ? DTYPE_ALIASES[dtype.toLowerCase()] : undefined;
-      fail('dtype', `${arg}.dtype`, `one of the safetensors dtype codes: ${FLOAT_DTYPES.join(', ')} (read as float32) or ${Object.keys(DTYPE_BITS).filter((d) => !FLOAT_DTYPES.includes(d)).join(', ')}`,
+      fail(
+        'dtype',
+        `${arg}.dtype`,
+        `one of the safetensors dtype codes: ${FLOAT_DTYPES.join(', ')} (read as float32) or ${Object.keys(DTYPE_BITS)
+          .filter((d) => !FLOAT_DTYPES.includes(d))
+          .join(', ')}`,
         describe(dtype),
         alias
           ? `safetensors calls this dtype "${alias}": the writer used a non-standard name; fix the header or re-save with safetensors.torch.save_file.`
           : 'This is not a dtype of the safetensors format; re-save the file with safetensors.torch.save_file.',
-        name);
+        name,
+      );
     }
     if (!Array.isArray(shape) || !shape.every(isNonNegativeInteger)) {
       fail('header', `${arg}.shape`, 'an array of non-negative integers', describe(shape), 'The header is malformed; re-save the file.', name);
     }
     if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isNonNegativeInteger)) {
-      fail('header', `${arg}.data_offsets`, 'an array [begin, end] of two non-negative integers', Array.isArray(offsets) ? JSON.stringify(offsets) : describe(offsets),
-        'The header is malformed; re-save the file.', name);
+      fail(
+        'header',
+        `${arg}.data_offsets`,
+        'an array [begin, end] of two non-negative integers',
+        Array.isArray(offsets) ? JSON.stringify(offsets) : describe(offsets),
+        'The header is malformed; re-save the file.',
+        name,
+      );
     }
     const [begin, end] = offsets as [number, number];
     const numel = (shape as number[]).reduce((a, b) => a * b, 1);
     const bits = numel * DTYPE_BITS[dtype];
     const shapeText = `[${(shape as number[]).join(', ')}]`;
     if (end < begin || bits % 8 !== 0 || end - begin !== bits / 8) {
-      fail('offsets', `${arg}.data_offsets`,
+      fail(
+        'offsets',
+        `${arg}.data_offsets`,
         `[begin, end] with end − begin = numel(${shapeText}) × sizeof(${dtype}) = ${numel} × ${DTYPE_BITS[dtype] / 8} = ${bits / 8} bytes`,
         `[${begin}, ${end}] (${end - begin} bytes)`,
-        'The header does not describe this tensor correctly (wrong shape, dtype or offsets): re-save the file.', name);
+        'The header does not describe this tensor correctly (wrong shape, dtype or offsets): re-save the file.',
+        name,
+      );
     }
     entries.push({ name, dtype, shape: shape as number[], begin, end });
   }
@@ -219,13 +305,16 @@ export function parseSafetensors(bytes: ArrayBuffer | Uint8Array): SafetensorsFi
     for (const e of sorted) if (e.begin <= covered) covered = Math.max(covered, e.end);
     const truncated = covered === maxEnd;
     const bad = entries.find((e) => e.end > dataLength)!;
-    fail(truncated ? 'truncated' : 'offsets', `tensor "${bad.name}".data_offsets`,
+    fail(
+      truncated ? 'truncated' : 'offsets',
+      `tensor "${bad.name}".data_offsets`,
       `within the ${dataLength} bytes of data after the ${N}-byte header`,
       `[${bad.begin}, ${bad.end}], which ends ${bad.end - dataLength} bytes past the end of the file`,
       truncated
         ? `The header is consistent but the file is ${maxEnd - dataLength} bytes short of its last tensor: it is cut short (an interrupted download or copy?); download or copy it again.`
-        : 'The header points outside the file (the tensors\' ranges leave gaps, so the header is wrong rather than the file short): re-save the file with safetensors.torch.save_file.',
-      bad.name);
+        : "The header points outside the file (the tensors' ranges leave gaps, so the header is wrong rather than the file short): re-save the file with safetensors.torch.save_file.",
+      bad.name,
+    );
   }
   const tensors: SafetensorsFile = new Map();
   for (const e of entries) {
@@ -272,11 +361,14 @@ function halfToFloatTable(): Float32Array {
     const sign = h & 0x8000 ? -1 : 1;
     const exponent = (h >> 10) & 0x1f;
     const fraction = h & 0x3ff;
-    halfTable[h] = exponent === 0
-      ? sign * fraction * 2 ** -24                       // zero and subnormals
-      : exponent === 31
-        ? (fraction ? NaN : sign * Infinity)
-        : sign * (1 + fraction / 1024) * 2 ** (exponent - 15);
+    halfTable[h] =
+      exponent === 0
+        ? sign * fraction * 2 ** -24 // zero and subnormals
+        : exponent === 31
+          ? fraction
+            ? NaN
+            : sign * Infinity
+          : sign * (1 + fraction / 1024) * 2 ** (exponent - 15);
   }
   return halfTable;
 }
@@ -314,8 +406,11 @@ function toFloat32(name: string, dtype: string, shape: number[], bytes: Uint8Arr
       for (let i = 0; i < n; i++) {
         if (!Number.isFinite(out[i]) && Number.isFinite(doubles[i])) {
           throw new UnsupportedError({
-            where: 'SafetensorsTensor.data', argument: `tensor "${name}"[${i}]`, expected: 'an F64 value within float32\'s range (|x| < 3.4e38)',
-            given: String(doubles[i]), fix: 'This engine computes in float32; such a weight cannot be represented. Check the file.',
+            where: 'SafetensorsTensor.data',
+            argument: `tensor "${name}"[${i}]`,
+            expected: "an F64 value within float32's range (|x| < 3.4e38)",
+            given: String(doubles[i]),
+            fix: 'This engine computes in float32; such a weight cannot be represented. Check the file.',
           });
         }
       }
@@ -323,8 +418,10 @@ function toFloat32(name: string, dtype: string, shape: number[], bytes: Uint8Arr
     }
     default:
       throw new UnsupportedError({
-        where: 'SafetensorsTensor.data', argument: `tensor "${name}" (dtype ${dtype}, shape [${shape.join(', ')}])`,
-        expected: `of dtype ${FLOAT_DTYPES.join(', ')} to be read as float32`, given: `dtype ${dtype}`,
+        where: 'SafetensorsTensor.data',
+        argument: `tensor "${name}" (dtype ${dtype}, shape [${shape.join(', ')}])`,
+        expected: `of dtype ${FLOAT_DTYPES.join(', ')} to be read as float32`,
+        given: `dtype ${dtype}`,
         fix: 'Only floating-point tensors are read; this one is not a weight the attention layer uses (an index or mask buffer?), so leave it unread, or convert the file to float32.',
       });
   }

@@ -31,7 +31,9 @@ export function loadJsonFixtures<T extends object>(dir: URL, regenerate: string,
     files = names.map((n) => `${n}.json`);
   } else {
     try {
-      files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+      files = readdirSync(dir)
+        .filter((f) => f.endsWith('.json'))
+        .sort();
     } catch (e) {
       return set([], new Error(`cannot read ${dir.pathname}: ${(e as Error).message}. ${regenerate}`));
     }

@@ -63,6 +63,7 @@ export async function withErrorScopes<T>(device: GPUDevice, fn: () => Promise<T>
       oom && `out-of-memory error: ${oom.message}`,
       ...uncaptured.map((m) => `uncaptured error: ${m}`),
     ].filter(Boolean);
+    // biome-ignore lint/correctness/noUnsafeFinally: deliberate: a WebGPU error is the cause of whatever fn() threw, so it is the error reported
     if (problems.length) throw new Error(`WebGPU reported:\n${problems.join('\n')}`);
   }
   return result;

@@ -118,9 +118,7 @@ export function compareArrays(actual: ArrayLike<number>, expected: ArrayLike<num
 export function expectClose(actual: ArrayLike<number>, expected: ArrayLike<number>, tol: Tolerance, what = 'output'): void {
   const r = compareArrays(actual, expected, tol);
   if (!r.ok) {
-    const lines = r.mismatches.map(
-      (m) => `  [${m.index}] got ${m.actual}, expected ${m.expected} (|err| ${m.error.toExponential(2)} > ${m.allowed.toExponential(2)})`,
-    );
+    const lines = r.mismatches.map((m) => `  [${m.index}] got ${m.actual}, expected ${m.expected} (|err| ${m.error.toExponential(2)} > ${m.allowed.toExponential(2)})`);
     throw new Error(
       `${what}: ${r.count} of ${actual.length} elements outside atol ${tol.atol.toExponential(2)} + rtol ${tol.rtol.toExponential(2)}·|ref|:\n${lines.join('\n')}`,
     );

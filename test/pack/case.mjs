@@ -29,9 +29,19 @@ export const CASES = [
 ];
 
 const REQUIRED_EXPORTS = [
-  'createAttentionEngine', 'AttentionEngine', 'MultiHeadAttention', 'referenceMultiHeadAttention',
-  'AttentionError', 'ArgumentError', 'InvalidArgumentError', 'ShapeMismatchError', 'MissingWeightError',
-  'UnsupportedError', 'DeviceLimitError', 'DisposedError', 'WebGPUUnavailableError',
+  'createAttentionEngine',
+  'AttentionEngine',
+  'MultiHeadAttention',
+  'referenceMultiHeadAttention',
+  'AttentionError',
+  'ArgumentError',
+  'InvalidArgumentError',
+  'ShapeMismatchError',
+  'MissingWeightError',
+  'UnsupportedError',
+  'DeviceLimitError',
+  'DisposedError',
+  'WebGPUUnavailableError',
 ];
 const INTERNAL_NAMES = ['mulberry32', 'uniform', 'randomStateDict', 'attentionFlops', 'acquireDevice', 'BufferPool'];
 
@@ -109,7 +119,8 @@ export async function runPackCase(lib) {
       cpuLayer.dispose();
       const cmp = compare(gpuOut, cpuOut, c);
       result.cases.push({ name: c.name, elements: gpuOut.length, gpuMs: Math.round(gpuMs), sample: Array.from(gpuOut.slice(0, 3)), ...cmp });
-      if (!cmp.ok) problems.push(`${c.name}: ${cmp.bad} of ${gpuOut.length} outputs differ from the CPU backend beyond ${cmp.tol.toExponential(2)}: ${cmp.firstBad.join('; ')}`);
+      if (!cmp.ok)
+        problems.push(`${c.name}: ${cmp.bad} of ${gpuOut.length} outputs differ from the CPU backend beyond ${cmp.tol.toExponential(2)}: ${cmp.firstBad.join('; ')}`);
     }
 
     // The error classes cross the package boundary intact.

@@ -19,7 +19,6 @@ export function sharedEngine(): Promise<AttentionEngine> {
   return shared;
 }
 
-
 export const engineSystem: BenchSystem = {
   id: 'engine',
   label: 'webgpu-attention (this engine, WebGPU)',

@@ -22,7 +22,7 @@ import linearSource from './naive/linear.wgsl?raw';
 import scoresSource from './naive/scores.wgsl?raw';
 import softmaxSource from './naive/softmax.wgsl?raw';
 
-const WG_2D = 8;  // linear, scores and attend kernels: 8×8 invocations
+const WG_2D = 8; // linear, scores and attend kernels: 8×8 invocations
 const WG_1D = 64; // softmax: 64 rows per workgroup
 
 function ceilDiv(a: number, b: number): number {
@@ -105,18 +105,18 @@ async function prepare(layer: BenchLayer): Promise<PreparedSystem> {
   const u32s = (...v: number[]): ArrayBuffer => new Uint32Array(v).buffer;
 
   // Weights, once.
-  const wInBuf = upload('inProjWeight', wIn);   // [3E, E]
-  const bInBuf = upload('inProjBias', bIn);     // [3E]
+  const wInBuf = upload('inProjWeight', wIn); // [3E, E]
+  const bInBuf = upload('inProjBias', bIn); // [3E]
   const wOutBuf = upload('outProjWeight', wOut); // [E, E]
-  const bOutBuf = upload('outProjBias', bOut);  // [E]
+  const bOutBuf = upload('outProjBias', bOut); // [E]
   // Activations of one forward; the per-head ones are reused by every head, in order.
   const queryBuf = storage('query', M * E * 4, GPUBufferUsage.COPY_DST); // [B, S, E]
-  const qBuf = storage('q', M * Dh * 4);                                  // Q_h [B, S, Dh]
-  const kBuf = storage('k', M * Dh * 4);                                  // K_h [B, S, Dh]
-  const vBuf = storage('v', M * Dh * 4);                                  // V_h [B, S, Dh]
-  const scoresBuf = storage('scores', scoresBytes);                       // S_h, then P_h [B, S, S]
-  const concatBuf = storage('concat', M * E * 4);                         // concat(heads) [B, S, E]
-  const outBuf = storage('output', M * E * 4, GPUBufferUsage.COPY_SRC);  // [B, S, E]
+  const qBuf = storage('q', M * Dh * 4); // Q_h [B, S, Dh]
+  const kBuf = storage('k', M * Dh * 4); // K_h [B, S, Dh]
+  const vBuf = storage('v', M * Dh * 4); // V_h [B, S, Dh]
+  const scoresBuf = storage('scores', scoresBytes); // S_h, then P_h [B, S, S]
+  const concatBuf = storage('concat', M * E * 4); // concat(heads) [B, S, E]
+  const outBuf = storage('output', M * E * 4, GPUBufferUsage.COPY_SRC); // [B, S, E]
   const staging = device.createBuffer({ label: 'naive.staging', size: M * E * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
   buffers.push(staging);
 

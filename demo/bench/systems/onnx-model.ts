@@ -129,9 +129,9 @@ message OperatorSetIdProto {
 }
 `;
 
-const FLOAT = 1;          // TensorProto.DataType.FLOAT
-const INT64 = 7;          // TensorProto.DataType.INT64
-const ATTRIBUTE_INT = 2;  // AttributeProto.AttributeType.INT
+const FLOAT = 1; // TensorProto.DataType.FLOAT
+const INT64 = 7; // TensorProto.DataType.INT64
+const ATTRIBUTE_INT = 2; // AttributeProto.AttributeType.INT
 
 let modelTypePromise: Promise<import('protobufjs').Type> | null = null;
 
@@ -173,7 +173,7 @@ function initializer(name: string, dims: number[], values: Float32Array) {
 function int64Initializer(name: string, values: number[]) {
   const bytes = new Uint8Array(values.length * 8);
   const view = new DataView(bytes.buffer);
-  values.forEach((v, i) => view.setBigInt64(8 * i, BigInt(v), true));
+  for (const [i, v] of values.entries()) view.setBigInt64(8 * i, BigInt(v), true);
   return { name, dims: [values.length], data_type: INT64, raw_data: bytes };
 }
 
@@ -221,14 +221,14 @@ export async function buildAttentionModel(layer: BenchLayer, graph: OnnxGraph = 
   const bOut = sd['out_proj.bias'] ? checkLength('out_proj.bias', sd['out_proj.bias'], E, '[E]') : new Float32Array(E);
 
   const inProjT = initializer('in_proj_weight_t', [E, 3 * E], transpose(wIn, 3 * E, E)); // [E, 3E] = in_proj_weightᵀ
-  const inBias = initializer('in_proj_bias', [3 * E], bIn);                              // [3E]
+  const inBias = initializer('in_proj_bias', [3 * E], bIn); // [3E]
   const outProj: Node[] = [
     { name: 'out_proj_matmul', op_type: 'MatMul', input: ['attention', 'out_proj_weight_t'], output: ['out_proj'] },
     { name: 'out_proj_add', op_type: 'Add', input: ['out_proj', 'out_proj_bias'], output: [ONNX_OUTPUT_NAME] },
   ];
   const outInitializers = [
     initializer('out_proj_weight_t', [E, E], transpose(wOut, E, E)), // [E, E] = out_proj.weightᵀ
-    initializer('out_proj_bias', [E], bOut),                         // [E]
+    initializer('out_proj_bias', [E], bOut), // [E]
   ];
 
   let nodes: Node[];
@@ -248,7 +248,7 @@ export async function buildAttentionModel(layer: BenchLayer, graph: OnnxGraph = 
     initializers = [inProjT, inBias, ...outInitializers];
   } else {
     const toHeads = (x: string, perm: number[]): Node[] => [
-      { name: `${x}_reshape`, op_type: 'Reshape', input: [x, 'heads_shape'], output: [`${x}_bshd`] },            // [B, S, H, Dh]
+      { name: `${x}_reshape`, op_type: 'Reshape', input: [x, 'heads_shape'], output: [`${x}_bshd`] }, // [B, S, H, Dh]
       { name: `${x}_transpose`, op_type: 'Transpose', input: [`${x}_bshd`], output: [`${x}_heads`], attribute: [intsAttribute('perm', perm)] },
     ];
     nodes = [

@@ -69,9 +69,7 @@ async function autoGraph(): Promise<{ graph: OnnxGraph; why: string }> {
 }
 
 function label(version: string, graph: OnnxGraph, why: string): string {
-  return graph === 'attention'
-    ? `ONNX Runtime Web ${version} (WebGPU EP)`
-    : `ONNX Runtime Web ${version} (WebGPU EP, standard-op graph${why ? `: ${why}` : ''})`;
+  return graph === 'attention' ? `ONNX Runtime Web ${version} (WebGPU EP)` : `ONNX Runtime Web ${version} (WebGPU EP, standard-op graph${why ? `: ${why}` : ''})`;
 }
 
 export interface OrtSystemOptions {
@@ -94,10 +92,7 @@ async function prepare(system: BenchSystem, options: OrtSystemOptions, layer: Be
       extra: { session: { disable_cpu_ep_fallback: '1' } },
     });
   } catch (e) {
-    throw new Error(
-      `ONNX Runtime Web could not create a WebGPU session for the layer (${graph} graph, B=${B} S=${S} E=${E}): ` +
-        `${(e as Error).message ?? String(e)}`,
-    );
+    throw new Error(`ONNX Runtime Web could not create a WebGPU session for the layer (${graph} graph, B=${B} S=${S} E=${E}): ` + `${(e as Error).message ?? String(e)}`);
   }
   let disposed = false;
   let chain: Promise<unknown> = Promise.resolve(); // one session.run at a time

@@ -70,12 +70,12 @@ async function prepare(layer: BenchLayer): Promise<PreparedSystem> {
   if (tf.version_core !== PINNED_VERSION) tfjsSystem.label = `TensorFlow.js ${tf.version_core} (WebGPU backend)`;
 
   // Weights uploaded once (tf.tensor copies the data).
-  const wIn = tf.tensor2d(wInData, [3 * E, E]);   // [3E, E]
-  const bIn = tf.tensor1d(bInData);               // [3E]
-  const wOut = tf.tensor2d(wOutData, [E, E]);     // [E, E]
-  const bOut = tf.tensor1d(bOutData);             // [E]
+  const wIn = tf.tensor2d(wInData, [3 * E, E]); // [3E, E]
+  const bIn = tf.tensor1d(bInData); // [3E]
+  const wOut = tf.tensor2d(wOutData, [E, E]); // [E, E]
+  const bOut = tf.tensor1d(bOutData); // [E]
   const scale = tf.scalar(1 / Math.sqrt(Dh));
-  let mask: Tensor | null = null;                 // [S, S]: 0 on and below the diagonal, −1e9 above
+  let mask: Tensor | null = null; // [S, S]: 0 on and below the diagonal, −1e9 above
   if (isCausal) {
     const m = new Float32Array(S * S);
     for (let i = 0; i < S; i++) for (let j = i + 1; j < S; j++) m[i * S + j] = -1e9;
@@ -92,15 +92,15 @@ async function prepare(layer: BenchLayer): Promise<PreparedSystem> {
       if (disposed) throw new Error('tfjs: run() after dispose()');
       if (query.length !== B * S * E) throw new Error(`tfjs: query.length must be B·S·E = ${B * S * E}; got ${query.length}`);
       const y = tf.tidy(() => {
-        const x = tf.tensor2d(query, [B * S, E]);                                   // [B·S, E]
-        const qkv = tf.add(tf.matMul(x, wIn, false, true), bIn);                    // [B·S, 3E]
-        const [q, k, v] = tf.split(qkv, 3, 1).map(toHeads);                         // [B·H, S, Dh] each
-        let scores = tf.mul(tf.matMul(q, k, false, true), scale);                   // [B·H, S, S]
-        if (mask) scores = tf.add(scores, mask);                                    // broadcast over B·H
-        const p = tf.softmax(scores);                                               // along the keys
-        const o = tf.matMul(p, v);                                                  // [B·H, S, Dh]
+        const x = tf.tensor2d(query, [B * S, E]); // [B·S, E]
+        const qkv = tf.add(tf.matMul(x, wIn, false, true), bIn); // [B·S, 3E]
+        const [q, k, v] = tf.split(qkv, 3, 1).map(toHeads); // [B·H, S, Dh] each
+        let scores = tf.mul(tf.matMul(q, k, false, true), scale); // [B·H, S, S]
+        if (mask) scores = tf.add(scores, mask); // broadcast over B·H
+        const p = tf.softmax(scores); // along the keys
+        const o = tf.matMul(p, v); // [B·H, S, Dh]
         const concat = tf.reshape(tf.transpose(tf.reshape(o, [B, H, S, Dh]), [0, 2, 1, 3]), [B * S, E]);
-        return tf.add(tf.matMul(concat, wOut, false, true), bOut);                  // [B·S, E]
+        return tf.add(tf.matMul(concat, wOut, false, true), bOut); // [B·S, E]
       });
       try {
         const data = await y.data();

@@ -25,10 +25,19 @@ export function encodeAttentionProbs(
   const pipeline = getPipeline(device, { label: 'AttentionProbs', code: specialise(source, scratch.precision) });
   const params = scratch.uniforms(
     packUniforms([
-      ['u32', H], ['u32', G], ['u32', Sq], ['u32', Skv], ['u32', Dh / 4],
-      ['u32', kv.kBase / 4], ['u32', isCausal ? 1 : 0], ['u32', plan.masks.window],
+      ['u32', H],
+      ['u32', G],
+      ['u32', Sq],
+      ['u32', Skv],
+      ['u32', Dh / 4],
+      ['u32', kv.kBase / 4],
+      ['u32', isCausal ? 1 : 0],
+      ['u32', plan.masks.window],
       ['f32', Math.LOG2E / Math.sqrt(Dh)],
-      ['u32', masks.maskMode], ['u32', masks.hasPadding], ['u32', masks.hasHeadMask], ['u32', kv.stride],
+      ['u32', masks.maskMode],
+      ['u32', masks.hasPadding],
+      ['u32', masks.hasHeadMask],
+      ['u32', kv.stride],
     ]),
     'AttentionProbs.params',
   );
@@ -37,13 +46,13 @@ export function encodeAttentionProbs(
     layout: pipeline.getBindGroupLayout(0),
     entries: [
       { binding: 0, resource: { buffer: params } },
-      { binding: 1, resource: { buffer: buffers.q } },                                 // Q [B, H, Sq, Dh] (++ K ++ V)
-      { binding: 2, resource: { buffer: buffers.rowStats, size: B * H * Sq * 8 } },     // (m, l) [B, H, Sq]
-      { binding: 3, resource: { buffer: buffers.probs, size: B * H * Sq * Skv * 4 } },  // P [B, H, Sq, Skv]
+      { binding: 1, resource: { buffer: buffers.q } }, // Q [B, H, Sq, Dh] (++ K ++ V)
+      { binding: 2, resource: { buffer: buffers.rowStats, size: B * H * Sq * 8 } }, // (m, l) [B, H, Sq]
+      { binding: 3, resource: { buffer: buffers.probs, size: B * H * Sq * Skv * 4 } }, // P [B, H, Sq, Skv]
       { binding: 4, resource: { buffer: masks.attnMask } },
       { binding: 5, resource: { buffer: masks.padding } },
       { binding: 6, resource: { buffer: masks.headMask } },
-      { binding: 7, resource: { buffer: kv.buffer } },                                 // K ++ V [B, G, stride, Dh]
+      { binding: 7, resource: { buffer: kv.buffer } }, // K ++ V [B, G, stride, Dh]
     ],
   });
   pass.setPipeline(pipeline);

@@ -18,7 +18,14 @@ export function encodeDecodeMerge(
   const el = scratch.elementBytes;
   const pipeline = getPipeline(scratch.device, { label: 'DecodeMerge', code: specialise(source, scratch.precision) });
   const params = scratch.uniforms(
-    packUniforms([['u32', rows], ['u32', splits], ['u32', headDim / 4], ['u32', numHeads], ['u32', seqLen], ['u32', hasHeadMask]]),
+    packUniforms([
+      ['u32', rows],
+      ['u32', splits],
+      ['u32', headDim / 4],
+      ['u32', numHeads],
+      ['u32', seqLen],
+      ['u32', hasHeadMask],
+    ]),
     'DecodeMerge.params',
   );
   const bindGroup = scratch.device.createBindGroup({
@@ -27,9 +34,9 @@ export function encodeDecodeMerge(
     entries: [
       { binding: 0, resource: { buffer: params } },
       { binding: 1, resource: { buffer: buffers.partial, size: splits * rows * headDim * el } }, // [splits, B, H, Sq, Dh]
-      { binding: 2, resource: { buffer: buffers.parts, size: splits * rows * 8 } },             // (m, l) [splits, B, H, Sq]
-      { binding: 3, resource: { buffer: buffers.attention, size: rows * headDim * el } },       // O [B, H, Sq, Dh]
-      { binding: 4, resource: { buffer: buffers.rowStats, size: rows * 8 } },                   // (M, L) [B, H, Sq]
+      { binding: 2, resource: { buffer: buffers.parts, size: splits * rows * 8 } }, // (m, l) [splits, B, H, Sq]
+      { binding: 3, resource: { buffer: buffers.attention, size: rows * headDim * el } }, // O [B, H, Sq, Dh]
+      { binding: 4, resource: { buffer: buffers.rowStats, size: rows * 8 } }, // (M, L) [B, H, Sq]
       { binding: 5, resource: { buffer: buffers.headMask } },
     ],
   });

@@ -63,9 +63,12 @@ export function encodeFlashAttention(
   const { BR, BC, RPI } = flashTiles(device, Dh, variant);
   // One row per invocation has its own body (scalars, no per-row arrays), which drivers that do not
   // unroll constant loops run ~1.8× faster than the RPI body at RPI = 1.
-  const pipeline = getPipeline(device, RPI === 1
-    ? { label: `FlashAttention.${variant}`, code: specialise(`${source}\n${oneRowBody}`, scratch.precision, { DH4: Dh / 4, BC }), constants: { BR } }
-    : { label: `FlashAttention.${variant}`, code: specialise(`${source}\n${rowsBody}`, scratch.precision, { DH4: Dh / 4, BC, RPI }), constants: { WG: BR / RPI } });
+  const pipeline = getPipeline(
+    device,
+    RPI === 1
+      ? { label: `FlashAttention.${variant}`, code: specialise(`${source}\n${oneRowBody}`, scratch.precision, { DH4: Dh / 4, BC }), constants: { BR } }
+      : { label: `FlashAttention.${variant}`, code: specialise(`${source}\n${rowsBody}`, scratch.precision, { DH4: Dh / 4, BC, RPI }), constants: { WG: BR / RPI } },
+  );
   const rows = batches * H * qRows;
   // Split-KV writes partial results to scratch, then decode_merge.wgsl combines them.
   const split = splitKv(plan, BC, BR);
@@ -73,13 +76,23 @@ export function encodeFlashAttention(
   const stats = split ? scratch.storage(split.splits * rows * 8, 'splitStats') : buffers.rowStats;
   const params = scratch.uniforms(
     packUniforms([
-      ['u32', H], ['u32', G], ['u32', plan.seqLen], ['u32', plan.kvSeqLen],
-      ['u32', kv.kBase / 4], ['u32', kv.vBase / 4],
-      ['u32', plan.isCausal ? 1 : 0], ['u32', plan.masks.window],
+      ['u32', H],
+      ['u32', G],
+      ['u32', plan.seqLen],
+      ['u32', plan.kvSeqLen],
+      ['u32', kv.kBase / 4],
+      ['u32', kv.vBase / 4],
+      ['u32', plan.isCausal ? 1 : 0],
+      ['u32', plan.masks.window],
       ['f32', Math.LOG2E / Math.sqrt(Dh)],
-      ['u32', masks.maskMode], ['u32', masks.hasPadding], ['u32', masks.hasHeadMask],
-      ['u32', plan.mode === 'packed' ? 1 : 0], ['u32', plan.seqLen], ['u32', kv.stride],
-      ['u32', split?.chunk ?? 0], ['u32', rows],
+      ['u32', masks.maskMode],
+      ['u32', masks.hasPadding],
+      ['u32', masks.hasHeadMask],
+      ['u32', plan.mode === 'packed' ? 1 : 0],
+      ['u32', plan.seqLen],
+      ['u32', kv.stride],
+      ['u32', split?.chunk ?? 0],
+      ['u32', rows],
     ]),
     'FlashAttention.params',
   );
@@ -88,14 +101,14 @@ export function encodeFlashAttention(
     layout: pipeline.getBindGroupLayout(0),
     entries: [
       { binding: 0, resource: { buffer: params } },
-      { binding: 1, resource: { buffer: buffers.q } },                              // Q [B, H, Sq, Dh] (++ K ++ V)
-      { binding: 2, resource: { buffer: out } },    // O [B, H, Sq, Dh], or the splits' partial accumulators
-      { binding: 3, resource: { buffer: stats } },  // (m, l) [B, H, Sq], or per split
+      { binding: 1, resource: { buffer: buffers.q } }, // Q [B, H, Sq, Dh] (++ K ++ V)
+      { binding: 2, resource: { buffer: out } }, // O [B, H, Sq, Dh], or the splits' partial accumulators
+      { binding: 3, resource: { buffer: stats } }, // (m, l) [B, H, Sq], or per split
       { binding: 4, resource: { buffer: masks.attnMask } },
       { binding: 5, resource: { buffer: masks.padding } },
       { binding: 6, resource: { buffer: masks.headMask } },
       { binding: 7, resource: { buffer: masks.cuSeqlens } },
-      { binding: 8, resource: { buffer: kv.buffer } },                              // K ++ V [B, G, stride, Dh]
+      { binding: 8, resource: { buffer: kv.buffer } }, // K ++ V [B, G, stride, Dh]
     ],
   });
   pass.setPipeline(pipeline);
@@ -105,7 +118,8 @@ export function encodeFlashAttention(
   pass.dispatchWorkgroups(split ? split.splits : Math.ceil(Math.min(plan.maxSeqLen, rowLimit) / BR), H, plan.batchSize);
   if (split) {
     encodeDecodeMerge(
-      pass, scratch,
+      pass,
+      scratch,
       { rows, splits: split.splits, headDim: Dh, numHeads: H, seqLen: qRows, hasHeadMask: masks.hasHeadMask },
       { partial: out, parts: stats, attention: buffers.attention, rowStats: buffers.rowStats, headMask: masks.headMask },
     );

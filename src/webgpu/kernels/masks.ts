@@ -17,11 +17,11 @@ const MASKED = -3.0e38;
 const LOWEST_FINITE = -1.0e37;
 
 export interface MaskBuffers {
-  attnMask: GPUBuffer;   // f32 [1 or B·H, Sq, Skv], MASKED where masked
-  padding: GPUBuffer;    // u32 [B, Skv], 1 = ignore this key
-  headMask: GPUBuffer;   // f32 [B·H]
-  cuSeqlens: GPUBuffer;  // u32 [B + 1]
-  maskMode: number;      // 0 none, 1 shared [Sq, Skv], 2 per (b, h)
+  attnMask: GPUBuffer; // f32 [1 or B·H, Sq, Skv], MASKED where masked
+  padding: GPUBuffer; // u32 [B, Skv], 1 = ignore this key
+  headMask: GPUBuffer; // f32 [B·H]
+  cuSeqlens: GPUBuffer; // u32 [B + 1]
+  maskMode: number; // 0 none, 1 shared [Sq, Skv], 2 per (b, h)
   hasPadding: number;
   hasHeadMask: number;
 }
@@ -38,8 +38,20 @@ export function uploadMasks(scratch: CallScratch, plan: ForwardPlan): MaskBuffer
   const none = () => (dummy ??= upload(scratch, new Uint32Array(4), 'noMask'));
   return {
     // −Infinity (a float mask's "never") and true (a bool mask's) become MASKED: WGSL has no infinities.
-    attnMask: attnMask ? upload(scratch, attnMask.map((v) => (v === -Infinity ? MASKED : Math.max(v, LOWEST_FINITE))), 'attnMask') : none(),
-    padding: keyPaddingMask ? upload(scratch, Uint32Array.from(keyPaddingMask, (v) => (v ? 1 : 0)), 'keyPaddingMask') : none(),
+    attnMask: attnMask
+      ? upload(
+          scratch,
+          attnMask.map((v) => (v === -Infinity ? MASKED : Math.max(v, LOWEST_FINITE))),
+          'attnMask',
+        )
+      : none(),
+    padding: keyPaddingMask
+      ? upload(
+          scratch,
+          Uint32Array.from(keyPaddingMask, (v) => (v ? 1 : 0)),
+          'keyPaddingMask',
+        )
+      : none(),
     headMask: headMask ? upload(scratch, headMask, 'headMask') : none(),
     cuSeqlens: plan.cuSeqlens ? upload(scratch, Uint32Array.from(plan.cuSeqlens), 'cuSeqlens') : none(),
     maskMode: attnMask ? (attnMaskPerHead ? 2 : 1) : 0,

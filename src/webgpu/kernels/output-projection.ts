@@ -27,7 +27,13 @@ export function encodeOutputProjection(
     constants: gemm.constants,
   });
   const params = scratch.uniforms(
-    packUniforms([['u32', M], ['u32', E], ['u32', S], ['u32', H], ['u32', Dh / 4]]),
+    packUniforms([
+      ['u32', M],
+      ['u32', E],
+      ['u32', S],
+      ['u32', H],
+      ['u32', Dh / 4],
+    ]),
     'OutputProjection.params',
   );
   const bindGroup = scratch.device.createBindGroup({
@@ -36,9 +42,9 @@ export function encodeOutputProjection(
     entries: [
       { binding: 0, resource: { buffer: params } },
       { binding: 1, resource: { buffer: buffers.attention, size: M * E * el } }, // O [B, H, S, Dh]
-      { binding: 2, resource: { buffer: buffers.weight, size: E * E * el } },    // W_O [E, E]
-      { binding: 3, resource: { buffer: buffers.bias, size: E * el } },          // b_O [E]
-      { binding: 4, resource: { buffer: buffers.y, size: M * E * el } },         // Y [B, S, E]
+      { binding: 2, resource: { buffer: buffers.weight, size: E * E * el } }, // W_O [E, E]
+      { binding: 3, resource: { buffer: buffers.bias, size: E * el } }, // b_O [E]
+      { binding: 4, resource: { buffer: buffers.y, size: M * E * el } }, // Y [B, S, E]
     ],
   });
   pass.setPipeline(pipeline);

@@ -44,9 +44,7 @@ export function packedTargets(plan: ForwardPlan, qkv: GPUBuffer): QkvTargets {
 }
 
 /** The layer's projection weights on the GPU: the packed [(H+2G)·Dh, E] matrix, or q, k, v apart (kdim/vdim ≠ E). */
-export type ProjectionWeights =
-  | { packed: GPUBuffer; bias: GPUBuffer }
-  | { q: GPUBuffer; k: GPUBuffer; v: GPUBuffer; bias: GPUBuffer };
+export type ProjectionWeights = { packed: GPUBuffer; bias: GPUBuffer } | { q: GPUBuffer; k: GPUBuffer; v: GPUBuffer; bias: GPUBuffer };
 
 /** The input activations on the GPU: query, and for cross-attention key and value (the same buffer when the same array). */
 export interface ProjectionInputs {
@@ -59,11 +57,11 @@ interface Part {
   x: GPUBuffer;
   out: GPUBuffer; // Q's buffer for Q columns, K/V's for K and V columns
   weight: GPUBuffer;
-  rows: number;   // S of this input
-  inDim: number;  // K
-  slot0: number;  // first head slot written
-  slots: number;  // head slots written
-  wRow0: number;  // first row of `weight` used
+  rows: number; // S of this input
+  inDim: number; // K
+  slot0: number; // first head slot written
+  slots: number; // head slots written
+  wRow0: number; // first row of `weight` used
 }
 
 export function encodeQkvProjection(
@@ -82,23 +80,23 @@ export function encodeQkvProjection(
   const w = (part: 'q' | 'k' | 'v') => ('packed' in weights ? weights.packed : weights[part]);
   const row0 = (slot0: number) => ('packed' in weights ? slot0 * Dh : 0);
   const { q: qOut, kv } = targets;
-  const parts: Part[] =
-    plan.cache
-      ? [ // a KV cache: Q to its own buffer; the new tokens' K and V (from the query) into the cache
+  const parts: Part[] = plan.cache
+    ? [
+        // a KV cache: Q to its own buffer; the new tokens' K and V (from the query) into the cache
+        { x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H, wRow0: 0 },
+        { x: inputs.query, out: kv.buffer, weight: w('k'), rows: qRows, inDim: E, slot0: H, slots: 2 * G, wRow0: row0(H) },
+      ]
+    : plan.mode !== 'cross'
+      ? [{ x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H + 2 * G, wRow0: 0 }]
+      : [
           { x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H, wRow0: 0 },
-          { x: inputs.query, out: kv.buffer, weight: w('k'), rows: qRows, inDim: E, slot0: H, slots: 2 * G, wRow0: row0(H) },
-        ]
-      : plan.mode !== 'cross'
-        ? [{ x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H + 2 * G, wRow0: 0 }]
-        : [
-            { x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H, wRow0: 0 },
-            ...(inputs.key === inputs.value && 'packed' in weights
-              ? [{ x: inputs.key, out: kv.buffer, weight: w('k'), rows: kvRows, inDim: kdim, slot0: H, slots: 2 * G, wRow0: row0(H) }]
-              : [
-                  { x: inputs.key, out: kv.buffer, weight: w('k'), rows: kvRows, inDim: kdim, slot0: H, slots: G, wRow0: row0(H) },
-                  { x: inputs.value, out: kv.buffer, weight: w('v'), rows: kvRows, inDim: vdim, slot0: H + G, slots: G, wRow0: row0(H + G) },
-                ]),
-          ];
+          ...(inputs.key === inputs.value && 'packed' in weights
+            ? [{ x: inputs.key, out: kv.buffer, weight: w('k'), rows: kvRows, inDim: kdim, slot0: H, slots: 2 * G, wRow0: row0(H) }]
+            : [
+                { x: inputs.key, out: kv.buffer, weight: w('k'), rows: kvRows, inDim: kdim, slot0: H, slots: G, wRow0: row0(H) },
+                { x: inputs.value, out: kv.buffer, weight: w('v'), rows: kvRows, inDim: vdim, slot0: H + G, slots: G, wRow0: row0(H + G) },
+              ]),
+        ];
   const el = scratch.elementBytes;
   const gemm = gemmShape(variant);
   const pipeline = getPipeline(scratch.device, {
@@ -111,9 +109,19 @@ export function encodeQkvProjection(
     const N = part.slots * Dh;
     const params = scratch.uniforms(
       packUniforms([
-        ['u32', M], ['u32', N], ['u32', part.inDim / 4], ['u32', part.rows], ['u32', H], ['u32', G], ['u32', Dh / 4],
-        ['u32', kv.kBase / 4], ['u32', kv.vBase / 4], ['u32', part.slot0], ['u32', part.wRow0],
-        ['u32', kv.stride], ['u32', kv.row0],
+        ['u32', M],
+        ['u32', N],
+        ['u32', part.inDim / 4],
+        ['u32', part.rows],
+        ['u32', H],
+        ['u32', G],
+        ['u32', Dh / 4],
+        ['u32', kv.kBase / 4],
+        ['u32', kv.vBase / 4],
+        ['u32', part.slot0],
+        ['u32', part.wRow0],
+        ['u32', kv.stride],
+        ['u32', kv.row0],
       ]),
       'QkvProjection.params',
     );
@@ -122,9 +130,9 @@ export function encodeQkvProjection(
       layout: pipeline.getBindGroupLayout(0),
       entries: [
         { binding: 0, resource: { buffer: params } },
-        { binding: 1, resource: { buffer: part.x, size: M * part.inDim * el } },             // X [B·S, K]
-        { binding: 2, resource: { buffer: part.weight } },                                  // W [·, K]
-        { binding: 3, resource: { buffer: weights.bias, size: (H + 2 * G) * Dh * el } },    // b [(H+2G)·Dh]
+        { binding: 1, resource: { buffer: part.x, size: M * part.inDim * el } }, // X [B·S, K]
+        { binding: 2, resource: { buffer: part.weight } }, // W [·, K]
+        { binding: 3, resource: { buffer: weights.bias, size: (H + 2 * G) * Dh * el } }, // b [(H+2G)·Dh]
         { binding: 4, resource: { buffer: part.out } },
       ],
     });

@@ -7,7 +7,7 @@
 // the relative import below is the URL /src/index.ts, the package entry.
 
 import { type AttentionEngine, createAttentionEngine } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { randomLayerInputs } from '../src/util/random.ts';
 
 export interface CaseParams {
   embedDim: number;
@@ -108,8 +108,7 @@ window.runCase = async (p: CaseParams): Promise<CaseResult> => {
   const { gpu, cpu } = await engines();
   const device = gpu.device!;
   const config = { embedDim: p.embedDim, numHeads: p.numHeads, numKvHeads: p.numKvHeads, bias: p.bias };
-  const stateDict = randomStateDict(config, p.seed);
-  const query = uniform(p.batchSize * p.seqLen * p.embedDim, 1, mulberry32(p.seed + 0x9e3779b9));
+  const { stateDict, query } = randomLayerInputs(config, p.batchSize * p.seqLen, p.seed);
   const options = { batchSize: p.batchSize, seqLen: p.seqLen, isCausal: p.isCausal };
 
   const cpuLayer = cpu.createMultiHeadAttention(config, stateDict);

@@ -3,7 +3,7 @@
 // load, what to check when the browser has no WebGPU, and the [B, S, E] output comparison.
 
 import { type Browser, type BrowserContextOptions, type Page, type TestInfo, type WorkerInfo, expect } from '@playwright/test';
-import { compareArrays, f32Tolerance } from '../test/helpers/tolerance.ts';
+import { compareArrays, f32Tolerance } from '../src/util/tolerance.ts';
 
 export interface PageEvent {
   kind: 'console' | 'pageerror' | 'crash';

@@ -9,7 +9,7 @@
 
 import type { BenchSystem, PreparedSystem } from '../demo/bench/types.ts';
 import { createAttentionEngine, referenceMultiHeadAttention } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { randomLayerInputs } from '../src/util/random.ts';
 
 /** The three peers; 'ort-attention' and 'ort-standard' force the ONNX graph that 'ort' picks per adapter. */
 export type PeerId = 'naive' | 'tfjs' | 'ort' | 'ort-attention' | 'ort-standard' | 'engine';
@@ -104,8 +104,7 @@ window.preloadPeers = async () => {
 
 window.runPeer = async (c: PeerCase): Promise<PeerResult> => {
   const config = { embedDim: c.embedDim, numHeads: c.numHeads };
-  const stateDict = randomStateDict(config, c.seed);
-  const query = uniform(c.batchSize * c.seqLen * c.embedDim, 1, mulberry32(c.seed + 0x9e3779b9));
+  const { stateDict, query } = randomLayerInputs(config, c.batchSize * c.seqLen, c.seed);
   const shape = { batchSize: c.batchSize, seqLen: c.seqLen, embedDim: c.embedDim, numHeads: c.numHeads, isCausal: c.isCausal };
   const options = { batchSize: c.batchSize, seqLen: c.seqLen, isCausal: c.isCausal };
   const reference = referenceMultiHeadAttention(config, stateDict, query, options).output;

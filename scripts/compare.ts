@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import { createAttentionEngine } from '../src/index.ts';
 import { attentionFlops } from '../src/util/flops.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomLayerInputs, uniform } from '../src/util/random.ts';
 
 const { values } = parseArgs({
   options: {
@@ -42,8 +42,7 @@ const warmup = int('warmup');
 const isCausal = values.causal;
 
 const config = { embedDim: E, numHeads: H, numKvHeads: G };
-const stateDict = randomStateDict(config, int('seed'));
-const query = uniform(B * S * E, 1, mulberry32(int('seed') + 1));
+const { stateDict, query } = randomLayerInputs(config, B * S, int('seed'));
 const options = { batchSize: B, seqLen: S, isCausal };
 
 async function time(run: () => Promise<Float32Array>, n: number, w: number): Promise<{ ms: number; output: Float32Array }> {

@@ -5,9 +5,9 @@ import { describe, expect, test } from 'vitest';
 import { createAttentionEngine } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { BufferPool, MAX_IDLE_SCRATCH_BYTES, Usage } from '../src/webgpu/buffers.ts';
+import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
-import { expectClose, f32Tolerance } from './helpers/tolerance.ts';
 
 const config = { embedDim: 32, numHeads: 4 };
 const stateDict = randomStateDict(config, 3);

@@ -1,12 +1,12 @@
 // Precision 'f16': weights, activations and KV caches stored in float16 on the GPU, arithmetic and
 // softmax statistics in float32. Lavapipe (Node) has shader-f16; the tolerances are derived in
-// test/helpers/tolerance.ts (f16Tolerance). Large logits do not overflow.
+// src/util/tolerance.ts (f16Tolerance). Large logits do not overflow.
 
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type AttentionEngine, createAttentionEngine, type ForwardOptions, referenceMultiHeadAttention } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { expectClose, f16ProbabilityTolerance, f16Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { withErrorScopes, watchDevice } from './helpers/gpu.ts';
-import { expectClose, f16ProbabilityTolerance, f16Tolerance, maxAbsFinite } from './helpers/tolerance.ts';
 
 let half: AttentionEngine;
 beforeAll(async () => {

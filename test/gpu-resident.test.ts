@@ -5,9 +5,9 @@
 import { describe, expect, test } from 'vitest';
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
 import { withErrorScopes } from './helpers/gpu.ts';
-import { expectClose, f32Tolerance } from './helpers/tolerance.ts';
 
 const engines = useEngines();
 const L = { embedDim: 32, numHeads: 4 };

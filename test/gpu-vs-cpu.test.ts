@@ -6,9 +6,9 @@ import { describe, expect, test } from 'vitest';
 import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../src/plan.ts';
 import { referenceForward } from '../src/cpu/reference.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
 import { withErrorScopes } from './helpers/gpu.ts';
-import { expectClose, f32Tolerance } from './helpers/tolerance.ts';
 
 interface LayerCase {
   embedDim: number;

@@ -9,8 +9,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type AttentionEngine, type ForwardOptions, referenceMultiHeadAttention } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { ATTENTION_VARIANTS, PROJECTION_VARIANTS } from '../src/webgpu/variants.ts';
+import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
-import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from './helpers/tolerance.ts';
 
 interface Layer {
   embedDim: number;

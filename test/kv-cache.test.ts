@@ -4,9 +4,9 @@
 import { describe, expect, test } from 'vitest';
 import { DeviceLostError, InvalidArgumentError, type KvCache } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
 import { withErrorScopes } from './helpers/gpu.ts';
-import { expectClose, f32Tolerance } from './helpers/tolerance.ts';
 
 const engines = useEngines();
 

@@ -15,10 +15,10 @@ import {
   type StateDict,
 } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { expectClose, f32Tolerance, maxAbsFinite, probabilityTolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
 import { expectFixturesPresent, loadJsonFixtures } from './helpers/fixtures.ts';
 import { withErrorScopes } from './helpers/gpu.ts';
-import { expectClose, f32Tolerance, maxAbsFinite, probabilityTolerance } from './helpers/tolerance.ts';
 
 const EPS = 2 ** -23;
 

@@ -5,10 +5,10 @@
 import { describe, expect, test } from 'vitest';
 import { referenceMultiHeadAttention } from '../src/index.ts';
 import type { BatchedForwardOptions, MultiHeadAttentionConfig, StateDict } from '../src/index.ts';
+import { compareArrays, expectClose, f32Tolerance, maxAbsFinite, probabilityTolerance, type Tolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
 import { expectFixturesPresent, loadJsonFixtures } from './helpers/fixtures.ts';
 import { withErrorScopes } from './helpers/gpu.ts';
-import { compareArrays, expectClose, f32Tolerance, maxAbsFinite, probabilityTolerance, type Tolerance } from './helpers/tolerance.ts';
 
 interface Fixture {
   name: string;

@@ -8,10 +8,10 @@
 import { describe, expect, test } from 'vitest';
 import { type AttentionEngine, UnsupportedError } from '../src/index.ts';
 import type { ForwardOptions, MultiHeadAttentionConfig, ScaledDotProductAttentionOptions, StateDict } from '../src/index.ts';
+import { compareArrays, expectClose, maxAbsFinite, outputTolerance, probabilityTolerance, type Tolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
 import { expectFixturesPresent, loadJsonFixtures } from './helpers/fixtures.ts';
 import { withErrorScopes } from './helpers/gpu.ts';
-import { compareArrays, expectClose, maxAbsFinite, outputTolerance, probabilityTolerance, type Tolerance } from './helpers/tolerance.ts';
 
 type ArrayKind = 'float32' | 'uint8' | 'int32';
 type JsonValue = number | boolean | string | (number | string)[];

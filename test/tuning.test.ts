@@ -21,8 +21,8 @@ import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { gateVariant } from '../src/webgpu/gate.ts';
 import { shapeClass, Tuner, TUNING_VERSION } from '../src/webgpu/tuning.ts';
 import { KERNEL_NAMES, VARIANTS } from '../src/webgpu/variants.ts';
+import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { createGpuEngine, watchDevice, withErrorScopes } from './helpers/gpu.ts';
-import { expectClose, f32Tolerance } from './helpers/tolerance.ts';
 
 const layer = { embedDim: 64, numHeads: 2 };
 const sd = randomStateDict(layer, 3);

@@ -19,10 +19,11 @@ import {
 import { parseSafetensors, WeightFileError, type WeightFileProblem } from '../src/weights/safetensors.ts';
 import { loadSafetensors, stateDictFromSafetensors, type WeightLayout } from '../src/weights/layouts.ts';
 import { stateDictFromMatmulWeights } from '../src/weights/numpy-style.ts';
+import { compareArrays, expectClose, f32Tolerance, type Tolerance } from '../src/util/tolerance.ts';
+import { mulberry32, uniform } from '../src/util/random.ts';
 import { useEngines } from './helpers/engines.ts';
 import { expectFixturesPresent, loadJsonFixtures } from './helpers/fixtures.ts';
 import { withErrorScopes } from './helpers/gpu.ts';
-import { compareArrays, expectClose, f32Tolerance, type Tolerance } from './helpers/tolerance.ts';
 
 const DIR = new URL('./fixtures/weights/', import.meta.url);
 const readBytes = (name: string) => new Uint8Array(readFileSync(new URL(name, DIR)));
@@ -298,7 +299,7 @@ describe('layouts', () => {
       H = 2,
       kdim = 4,
       vdim = 12;
-    const rnd = (n: number, seed: number) => Float32Array.from({ length: n }, (_, i) => Math.sin(seed * 1000 + i * 1.7) * 0.4);
+    const rnd = (n: number, seed: number) => uniform(n, 0.4, mulberry32(seed));
     const tensors = {
       'attn.q_proj_weight': { shape: [E, E], data: rnd(E * E, 1) },
       'attn.k_proj_weight': { shape: [E, kdim], data: rnd(E * kdim, 2) },

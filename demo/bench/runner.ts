@@ -7,8 +7,8 @@ import type { AdapterInfo, StateDict } from 'webgpu-attention';
 import { attention, outputProjection, qkvProjection } from '../../src/cpu/reference.ts';
 import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../../src/plan.ts';
 import { attentionFlops } from '../../src/util/flops.ts';
-import { mulberry32, randomStateDict, uniform } from '../../src/util/random.ts';
-import { compareArrays, f32Tolerance, type Tolerance } from '../../test/helpers/tolerance.ts';
+import { randomLayerInputs } from '../../src/util/random.ts';
+import { compareArrays, f32Tolerance, type Tolerance } from '../../src/util/tolerance.ts';
 import type { BenchProgress, BenchResult, BenchShape, BenchSystem, SystemResult } from './types.ts';
 
 export interface RunOptions {
@@ -31,11 +31,9 @@ export interface RunResult extends BenchResult {
   peerToleranceFactor: number;
 }
 
-/** Seeded weights (PyTorch init) and query (uniform ±1) for a shape. */
+/** Seeded weights (PyTorch init) and query (uniform ±1) for a shape: src/util/random.ts's randomLayerInputs. */
 export function benchInputs(shape: BenchShape, seed: number): { stateDict: StateDict; query: Float32Array } {
-  const stateDict = randomStateDict({ embedDim: shape.embedDim, numHeads: shape.numHeads }, seed);
-  const query = uniform(shape.batchSize * shape.seqLen * shape.embedDim, 1, mulberry32((seed ^ 0x9e3779b9) >>> 0));
-  return { stateDict, query };
+  return randomLayerInputs({ embedDim: shape.embedDim, numHeads: shape.numHeads }, shape.batchSize * shape.seqLen, seed);
 }
 
 /**

@@ -3,7 +3,7 @@
 
 import type { AttentionEngine } from 'webgpu-attention';
 import { benchInputs, engineTolerance, referenceOutput } from '../bench/runner.ts';
-import { compareArrays } from '../../test/helpers/tolerance.ts';
+import { compareArrays } from '../../src/util/tolerance.ts';
 import { errorMessage, h, setState } from './dom.ts';
 import type { LayerConfig } from './layer-config.ts';
 

@@ -6,7 +6,7 @@
 
 import { CategoryScale, Chart, Legend, LinearScale, LineController, LineElement, PointElement, Tooltip } from 'chart.js';
 import type { AttentionEngine, KvCache, MultiHeadAttention } from 'webgpu-attention';
-import { mulberry32, randomStateDict, uniform } from '../../src/util/random.ts';
+import { randomLayerInputs } from '../../src/util/random.ts';
 import { isSoftware } from './adapter.ts';
 import { errorMessage, h, numberField, readInt, setState } from './dom.ts';
 
@@ -322,10 +322,11 @@ export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine):
     try {
       c = makeChart(s);
       const points = (split: boolean) => c!.data.datasets[split ? 2 : 1].data;
-      layer = engine.createMultiHeadAttention({ embedDim: E, numHeads: H, numKvHeads: G }, randomStateDict({ embedDim: E, numHeads: H, numKvHeads: G }, s.seed));
+      // Every token of the run, x [B, maxSeqLen, E]: the prompt, then one row per decode step.
+      const config = { embedDim: E, numHeads: H, numKvHeads: G };
+      const { stateDict, query: x } = randomLayerInputs(config, B * M, s.seed);
+      layer = engine.createMultiHeadAttention(config, stateDict);
       cache = layer.createKvCache({ batchSize: B, maxSeqLen: M });
-      // Every token of the run, [B, maxSeqLen, E]: the prompt, then one row per decode step.
-      const x = uniform(B * M * E, 1, mulberry32((s.seed ^ 0x9e3779b9) >>> 0));
 
       progressText.textContent = `Prefilling ${P} tokens…`;
       await yieldToPage();

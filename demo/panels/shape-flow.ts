@@ -2,7 +2,7 @@
 // counts, and a view of how W_O mixes the heads: before it each column of concat(heads) belongs to one
 // head; after it every output column draws on all of them.
 
-import { attentionFlops } from '../../src/util/flops.ts';
+import { attentionFlops, attentionFlopTerms } from '../../src/util/flops.ts';
 import { randomStateDict } from '../../src/util/random.ts';
 import { bytes, grouped, h, headColor, hiDpiCanvas, si } from './dom.ts';
 import type { LayerChoice, LayerConfig } from './layer-config.ts';
@@ -97,13 +97,13 @@ function flowTable(c: LayerChoice): HTMLElement {
 function countsTable(c: LayerChoice): HTMLElement {
   const { batchSize: B, seqLen: S, embedDim: E, isCausal } = c;
   const params = 4 * E * E + 4 * E;
+  const { projections, attention } = attentionFlopTerms(B, S, E, isCausal);
   const total = attentionFlops(B, S, E, isCausal);
-  const attn = total - 8 * B * S * E * E;
   const rows: [string, string, string][] = [
     ['head size Dh', 'E / H', `${E / c.numHeads}`],
     ['parameters', '4E² + 4E', `${grouped(params)}  (in_proj_weight [3E, E], in_proj_bias [3E], out_proj.weight [E, E], out_proj.bias [E])`],
-    ['FLOPs, projections', '8·B·S·E²', si(8 * B * S * E * E)],
-    ['FLOPs, attention', isCausal ? '4·B·S²·E / 2 (causal)' : '4·B·S²·E', si(attn)],
+    ['FLOPs, projections', '8·B·S·E²', si(projections)],
+    ['FLOPs, attention', isCausal ? '4·B·S²·E / 2 (causal)' : '4·B·S²·E', si(attention)],
     ['FLOPs, total', 'attentionFlops()', `${si(total)}FLOP  (${grouped(total)})`],
   ];
   return h(

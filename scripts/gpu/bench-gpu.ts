@@ -23,7 +23,7 @@
 //
 // Before any of it, a correctness gate per precision on --gate-shape (default B=1 S=64 E=1024 H=16),
 // causal and not, through both paths (Float32Array, and GPUBuffer in and out), against the engine's
-// CPU backend (float64) with the tests' tolerances (test/helpers/tolerance.ts). A precision whose gate
+// CPU backend (float64) with the tests' tolerances (src/util/tolerance.ts). A precision whose gate
 // fails is not benchmarked (unless --force). At each benchmark shape the causal output's first 64
 // rows of the first and last sequence are checked against the CPU backend on that prefix (causal
 // rows see only earlier positions, so the prefix alone gives them exactly), and the GPU-resident
@@ -46,9 +46,9 @@ import { parseArgs } from 'node:util';
 import { createAttentionEngine, DeviceLimitError, referenceMultiHeadAttention } from '../../src/index.ts';
 import type { AttentionEngine, MultiHeadAttention, StateDict, TuningReport } from '../../src/index.ts';
 import { attentionFlops } from '../../src/util/flops.ts';
-import { mulberry32, randomStateDict, uniform } from '../../src/util/random.ts';
+import { randomLayerInputs } from '../../src/util/random.ts';
 import { fromF16, toF16 } from '../../src/webgpu/f16.ts';
-import { f16Tolerance, maxAbsFinite, outputTolerance, type Tolerance } from '../../test/helpers/tolerance.ts';
+import { f16Tolerance, maxAbsFinite, outputTolerance, type Tolerance } from '../../src/util/tolerance.ts';
 
 const T_START = performance.now();
 const elapsed = () => (performance.now() - T_START) / 1000;
@@ -491,8 +491,7 @@ const cpu = await createAttentionEngine({ backend: 'cpu' });
 async function gate(engine: AttentionEngine, precisionAsked: 'f32' | 'f16'): Promise<boolean> {
   const { B, S, E, H } = gateShape;
   const config = { embedDim: E, numHeads: H };
-  const sd = randomStateDict(config, seed + 100);
-  const query = uniform(B * S * E, 1, mulberry32(seed + 101));
+  const { stateDict: sd, query } = randomLayerInputs(config, B * S, seed + 100);
   // The largest logit (for the tolerance), from the float64 reference without a mask (an upper bound).
   const ref = referenceMultiHeadAttention(config, sd, query, { batchSize: B, seqLen: S });
   const maxAbsLogit = maxAbsFinite(ref.scores ?? []);
@@ -611,8 +610,7 @@ function record(base: RunBase, flops: number, t: Timed | null, error?: string): 
 async function benchShape(engine: AttentionEngine, precisionAsked: 'f32' | 'f16', shape: Shape): Promise<void> {
   const { B, S, E, H } = shape;
   const config = { embedDim: E, numHeads: H };
-  const sd: StateDict = randomStateDict(config, seed);
-  const query = uniform(B * S * E, 1, mulberry32(seed + 1));
+  const { stateDict: sd, query } = randomLayerInputs(config, B * S, seed);
   const device = engine.device!;
   const precision = engine.precision;
   let mha: MultiHeadAttention;

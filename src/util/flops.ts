@@ -2,8 +2,15 @@
 // QKV projection 6·B·S·E², scores 2·B·S²·E, probabilities·V 2·B·S²·E, output projection 2·B·S·E².
 // Causal attention counts half of the S² terms. Softmax and biases are not counted.
 // (With grouped-query heads the K/V projection is smaller; this counts the MHA figure, the usual convention.)
-export function attentionFlops(B: number, S: number, E: number, isCausal: boolean): number {
+
+/** The two terms: projections 8·B·S·E² (QKV and output), attention 4·B·S²·E (halved when causal). */
+export function attentionFlopTerms(B: number, S: number, E: number, isCausal: boolean): { projections: number; attention: number } {
   const projections = 8 * B * S * E * E;
   const attention = 4 * B * S * S * E;
-  return projections + (isCausal ? attention / 2 : attention);
+  return { projections, attention: isCausal ? attention / 2 : attention };
+}
+
+export function attentionFlops(B: number, S: number, E: number, isCausal: boolean): number {
+  const { projections, attention } = attentionFlopTerms(B, S, E, isCausal);
+  return projections + attention;
 }

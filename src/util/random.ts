@@ -42,3 +42,19 @@ export function randomStateDict(config: { embedDim: number; numHeads: number; nu
   }
   return sd;
 }
+
+/**
+ * One layer's seeded inputs: its weights (randomStateDict from `seed`) and `rows` query rows of E
+ * values uniform in [−1, 1) from a second stream (seed XOR 0x9e3779b9), [rows, E] (rows = B·S for a
+ * batch). The e2e cases, the benchmark, the demo's panels and the scripts build their layers from this,
+ * so a case replays everywhere from its seed.
+ */
+export function randomLayerInputs(
+  config: { embedDim: number; numHeads: number; numKvHeads?: number; bias?: boolean },
+  rows: number,
+  seed: number,
+): { stateDict: StateDict; query: Float32Array } {
+  const stateDict = randomStateDict(config, seed);
+  const query = uniform(rows * config.embedDim, 1, mulberry32((seed ^ 0x9e3779b9) >>> 0));
+  return { stateDict, query };
+}

@@ -1,6 +1,7 @@
-// The comparison rule of every numeric test: |actual − expected| ≤ atol + rtol·|expected|, elementwise.
-// A NaN (or ±Infinity where the reference is finite) always fails. Failures list the first
-// offending indices with both values.
+// The comparison rule of every numeric check (the tests, the e2e cases, the demo's correctness panel
+// and benchmark gate, the scripts, the tuner's gate): |actual − expected| ≤ atol + rtol·|expected|,
+// elementwise. A NaN (or ±Infinity where the reference is finite) always fails. Failures list the
+// first offending indices with both values. Imports nothing, so the library can use it too.
 
 export interface Tolerance {
   atol: number;

@@ -16,29 +16,17 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   let split = wid.x;
   let firstRow = select(wid.x * BR, 0u, params.splitChunk > 0u);
   if (firstRow >= Sq) {
-    return;  // a tile past a short packed sequence: the whole workgroup leaves, uniformly
+    return;  // a tile past a short sequence: the whole workgroup leaves, uniformly
   }
   let i = firstRow + lid.x;        // this invocation's query row
   let iq = min(i, Sq - 1u);        // rows past Sq compute a copy of the last row, never stored
-  let offset = i32(Skv) - i32(Sq); // i' = i + offset
 
-  // Keys this row sees lie in [rowStart, rowEnd); the workgroup loads tiles covering
-  // [tileStart, tileEnd), the same for every invocation, so the loop (and its barriers) is uniform.
-  let banded = params.causal != 0u || params.window > 0u;
-  var rowStart = 0u;
-  var rowEnd = Skv;
-  var tileStart = 0u;
-  var tileEnd = Skv;
-  if (banded) {
-    let lastRow = min(firstRow + BR, Sq) - 1u;
-    rowEnd = u32(clamp(i32(iq) + offset + 1, 0, i32(Skv)));
-    tileEnd = u32(clamp(i32(lastRow) + offset + 1, 0, i32(Skv)));
-    if (params.window > 0u) {
-      rowStart = u32(clamp(i32(iq) + offset - i32(params.window) + 1, 0, i32(Skv)));
-      tileStart = u32(clamp(i32(firstRow) + offset - i32(params.window) + 1, 0, i32(Skv))) / BC * BC;
-    }
-  }
-
+  // Keys this row sees by position lie in band = [band.x, band.y) (score_rule.wgsl); the workgroup
+  // loads tiles covering [tileStart, tileEnd), the same for every invocation, so the loop (and its
+  // barriers) is uniform.
+  let band = keyBand(iq, Sq, Skv);
+  var tileStart = keyBand(firstRow, Sq, Skv).x / BC * BC;
+  var tileEnd = keyBand(min(firstRow + BR, Sq) - 1u, Sq, Skv).y;
   if (params.splitChunk > 0u) {
     tileStart = max(tileStart, split * params.splitChunk);
     tileEnd = min(tileEnd, (split + 1u) * params.splitChunk);
@@ -55,12 +43,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   var m = NO_SCORE;  // running max of the scores seen (log2 units)
   var l = 0.0;       // running sum of exp2(score - m)
 
-  var maskRow = 0u;
-  if (params.maskMode == 2u) {
-    maskRow = ((b * params.H + h) * Sq + iq) * Skv;
-  } else if (params.maskMode == 1u) {
-    maskRow = iq * Skv;
-  }
+  let maskRow = maskRowOf(b, h, iq, Sq, Skv);
   let kvOffset = kvHeadRow * DH4;
   var s: array<f32, BC>;
   for (var j0 = tileStart; j0 < tileEnd; j0 += BC) {
@@ -72,21 +55,13 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     for (var c = 0u; c < BC; c++) {
       let j = j0 + c;
       var score = NO_SCORE;
-      var visible = j >= rowStart && j < rowEnd;
-      if (visible && params.hasPadding != 0u) {
-        visible = padding[b * Skv + j] == 0u;
-      }
-      var bias = 0.0;
-      if (visible && params.maskMode != 0u) {
-        bias = attnMask[maskRow + j];
-        visible = bias > MASKED;
-      }
-      if (visible) {
+      let bias = keyBias(b, j, band, maskRow, Skv);
+      if (bias > MASKED_BELOW) {
         var dotv = vec4<f32>(0.0);
         for (var d = 0u; d < DH4; d++) {
           dotv += q[d] * kTile[c * DH4 + d];
         }
-        score = dotv.x + dotv.y + dotv.z + dotv.w + bias * 1.4426950408889634;
+        score = dotv.x + dotv.y + dotv.z + dotv.w + bias * LOG2E;
         tileMax = max(tileMax, score);
       }
       s[c] = score;
@@ -122,10 +97,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   } else if (i < Sq) {
     let outRow = qHead + i;
     rowStats[outRow] = vec2<f32>(m, l);
-    var scale = select(0.0, 1.0 / l, l > 0.0);  // a row that saw no key gives 0
-    if (params.hasHeadMask != 0u) {
-      scale *= headMask[b * params.H + h];
-    }
+    let scale = select(0.0, 1.0 / l, l > 0.0) * headScale(b, h);  // a row that saw no key gives 0
     for (var d = 0u; d < DH4; d++) {
       out[outRow * DH4 + d] = ST4(acc[d] * scale);
     }

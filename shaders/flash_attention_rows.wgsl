@@ -2,8 +2,8 @@
 // describes the algorithm, the masks and split-KV). Each invocation owns rows firstRow + lid.x + r·WG,
 // r < RPI: every K element read from the tile feeds RPI dot products and every V element RPI
 // accumulators, so a tile's loads are shared by RPI rows. Per-row state lives in arrays of RPI, which
-// drivers that unroll constant loops (lavapipe) keep in registers; 2.7× faster than one row per
-// invocation there at B=1 S=512 E=512 H=8 (RPI = 4). Drivers that do not unroll (SwiftShader's JIT)
+// drivers that unroll constant loops (lavapipe) keep in registers, where it beats one row per
+// invocation (figures: README, Performance). Drivers that do not unroll (SwiftShader's JIT)
 // prefer flash_attention_row.wgsl; the tuner measures which.
 
 override WG: u32 = 32u;  // invocations per workgroup; each owns RPI query rows, so BR = WG·RPI rows per workgroup
@@ -21,22 +21,13 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   let split = wid.x;
   let firstRow = select(wid.x * BR, 0u, params.splitChunk > 0u);
   if (firstRow >= Sq) {
-    return;  // a tile past a short packed sequence: the whole workgroup leaves, uniformly
+    return;  // a tile past a short sequence: the whole workgroup leaves, uniformly
   }
-  let offset = i32(Skv) - i32(Sq); // i' = i + offset
 
   // Keys the workgroup's rows see lie in [tileStart, tileEnd), the same for every invocation, so
-  // the loop (and its barriers) is uniform; each row's own range is [rowStart, rowEnd).
-  let banded = params.causal != 0u || params.window > 0u;
-  var tileStart = 0u;
-  var tileEnd = Skv;
-  if (banded) {
-    let lastRow = min(firstRow + BR, Sq) - 1u;
-    tileEnd = u32(clamp(i32(lastRow) + offset + 1, 0, i32(Skv)));
-    if (params.window > 0u) {
-      tileStart = u32(clamp(i32(firstRow) + offset - i32(params.window) + 1, 0, i32(Skv))) / BC * BC;
-    }
-  }
+  // the loop (and its barriers) is uniform; each row's own band is band[r] (score_rule.wgsl).
+  var tileStart = keyBand(firstRow, Sq, Skv).x / BC * BC;
+  var tileEnd = keyBand(min(firstRow + BR, Sq) - 1u, Sq, Skv).y;
   if (params.splitChunk > 0u) {
     tileStart = max(tileStart, split * params.splitChunk);
     tileEnd = min(tileEnd, (split + 1u) * params.splitChunk);
@@ -44,13 +35,13 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
 
   // This invocation's rows firstRow + lid.x + r·WG (rows past Sq compute a copy of the last row,
   // never stored): q scaled, acc the unnormalised output, m the running max of the scores seen (log2
-  // units), l the running sum of exp2(score − m), and the keys the row sees, [rowStart, rowEnd).
+  // units), l the running sum of exp2(score − m), the keys the row sees by position, and where its
+  // attnMask entries start.
   var q: array<vec4<f32>, RPI * DH4>;
   var acc: array<vec4<f32>, RPI * DH4>;
   var m: array<f32, RPI>;
   var l: array<f32, RPI>;
-  var rowStart: array<u32, RPI>;
-  var rowEnd: array<u32, RPI>;
+  var band: array<vec2<u32>, RPI>;
   var maskRow: array<u32, RPI>;
   for (var r = 0u; r < RPI; r++) {
     let iq = min(firstRow + lid.x + r * WG, Sq - 1u);
@@ -61,20 +52,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     }
     m[r] = NO_SCORE;
     l[r] = 0.0;
-    rowStart[r] = 0u;
-    rowEnd[r] = Skv;
-    if (banded) {
-      rowEnd[r] = u32(clamp(i32(iq) + offset + 1, 0, i32(Skv)));
-      if (params.window > 0u) {
-        rowStart[r] = u32(clamp(i32(iq) + offset - i32(params.window) + 1, 0, i32(Skv)));
-      }
-    }
-    maskRow[r] = 0u;
-    if (params.maskMode == 2u) {
-      maskRow[r] = ((b * params.H + h) * Sq + iq) * Skv;
-    } else if (params.maskMode == 1u) {
-      maskRow[r] = iq * Skv;
-    }
+    band[r] = keyBand(iq, Sq, Skv);
+    maskRow[r] = maskRowOf(b, h, iq, Sq, Skv);
   }
 
   let kvOffset = kvHeadRow * DH4;
@@ -91,10 +70,6 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     }
     for (var c = 0u; c < BC; c++) {
       let j = j0 + c;
-      var keyVisible = j < Skv;
-      if (keyVisible && params.hasPadding != 0u) {
-        keyVisible = padding[b * Skv + j] == 0u;
-      }
       // Zeroed explicitly: lavapipe kept the previous iteration's values in a loop-local array
       // declared without an initializer (WGSL says each declaration zero-initialises it).
       var dotv: array<vec4<f32>, RPI>;
@@ -108,15 +83,10 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
         }
       }
       for (var r = 0u; r < RPI; r++) {
-        var visible = keyVisible && j >= rowStart[r] && j < rowEnd[r];
-        var bias = 0.0;
-        if (visible && params.maskMode != 0u) {
-          bias = attnMask[maskRow[r] + j];
-          visible = bias > MASKED;
-        }
+        let bias = keyBias(b, j, band[r], maskRow[r], Skv);
         var score = NO_SCORE;
-        if (visible) {
-          score = dotv[r].x + dotv[r].y + dotv[r].z + dotv[r].w + bias * 1.4426950408889634;
+        if (bias > MASKED_BELOW) {
+          score = dotv[r].x + dotv[r].y + dotv[r].z + dotv[r].w + bias * LOG2E;
           tileMax[r] = max(tileMax[r], score);
         }
         s[r * BC + c] = score;
@@ -168,10 +138,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     } else if (i < Sq) {
       let outRow = qHead + i;
       rowStats[outRow] = vec2<f32>(m[r], l[r]);
-      var scale = select(0.0, 1.0 / l[r], l[r] > 0.0);  // a row that saw no key gives 0
-      if (params.hasHeadMask != 0u) {
-        scale *= headMask[b * params.H + h];
-      }
+      let scale = select(0.0, 1.0 / l[r], l[r] > 0.0) * headScale(b, h);  // a row that saw no key gives 0
       for (var d = 0u; d < DH4; d++) {
         out[outRow * DH4 + d] = ST4(acc[r * DH4 + d] * scale);
       }

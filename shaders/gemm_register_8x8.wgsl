@@ -12,7 +12,7 @@
 // Each invocation owns 8 rows × 8 columns of Y and walks K a vec4 at a time: 8 vec4 loads of A and 8
 // of B feed 16 products `a · mat4x4(b…)` (four 4-term dot products each, in the storage type,
 // accumulated in f32): half the loads per multiply-add of the 4 × 4 core. On CPU drivers, where every
-// load is a gather across SIMD lanes, that runs ~1.3× faster (lavapipe); it needs more registers.
+// load is a gather across SIMD lanes, that pays off; it needs more registers.
 // Written out, with no arrays (see gemm_register_4x4.wgsl).
 // Host guarantees: N % 4 == 0; dispatch = (ceil(N / (8·WG_X)), ceil(M / (8·WG_Y)), 1).
 

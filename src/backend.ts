@@ -1,8 +1,9 @@
-// The two backends are two implementations of one plan: this is the contract between them and the layer.
+// The two backends are two implementations of one plan: this is the contract between them and the
+// engine and layers, which never ask which backend they hold.
 
 import type { KvCacheStorage } from './kv-cache.ts';
-import type { ForwardPlan, LayerSpec, LayerWeights } from './plan.ts';
-import type { BackendKind, BufferForwardResult, EngineStats, ForwardResult } from './types.ts';
+import type { ForwardPlan, LayerSpec, LayerWeights } from './plan/index.ts';
+import type { AdapterInfo, BackendKind, BufferForwardResult, EngineStats, ForwardResult, TuningReport } from './types.ts';
 
 export interface BackendLayer {
   /** Runs a resolved plan (its inputs included). Returns the output [B, Sq, E] (and the probabilities when plan.needWeights). */
@@ -15,6 +16,18 @@ export interface BackendLayer {
 
 export interface Backend {
   readonly kind: BackendKind;
+  /** The adapter behind the device; null without one. */
+  readonly adapterInfo: AdapterInfo | null;
+  /** The current device (a new one after a recovered loss); null without one. */
+  readonly device: GPUDevice | null;
+  /** The storage precision in use. */
+  readonly precision: 'f32' | 'f16';
+  /** Why the precision asked for is not the one in use; null when it is. */
+  readonly precisionNote: string | null;
+  /** Whether forwards report kernel timings. */
+  readonly profiling: boolean;
+  /** How kernel variants are chosen and what was chosen; null where there are none. */
+  tuningReport(): TuningReport | null;
   /** The attention kernel alone on plan.query [B, H, Sq, Dh], plan.key and plan.value [B, G, Skv, Dh]: O [B, H, Sq, Dh]. */
   attend(plan: ForwardPlan): Promise<ForwardResult>;
   /** Throws (before any GPU work) if this backend cannot run a layer of this spec. */

@@ -4,8 +4,9 @@ import type { Backend } from './backend.ts';
 import { CpuBackend } from './cpu/backend.ts';
 import { DisposedError, InvalidArgumentError, WebGPUUnavailableError } from './errors.ts';
 import { MultiHeadAttention } from './layer.ts';
-import { resolveAttentionPlan, resolveLayerSpec, resolveWeights } from './plan.ts';
+import { resolveAttentionPlan, resolveLayerSpec, resolveWeights } from './plan/index.ts';
 import type {
+  AdapterInfo,
   BackendKind,
   EngineOptions,
   EngineStats,
@@ -18,21 +19,16 @@ import type {
 } from './types.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from './validate.ts';
 import { WebGPUBackend } from './webgpu/backend.ts';
-import type { ResolvedTuning } from './webgpu/tuning.ts';
-import { defaultTuningStore } from './webgpu/tuning-store.ts';
-import { defaultChoice, isCpuAdapter, KERNEL_NAMES, type KernelChoice, type KernelName, VARIANTS } from './webgpu/variants.ts';
 import { type AcquiredDevice, acquireDevice, describeAdapter } from './webgpu/device.ts';
+import { defaultTuningStore } from './webgpu/tuning/store.ts';
+import type { ResolvedTuning } from './webgpu/tuning/tuner.ts';
+import { KERNEL_NAMES, type KernelChoice, type KernelName, VARIANTS } from './webgpu/variants.ts';
+
+export type { AdapterInfo };
 
 const ENGINE_KEYS = ['backend', 'device', 'limits', 'precision', 'profile', 'tuning'] as const;
 const TUNING_KEYS = ['mode', 'kernels', 'store'] as const;
 const LIMIT_KEYS = ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension'] as const;
-
-export interface AdapterInfo {
-  vendor: string;
-  architecture: string;
-  device: string;
-  description: string;
-}
 
 export class AttentionEngine {
   private readonly layers = new Set<MultiHeadAttention>();
@@ -43,15 +39,13 @@ export class AttentionEngine {
     impl: Backend,
     /** Why the CPU backend was chosen when no backend was asked for; null otherwise. */
     readonly fallbackReason: string | null,
-    private readonly requestedPrecision: 'f32' | 'f16' = 'f32',
   ) {
     this.impl = impl;
   }
 
   /** The adapter behind the current device; null on the CPU backend. */
   get adapterInfo(): AdapterInfo | null {
-    const impl = this.live('adapterInfo');
-    return impl instanceof WebGPUBackend ? impl.adapterInfo : null;
+    return this.live('adapterInfo').adapterInfo;
   }
 
   /** Which backend runs the layers. */
@@ -64,27 +58,22 @@ export class AttentionEngine {
    * the adapter has shader-f16, else 'f32'. The CPU backend computes in float64 and reports 'f32'.
    */
   get precision(): 'f32' | 'f16' {
-    const impl = this.live('precision');
-    return impl instanceof WebGPUBackend ? impl.precision : 'f32';
+    return this.live('precision').precision;
   }
 
   /** Whether forwards report `timings` (kernel times from timestamp queries). */
   get profiling(): boolean {
-    const impl = this.live('profiling');
-    return impl instanceof WebGPUBackend && impl.profiling;
+    return this.live('profiling').profiling;
   }
 
   /** Why the precision asked for is not the one in use; null when it is. */
   get precisionNote(): string | null {
-    const impl = this.live('precisionNote');
-    if (impl instanceof WebGPUBackend) return impl.precisionNote;
-    return this.requestedPrecision === 'f16' ? "precision 'f16' applies to WebGPU; the CPU backend computes in float64" : null;
+    return this.live('precisionNote').precisionNote;
   }
 
   /** The current GPU device (a new one after a recovered device loss), or null on the CPU backend. */
   get device(): GPUDevice | null {
-    const impl = this.live('device');
-    return impl instanceof WebGPUBackend ? impl.device : null;
+    return this.live('device').device;
   }
 
   /**
@@ -115,16 +104,7 @@ export class AttentionEngine {
    * class: the variant, each variant's time, any the correctness gate refused). Null on the CPU backend.
    */
   get tuning(): TuningReport | null {
-    const impl = this.live('tuning');
-    if (!(impl instanceof WebGPUBackend)) return null;
-    const { options } = impl.tuner;
-    return {
-      mode: options.mode,
-      store: options.store?.where ?? 'memory',
-      forced: { ...options.forced },
-      defaults: defaultChoice(isCpuAdapter(impl.adapterInfo)),
-      choices: impl.tuner.entries(),
-    };
+    return this.live('tuning').tuningReport();
   }
 
   /** GPU buffers and bytes the engine holds, weights included; zero on the CPU backend. */
@@ -194,18 +174,24 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
         fix: "Pass backend: 'webgpu' (or leave it out) to run on this device.",
       });
     }
-    return new AttentionEngine(new WebGPUBackend(device, false, describeAdapter(device.adapterInfo), limits, precision, profile, tuning), null, precision);
+    return new AttentionEngine(
+      new WebGPUBackend({ device, ownsDevice: false, adapterInfo: describeAdapter(device.adapterInfo), limits, precision, profile, tuning }),
+      null,
+    );
   }
-  if (backend === 'cpu') return new AttentionEngine(new CpuBackend(), null, precision);
+  if (backend === 'cpu') return new AttentionEngine(new CpuBackend({ precision }), null);
 
   let acquired: AcquiredDevice;
   try {
     acquired = await acquireDevice();
   } catch (e) {
     if (backend === 'webgpu' || !(e instanceof WebGPUUnavailableError)) throw e;
-    return new AttentionEngine(new CpuBackend(), e.message, precision);
+    return new AttentionEngine(new CpuBackend({ precision }), e.message);
   }
-  return new AttentionEngine(new WebGPUBackend(acquired.device, true, acquired.adapterInfo, limits, precision, profile, tuning), null, precision);
+  return new AttentionEngine(
+    new WebGPUBackend({ device: acquired.device, ownsDevice: true, adapterInfo: acquired.adapterInfo, limits, precision, profile, tuning }),
+    null,
+  );
 }
 
 /** Checks createAttentionEngine's `tuning` option and fills in its defaults. */

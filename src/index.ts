@@ -36,7 +36,7 @@ export type {
   ProjectionVariant,
   AttentionVariant,
 } from './types.ts';
-export { fileTuningStore, localStorageTuningStore } from './webgpu/tuning-store.ts';
+export { fileTuningStore, localStorageTuningStore } from './webgpu/tuning/store.ts';
 export { referenceMultiHeadAttention } from './cpu/reference.ts';
 export type { ReferenceResult } from './cpu/reference.ts';
 export { parseSafetensors, WeightFileError } from './weights/safetensors.ts';

@@ -4,7 +4,7 @@
 import type { BackendLayer } from './backend.ts';
 import { DisposedError } from './errors.ts';
 import { KvCache } from './kv-cache.ts';
-import { type LayerSpec, resolveForwardPlan } from './plan.ts';
+import { type LayerSpec, resolveForwardPlan } from './plan/index.ts';
 import { rejectUnknownKeys, requireObject, requirePositiveInteger } from './validate.ts';
 import type { BatchedForwardOptions, BufferForwardResult, ForwardOptions, ForwardResult } from './types.ts';
 

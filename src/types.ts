@@ -4,6 +4,14 @@ import type { KvCache } from './kv-cache.ts';
 
 export type BackendKind = 'webgpu' | 'cpu';
 
+/** The adapter behind an engine's device (GPUAdapterInfo's strings; empty where the browser hides them). */
+export interface AdapterInfo {
+  vendor: string;
+  architecture: string;
+  device: string;
+  description: string;
+}
+
 export interface EngineOptions {
   /** 'webgpu' (fail if no adapter), 'cpu' (float64 reference), or leave out: WebGPU when an adapter exists, else CPU. */
   backend?: BackendKind;

@@ -1,9 +1,9 @@
 // The WebGPU kernels against the float64 CPU reference, over a grid of shapes that includes S = 1,
-// odd S, S not a multiple of any tile (the flash kernel's 32-row and ≤32-key tiles, the GEMMs' 32×32),
+// odd S, S not a multiple of any tile (the built-in choice's flash tiles of 64 rows and ≤32 keys, GEMM tiles of 64×64),
 // head sizes 4…256, 1…12 heads, grouped-query and multi-query layers, with and without bias, causal or not.
 
 import { describe, expect, test } from 'vitest';
-import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../src/plan.ts';
+import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../src/plan/index.ts';
 import { referenceForward } from '../src/cpu/reference.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
@@ -30,7 +30,7 @@ const layers: LayerCase[] = [
   { embedDim: 64, numHeads: 4, numKvHeads: 1 }, // multi-query
 ];
 
-// (B, S): S = 1, 2, odd, one below and one above the 32 tiles, 64, and 100 (no tile divides it).
+// (B, S): S = 1, 2, odd, one below and one above a 32-key tile, 64 (one whole 64-row tile), and 100 (no tile divides it).
 const shapes: [number, number][] = [
   [1, 1],
   [3, 1],

@@ -229,7 +229,7 @@ describe('memory over many calls', () => {
 
 describe('splitPlan', () => {
   test('splits exactly as far as the limits require', async () => {
-    const { resolveForwardPlan, resolveLayerSpec } = await import('../src/plan.ts');
+    const { resolveForwardPlan, resolveLayerSpec } = await import('../src/plan/index.ts');
     const { splitPlan } = await import('../src/webgpu/chunking.ts');
     const spec = resolveLayerSpec(L);
     const big = { maxStorageBufferBindingSize: 1 << 30, maxBufferSize: 1 << 30, maxComputeWorkgroupsPerDimension: 65535 };

@@ -16,10 +16,10 @@ import {
   type TuningChoice,
   type TuningStore,
 } from '../src/index.ts';
-import { resolveForwardPlan, resolveLayerSpec } from '../src/plan.ts';
+import { resolveForwardPlan, resolveLayerSpec } from '../src/plan/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
-import { gateVariant } from '../src/webgpu/gate.ts';
-import { shapeClass, Tuner, TUNING_VERSION } from '../src/webgpu/tuning.ts';
+import { gateVariant } from '../src/webgpu/tuning/gate.ts';
+import { shapeClass, Tuner, TUNING_VERSION } from '../src/webgpu/tuning/tuner.ts';
 import { KERNEL_NAMES, VARIANTS } from '../src/webgpu/variants.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { createGpuEngine, watchDevice, withErrorScopes } from './helpers/gpu.ts';

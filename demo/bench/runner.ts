@@ -5,7 +5,7 @@
 
 import type { AdapterInfo, StateDict } from 'webgpu-attention';
 import { attention, outputProjection, qkvProjection } from '../../src/cpu/reference.ts';
-import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../../src/plan.ts';
+import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../../src/plan/index.ts';
 import { attentionFlops } from '../../src/util/flops.ts';
 import { randomLayerInputs } from '../../src/util/random.ts';
 import { compareArrays, f32Tolerance, type Tolerance } from '../../src/util/tolerance.ts';

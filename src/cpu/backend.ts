@@ -2,7 +2,7 @@
 
 import type { Backend, BackendLayer } from '../backend.ts';
 import { UnsupportedError } from '../errors.ts';
-import { copyWeights, type ForwardPlan, type LayerSpec, type LayerWeights } from '../plan.ts';
+import { copyWeights, type ForwardPlan, geometryOf, type LayerSpec, type LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import type { KvCacheStorage } from '../kv-cache.ts';
 import { attention, outputProjection, qkvProjection, referenceForward } from './reference.ts';
@@ -52,6 +52,20 @@ class CpuKvCache implements KvCacheStorage {
 
 export class CpuBackend implements Backend {
   readonly kind = 'cpu' as const;
+  readonly adapterInfo = null;
+  readonly device = null;
+  /** The CPU computes in float64 and returns float32. */
+  readonly precision = 'f32' as const;
+  readonly profiling = false;
+  readonly precisionNote: string | null;
+
+  constructor(options: { precision?: 'f32' | 'f16' } = {}) {
+    this.precisionNote = options.precision === 'f16' ? "precision 'f16' applies to WebGPU; the CPU backend computes in float64" : null;
+  }
+
+  tuningReport(): null {
+    return null;
+  }
 
   createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
     // Copy, as the WebGPU backend's upload does: later changes to the caller's arrays do not leak in.
@@ -73,7 +87,8 @@ export class CpuBackend implements Backend {
           // Project the new tokens, append their K and V, attend over every cached position.
           const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
           const store = plan.cache.cache.storage as CpuKvCache;
-          const { q, k, v } = qkvProjection({ ...plan, kvSeqLen: Sq, cache: null }, own);
+          // The new tokens alone: Sq queries, Sq keys and values.
+          const { q, k, v } = qkvProjection({ ...plan, kvSeqLen: Sq, geometry: geometryOf('self', B, Sq, Sq), cache: null }, own);
           store.append(k, v, plan.cache.start, Sq);
           const keep = plan.needWeights ? { scores: new Float64Array(B * H * Sq * Skv), probs: new Float64Array(B * H * Sq * Skv) } : undefined;
           const o = attention(plan, q, store.rows(store.k, Skv), store.rows(store.v, Skv), keep);

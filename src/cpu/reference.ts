@@ -9,7 +9,8 @@
 // scores either. Ask for `keepScores` to get the scores and probabilities [B, H, Sq, Skv] as well
 // (tests and learners do; the backend does not).
 
-import { type ForwardPlan, headLayout, type LayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../plan.ts';
+import { type ForwardPlan, type LayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../plan/index.ts';
+import { headScale, keyBand, keyBias } from './score-rule.ts';
 import type { ForwardOptions, MultiHeadAttentionConfig, StateDict } from '../types.ts';
 
 export interface ReferenceResult {
@@ -55,7 +56,7 @@ function project(
 /** Pass 1: the three projections, stored split into heads (the kernel does them as one GEMM when key = value = query). */
 export function qkvProjection(plan: ForwardPlan, weights: LayerWeights): { q: Float64Array; k: Float64Array; v: Float64Array } {
   const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = plan.layer;
-  const { batches, qRows, kvRows } = headLayout(plan);
+  const { batches, qRows, kvRows } = plan.geometry;
   const bias = weights.inProjBias; // [(H + 2G)·Dh]: q, then k, then v
   return {
     q: project(plan.query, E, weights.qProjWeight, bias, 0, batches, qRows, H, Dh),
@@ -65,47 +66,40 @@ export function qkvProjection(plan: ForwardPlan, weights: LayerWeights): { q: Fl
 }
 
 /**
- * Pass 2: for each (b, h, i), scores_j = q_i·k_j / √Dh (+ attnMask) over the keys row i sees,
- * p = softmax (× headMask), o_i = Σ p_j v_j. Row i sees key j when: j ≤ i + (Skv − Sq) if causal;
- * i + (Skv − Sq) − window < j ≤ i + (Skv − Sq) with a window; the key is not padding; the mask there
- * is not −Infinity. A row that sees no key gets p = 0 and o = 0. Packed sequences attend within
- * themselves. NaN and ±Infinity propagate as in PyTorch (masking adds −∞ to a computed score; P·V
+ * Pass 2: for each (b, h, i), scores_j = q_i·k_j / √Dh + keyBias over the keys row i sees (the score
+ * rule, score-rule.ts), p = softmax (× headMask), o_i = Σ p_j v_j. A row that sees no key gets p = 0
+ * and o = 0. Varlen sequences attend within themselves. NaN and ±Infinity propagate as in PyTorch (masking adds −∞ to a computed score; P·V
  * multiplies zeros too). The fused kernel skips masked keys instead; WGSL may assume no NaN anyway.
- * `keep` (not for packed plans) receives the scores (−Infinity where masked) and p.
+ * `keep` (not for varlen plans) receives the scores (−Infinity where masked) and p.
  */
 export function attention(plan: ForwardPlan, q: Float64Array, k: Float64Array, v: Float64Array, keep?: { scores: Float64Array; probs: Float64Array }): Float64Array {
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
-  const { attnMask, attnMaskPerHead, keyPaddingMask, window, headMask } = plan.masks;
-  const { qRows, kvRows } = headLayout(plan);
-  const packed = plan.mode === 'packed';
+  const { qRows, kvRows, longestSequence } = plan.geometry;
+  const varlen = plan.mode === 'varlen';
   const scale = 1 / Math.sqrt(Dh);
   const out = new Float64Array(q.length);
-  const row = new Float64Array(plan.mode === 'packed' ? plan.maxSeqLen : plan.kvSeqLen);
+  const row = new Float64Array(varlen ? longestSequence : plan.kvSeqLen);
   const seen = new Uint8Array(row.length);
   for (let b = 0; b < plan.batchSize; b++) {
     // Where sequence b's rows start in the [batches, heads, rows, Dh] layout, and how many it has.
-    const start = packed ? plan.cuSeqlens![b] : 0;
-    const Sq = packed ? plan.cuSeqlens![b + 1] - start : plan.seqLen;
-    const Skv = packed ? Sq : plan.kvSeqLen;
-    const batch = packed ? 0 : b;
-    const offset = Skv - Sq; // queries aligned to the end of the keys
+    const start = varlen ? plan.cuSeqlens![b] : 0;
+    const Sq = varlen ? plan.cuSeqlens![b + 1] - start : plan.seqLen;
+    const Skv = varlen ? Sq : plan.kvSeqLen;
+    const batch = varlen ? 0 : b;
     for (let h = 0; h < H; h++) {
       const kvHead = Math.floor(h / (H / G));
       const kvBase = ((batch * G + kvHead) * kvRows + start) * Dh;
-      const hm = headMask ? headMask[b * H + h] : 1;
+      const hm = headScale(plan, b, h);
       for (let i = 0; i < Sq; i++) {
         const qBase = ((batch * H + h) * qRows + start + i) * Dh;
-        const last = plan.isCausal || window > 0 ? i + offset : Skv - 1; // the last key row i may see
-        const first = window > 0 ? i + offset - window + 1 : 0;
-        const maskBase = attnMask ? ((attnMaskPerHead ? b * H + h : 0) * Sq + i) * Skv : 0;
+        const band = keyBand(plan, i, Sq, Skv);
         let max = -Infinity;
         for (let j = 0; j < Skv; j++) {
           // As PyTorch does: every score is computed and a masked one gets −∞ added, so a NaN or
           // ±Infinity in a masked key still poisons the row (NaN + −∞ = NaN).
           let dot = 0;
           for (let d = 0; d < Dh; d++) dot += q[qBase + d] * k[kvBase + j * Dh + d];
-          const allowed = j >= first && j <= last && !keyPaddingMask?.[b * Skv + j];
-          const s = dot * scale + (allowed ? (attnMask ? attnMask[maskBase + j] : 0) : -Infinity);
+          const s = dot * scale + keyBias(plan, band, b, h, i, j, Sq, Skv);
           row[j] = s;
           seen[j] = s === -Infinity ? 0 : 1;
           if (s > max) max = s;
@@ -135,7 +129,7 @@ export function attention(plan: ForwardPlan, q: Float64Array, k: Float64Array, v
 
 /** Pass 3: O read as concat(heads) [B·S, E] (column h·Dh + d), times W_Oᵀ, plus b_O. */
 export function outputProjection(plan: ForwardPlan, weights: LayerWeights, o: Float64Array): Float64Array {
-  const { batches: B, qRows: S } = headLayout(plan);
+  const { batches: B, qRows: S } = plan.geometry;
   const { embedDim: E, numHeads: H, headDim: Dh } = plan.layer;
   const W = weights.outProjWeight; // [E, E]
   const bias = weights.outProjBias;
@@ -163,7 +157,7 @@ export function referenceForward(plan: ForwardPlan, weights: LayerWeights, optio
   const { q, k, v } = qkvProjection(plan, weights);
   const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
   const H = plan.layer.numHeads;
-  const keep = options.keepScores && plan.mode !== 'packed' ? { scores: new Float64Array(B * H * Sq * Skv), probs: new Float64Array(B * H * Sq * Skv) } : undefined;
+  const keep = options.keepScores && plan.mode !== 'varlen' ? { scores: new Float64Array(B * H * Sq * Skv), probs: new Float64Array(B * H * Sq * Skv) } : undefined;
   const o = attention(plan, q, k, v, keep);
   const output = outputProjection(plan, weights, o);
   return { q, k, v, scores: keep?.scores ?? null, probs: keep?.probs ?? null, attention: o, output };

@@ -7,29 +7,37 @@
 // keeps; pipelines rebuild themselves (their cache is keyed by device). A device the caller gave
 // cannot be replaced: calls then reject with DeviceLostError saying so.
 
-import type { Backend, BackendLayer } from '../backend.ts';
+import type { Backend } from '../backend.ts';
 import { DeviceLimitError, DeviceLostError, UnsupportedError } from '../errors.ts';
-import { copyWeights, type ForwardPlan, type LayerSpec, type LayerWeights } from '../plan.ts';
-import type { ForwardResult } from '../types.ts';
+import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
+import type { AdapterInfo, ForwardResult, TuningReport } from '../types.ts';
 import { BufferPool, type Precision } from './buffers.ts';
 import { type EngineLimits, mergeResults, splitPlan } from './chunking.ts';
-import { type AcquiredDevice, acquireDevice } from './device.ts';
-import { attendWebGPU, forwardWebGPU, type GpuKvCache, GpuLayerWeights } from './forward.ts';
-import type { KvCacheStorage } from '../kv-cache.ts';
-import { Usage } from './buffers.ts';
-import { gateVariant } from './gate.ts';
-import { type ResolvedTuning, Tuner } from './tuning.ts';
-import { isCpuAdapter } from './variants.ts';
+import { acquireDevice, type DeviceState } from './device.ts';
+import { attendWebGPU } from './forward.ts';
+import { WebGPULayer } from './layer.ts';
+import { constant } from './shader.ts';
+import { gateVariant } from './tuning/gate.ts';
+import { timeKernel } from './tuning/trial.ts';
+import { type ResolvedTuning, Tuner } from './tuning/tuner.ts';
+import { defaultChoice, isCpuAdapter, KERNEL_NAMES, type KernelChoice, type KernelName } from './variants.ts';
 
 /** Head sizes the kernels take: vec4 lanes, and q and the accumulator held in registers. */
-export const MAX_HEAD_DIM = 256;
+export const MAX_HEAD_DIM = constant('MAX_HEAD_DIM');
 
-/** One device and what lives on it. A new generation after each recovery from a loss. */
-interface DeviceState {
+export interface WebGPUBackendOptions {
   device: GPUDevice;
-  pool: BufferPool;
-  generation: number;
-  lost: GPUDeviceLostInfo | null;
+  /** Whether the engine created the device (and so may replace it, and destroys it on dispose). */
+  ownsDevice: boolean;
+  adapterInfo: AdapterInfo;
+  /** Limits to obey below the device's own (createAttentionEngine({ limits })). */
+  limits?: Partial<EngineLimits>;
+  /** The precision asked for; f16 needs the device's shader-f16 feature. */
+  precision?: Precision;
+  /** Time each kernel with timestamp queries (where the device has 'timestamp-query'). */
+  profile?: boolean;
+  /** How kernel variants are chosen (createAttentionEngine({ tuning })). */
+  tuning?: ResolvedTuning;
 }
 
 export class WebGPUBackend implements Backend {
@@ -40,35 +48,48 @@ export class WebGPUBackend implements Backend {
   /** The highest peakBytes of the pools of devices lost before the current one. */
   private earlierPeakBytes = 0;
 
-  constructor(
-    device: GPUDevice,
-    /** Whether the engine created the device (and so may replace it, and destroys it on dispose). */
-    private readonly ownsDevice: boolean,
-    public adapterInfo: AcquiredDevice['adapterInfo'],
-    /** Limits to obey below the device's own (createAttentionEngine({ limits })). */
-    private readonly limitOverrides: Partial<EngineLimits> = {},
-    /** The precision asked for; f16 needs the device's shader-f16 feature. */
-    private readonly requestedPrecision: Precision = 'f32',
-    /** Time each kernel with timestamp queries (where the device has 'timestamp-query'). */
-    private readonly profile = false,
-    /** How kernel variants are chosen (createAttentionEngine({ tuning })). */
-    tuning: ResolvedTuning = { mode: 'auto', forced: {}, store: null },
-  ) {
-    this.state = this.adopt(device, 0);
-    const info = () => this.adapterInfo;
+  adapterInfo: AdapterInfo;
+  private readonly ownsDevice: boolean;
+  private readonly limitOverrides: Partial<EngineLimits>;
+  private readonly requestedPrecision: Precision;
+  private readonly profile: boolean;
+
+  constructor(options: WebGPUBackendOptions) {
+    this.ownsDevice = options.ownsDevice;
+    this.adapterInfo = options.adapterInfo;
+    this.limitOverrides = options.limits ?? {};
+    this.requestedPrecision = options.precision ?? 'f32';
+    this.profile = options.profile ?? false;
+    this.state = this.adopt(options.device, 0);
     this.tuner = new Tuner(
-      tuning,
+      options.tuning ?? { mode: 'auto', forced: {}, store: null },
       () => {
-        const a = info();
+        const a = this.adapterInfo;
         return [a.vendor, a.architecture, a.device, a.description].join('/');
       },
-      () => isCpuAdapter(info()),
-      (kernel, variant, headDim) => gateVariant(this.state.pool, isCpuAdapter(info()), kernel, variant, headDim),
+      () => isCpuAdapter(this.adapterInfo),
+      (kernel, variant, headDim) => gateVariant(this.state.pool, isCpuAdapter(this.adapterInfo), kernel, variant, headDim),
     );
   }
 
-  /** Picks each forward's kernel variants: sweeps on first use per adapter and shape class (tuning.ts). */
+  /** Picks each forward's kernel variants: sweeps on first use per adapter and shape class (tuning/tuner.ts). */
   readonly tuner: Tuner;
+
+  tuningReport(): TuningReport {
+    const { options } = this.tuner;
+    return {
+      mode: options.mode,
+      store: options.store?.where ?? 'memory',
+      forced: { ...options.forced },
+      defaults: defaultChoice(isCpuAdapter(this.adapterInfo)),
+      choices: this.tuner.entries(),
+    };
+  }
+
+  /** The kernel variants a call of this plan runs (a sweep, if one is due, runs now: before the call encodes anything). */
+  chooseKernels(state: DeviceState, plan: ForwardPlan, kernels: readonly KernelName[] = KERNEL_NAMES): Promise<KernelChoice> {
+    return this.tuner.choose(plan, state.pool.precision, kernels, { time: (kernel, variant) => timeKernel(state.pool, plan, kernel, variant) });
+  }
 
   /** Whether forwards report kernel timings (profile asked for, and the device has timestamp-query). */
   get profiling(): boolean {
@@ -145,7 +166,7 @@ export class WebGPUBackend implements Backend {
   }
 
   /** Runs `work` on the live device; if the device is lost meanwhile, rejects with DeviceLostError. */
-  private async run<T>(where: string, work: (state: DeviceState) => Promise<T>): Promise<T> {
+  async run<T>(where: string, work: (state: DeviceState) => Promise<T>): Promise<T> {
     const state = await this.live(where);
     try {
       return await work(state);
@@ -166,12 +187,15 @@ export class WebGPUBackend implements Backend {
     const parts = splitPlan(plan, this.limits());
     return this.run('scaledDotProductAttention', async (state) => {
       const results: ForwardResult[] = [];
-      for (const p of parts) results.push(await attendWebGPU(state.pool, p, p.query, p.key, p.value, this.tuner));
+      for (const p of parts) {
+        const { flash_attention } = await this.chooseKernels(state, p, ['flash_attention']);
+        results.push(await attendWebGPU(state.pool, p, p.query, p.key, p.value, flash_attention));
+      }
       return mergeResults(results);
     });
   }
 
-  createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
+  createLayer(spec: LayerSpec, weights: LayerWeights): WebGPULayer {
     checkHeadDim('createMultiHeadAttention', 'embedDim / numHeads (the head size)', `${spec.embedDim} / ${spec.numHeads} = ${spec.headDim}`, spec.headDim);
     for (const [name, dim] of [
       ['kdim', spec.kdim],
@@ -199,48 +223,14 @@ export class WebGPUBackend implements Backend {
         });
       }
     }
-    // The host copy outlives a device loss; the GPU copy is made for each device generation.
-    const host = copyWeights(weights);
-    let gpu = new GpuLayerWeights(this.state.pool, spec, host);
-    let generation = this.state.generation;
-    return {
-      createCacheStorage: (B, maxSeqLen) => new WebGPUKvCache(this, B, spec.numKvHeads, maxSeqLen, spec.headDim),
-      forward: (plan) => {
-        const parts = splitPlan(plan, this.limits());
-        if ((plan.cache || plan.gpu || plan.returnBuffer) && parts.length > 1) {
-          const what = plan.cache ? 'a call with kvCache' : 'a call with GPU buffers (inputs or returnBuffer)';
-          throw new DeviceLimitError({
-            where: 'MultiHeadAttention.forward',
-            argument: what,
-            expected: 'within the device limits in one piece',
-            given: `a batch that would need ${parts.length} pieces`,
-            fix: `Split the batch yourself (${what} is not split).`,
-          });
-        }
-        return this.run('MultiHeadAttention.forward', async (state) => {
-          if (generation !== state.generation) {
-            gpu = new GpuLayerWeights(state.pool, spec, host);
-            generation = state.generation;
-          }
-          const cache = plan.cache ? (plan.cache.cache.storage as WebGPUKvCache).live(state.generation) : null;
-          if (parts.length === 1) return forwardWebGPU(state.pool, gpu, parts[0], cache, this.profiling, this.tuner);
-          const results: ForwardResult[] = [];
-          for (const p of parts) results.push((await forwardWebGPU(state.pool, gpu, p, cache, false, this.tuner)) as ForwardResult);
-          return mergeResults(results);
-        });
-      },
-      dispose: () => {
-        if (generation === this.state.generation) gpu.destroy();
-        this.state.pool.trim(); // idle scratch goes too, so stats() returns to what it was before the layer
-      },
-    };
+    return new WebGPULayer(this, spec, weights);
   }
 
   stats() {
     return { ...this.state.pool.stats(), peakBytes: Math.max(this.earlierPeakBytes, this.state.pool.peakBytes) };
   }
 
-  /** @internal The current device generation and pool (for KV caches). */
+  /** The current device generation and pool (for layers and KV caches). */
   current(): { pool: BufferPool; generation: number } {
     return this.state;
   }
@@ -249,66 +239,6 @@ export class WebGPUBackend implements Backend {
     this.disposed = true;
     this.state.pool.destroyAll();
     if (this.ownsDevice) this.state.device.destroy();
-  }
-}
-
-/**
- * A KV cache's GPU buffer, K then V [B, G, maxSeqLen, Dh]. It belongs to one device generation: after a
- * device loss its contents are gone, and a forward with it says so until reset() reallocates it.
- */
-class WebGPUKvCache implements KvCacheStorage {
-  private buffer: GPUBuffer | null = null;
-  private generation = -1;
-  private readonly bytes: number;
-
-  constructor(
-    private readonly backend: WebGPUBackend,
-    private readonly B: number,
-    private readonly G: number,
-    private readonly maxSeqLen: number,
-    private readonly Dh: number,
-  ) {
-    this.bytes = 2 * B * G * maxSeqLen * Dh * backend.pool.elementBytes;
-    const maxBinding = Math.min(backend.limits().maxStorageBufferBindingSize, backend.limits().maxBufferSize);
-    if (this.bytes > maxBinding) {
-      throw new DeviceLimitError({
-        where: 'MultiHeadAttention.createKvCache',
-        argument: 'the cache, 2·batchSize·numKvHeads·maxSeqLen·headDim·4 bytes',
-        expected: `at most maxStorageBufferBindingSize = ${maxBinding} bytes`,
-        given: `${this.bytes} bytes`,
-        fix: 'Use a smaller maxSeqLen or batchSize.',
-      });
-    }
-    this.allocate();
-  }
-
-  private allocate(): void {
-    const { pool, generation } = this.backend.current();
-    this.buffer = pool.allocate(this.bytes, Usage.STORAGE | Usage.COPY_DST | Usage.COPY_SRC, 'KvCache');
-    this.generation = generation;
-  }
-
-  /** The buffer, if it lives on the current device; else the loss is reported. */
-  live(generation: number): GpuKvCache {
-    if (!this.buffer || this.generation !== generation) {
-      throw new DeviceLostError(
-        "MultiHeadAttention.forward: the KV cache's keys and values were lost with the GPU device (they cannot be rebuilt from anything the engine keeps). " +
-          'Call cache.reset() and prefill it again.',
-        'destroyed',
-      );
-    }
-    return { buffer: this.buffer, maxSeqLen: this.maxSeqLen, vBase: this.B * this.G * this.maxSeqLen * this.Dh };
-  }
-
-  reset(): void {
-    // Rows past the cache's length are never read (Skv bounds every read), so a live buffer is kept
-    // as it is; one lost with its device is made anew on the current device.
-    if (!this.buffer || this.generation !== this.backend.current().generation) this.allocate();
-  }
-
-  dispose(): void {
-    if (this.buffer && this.generation === this.backend.current().generation) this.backend.current().pool.destroy(this.buffer);
-    this.buffer = null;
   }
 }
 

@@ -124,18 +124,6 @@ export class BufferPool {
   }
 }
 
-/** Packs a uniform struct of 32-bit scalars (u32, i32 or f32 by field) into 16-byte-aligned bytes. */
-export function packUniforms(fields: readonly (readonly [kind: 'u32' | 'i32' | 'f32', value: number])[]): ArrayBuffer {
-  const bytes = new ArrayBuffer(Math.ceil((fields.length * 4) / 16) * 16);
-  const view = new DataView(bytes);
-  fields.forEach(([kind, value], i) => {
-    if (kind === 'f32') view.setFloat32(i * 4, value, true);
-    else if (kind === 'i32') view.setInt32(i * 4, value, true);
-    else view.setUint32(i * 4, value, true);
-  });
-  return bytes;
-}
-
 /** Writes `data` (f32 values, or f16 bits) at `offset` bytes; pads an odd f16 count to 4 bytes. */
 export function writeTensor(device: GPUDevice, buffer: GPUBuffer, offset: number, data: Float32Array | Uint16Array): void {
   if (data.byteLength % 4 === 0) {

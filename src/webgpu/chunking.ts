@@ -1,10 +1,10 @@
 // Splitting a call that exceeds the device's limits into calls that fit: over the batch (or, for
-// packed sequences, over groups of whole sequences). Results are concatenated back, so a chunked call
+// varlen batches, over groups of whole sequences). Results are concatenated back, so a chunked call
 // equals the unchunked one. Where one batch element (one sequence) alone does not fit, splitting cannot
 // help, and the error names the limit and the size asked for.
 
 import { DeviceLimitError } from '../errors.ts';
-import type { ForwardPlan, MaskPlan } from '../plan.ts';
+import { type ForwardPlan, geometryOf, type MaskPlan } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 
 /** The limits this engine obeys: the device's, or smaller ones from createAttentionEngine({ limits }). */
@@ -14,11 +14,13 @@ export interface EngineLimits {
   maxComputeWorkgroupsPerDimension: number;
 }
 
-const ROWS_PER_WORKGROUP = 32; // the GEMMs' and flash kernel's rows per workgroup along one dimension
+// The fewest rows per workgroup of any GEMM or flash variant (register-4x4, rows32-*), so the bound
+// holds whichever variant runs.
+const ROWS_PER_WORKGROUP = 32;
 
 interface Cost {
   what: string;
-  /** Bytes (or workgroups) per unit (batch element, or token for packed) and fixed part. */
+  /** Bytes (or workgroups) per unit (batch element, or token for varlen) and fixed part. */
   perUnit: number;
   fixed: number;
   limit: number;
@@ -27,12 +29,12 @@ interface Cost {
   perWorkgroup?: number;
 }
 
-/** What one call needs, as linear functions of the batch size (or of the tokens, packed). */
+/** What one call needs, as linear functions of the batch size (or of the tokens, varlen). */
 function costs(plan: ForwardPlan, limits: EngineLimits): Cost[] {
   const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = plan.layer;
-  const packed = plan.mode === 'packed';
-  const Sq = packed ? 1 : plan.seqLen; // packed: per token
-  const Skv = packed ? 1 : plan.kvSeqLen;
+  const varlen = plan.mode === 'varlen';
+  const Sq = varlen ? 1 : plan.seqLen; // varlen: per token
+  const Skv = varlen ? 1 : plan.kvSeqLen;
   const bind = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
   const wg = limits.maxComputeWorkgroupsPerDimension;
   const binding = (what: string, perUnit: number, fixed = 0): Cost => ({
@@ -69,7 +71,7 @@ function costs(plan: ForwardPlan, limits: EngineLimits): Cost[] {
   }
   const m = plan.masks;
   if (m.attnMask) list.push(m.attnMaskPerHead ? binding('attnMask [B·H, Sq, Skv]', H * Sq * Skv) : binding('attnMask [Sq, Skv]', 0, Sq * Skv));
-  if (!packed) list.push({ what: 'workgroups over the batch (flash attention)', perUnit: 1, fixed: 0, limit: wg, limitName: 'maxComputeWorkgroupsPerDimension' });
+  if (!varlen) list.push({ what: 'workgroups over the batch (flash attention)', perUnit: 1, fixed: 0, limit: wg, limitName: 'maxComputeWorkgroupsPerDimension' });
   return list;
 }
 
@@ -85,7 +87,7 @@ function refuse(plan: ForwardPlan, c: Cost, units: number, unitName: string): ne
     argument: c.what,
     expected: `at most ${c.limitName} = ${c.limit}${c.perWorkgroup ? ' workgroups' : ' bytes'}`,
     given:
-      plan.mode === 'packed'
+      plan.mode === 'varlen'
         ? `${used} for a single sequence of ${units} tokens`
         : `${used} for a single ${unitName} (seqLen ${plan.seqLen}${plan.mode === 'cross' ? `, kvSeqLen ${plan.kvSeqLen}` : ''})`,
     fix: `Splitting the batch cannot help here: use shorter sequences${plan.needWeights ? ', or leave out needWeights' : ''}.`,
@@ -109,8 +111,8 @@ function sliceMasks(m: MaskPlan, b0: number, b1: number, H: number, Sq: number, 
 export function splitPlan(plan: ForwardPlan, limits: EngineLimits): ForwardPlan[] {
   const all = costs(plan, limits);
   const { numHeads: H, embedDim: E } = plan.layer;
-  if (plan.mode === 'packed') {
-    // Greedy groups of whole sequences, each within every limit; packed sequences never need the
+  if (plan.mode === 'varlen') {
+    // Greedy groups of whole sequences, each within every limit; varlen batches never need the
     // batch dispatch limit except through the number of sequences per call.
     const cu = plan.cuSeqlens!;
     const n = cu.length - 1;
@@ -137,7 +139,7 @@ export function splitPlan(plan: ForwardPlan, limits: EngineLimits): ForwardPlan[
         seqLen: t1 - t0,
         kvSeqLen: t1 - t0,
         cuSeqlens: sub,
-        maxSeqLen: Math.max(...sub.subarray(1).map((v, i) => v - sub[i])),
+        geometry: geometryOf('varlen', s1 - s0, t1 - t0, t1 - t0, Math.max(...sub.subarray(1).map((v, i) => v - sub[i]))),
         masks: { ...plan.masks, headMask: plan.masks.headMask ? plan.masks.headMask.subarray(s0 * H, s1 * H) : null },
         query,
         key: query,
@@ -161,6 +163,7 @@ export function splitPlan(plan: ForwardPlan, limits: EngineLimits): ForwardPlan[
     plans.push({
       ...plan,
       batchSize: b1 - b0,
+      geometry: geometryOf(plan.mode, b1 - b0, Sq, Skv),
       query,
       key: plan.mode === 'self' ? query : plan.key.subarray(b0 * Skv * kvWidth(plan.key), b1 * Skv * kvWidth(plan.key)),
       value: plan.mode === 'self' ? query : plan.value.subarray(b0 * Skv * kvWidth(plan.value), b1 * Skv * kvWidth(plan.value)),

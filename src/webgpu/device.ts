@@ -3,6 +3,7 @@
 
 import { WebGPUUnavailableError } from '../errors.ts';
 import { importNodeOnly } from '../node-only.ts';
+import type { BufferPool } from './buffers.ts';
 
 export interface AcquiredDevice {
   device: GPUDevice;
@@ -72,4 +73,12 @@ export function describeAdapter(info: GPUAdapterInfo | undefined): AcquiredDevic
     device: info?.device ?? '',
     description: info?.description ?? '',
   };
+}
+
+/** One device and what lives on it (webgpu/backend.ts). A new generation after each recovery from a loss. */
+export interface DeviceState {
+  device: GPUDevice;
+  pool: BufferPool;
+  generation: number;
+  lost: GPUDeviceLostInfo | null;
 }

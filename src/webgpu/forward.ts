@@ -1,8 +1,9 @@
-// The WebGPU backend: a layer's weights on the device, and one forward encoded as one command
-// buffer (QKV projection → flash attention → output projection, and the probabilities when asked)
-// with one readback. `attendWebGPU` runs the attention kernel alone on given Q, K, V.
+// One forward on the GPU, its kernel variants already chosen: encoded as one command buffer (QKV
+// projection → flash attention → output projection, and the probabilities when asked) with one
+// readback. `attendWebGPU` runs the attention kernel alone on given Q, K, V. Nothing here chooses
+// variants or compiles ahead: the caller passes the choice (backend.ts, from tuning/).
 
-import { type ForwardPlan, headLayout, type LayerSpec, type LayerWeights } from '../plan.ts';
+import type { ForwardPlan } from '../plan/index.ts';
 import { InvalidArgumentError, ShapeMismatchError } from '../errors.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import { type BufferPool, MAP_MODE_READ, Usage } from './buffers.ts';
@@ -10,49 +11,16 @@ import { encodeAttentionProbs } from './kernels/attention-probs.ts';
 import { encodeFlashAttention } from './kernels/flash-attention.ts';
 import { uploadMasks } from './kernels/masks.ts';
 import { encodeOutputProjection } from './kernels/output-projection.ts';
-import { encodeQkvProjection, packedTargets, type ProjectionWeights, type QkvTargets, qkvLayout } from './kernels/qkv-projection.ts';
+import { encodeQkvProjection, type QkvTargets, qkvBufferTargets, qkvLayout } from './kernels/qkv-projection.ts';
 import { fromF16 } from './f16.ts';
 import { PassStages } from './profiler.ts';
 import { CallScratch } from './scratch.ts';
-import type { KernelChooser } from './tuning.ts';
-import { type KernelChoice, KERNEL_NAMES } from './variants.ts';
-
-/** A layer's weights on the GPU, uploaded once. Missing biases are uploaded as zeros. */
-export class GpuLayerWeights {
-  readonly projection: ProjectionWeights;
-  readonly outProjWeight: GPUBuffer; // [E, E]
-  readonly outProjBias: GPUBuffer; // [E]
-  private readonly buffers: GPUBuffer[];
-
-  constructor(
-    private readonly pool: BufferPool,
-    spec: LayerSpec,
-    weights: LayerWeights,
-  ) {
-    const N = (spec.numHeads + 2 * spec.numKvHeads) * spec.headDim;
-    const usage = Usage.STORAGE;
-    const bias = pool.upload(weights.inProjBias ?? new Float32Array(N), usage, 'MultiHeadAttention.in_proj_bias');
-    this.projection = weights.inProjWeight
-      ? { packed: pool.upload(weights.inProjWeight, usage, 'MultiHeadAttention.in_proj_weight'), bias }
-      : {
-          q: pool.upload(weights.qProjWeight, usage, 'MultiHeadAttention.q_proj_weight'),
-          k: pool.upload(weights.kProjWeight, usage, 'MultiHeadAttention.k_proj_weight'),
-          v: pool.upload(weights.vProjWeight, usage, 'MultiHeadAttention.v_proj_weight'),
-          bias,
-        };
-    this.outProjWeight = pool.upload(weights.outProjWeight, usage, 'MultiHeadAttention.out_proj.weight');
-    this.outProjBias = pool.upload(weights.outProjBias ?? new Float32Array(spec.embedDim), usage, 'MultiHeadAttention.out_proj.bias');
-    this.buffers = [...Object.values(this.projection), this.outProjWeight, this.outProjBias];
-  }
-
-  destroy(): void {
-    for (const b of this.buffers) this.pool.destroy(b);
-  }
-}
+import type { AttentionVariant, KernelChoice } from './variants.ts';
+import type { GpuLayerWeights } from './weights.ts';
 
 /** Where the attention output and each row's softmax statistics go. */
 function attentionBuffers(scratch: CallScratch, plan: ForwardPlan): { attention: GPUBuffer; rowStats: GPUBuffer } {
-  const { batches, qRows } = headLayout(plan);
+  const { batches, qRows } = plan.geometry;
   const { numHeads: H, headDim: Dh } = plan.layer;
   const rows = batches * H * qRows;
   return {
@@ -65,25 +33,6 @@ function attentionBuffers(scratch: CallScratch, plan: ForwardPlan): { attention:
 function probsBuffer(scratch: CallScratch, plan: ForwardPlan): { probs: GPUBuffer | null; probsBytes: number } {
   const probsBytes = plan.needWeights ? plan.batchSize * plan.layer.numHeads * plan.seqLen * plan.kvSeqLen * 4 : 0;
   return { probs: plan.needWeights ? scratch.storage(probsBytes, 'probs') : null, probsBytes };
-}
-
-/**
- * Rows a tuning trial computes: a kernel's time per row hardly depends on how many rows there are
- * past a few hundred, so big calls are timed on their first rows (the sweep stays short at S = 8192;
- * each row of attention still sees all its keys).
- */
-const TRIAL_ROWS = 512;
-
-/** Runs one kernel alone in its own command buffer and waits for it: the tuner's timing trial. */
-async function timeAlone(device: GPUDevice, encode: (pass: GPUComputePassEncoder) => void): Promise<number> {
-  const encoder = device.createCommandEncoder({ label: 'MultiHeadAttention.tuning' });
-  const pass = encoder.beginComputePass({ label: 'MultiHeadAttention.tuning' });
-  encode(pass);
-  pass.end();
-  const t0 = performance.now();
-  device.queue.submit([encoder.finish()]);
-  await device.queue.onSubmittedWorkDone();
-  return performance.now() - t0;
 }
 
 /** Copies `sources` into one staging buffer, submits, maps once, and returns each as float32 (f16 sources converted). */
@@ -109,11 +58,12 @@ async function readBack(scratch: CallScratch, encoder: GPUCommandEncoder, source
   return out;
 }
 
-/** A KV cache on the GPU: one buffer, K [B, G, maxSeqLen, Dh] then V [B, G, maxSeqLen, Dh], f32. */
+/** A KV cache on the GPU: one buffer, K [B, G, capacity, Dh] then V [B, G, capacity, Dh] (capacity: the cache's maxSeqLen). */
 export interface GpuKvCache {
   buffer: GPUBuffer;
-  maxSeqLen: number;
-  /** Floats from the start of the buffer to V. */
+  /** Positions each (b, g) block holds. */
+  capacity: number;
+  /** Elements from the start of the buffer to V. */
   vBase: number;
 }
 
@@ -124,10 +74,10 @@ export async function forwardWebGPU(
   plan: ForwardPlan,
   cache: GpuKvCache | null,
   profile: boolean,
-  chooser: KernelChooser,
+  choice: KernelChoice,
 ): Promise<ForwardResult | BufferForwardResult> {
   const device = pool.device;
-  const { batches, qRows } = headLayout(plan);
+  const { batches, qRows } = plan.geometry;
   const E = plan.layer.embedDim;
   const scratch = new CallScratch(pool);
   try {
@@ -149,9 +99,9 @@ export async function forwardWebGPU(
       cache && plan.cache
         ? {
             q: scratch.storage(plan.batchSize * H * plan.seqLen * Dh * scratch.elementBytes, 'q'),
-            kv: { buffer: cache.buffer, kBase: 0, vBase: cache.vBase, stride: cache.maxSeqLen, row0: plan.cache.start },
+            kv: { buffer: cache.buffer, kBase: 0, vBase: cache.vBase, stride: cache.capacity, row0: plan.cache.start },
           }
-        : packedTargets(plan, scratch.storage(qkvLayout(plan).total * scratch.elementBytes, 'qkv'));
+        : qkvBufferTargets(plan, scratch.storage(qkvLayout(plan).total * scratch.elementBytes, 'qkv'));
     const masks = uploadMasks(scratch, plan);
     const f16 = scratch.precision === 'f16';
     const outputBytes = batches * qRows * E * scratch.elementBytes; // Y stored at the engine's precision
@@ -162,27 +112,16 @@ export async function forwardWebGPU(
     const { attention, rowStats } = attentionBuffers(scratch, plan);
     const { probs, probsBytes } = probsBuffer(scratch, plan);
     const { q, kv } = targets;
-    const kernels = {
-      qkv_projection: (pass: GPUComputePassEncoder, v: KernelChoice['qkv_projection'], rowLimit?: number) =>
-        encodeQkvProjection(pass, scratch, plan, { query, key, value }, weights.projection, targets, v, rowLimit),
-      flash_attention: (pass: GPUComputePassEncoder, v: KernelChoice['flash_attention'], rowLimit?: number) =>
-        encodeFlashAttention(pass, scratch, plan, { q, kv, attention, rowStats }, masks, v, rowLimit),
-      output_projection: (pass: GPUComputePassEncoder, v: KernelChoice['output_projection'], rowLimit?: number) =>
-        encodeOutputProjection(pass, scratch, plan, { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y }, v, rowLimit),
-    };
-
-    // A caller's buffer from another device, or of the wrong kind, is a validation error: catch it
-    // here (the tuner's trials read the inputs too, so they run inside the scope).
+    // A caller's buffer from another device, or of the wrong kind, is a validation error: catch it here.
     if (g) device.pushErrorScope('validation');
-    const choice = await chooser.choose(plan, scratch.precision, KERNEL_NAMES, {
-      time: (kernel, variant) => timeAlone(device, (pass) => (kernels[kernel] as (p: GPUComputePassEncoder, v: string, r: number) => void)(pass, variant, TRIAL_ROWS)),
-    });
     const encoder = device.createCommandEncoder({ label: 'MultiHeadAttention.forward' });
     const stages = new PassStages(device, encoder, 'MultiHeadAttention.forward', profile);
-    stages.run('qkv_projection', (pass) => kernels.qkv_projection(pass, choice.qkv_projection));
-    stages.run('flash_attention', (pass) => kernels.flash_attention(pass, choice.flash_attention));
+    stages.run('qkv_projection', (pass) => encodeQkvProjection(pass, scratch, plan, { query, key, value }, weights.projection, targets, choice.qkv_projection));
+    stages.run('flash_attention', (pass) => encodeFlashAttention(pass, scratch, plan, { q, kv, attention, rowStats }, masks, choice.flash_attention));
     if (probs) stages.run('attention_probs', (pass) => encodeAttentionProbs(pass, scratch, plan, { q, kv, rowStats, probs }, masks));
-    stages.run('output_projection', (pass) => kernels.output_projection(pass, choice.output_projection));
+    stages.run('output_projection', (pass) =>
+      encodeOutputProjection(pass, scratch, plan, { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y }, choice.output_projection),
+    );
     const timestamps = stages.end(scratch);
     if (plan.returnBuffer) {
       const weightsBuffer = probs ? owned(probsBytes, 'MultiHeadAttention.attentionWeightsBuffer') : null;
@@ -252,7 +191,7 @@ export async function attendWebGPU(
   q: Float32Array,
   k: Float32Array,
   v: Float32Array,
-  chooser: KernelChooser,
+  variant: AttentionVariant,
 ): Promise<ForwardResult> {
   const device = pool.device;
   const scratch = new CallScratch(pool);
@@ -265,15 +204,10 @@ export async function attendWebGPU(
     const masks = uploadMasks(scratch, plan);
     const { attention, rowStats } = attentionBuffers(scratch, plan);
     const { probs, probsBytes } = probsBuffer(scratch, plan);
-    const { q: qBuffer, kv } = packedTargets(plan, qkv);
-    const flash = (pass: GPUComputePassEncoder, variant: KernelChoice['flash_attention'], rowLimit?: number) =>
-      encodeFlashAttention(pass, scratch, plan, { q: qBuffer, kv, attention, rowStats }, masks, variant, rowLimit);
-    const choice = await chooser.choose(plan, scratch.precision, ['flash_attention'], {
-      time: (_kernel, variant) => timeAlone(device, (pass) => flash(pass, variant as KernelChoice['flash_attention'], TRIAL_ROWS)),
-    });
+    const { q: qBuffer, kv } = qkvBufferTargets(plan, qkv);
     const encoder = device.createCommandEncoder({ label: 'scaledDotProductAttention' });
     const stages = new PassStages(device, encoder, 'scaledDotProductAttention', false);
-    stages.run('flash_attention', (pass) => flash(pass, choice.flash_attention));
+    stages.run('flash_attention', (pass) => encodeFlashAttention(pass, scratch, plan, { q: qBuffer, kv, attention, rowStats }, masks, variant));
     if (probs) stages.run('attention_probs', (pass) => encodeAttentionProbs(pass, scratch, plan, { q: qBuffer, kv, rowStats, probs }, masks));
     stages.end(scratch);
     const sources = [

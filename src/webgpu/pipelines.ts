@@ -1,9 +1,14 @@
-// Shader modules and compute pipelines, cached per device and per variant. The cache is a WeakMap
-// keyed by the device, so a destroyed or lost device takes its pipelines with it.
+// Shader modules and compute pipelines, cached per device. The cache is a WeakMap keyed by the
+// device, so a destroyed or lost device takes its pipelines with it.
+//
+// A pipeline is built either on first use, synchronously (getPipeline, inside a call's encoding), or
+// ahead of use without blocking (compilePipeline: createComputePipelineAsync, which browsers and Dawn
+// run off the calling thread). Both fill the same cache, and a compile already under way is shared.
 
 interface DeviceCache {
   modules: Map<string, GPUShaderModule>;
   pipelines: Map<string, GPUComputePipeline>;
+  compiling: Map<string, Promise<GPUComputePipeline>>;
 }
 
 const caches = new WeakMap<GPUDevice, DeviceCache>();
@@ -11,52 +16,71 @@ const caches = new WeakMap<GPUDevice, DeviceCache>();
 function cacheOf(device: GPUDevice): DeviceCache {
   let cache = caches.get(device);
   if (!cache) {
-    cache = { modules: new Map(), pipelines: new Map() };
+    cache = { modules: new Map(), pipelines: new Map(), compiling: new Map() };
     caches.set(device, cache);
   }
   return cache;
 }
 
-export interface PipelineVariant {
+/** What a compute pipeline is built from. */
+export interface PipelineSpec {
   /** Labels the module and pipeline: `Owner.role`. */
   label: string;
-  /** Complete WGSL source (after any constant prelude). */
+  /** Complete WGSL source (shader.ts shaderCode). */
   code: string;
   /** Values of the shader's `override` constants. */
   constants?: Record<string, number>;
 }
 
-/** The pipeline for this source and these constants on this device, built on first use. */
-export function getPipeline(device: GPUDevice, variant: PipelineVariant): GPUComputePipeline {
+function keyOf(spec: PipelineSpec): string {
+  return `${spec.label}|${JSON.stringify(spec.constants ?? {})}|${spec.code}`;
+}
+
+function moduleFor(device: GPUDevice, cache: DeviceCache, spec: PipelineSpec): GPUShaderModule {
+  let module = cache.modules.get(spec.code);
+  if (!module) {
+    module = device.createShaderModule({ label: `${spec.label}.module`, code: spec.code });
+    cache.modules.set(spec.code, module);
+  }
+  return module;
+}
+
+function descriptor(module: GPUShaderModule, spec: PipelineSpec): GPUComputePipelineDescriptor {
+  return { label: `${spec.label}.pipeline`, layout: 'auto', compute: { module, entryPoint: 'main', constants: spec.constants ?? {} } };
+}
+
+/** The pipeline for this spec on this device, built now if no one has built it. */
+export function getPipeline(device: GPUDevice, spec: PipelineSpec): GPUComputePipeline {
   const cache = cacheOf(device);
-  const constants = variant.constants ?? {};
-  const key = `${variant.label}|${JSON.stringify(constants)}|${variant.code}`;
+  const key = keyOf(spec);
   let pipeline = cache.pipelines.get(key);
   if (pipeline) return pipeline;
-  let module = cache.modules.get(variant.code);
-  if (!module) {
-    module = device.createShaderModule({ label: `${variant.label}.module`, code: variant.code });
-    cache.modules.set(variant.code, module);
-  }
-  pipeline = device.createComputePipeline({
-    label: `${variant.label}.pipeline`,
-    layout: 'auto',
-    compute: { module, entryPoint: 'main', constants },
-  });
+  pipeline = device.createComputePipeline(descriptor(moduleFor(device, cache, spec), spec));
   cache.pipelines.set(key, pipeline);
   return pipeline;
 }
 
-/**
- * Specialises a shader: `ST4`, the storage type of its tensors (vec4<f32>, or vec4<f16> with
- * `enable f16;` for precision f16), `SM4`, the mat4x4 of that type, and `const NAME: u32 = value;`
- * lines for sizes WGSL needs at compile time (private array lengths). Text, because overrides reach
- * neither.
- */
-export function specialise(code: string, precision: 'f32' | 'f16', constants: Record<string, number> = {}): string {
-  const prelude = [
-    ...(precision === 'f16' ? ['enable f16;', 'alias ST4 = vec4<f16>;', 'alias SM4 = mat4x4<f16>;'] : ['alias ST4 = vec4<f32>;', 'alias SM4 = mat4x4<f32>;']),
-    ...Object.entries(constants).map(([name, value]) => `const ${name}: u32 = ${value}u;`),
-  ].join('\n');
-  return `${prelude}\n${code}`;
+/** Whether getPipeline would answer at once (the pipeline was built already). */
+export function hasPipeline(device: GPUDevice, spec: PipelineSpec): boolean {
+  return cacheOf(device).pipelines.has(keyOf(spec));
+}
+
+/** Builds the pipeline without blocking the caller (createComputePipelineAsync); resolves when getPipeline would answer at once. */
+export function compilePipeline(device: GPUDevice, spec: PipelineSpec): Promise<void> {
+  const cache = cacheOf(device);
+  const key = keyOf(spec);
+  if (cache.pipelines.has(key)) return Promise.resolve();
+  let compiling = cache.compiling.get(key);
+  if (!compiling) {
+    compiling = device.createComputePipelineAsync(descriptor(moduleFor(device, cache, spec), spec));
+    cache.compiling.set(key, compiling);
+    compiling.then(
+      (pipeline) => {
+        if (!cache.pipelines.has(key)) cache.pipelines.set(key, pipeline);
+        cache.compiling.delete(key);
+      },
+      () => cache.compiling.delete(key),
+    );
+  }
+  return compiling.then(() => {});
 }

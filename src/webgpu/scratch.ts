@@ -36,8 +36,8 @@ export class CallScratch {
   }
 
   /** A storage buffer of at least `bytes`. */
-  storage(bytes: number, role: string, extraUsage = 0): GPUBuffer {
-    return this.take(this.pool.acquire(bytes, Usage.STORAGE | Usage.COPY_DST | Usage.COPY_SRC | extraUsage, role));
+  storage(bytes: number, role: string): GPUBuffer {
+    return this.take(this.pool.acquire(bytes, Usage.STORAGE | Usage.COPY_DST | Usage.COPY_SRC, role));
   }
 
   /** A uniform buffer holding `data`. */

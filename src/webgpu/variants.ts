@@ -1,5 +1,5 @@
 // The kernel variants the engine chooses between, per kernel, and the built-in choice for an adapter
-// the tuner has not measured (tuning.ts sweeps them and remembers the fastest).
+// the tuner has not measured (tuning/tuner.ts sweeps them and remembers the fastest).
 //
 //   projection (qkv_projection, output_projection): which GEMM core is appended to the problem file
 //     register-4x4   shaders/gemm_register_4x4.wgsl, 4 rows × 4 columns per invocation

@@ -2,12 +2,31 @@
 // Q, K and the flash kernel's per-row softmax statistics, only when the caller asks (needWeights).
 
 import source from '../../../shaders/attention_probs.wgsl?raw';
-import type { ForwardPlan } from '../../plan.ts';
-import { packUniforms } from '../buffers.ts';
-import { getPipeline, specialise } from '../pipelines.ts';
+import scoreRule from '../../../shaders/score_rule.wgsl?raw';
+import type { ForwardPlan } from '../../plan/index.ts';
+import type { Precision } from '../buffers.ts';
+import { getPipeline, type PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-import type { MaskBuffers } from './masks.ts';
+import { defineParams, shaderCode } from '../shader.ts';
+import { MASK_FIELDS, type MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
+
+/** attention_probs.wgsl's uniforms. */
+export const PROBS_PARAMS = defineParams([
+  ['H', 'u32', 'query heads'],
+  ['G', 'u32', 'key/value heads'],
+  ['Sq', 'u32', 'query rows'],
+  ['Skv', 'u32', 'keys'],
+  ['Dh4', 'u32', 'head size / 4'],
+  ['kBase4', 'u32', 'where K starts in kv, in vec4s'],
+  ...MASK_FIELDS,
+  ['scaleLog2e', 'f32', 'log2(e) / sqrt(Dh), as in flash_attention.wgsl'],
+  ['kvStride', 'u32', "rows per (b, g) block of K (Skv, or a KV cache's maxSeqLen)"],
+]);
+
+export function attentionProbsPipeline(precision: Precision): PipelineSpec {
+  return { label: 'AttentionProbs', code: shaderCode({ precision, params: PROBS_PARAMS, sources: [scoreRule, source] }) };
+}
 
 const TILE = 16; // the shader's @workgroup_size(16, 16): 16 keys × 16 query rows
 
@@ -18,27 +37,13 @@ export function encodeAttentionProbs(
   buffers: { q: GPUBuffer; kv: KvTarget; rowStats: GPUBuffer; probs: GPUBuffer },
   masks: MaskBuffers,
 ): void {
-  const { batchSize: B, seqLen: Sq, kvSeqLen: Skv, isCausal } = plan;
+  const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
   const { kv } = buffers;
   const device = scratch.device;
-  const pipeline = getPipeline(device, { label: 'AttentionProbs', code: specialise(source, scratch.precision) });
+  const pipeline = getPipeline(device, attentionProbsPipeline(scratch.precision));
   const params = scratch.uniforms(
-    packUniforms([
-      ['u32', H],
-      ['u32', G],
-      ['u32', Sq],
-      ['u32', Skv],
-      ['u32', Dh / 4],
-      ['u32', kv.kBase / 4],
-      ['u32', isCausal ? 1 : 0],
-      ['u32', plan.masks.window],
-      ['f32', Math.LOG2E / Math.sqrt(Dh)],
-      ['u32', masks.maskMode],
-      ['u32', masks.hasPadding],
-      ['u32', masks.hasHeadMask],
-      ['u32', kv.stride],
-    ]),
+    PROBS_PARAMS.pack({ H, G, Sq, Skv, Dh4: Dh / 4, kBase4: kv.kBase / 4, ...masks.fields, scaleLog2e: Math.LOG2E / Math.sqrt(Dh), kvStride: kv.stride }),
     'AttentionProbs.params',
   );
   const bindGroup = device.createBindGroup({

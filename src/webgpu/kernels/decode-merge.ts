@@ -2,9 +2,24 @@
 // attention output O [B, H, Sq, Dh] and the per-row softmax statistics.
 
 import source from '../../../shaders/decode_merge.wgsl?raw';
-import { packUniforms } from '../buffers.ts';
-import { getPipeline, specialise } from '../pipelines.ts';
+import type { Precision } from '../buffers.ts';
+import { getPipeline, type PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
+import { defineParams, shaderCode } from '../shader.ts';
+
+/** decode_merge.wgsl's uniforms. */
+export const MERGE_PARAMS = defineParams([
+  ['rows', 'u32', 'B·H·Sq'],
+  ['splits', 'u32', 'key splits to merge'],
+  ['Dh4', 'u32', 'head size / 4'],
+  ['H', 'u32', 'query heads'],
+  ['Sq', 'u32', 'query rows'],
+  ['hasHeadMask', 'u32', '1: headMask [B·H] applies'],
+]);
+
+export function decodeMergePipeline(precision: Precision): PipelineSpec {
+  return { label: 'DecodeMerge', code: shaderCode({ precision, params: MERGE_PARAMS, sources: [source] }) };
+}
 
 const WG = 64; // the shader's @workgroup_size
 
@@ -16,18 +31,8 @@ export function encodeDecodeMerge(
 ): void {
   const { rows, splits, headDim, numHeads, seqLen, hasHeadMask } = dims;
   const el = scratch.elementBytes;
-  const pipeline = getPipeline(scratch.device, { label: 'DecodeMerge', code: specialise(source, scratch.precision) });
-  const params = scratch.uniforms(
-    packUniforms([
-      ['u32', rows],
-      ['u32', splits],
-      ['u32', headDim / 4],
-      ['u32', numHeads],
-      ['u32', seqLen],
-      ['u32', hasHeadMask],
-    ]),
-    'DecodeMerge.params',
-  );
+  const pipeline = getPipeline(scratch.device, decodeMergePipeline(scratch.precision));
+  const params = scratch.uniforms(MERGE_PARAMS.pack({ rows, splits, Dh4: headDim / 4, H: numHeads, Sq: seqLen, hasHeadMask }), 'DecodeMerge.params');
   const bindGroup = scratch.device.createBindGroup({
     label: 'DecodeMerge.bindGroup',
     layout: pipeline.getBindGroupLayout(0),

@@ -4,14 +4,33 @@
 import source from '../../../shaders/flash_attention.wgsl?raw';
 import oneRowBody from '../../../shaders/flash_attention_row.wgsl?raw';
 import rowsBody from '../../../shaders/flash_attention_rows.wgsl?raw';
-import { type ForwardPlan, headLayout } from '../../plan.ts';
-import { packUniforms } from '../buffers.ts';
-import { getPipeline, specialise } from '../pipelines.ts';
+import scoreRule from '../../../shaders/score_rule.wgsl?raw';
+import type { ForwardPlan } from '../../plan/index.ts';
+import type { Precision } from '../buffers.ts';
+import { getPipeline, type PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-import { encodeDecodeMerge } from './decode-merge.ts';
-import type { MaskBuffers } from './masks.ts';
-import type { KvTarget } from './qkv-projection.ts';
+import { defineParams, shaderCode } from '../shader.ts';
 import { type AttentionVariant, attentionShape } from '../variants.ts';
+import { encodeDecodeMerge } from './decode-merge.ts';
+import { MASK_FIELDS, type MaskBuffers } from './masks.ts';
+import type { KvTarget } from './qkv-projection.ts';
+
+/** flash_attention.wgsl's uniforms. */
+export const FLASH_PARAMS = defineParams([
+  ['H', 'u32', 'query heads'],
+  ['G', 'u32', 'key/value heads'],
+  ['Sq', 'u32', 'query rows per sequence (varlen: unused, from cuSeqlens)'],
+  ['Skv', 'u32', 'keys per sequence (varlen: unused)'],
+  ['kBase4', 'u32', 'where K starts in kv, in vec4s'],
+  ['vBase4', 'u32', 'where V starts in kv, in vec4s'],
+  ...MASK_FIELDS,
+  ['scaleLog2e', 'f32', 'log2(e) / sqrt(Dh)'],
+  ['varlen', 'u32', "1: cuSeqlens gives each sequence's rows"],
+  ['totalRows', 'u32', 'varlen: T'],
+  ['kvStride', 'u32', 'rows per (b, g) block of K and V'],
+  ['splitChunk', 'u32', '> 0: split-KV, workgroup x covers keys [x·splitChunk, (x+1)·splitChunk); a multiple of BC'],
+  ['splitRows', 'u32', "split-KV: B·H·Sq, the rows of one split's slice of out and rowStats"],
+]);
 
 /** Split-KV: keys per split, roughly, and the most splits. */
 const SPLIT_KEYS = 256;
@@ -22,7 +41,7 @@ const MAX_SPLITS = 32;
  * cache): how many splits, and the keys each covers (a multiple of BC). Null when it does not pay.
  */
 export function splitKv(plan: ForwardPlan, BC: number, BR: number): { splits: number; chunk: number } | null {
-  if (plan.mode === 'packed' || plan.seqLen > BR || plan.kvSeqLen < 2 * SPLIT_KEYS) return null;
+  if (plan.mode === 'varlen' || plan.seqLen > BR || plan.kvSeqLen < 2 * SPLIT_KEYS) return null;
   const want = Math.min(MAX_SPLITS, Math.ceil(plan.kvSeqLen / SPLIT_KEYS));
   const chunk = Math.ceil(Math.ceil(plan.kvSeqLen / want) / BC) * BC;
   return { splits: Math.ceil(plan.kvSeqLen / chunk), chunk };
@@ -46,6 +65,18 @@ export function flashTiles(device: GPUDevice, Dh: number, variant: AttentionVari
   return { BR, BC: keysPerTile(Dh, device.limits.maxComputeWorkgroupStorageSize, keys), RPI };
 }
 
+/** The pipeline of `variant` for head size Dh at this precision on this device. */
+export function flashAttentionPipeline(device: GPUDevice, precision: Precision, headDim: number, variant: AttentionVariant): PipelineSpec {
+  const { BR, BC, RPI } = flashTiles(device, headDim, variant);
+  // One row per invocation has its own body (scalars, no per-row arrays), which drivers that do not
+  // unroll constant loops (SwiftShader's JIT) run faster than the RPI body at RPI = 1; the tuner measures which.
+  const label = `FlashAttention.${variant}`;
+  const sources = [scoreRule, source, RPI === 1 ? oneRowBody : rowsBody];
+  return RPI === 1
+    ? { label, code: shaderCode({ precision, params: FLASH_PARAMS, sizes: { DH4: headDim / 4, BC }, sources }), constants: { BR } }
+    : { label, code: shaderCode({ precision, params: FLASH_PARAMS, sizes: { DH4: headDim / 4, BC, RPI }, sources }), constants: { WG: BR / RPI } };
+}
+
 export function encodeFlashAttention(
   pass: GPUComputePassEncoder,
   scratch: CallScratch,
@@ -57,43 +88,32 @@ export function encodeFlashAttention(
   rowLimit = Infinity,
 ): void {
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
-  const { batches, qRows } = headLayout(plan);
+  const { batches, qRows, sequences, longestSequence } = plan.geometry;
   const { kv } = buffers;
   const device = scratch.device;
-  const { BR, BC, RPI } = flashTiles(device, Dh, variant);
-  // One row per invocation has its own body (scalars, no per-row arrays), which drivers that do not
-  // unroll constant loops run ~1.8× faster than the RPI body at RPI = 1.
-  const pipeline = getPipeline(
-    device,
-    RPI === 1
-      ? { label: `FlashAttention.${variant}`, code: specialise(`${source}\n${oneRowBody}`, scratch.precision, { DH4: Dh / 4, BC }), constants: { BR } }
-      : { label: `FlashAttention.${variant}`, code: specialise(`${source}\n${rowsBody}`, scratch.precision, { DH4: Dh / 4, BC, RPI }), constants: { WG: BR / RPI } },
-  );
+  const { BR, BC } = flashTiles(device, Dh, variant);
+  const pipeline = getPipeline(device, flashAttentionPipeline(device, scratch.precision, Dh, variant));
   const rows = batches * H * qRows;
   // Split-KV writes partial results to scratch, then decode_merge.wgsl combines them.
   const split = splitKv(plan, BC, BR);
   const out = split ? scratch.storage(split.splits * rows * Dh * scratch.elementBytes, 'splitPartial') : buffers.attention;
   const stats = split ? scratch.storage(split.splits * rows * 8, 'splitStats') : buffers.rowStats;
   const params = scratch.uniforms(
-    packUniforms([
-      ['u32', H],
-      ['u32', G],
-      ['u32', plan.seqLen],
-      ['u32', plan.kvSeqLen],
-      ['u32', kv.kBase / 4],
-      ['u32', kv.vBase / 4],
-      ['u32', plan.isCausal ? 1 : 0],
-      ['u32', plan.masks.window],
-      ['f32', Math.LOG2E / Math.sqrt(Dh)],
-      ['u32', masks.maskMode],
-      ['u32', masks.hasPadding],
-      ['u32', masks.hasHeadMask],
-      ['u32', plan.mode === 'packed' ? 1 : 0],
-      ['u32', plan.seqLen],
-      ['u32', kv.stride],
-      ['u32', split?.chunk ?? 0],
-      ['u32', rows],
-    ]),
+    FLASH_PARAMS.pack({
+      H,
+      G,
+      Sq: plan.seqLen,
+      Skv: plan.kvSeqLen,
+      kBase4: kv.kBase / 4,
+      vBase4: kv.vBase / 4,
+      ...masks.fields,
+      scaleLog2e: Math.LOG2E / Math.sqrt(Dh),
+      varlen: plan.mode === 'varlen' ? 1 : 0,
+      totalRows: plan.seqLen,
+      kvStride: kv.stride,
+      splitChunk: split?.chunk ?? 0,
+      splitRows: rows,
+    }),
     'FlashAttention.params',
   );
   const bindGroup = device.createBindGroup({
@@ -113,14 +133,14 @@ export function encodeFlashAttention(
   });
   pass.setPipeline(pipeline);
   pass.setBindGroup(0, bindGroup);
-  // Packed: one workgroup column per sequence, as many query tiles as the longest needs (shorter
+  // Varlen: one workgroup column per sequence, as many query tiles as the longest needs (shorter
   // sequences' extra tiles return at once). Split-KV: one workgroup column per split.
-  pass.dispatchWorkgroups(split ? split.splits : Math.ceil(Math.min(plan.maxSeqLen, rowLimit) / BR), H, plan.batchSize);
+  pass.dispatchWorkgroups(split ? split.splits : Math.ceil(Math.min(longestSequence, rowLimit) / BR), H, sequences);
   if (split) {
     encodeDecodeMerge(
       pass,
       scratch,
-      { rows, splits: split.splits, headDim: Dh, numHeads: H, seqLen: qRows, hasHeadMask: masks.hasHeadMask },
+      { rows, splits: split.splits, headDim: Dh, numHeads: H, seqLen: qRows, hasHeadMask: masks.fields.hasHeadMask },
       { partial: out, parts: stats, attention: buffers.attention, rowStats: buffers.rowStats, headMask: masks.headMask },
     );
   }

@@ -2,28 +2,29 @@
 // packed-sequence offsets. What a call does not use is bound to one small zero buffer, so the
 // kernels' bind group layouts never change.
 
-import type { ForwardPlan } from '../../plan.ts';
+import type { ForwardPlan } from '../../plan/index.ts';
 import type { CallScratch } from '../scratch.ts';
+import { constant } from '../shader.ts';
 
-/** What flash_attention.wgsl and attention_probs.wgsl take for "not allowed" (they test ≤ −1e38). */
-const MASKED = -3.0e38;
 /**
- * Finite mask values are raised to at least this: the kernels scale them by log2(e), which must not
- * overflow float32, and they must stay apart from MASKED (so −3.4e38, float32's lowest, which Hugging
- * Face uses for "masked", is added like any number, as PyTorch does). In float32 a score plus −1e37
- * is −1e37 whatever the score, as it is plus −3.4e38; only a row whose visible entries all lie below
- * −1e37 *and differ* could notice.
+ * The uniform fields of the score rule (shaders/score_rule.wgsl), which every attention kernel's
+ * Params declares so the shared WGSL functions can read them.
  */
-const LOWEST_FINITE = -1.0e37;
+export const MASK_FIELDS = [
+  ['causal', 'u32', "1: row i sees keys j ≤ i' (i' = i + Skv − Sq)"],
+  ['window', 'u32', "> 0: row i sees keys i' − window < j ≤ i'"],
+  ['maskMode', 'u32', '0: no attnMask; 1: one [Sq, Skv] for all; 2: [B·H, Sq, Skv]'],
+  ['hasPadding', 'u32', '1: padding [B, Skv] applies'],
+  ['hasHeadMask', 'u32', '1: headMask [B·H] applies'],
+] as const;
 
 export interface MaskBuffers {
   attnMask: GPUBuffer; // f32 [1 or B·H, Sq, Skv], MASKED where masked
   padding: GPUBuffer; // u32 [B, Skv], 1 = ignore this key
   headMask: GPUBuffer; // f32 [B·H]
   cuSeqlens: GPUBuffer; // u32 [B + 1]
-  maskMode: number; // 0 none, 1 shared [Sq, Skv], 2 per (b, h)
-  hasPadding: number;
-  hasHeadMask: number;
+  /** The values of MASK_FIELDS for this call. */
+  fields: { causal: number; window: number; maskMode: number; hasPadding: number; hasHeadMask: number };
 }
 
 function upload(scratch: CallScratch, data: Float32Array | Uint32Array, role: string): GPUBuffer {
@@ -41,7 +42,7 @@ export function uploadMasks(scratch: CallScratch, plan: ForwardPlan): MaskBuffer
     attnMask: attnMask
       ? upload(
           scratch,
-          attnMask.map((v) => (v === -Infinity ? MASKED : Math.max(v, LOWEST_FINITE))),
+          attnMask.map((v) => (v === -Infinity ? constant('MASKED') : Math.max(v, constant('LOWEST_MASK_VALUE')))),
           'attnMask',
         )
       : none(),
@@ -54,8 +55,12 @@ export function uploadMasks(scratch: CallScratch, plan: ForwardPlan): MaskBuffer
       : none(),
     headMask: headMask ? upload(scratch, headMask, 'headMask') : none(),
     cuSeqlens: plan.cuSeqlens ? upload(scratch, Uint32Array.from(plan.cuSeqlens), 'cuSeqlens') : none(),
-    maskMode: attnMask ? (attnMaskPerHead ? 2 : 1) : 0,
-    hasPadding: keyPaddingMask ? 1 : 0,
-    hasHeadMask: headMask ? 1 : 0,
+    fields: {
+      causal: plan.isCausal ? 1 : 0,
+      window: plan.masks.window,
+      maskMode: attnMask ? (attnMaskPerHead ? 2 : 1) : 0,
+      hasPadding: keyPaddingMask ? 1 : 0,
+      hasHeadMask: headMask ? 1 : 0,
+    },
   };
 }

@@ -1,11 +1,26 @@
 // Host side of shaders/output_projection.wgsl (+ the chosen GEMM core): O [B, H, S, Dh] read as concat(heads) [B·S, E], · W_Oᵀ + b_O → Y [B, S, E].
 
 import source from '../../../shaders/output_projection.wgsl?raw';
-import { type ForwardPlan, headLayout } from '../../plan.ts';
-import { packUniforms } from '../buffers.ts';
-import { getPipeline, specialise } from '../pipelines.ts';
+import type { ForwardPlan } from '../../plan/index.ts';
+import type { Precision } from '../buffers.ts';
+import { getPipeline, type PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
+import { defineParams, shaderCode } from '../shader.ts';
 import { gemmShape, type ProjectionVariant } from '../variants.ts';
+
+/** output_projection.wgsl's uniforms. */
+export const OUTPUT_PARAMS = defineParams([
+  ['M', 'u32', 'rows: B·S'],
+  ['N', 'u32', 'output columns: E'],
+  ['S', 'u32', 'sequence length'],
+  ['H', 'u32', 'heads'],
+  ['Dh4', 'u32', 'head size / 4'],
+]);
+
+export function outputProjectionPipeline(precision: Precision, variant: ProjectionVariant): PipelineSpec {
+  const gemm = gemmShape(variant);
+  return { label: `OutputProjection.${variant}`, code: shaderCode({ precision, params: OUTPUT_PARAMS, sources: [source, gemm.core] }), constants: gemm.constants };
+}
 
 export function encodeOutputProjection(
   pass: GPUComputePassEncoder,
@@ -16,26 +31,13 @@ export function encodeOutputProjection(
   /** The tuner's timing trials: compute only the first `rowLimit` token rows. */
   rowLimit = Infinity,
 ): void {
-  const { batches: B, qRows: S } = headLayout(plan); // packed sequences: one batch of T tokens
+  const { batches: B, qRows: S } = plan.geometry; // varlen: one batch of T tokens
   const { embedDim: E, numHeads: H, headDim: Dh } = plan.layer;
   const M = B * S;
   const el = scratch.elementBytes;
   const gemm = gemmShape(variant);
-  const pipeline = getPipeline(scratch.device, {
-    label: `OutputProjection.${variant}`,
-    code: specialise(`${source}\n${gemm.core}`, scratch.precision),
-    constants: gemm.constants,
-  });
-  const params = scratch.uniforms(
-    packUniforms([
-      ['u32', M],
-      ['u32', E],
-      ['u32', S],
-      ['u32', H],
-      ['u32', Dh / 4],
-    ]),
-    'OutputProjection.params',
-  );
+  const pipeline = getPipeline(scratch.device, outputProjectionPipeline(scratch.precision, variant));
+  const params = scratch.uniforms(OUTPUT_PARAMS.pack({ M, N: E, S, H, Dh4: Dh / 4 }), 'OutputProjection.params');
   const bindGroup = scratch.device.createBindGroup({
     label: 'OutputProjection.bindGroup',
     layout: pipeline.getBindGroupLayout(0),

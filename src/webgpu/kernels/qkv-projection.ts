@@ -5,15 +5,38 @@
 // and value are the same array).
 
 import source from '../../../shaders/qkv_projection.wgsl?raw';
-import { type ForwardPlan, headLayout } from '../../plan.ts';
-import { packUniforms } from '../buffers.ts';
-import { getPipeline, specialise } from '../pipelines.ts';
+import type { ForwardPlan } from '../../plan/index.ts';
+import type { Precision } from '../buffers.ts';
+import { getPipeline, type PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
+import { defineParams, shaderCode } from '../shader.ts';
 import { gemmShape, type ProjectionVariant } from '../variants.ts';
+
+/** qkv_projection.wgsl's uniforms. */
+export const QKV_PARAMS = defineParams([
+  ['M', 'u32', 'rows of X: B·S'],
+  ['N', 'u32', 'columns of this dispatch (rows of W used)'],
+  ['K4', 'u32', 'K / 4'],
+  ['S', 'u32', 'sequence length of X (and of the Q, K or V it writes)'],
+  ['H', 'u32', 'query heads'],
+  ['G', 'u32', 'key/value heads'],
+  ['Dh4', 'u32', 'head size / 4'],
+  ['kBase4', 'u32', 'where K starts in its buffer, in vec4s'],
+  ['vBase4', 'u32', 'where V starts in its buffer, in vec4s'],
+  ['slot0', 'u32', "head slot of this dispatch's first column (0: Q, H: K, H + G: V)"],
+  ['wRow0', 'u32', "row of W holding this dispatch's first column"],
+  ['kvStride', 'u32', "rows per (b, g) block of K and V: S, or a KV cache's maxSeqLen"],
+  ['kvRow0', 'u32', "row of the block the first token goes to: 0, or the cache's length"],
+]);
+
+export function qkvProjectionPipeline(precision: Precision, variant: ProjectionVariant): PipelineSpec {
+  const gemm = gemmShape(variant);
+  return { label: `QkvProjection.${variant}`, code: shaderCode({ precision, params: QKV_PARAMS, sources: [source, gemm.core] }), constants: gemm.constants };
+}
 
 /** Where Q, K and V sit in the packed qkv buffer, in floats. */
 export function qkvLayout(plan: ForwardPlan): { kBase: number; vBase: number; total: number } {
-  const { batches, qRows, kvRows } = headLayout(plan);
+  const { batches, qRows, kvRows } = plan.geometry;
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
   const kBase = batches * H * qRows * Dh;
   const vBase = kBase + batches * G * kvRows * Dh;
@@ -38,13 +61,13 @@ export interface QkvTargets {
 }
 
 /** Targets for a plan without a KV cache: Q, K, V back to back in one buffer (qkvLayout). */
-export function packedTargets(plan: ForwardPlan, qkv: GPUBuffer): QkvTargets {
+export function qkvBufferTargets(plan: ForwardPlan, qkv: GPUBuffer): QkvTargets {
   const layout = qkvLayout(plan);
-  return { q: qkv, kv: { buffer: qkv, kBase: layout.kBase, vBase: layout.vBase, stride: headLayout(plan).kvRows, row0: 0 } };
+  return { q: qkv, kv: { buffer: qkv, kBase: layout.kBase, vBase: layout.vBase, stride: plan.geometry.kvRows, row0: 0 } };
 }
 
-/** The layer's projection weights on the GPU: the packed [(H+2G)·Dh, E] matrix, or q, k, v apart (kdim/vdim ≠ E). */
-export type ProjectionWeights = { packed: GPUBuffer; bias: GPUBuffer } | { q: GPUBuffer; k: GPUBuffer; v: GPUBuffer; bias: GPUBuffer };
+/** The layer's projection weights on the GPU: in_proj_weight [(H+2G)·Dh, E], or q, k, v apart (kdim/vdim ≠ E). */
+export type ProjectionWeights = { inProj: GPUBuffer; bias: GPUBuffer } | { q: GPUBuffer; k: GPUBuffer; v: GPUBuffer; bias: GPUBuffer };
 
 /** The input activations on the GPU: query, and for cross-attention key and value (the same buffer when the same array). */
 export interface ProjectionInputs {
@@ -76,9 +99,9 @@ export function encodeQkvProjection(
   rowLimit = Infinity,
 ): void {
   const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = plan.layer;
-  const { batches, qRows, kvRows } = headLayout(plan);
-  const w = (part: 'q' | 'k' | 'v') => ('packed' in weights ? weights.packed : weights[part]);
-  const row0 = (slot0: number) => ('packed' in weights ? slot0 * Dh : 0);
+  const { batches, qRows, kvRows } = plan.geometry;
+  const w = (part: 'q' | 'k' | 'v') => ('inProj' in weights ? weights.inProj : weights[part]);
+  const row0 = (slot0: number) => ('inProj' in weights ? slot0 * Dh : 0);
   const { q: qOut, kv } = targets;
   const parts: Part[] = plan.cache
     ? [
@@ -90,7 +113,7 @@ export function encodeQkvProjection(
       ? [{ x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H + 2 * G, wRow0: 0 }]
       : [
           { x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H, wRow0: 0 },
-          ...(inputs.key === inputs.value && 'packed' in weights
+          ...(inputs.key === inputs.value && 'inProj' in weights
             ? [{ x: inputs.key, out: kv.buffer, weight: w('k'), rows: kvRows, inDim: kdim, slot0: H, slots: 2 * G, wRow0: row0(H) }]
             : [
                 { x: inputs.key, out: kv.buffer, weight: w('k'), rows: kvRows, inDim: kdim, slot0: H, slots: G, wRow0: row0(H) },
@@ -99,30 +122,26 @@ export function encodeQkvProjection(
         ];
   const el = scratch.elementBytes;
   const gemm = gemmShape(variant);
-  const pipeline = getPipeline(scratch.device, {
-    label: `QkvProjection.${variant}`,
-    code: specialise(`${source}\n${gemm.core}`, scratch.precision),
-    constants: gemm.constants,
-  });
+  const pipeline = getPipeline(scratch.device, qkvProjectionPipeline(scratch.precision, variant));
   for (const part of parts) {
     const M = batches * part.rows;
     const N = part.slots * Dh;
     const params = scratch.uniforms(
-      packUniforms([
-        ['u32', M],
-        ['u32', N],
-        ['u32', part.inDim / 4],
-        ['u32', part.rows],
-        ['u32', H],
-        ['u32', G],
-        ['u32', Dh / 4],
-        ['u32', kv.kBase / 4],
-        ['u32', kv.vBase / 4],
-        ['u32', part.slot0],
-        ['u32', part.wRow0],
-        ['u32', kv.stride],
-        ['u32', kv.row0],
-      ]),
+      QKV_PARAMS.pack({
+        M,
+        N,
+        K4: part.inDim / 4,
+        S: part.rows,
+        H,
+        G,
+        Dh4: Dh / 4,
+        kBase4: kv.kBase / 4,
+        vBase4: kv.vBase / 4,
+        slot0: part.slot0,
+        wRow0: part.wRow0,
+        kvStride: kv.stride,
+        kvRow0: kv.row0,
+      }),
       'QkvProjection.params',
     );
     const bindGroup = scratch.device.createBindGroup({

@@ -5,22 +5,19 @@
 //   1. gates every variant: it runs a small layer with that variant and compares the output with the
 //      float64 CPU reference; a variant that fails is never timed or used (a driver bug on one adapter
 //      costs speed, never correctness);
-//   2. times the variants that passed on the call's own buffers: each kernel alone (its pipeline was
-//      built by the gate) over the call's first 512 rows (forward.ts TRIAL_ROWS), the better of two
-//      runs, wall time to onSubmittedWorkDone; a variant 1.5×
-//      slower than the best so far after one run is not run again (on lavapipe the sweep adds ~0.8 s
-//      to the first call at B=1 S=128 E=256 and ~3 s at S=512 E=512, most of it the slow variants);
+//   2. times the variants that passed, each kernel alone on buffers of the call's shape that belong to
+//      the trial (trial.ts) over the first TRIAL_ROWS rows, the better of two runs, wall time to
+//      onSubmittedWorkDone; a variant 1.5× slower than the best so far after one run is not run again;
 //   3. keeps the fastest for this adapter and class, in memory and in the store (localStorage in a
 //      browser, a JSON file in Node), so later engines on the same adapter skip the sweep.
-// Kernels are swept in the order the forward runs them, so each one's inputs hold real data.
+// The choice is made before a call encodes anything (backend.ts), so a sweep never runs inside a call.
 // The caller can force variants (`tuning.kernels`), turn sweeping off (`tuning.mode: 'off'`: the
 // built-in choice for the adapter kind), and choose or disable the store (`tuning.store`).
 
-import type { ForwardPlan } from '../plan.ts';
-import { headLayout } from '../plan.ts';
-import type { Precision } from './buffers.ts';
-import type { TuningChoice, TuningStore } from '../types.ts';
-import { defaultChoice, type KernelChoice, type KernelName, VARIANTS } from './variants.ts';
+import type { ForwardPlan } from '../../plan/index.ts';
+import type { TuningChoice, TuningStore } from '../../types.ts';
+import type { Precision } from '../buffers.ts';
+import { defaultChoice, type KernelChoice, type KernelName, VARIANTS } from '../variants.ts';
 
 /** Bump when variants or what they compute change: remembered choices from before are ignored. */
 export const TUNING_VERSION = 2;
@@ -45,11 +42,6 @@ export interface KernelChooser {
   choose(plan: ForwardPlan, precision: Precision, kernels: readonly KernelName[], trial: Trial): Promise<KernelChoice>;
 }
 
-/** A chooser that always answers `choice` (the gate uses it; so do tests that force a variant). */
-export function fixedChooser(choice: KernelChoice): KernelChooser {
-  return { choose: async () => choice };
-}
-
 /** Powers of 4: 1…4, …16, …64, …256, …1024, …4096, then "large". Few classes, so few sweeps. */
 function bucket(n: number): string {
   for (let b = 4; b <= 4096; b *= 4) if (n <= b) return String(b);
@@ -58,7 +50,7 @@ function bucket(n: number): string {
 
 /** The shape class of `kernel` in this call: the sizes that decide which variant is fastest, bucketed. */
 export function shapeClass(kernel: KernelName, plan: ForwardPlan, precision: Precision): string {
-  const { batches, qRows, kvRows } = headLayout(plan);
+  const { batches, qRows, kvRows, longestSequence } = plan.geometry;
   const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E } = plan.layer;
   switch (kernel) {
     case 'qkv_projection':
@@ -66,7 +58,7 @@ export function shapeClass(kernel: KernelName, plan: ForwardPlan, precision: Pre
     case 'output_projection':
       return `${precision} m${bucket(batches * qRows)} k${bucket(E)} n${bucket(E)}`;
     case 'flash_attention':
-      return `${precision} dh${Dh} bh${bucket(batches * H)} q${bucket(plan.maxSeqLen)} kv${bucket(kvRows)}${plan.isCausal ? ' causal' : ''}`;
+      return `${precision} dh${Dh} bh${bucket(batches * H)} q${bucket(longestSequence)} kv${bucket(kvRows)}${plan.isCausal ? ' causal' : ''}`;
   }
 }
 

@@ -1,8 +1,8 @@
 // Where tuning sweeps are remembered between engines: localStorage in a browser, a JSON file in Node
 // (`$XDG_CACHE_HOME/webgpu-attention/tuning.json`, else `~/.cache/…`), or a store of the caller's.
 
-import type { TuningChoice, TuningStore } from '../types.ts';
-import { importNodeOnly } from '../node-only.ts';
+import type { TuningChoice, TuningStore } from '../../types.ts';
+import { importNodeOnly } from '../../node-only.ts';
 
 /** Remembered choices, keyed by version, adapter, kernel and shape class. Errors of a store are ignored (the sweep reruns). */
 type TuningRecords = Record<string, TuningChoice>;

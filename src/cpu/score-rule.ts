@@ -1,0 +1,39 @@
+// The score rule in float64: which keys query row i sees, and what is added to the score of a key it
+// sees. The twin of shaders/score_rule.wgsl (the GPU kernels' one copy of the rule); a new mask or
+// score modification changes these two places, the plan's checks (src/plan/) and a test.
+//
+// Row i of a sequence of Sq queries and Skv keys is aligned to the end of the keys, i' = i + Skv − Sq,
+// and sees key j when all of these hold:
+//   causal:         j ≤ i'
+//   window w > 0:   i' − w < j ≤ i'
+//   key padding:    keyPaddingMask[b, j] == 0
+//   attnMask:       mask[(b·H + h, or 0), i, j] is not −Infinity; its value is added to the score
+
+import type { ForwardPlan } from '../plan/index.ts';
+
+/** The keys row i may see by position alone (causal, window): first … last, inclusive (empty when last < first). */
+export function keyBand(plan: ForwardPlan, i: number, Sq: number, Skv: number): { first: number; last: number } {
+  const { window } = plan.masks;
+  const ip = i + Skv - Sq;
+  return {
+    first: window > 0 ? ip - window + 1 : 0,
+    last: plan.isCausal || window > 0 ? ip : Skv - 1,
+  };
+}
+
+/**
+ * What the rule adds to the score q·k/√Dh of key j for row i of head h of sequence b: 0 or the
+ * attnMask value when the row sees j, −Infinity when it does not (so that, as in PyTorch, a NaN score
+ * of a masked key still poisons the row).
+ */
+export function keyBias(plan: ForwardPlan, band: { first: number; last: number }, b: number, h: number, i: number, j: number, Sq: number, Skv: number): number {
+  const { attnMask, attnMaskPerHead, keyPaddingMask } = plan.masks;
+  if (j < band.first || j > band.last || keyPaddingMask?.[b * Skv + j]) return -Infinity;
+  if (!attnMask) return 0;
+  return attnMask[((attnMaskPerHead ? b * plan.layer.numHeads + h : 0) * Sq + i) * Skv + j];
+}
+
+/** What the head mask multiplies head h's probabilities by: 1 without one. */
+export function headScale(plan: ForwardPlan, b: number, h: number): number {
+  return plan.masks.headMask ? plan.masks.headMask[b * plan.layer.numHeads + h] : 1;
+}

@@ -1,0 +1,71 @@
+// engine.scaledDotProductAttention's checks: the attention kernel alone on tensors the caller projected.
+
+import { InvalidArgumentError } from '../errors.ts';
+import type { ScaledDotProductAttentionOptions } from '../types.ts';
+import { rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
+import { clampWindow, refuseDropout, resolveMasks, resolveWindow } from './checks.ts';
+import { geometryOf } from './geometry.ts';
+import type { ForwardPlan, LayerSpec } from './types.ts';
+
+const SDPA_KEYS = [
+  'batchSize',
+  'numHeads',
+  'numKvHeads',
+  'seqLen',
+  'kvSeqLen',
+  'headDim',
+  'isCausal',
+  'attnMask',
+  'keyPaddingMask',
+  'window',
+  'headMask',
+  'needWeights',
+  'dropout',
+] as const;
+
+/**
+ * engine.scaledDotProductAttention: the attention kernel alone on projected tensors, query
+ * [B, H, Sq, Dh], key and value [B, G, Skv, Dh]. Planned as a cross-attention "layer" of width H·Dh
+ * whose projections are skipped.
+ */
+export function resolveAttentionPlan(query: unknown, key: unknown, value: unknown, options: unknown): ForwardPlan {
+  const where = 'scaledDotProductAttention';
+  const o = requireObject(where, 'options', options, 'Pass { batchSize, numHeads, seqLen, headDim }.') as Partial<ScaledDotProductAttentionOptions> &
+    Record<string, unknown>;
+  rejectUnknownKeys(where, 'options', o, SDPA_KEYS);
+  const B = requirePositiveInteger(where, 'options.batchSize', o.batchSize);
+  const H = requirePositiveInteger(where, 'options.numHeads', o.numHeads);
+  const G = o.numKvHeads === undefined ? H : requirePositiveInteger(where, 'options.numKvHeads', o.numKvHeads);
+  if (H % G !== 0) {
+    throw new InvalidArgumentError({ where, argument: 'options.numKvHeads', expected: `a divisor of numHeads (${H})`, given: String(G) });
+  }
+  const Sq = requirePositiveInteger(where, 'options.seqLen', o.seqLen);
+  const Skv = o.kvSeqLen === undefined ? Sq : requirePositiveInteger(where, 'options.kvSeqLen', o.kvSeqLen);
+  const Dh = requirePositiveInteger(where, 'options.headDim', o.headDim);
+  const isCausal = o.isCausal === undefined ? false : requireBoolean(where, 'options.isCausal', o.isCausal);
+  const needWeights = o.needWeights === undefined ? false : requireBoolean(where, 'options.needWeights', o.needWeights);
+  refuseDropout(where, 'options.dropout', o.dropout);
+  const q = requireFloat32Array(where, 'query', query, B * H * Sq * Dh, `[B, H, Sq, Dh] = [${B}, ${H}, ${Sq}, ${Dh}] = ${B * H * Sq * Dh}`);
+  const k = requireFloat32Array(where, 'key', key, B * G * Skv * Dh, `[B, G, Skv, Dh] = [${B}, ${G}, ${Skv}, ${Dh}] = ${B * G * Skv * Dh}`);
+  const v = requireFloat32Array(where, 'value', value, B * G * Skv * Dh, `[B, G, Skv, Dh] = [${B}, ${G}, ${Skv}, ${Dh}] = ${B * G * Skv * Dh}`);
+  const E = H * Dh;
+  const layer: LayerSpec = { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh, kdim: E, vdim: E, bias: false };
+  return {
+    layer,
+    mode: 'cross',
+    batchSize: B,
+    seqLen: Sq,
+    kvSeqLen: Skv,
+    isCausal,
+    needWeights,
+    masks: resolveMasks(where, o, B, H, Sq, Skv, clampWindow(resolveWindow(where, o.window), Sq, Skv)),
+    cuSeqlens: null,
+    geometry: geometryOf('cross', B, Sq, Skv),
+    query: q,
+    key: k,
+    value: v,
+    cache: null,
+    gpu: null,
+    returnBuffer: false,
+  };
+}

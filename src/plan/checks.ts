@@ -1,0 +1,108 @@
+// Checks shared by the entry points: tensor arguments (arrays or GPU buffers), dropout, masks and windows.
+
+import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
+import { describe, requireFloat32Array } from '../validate.ts';
+import type { MaskPlan } from './types.ts';
+
+const STORAGE_USAGE = 0x80; // GPUBufferUsage.STORAGE
+const NO_DATA = new Float32Array(0);
+
+export function isGpuBuffer(value: unknown): value is GPUBuffer {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as GPUBuffer).mapAsync === 'function' &&
+    typeof (value as GPUBuffer).size === 'number' &&
+    typeof (value as GPUBuffer).usage === 'number'
+  );
+}
+
+/** A tensor argument: a Float32Array of `length`, or a GPUBuffer holding at least that many f32 with STORAGE usage. */
+export function tensorInput(where: string, argument: string, value: unknown, length: number, shape: string): { host: Float32Array; gpu: GPUBuffer | null } {
+  if (!isGpuBuffer(value)) return { host: requireFloat32Array(where, argument, value, length, shape), gpu: null };
+  if (!(value.usage & STORAGE_USAGE)) {
+    throw new InvalidArgumentError({
+      where,
+      argument,
+      expected: 'a GPUBuffer with GPUBufferUsage.STORAGE',
+      given: `a buffer of usage 0x${value.usage.toString(16)}`,
+      fix: 'Create it with usage STORAGE (| COPY_DST to fill it).',
+    });
+  }
+  // Its size is checked by the WebGPU backend, which knows the element size (f32, or f16).
+  return { host: NO_DATA, gpu: value };
+}
+
+export function refuseDropout(where: string, argument: string, value: unknown): void {
+  if (value === undefined || value === 0) return;
+  throw new UnsupportedError({
+    where,
+    argument,
+    expected: '0 or left out',
+    given: describe(value),
+    fix: 'This engine runs inference only and has no dropout (PyTorch applies none in eval() mode either).',
+  });
+}
+
+export function requireUint8Array(where: string, argument: string, value: unknown, length: number, shape: string): Uint8Array {
+  if (!(value instanceof Uint8Array)) {
+    throw new InvalidArgumentError({ where, argument, expected: `a Uint8Array ${shape} (1 = masked out)`, given: describe(value) });
+  }
+  if (value.length !== length) throw new ShapeMismatchError({ where, argument, expected: `of length ${shape}`, given: `length ${value.length}` });
+  return value;
+}
+
+/** attnMask: Float32Array (added) or Uint8Array (1 = not allowed), [Sq, Skv] or [B·H, Sq, Skv]. */
+export function resolveAttnMask(where: string, value: unknown, B: number, H: number, Sq: number, Skv: number): { mask: Float32Array; perHead: boolean } {
+  const shared = Sq * Skv;
+  const perHead = B * H * Sq * Skv;
+  const shapes = `[Sq, Skv] = [${Sq}, ${Skv}] = ${shared} or [B·H, Sq, Skv] = [${B * H}, ${Sq}, ${Skv}] = ${perHead}`;
+  if (!(value instanceof Float32Array) && !(value instanceof Uint8Array)) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.attnMask',
+      expected: `a Float32Array (added to the scores) or a Uint8Array (1 = not allowed), ${shapes}`,
+      given: describe(value),
+    });
+  }
+  if (value.length !== shared && value.length !== perHead) {
+    throw new ShapeMismatchError({ where, argument: 'options.attnMask', expected: `of length ${shapes}`, given: `length ${value.length}` });
+  }
+  const mask = value instanceof Float32Array ? value : Float32Array.from(value, (v) => (v ? -Infinity : 0));
+  return { mask, perHead: value.length === perHead && perHead !== shared };
+}
+
+export function resolveHeadMask(where: string, value: unknown, B: number, H: number): Float32Array {
+  const shapes = `[H] = ${H} or [B, H] = [${B}, ${H}] = ${B * H}`;
+  if (!(value instanceof Float32Array)) {
+    throw new InvalidArgumentError({ where, argument: 'options.headMask', expected: `a Float32Array ${shapes}`, given: describe(value) });
+  }
+  if (value.length !== H && value.length !== B * H) {
+    throw new ShapeMismatchError({ where, argument: 'options.headMask', expected: `of length ${shapes}`, given: `length ${value.length}` });
+  }
+  if (value.length === B * H) return value;
+  const expanded = new Float32Array(B * H);
+  for (let b = 0; b < B; b++) expanded.set(value, b * H);
+  return expanded;
+}
+
+export function resolveMasks(where: string, o: Record<string, unknown>, B: number, H: number, Sq: number, Skv: number, window: number): MaskPlan {
+  const keyPaddingMask =
+    o.keyPaddingMask === undefined ? null : requireUint8Array(where, 'options.keyPaddingMask', o.keyPaddingMask, B * Skv, `[B, Skv] = [${B}, ${Skv}] = ${B * Skv}`);
+  const attn = o.attnMask === undefined ? null : resolveAttnMask(where, o.attnMask, B, H, Sq, Skv);
+  const headMask = o.headMask === undefined ? null : resolveHeadMask(where, o.headMask, B, H);
+  return { attnMask: attn?.mask ?? null, attnMaskPerHead: attn?.perHead ?? false, keyPaddingMask, window, headMask };
+}
+
+export function resolveWindow(where: string, value: unknown): number {
+  if (value === undefined) return 0;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
+    throw new InvalidArgumentError({ where, argument: 'options.window', expected: 'a positive integer (keys i − window < j ≤ i are seen)', given: describe(value) });
+  }
+  return value;
+}
+
+/** A window wider than every row's reach (Sq + Skv) sees what the causal band sees: keep it in 32-bit range. */
+export function clampWindow(window: number, Sq: number, Skv: number): number {
+  return window === 0 ? 0 : Math.min(window, Sq + Skv);
+}

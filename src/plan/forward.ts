@@ -1,0 +1,230 @@
+// MultiHeadAttention.forward's checks: a call of a layer, resolved into a ForwardPlan (self- or
+// cross-attention, a varlen batch with cuSeqlens, GPU-resident inputs; kv-cache.ts for calls with a cache).
+
+import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
+import type { ForwardOptions } from '../types.ts';
+import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
+import { clampWindow, refuseDropout, resolveHeadMask, resolveMasks, resolveWindow, tensorInput } from './checks.ts';
+import { geometryOf } from './geometry.ts';
+import { resolveCachedPlan } from './kv-cache.ts';
+import type { ForwardPlan, LayerSpec } from './types.ts';
+
+const FORWARD_KEYS = [
+  'batchSize',
+  'seqLen',
+  'isCausal',
+  'needWeights',
+  'key',
+  'value',
+  'kvSeqLen',
+  'keyPaddingMask',
+  'attnMask',
+  'window',
+  'headMask',
+  'cuSeqlens',
+  'kvCache',
+  'returnBuffer',
+  'dropout',
+] as const;
+
+function resolveCuSeqlens(where: string, value: unknown, queryLength: unknown, E: number): { cu: Int32Array; maxLen: number } {
+  if (!(value instanceof Int32Array)) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.cuSeqlens',
+      expected: 'an Int32Array [n + 1] of cumulative sequence lengths, 0 … T',
+      given: describe(value),
+    });
+  }
+  if (value.length < 2) {
+    throw new ShapeMismatchError({ where, argument: 'options.cuSeqlens', expected: 'of length n + 1 ≥ 2 (at least one sequence)', given: `length ${value.length}` });
+  }
+  if (value[0] !== 0) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.cuSeqlens[0]',
+      expected: '0',
+      given: String(value[0]),
+      fix: 'cuSeqlens are cumulative offsets: [0, len0, len0 + len1, …, T].',
+    });
+  }
+  let maxLen = 0;
+  for (let i = 1; i < value.length; i++) {
+    const len = value[i] - value[i - 1];
+    if (len < 1) {
+      throw new InvalidArgumentError({
+        where,
+        argument: `options.cuSeqlens[${i}]`,
+        expected: `greater than cuSeqlens[${i - 1}] (${value[i - 1]}): offsets strictly increase`,
+        given: String(value[i]),
+        fix: 'Leave empty sequences out.',
+      });
+    }
+    maxLen = Math.max(maxLen, len);
+  }
+  const T = value[value.length - 1];
+  const qLen = queryLength as number;
+  if (typeof qLen === 'number' && qLen !== T * E) {
+    throw new ShapeMismatchError({
+      where,
+      argument: 'options.cuSeqlens',
+      expected: `to end at T = query.length / embedDim = ${qLen / E}`,
+      given: `${T} (the last offset)`,
+      fix: 'The last offset is the total number of tokens packed in query [T, E].',
+    });
+  }
+  return { cu: value, maxLen };
+}
+
+export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unknown, owner: object | null = null): ForwardPlan {
+  const where = 'MultiHeadAttention.forward';
+  const o = requireObject(where, 'options', options, 'Pass { batchSize, seqLen }.') as Partial<ForwardOptions> & Record<string, unknown>;
+  rejectUnknownKeys(where, 'options', o, FORWARD_KEYS);
+  const E = spec.embedDim;
+  const H = spec.numHeads;
+  const isCausal = o.isCausal === undefined ? false : requireBoolean(where, 'options.isCausal', o.isCausal);
+  const needWeights = o.needWeights === undefined ? false : requireBoolean(where, 'options.needWeights', o.needWeights);
+  refuseDropout(where, 'options.dropout', o.dropout);
+  const window = resolveWindow(where, o.window);
+
+  if (o.cuSeqlens !== undefined) {
+    for (const name of ['batchSize', 'seqLen', 'key', 'value', 'kvSeqLen', 'keyPaddingMask', 'attnMask', 'needWeights', 'kvCache', 'returnBuffer'] as const) {
+      if (o[name] === undefined) continue;
+      throw new UnsupportedError({
+        where,
+        argument: `options.${name}`,
+        expected: 'left out with cuSeqlens',
+        given: describe(o[name]),
+        fix:
+          name === 'needWeights'
+            ? 'Packed sequences have no [B, H, S, S] weights; run a sequence alone (batchSize 1) to get its weights.'
+            : 'With cuSeqlens the sequences and their lengths come from the offsets; attention stays within each sequence (isCausal, window and headMask apply).',
+      });
+    }
+    if (!(query instanceof Float32Array)) requireFloat32Array(where, 'query', query, 0, '[T, embedDim]');
+    const { cu, maxLen } = resolveCuSeqlens(where, o.cuSeqlens, (query as Float32Array).length, E);
+    const n = cu.length - 1;
+    const T = cu[n];
+    return {
+      layer: spec,
+      mode: 'varlen',
+      batchSize: n,
+      seqLen: T,
+      kvSeqLen: T,
+      isCausal,
+      needWeights: false,
+      masks: {
+        attnMask: null,
+        attnMaskPerHead: false,
+        keyPaddingMask: null,
+        window: clampWindow(window, maxLen, maxLen),
+        headMask: o.headMask === undefined ? null : resolveHeadMask(where, o.headMask, n, H),
+      },
+      cuSeqlens: cu,
+      geometry: geometryOf('varlen', n, T, T, maxLen),
+      query: query as Float32Array,
+      key: query as Float32Array,
+      value: query as Float32Array,
+      cache: null,
+      gpu: null,
+      returnBuffer: false,
+    };
+  }
+
+  const batchSize = requirePositiveInteger(where, 'options.batchSize', o.batchSize);
+  const seqLen = requirePositiveInteger(where, 'options.seqLen', o.seqLen);
+  const length = batchSize * seqLen * E;
+  if (query instanceof Float32Array && query.length !== length) {
+    throw new ShapeMismatchError({
+      where,
+      argument: 'query.length',
+      expected: `batchSize·seqLen·embedDim = ${batchSize}·${seqLen}·${E} = ${length}`,
+      given: String(query.length),
+      fix: 'Pass a Float32Array laid out [batchSize, seqLen, embedDim] (batch first), or fix batchSize/seqLen.',
+    });
+  }
+  const q = tensorInput(where, 'query', query, length, `[batchSize, seqLen, embedDim] = [${batchSize}, ${seqLen}, ${E}] = ${length}`);
+  const returnBuffer = o.returnBuffer === undefined ? false : requireBoolean(where, 'options.returnBuffer', o.returnBuffer);
+  const withGpu = (plan: ForwardPlan, key: GPUBuffer | null = null, value: GPUBuffer | null = null): ForwardPlan => ({
+    ...plan,
+    gpu: q.gpu || key || value ? { query: q.gpu, key, value } : null,
+    returnBuffer,
+  });
+
+  if (o.kvCache !== undefined) return withGpu(resolveCachedPlan(where, spec, q.host, o, batchSize, seqLen, isCausal, needWeights, window, owner));
+
+  // Cross-attention: key and value come together; kvSeqLen defaults to seqLen.
+  const cross = o.key !== undefined || o.value !== undefined;
+  if ((o.key === undefined) !== (o.value === undefined)) {
+    const missing = o.key === undefined ? 'key' : 'value';
+    throw new InvalidArgumentError({
+      where,
+      argument: `options.${missing}`,
+      expected: `given with options.${missing === 'key' ? 'value' : 'key'}`,
+      given: 'nothing',
+      fix: 'Cross-attention takes both key [B, Skv, kdim] and value [B, Skv, vdim] (pass the same array twice if they are one tensor).',
+    });
+  }
+  if (!cross && (spec.kdim !== E || spec.vdim !== E)) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.key',
+      expected: `given: this layer has kdim ${spec.kdim} / vdim ${spec.vdim} ≠ embedDim ${E}`,
+      given: 'nothing',
+      fix: 'Pass key and value (cross-attention); self-attention needs kdim = vdim = embedDim.',
+    });
+  }
+  const kvSeqLen = o.kvSeqLen === undefined ? seqLen : requirePositiveInteger(where, 'options.kvSeqLen', o.kvSeqLen);
+  if (!cross && kvSeqLen !== seqLen) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.kvSeqLen',
+      expected: `equal to seqLen (${seqLen}) without key and value`,
+      given: String(kvSeqLen),
+      fix: 'Pass key and value for cross-attention.',
+    });
+  }
+  const key = cross
+    ? tensorInput(
+        where,
+        'options.key',
+        o.key,
+        batchSize * kvSeqLen * spec.kdim,
+        `[B, Skv, kdim] = [${batchSize}, ${kvSeqLen}, ${spec.kdim}] = ${batchSize * kvSeqLen * spec.kdim}`,
+      )
+    : q;
+  const value = cross
+    ? o.value === o.key
+      ? key
+      : tensorInput(
+          where,
+          'options.value',
+          o.value,
+          batchSize * kvSeqLen * spec.vdim,
+          `[B, Skv, vdim] = [${batchSize}, ${kvSeqLen}, ${spec.vdim}] = ${batchSize * kvSeqLen * spec.vdim}`,
+        )
+    : q;
+
+  return withGpu(
+    {
+      layer: spec,
+      mode: cross ? 'cross' : 'self',
+      batchSize,
+      seqLen,
+      kvSeqLen,
+      isCausal,
+      needWeights,
+      masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
+      cuSeqlens: null,
+      geometry: geometryOf(cross ? 'cross' : 'self', batchSize, seqLen, kvSeqLen),
+      query: q.host,
+      key: key.host,
+      value: value.host,
+      cache: null,
+      gpu: null,
+      returnBuffer: false,
+    },
+    cross ? key.gpu : null,
+    cross ? value.gpu : null,
+  );
+}

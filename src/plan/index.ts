@@ -1,0 +1,9 @@
+// Everything about a layer and a call, checked and resolved once, before any backend runs: the types
+// every backend and kernel reads (types.ts, geometry.ts), and one module of checks per entry point.
+// Order of checks: the layer's own sizes, then its weights, then the call's inputs.
+
+export type { ForwardPlan, Geometry, LayerSpec, LayerWeights, MaskPlan, PlanMode } from './types.ts';
+export { geometryOf } from './geometry.ts';
+export { copyWeights, expectedWeights, resolveLayerSpec, resolveWeights } from './layer.ts';
+export { resolveForwardPlan } from './forward.ts';
+export { resolveAttentionPlan } from './attention.ts';

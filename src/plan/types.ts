@@ -1,0 +1,96 @@
+// The resolved forms of a layer and of one call: what every backend and kernel reads. They are built
+// by the checks in this folder (layer.ts, forward.ts, kv-cache.ts, attention.ts) and by nothing else;
+// nothing below them checks arguments again.
+
+import type { KvCache } from '../kv-cache.ts';
+
+/** The sizes of one multi-head attention layer. */
+export interface LayerSpec {
+  embedDim: number; // E
+  numHeads: number; // H
+  numKvHeads: number; // G, divides H
+  headDim: number; // Dh = E / H
+  kdim: number; // channels of `key` (E unless given)
+  vdim: number; // channels of `value` (E unless given)
+  bias: boolean;
+}
+
+/** A layer's weights, in PyTorch's layout. */
+export interface LayerWeights {
+  /** [(H + 2·G)·Dh, E] when kdim = vdim = E (given so, or packed from q/k/v_proj_weight); else null. */
+  inProjWeight: Float32Array | null;
+  qProjWeight: Float32Array; // [H·Dh, E]     (a view into inProjWeight when packed)
+  kProjWeight: Float32Array; // [G·Dh, kdim]
+  vProjWeight: Float32Array; // [G·Dh, vdim]
+  inProjBias: Float32Array | null; // [(H + 2·G)·Dh]
+  outProjWeight: Float32Array; // [E, E]
+  outProjBias: Float32Array | null; // [E]
+}
+
+/** What masks a score, resolved. Additive masks hold −Infinity where a bool mask said "not allowed". */
+export interface MaskPlan {
+  /** Added to QKᵀ/√Dh: [Sq, Skv] (shared) or [B·H, Sq, Skv]; −Infinity = masked. */
+  attnMask: Float32Array | null;
+  attnMaskPerHead: boolean;
+  /** [B, Skv], 1 = ignore this key. */
+  keyPaddingMask: Uint8Array | null;
+  /** Keys i' − w < j ≤ i' only (i' = i + Skv − Sq); 0 = no window. */
+  window: number;
+  /** Multiplies each head's probabilities: [B·H]. */
+  headMask: Float32Array | null;
+}
+
+export type PlanMode = 'self' | 'cross' | 'varlen';
+
+/**
+ * Where a call's rows live, in the head-split layout [batches, heads, rows, Dh] of Q, K, V and O that
+ * every kernel uses. A varlen batch (cuSeqlens) is one batch of all T tokens, its sequences told apart
+ * by the offsets; otherwise batches = B. Built once per call (geometryOf), read by every kernel.
+ */
+export interface Geometry {
+  /** Sequences in the call: B, or the number of sequences packed with cuSeqlens (the attention kernels' workgroup z). */
+  sequences: number;
+  /** Batches of the head-split layout: B, or 1 for varlen. */
+  batches: number;
+  /** Query rows per (batch, head): Sq, or T for varlen. */
+  qRows: number;
+  /** Key/value rows per (batch, key/value head): Skv, or T for varlen. */
+  kvRows: number;
+  /** Token rows of the projections: batches · qRows. */
+  tokens: number;
+  /** Query rows of the longest sequence: Sq, or the longest of cuSeqlens. */
+  longestSequence: number;
+}
+
+/** One forward call, resolved. */
+export interface ForwardPlan {
+  layer: LayerSpec;
+  /** 'self': key = value = query. 'cross': key and value given. 'varlen': cuSeqlens, sequences back to back. */
+  mode: PlanMode;
+  batchSize: number; // B (varlen: the number of sequences)
+  seqLen: number; // Sq (varlen: T, all tokens)
+  kvSeqLen: number; // Skv (= Sq unless cross)
+  isCausal: boolean;
+  /** Return the probabilities [B, H, Sq, Skv] too. */
+  needWeights: boolean;
+  masks: MaskPlan;
+  /** varlen: [n + 1] offsets, 0 … T; else null. */
+  cuSeqlens: Int32Array | null;
+  /** Where the call's rows live, built once (geometry.ts). */
+  geometry: Geometry;
+  query: Float32Array; // [B, Sq, E] (varlen: [T, E])
+  key: Float32Array; // [B, Skv, kdim] (= query unless cross)
+  value: Float32Array; // [B, Skv, vdim] (= query unless cross)
+  /**
+   * With a KV cache: the new tokens' K and V are appended at rows `start` … start + Sq − 1 of the
+   * cache, and the queries attend over rows 0 … Skv − 1 (Skv = start + Sq).
+   */
+  cache: { cache: KvCache; start: number } | null;
+  /**
+   * GPU-resident inputs: where a GPUBuffer was passed, it is here and the array above is empty.
+   * The caller keeps owning these buffers.
+   */
+  gpu: { query: GPUBuffer | null; key: GPUBuffer | null; value: GPUBuffer | null } | null;
+  /** Leave the output (and weights) in new GPU buffers the caller owns, without a readback. */
+  returnBuffer: boolean;
+}

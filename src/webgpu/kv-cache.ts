@@ -1,0 +1,73 @@
+// A KV cache's storage on the GPU: one buffer, K then V [B, G, maxSeqLen, Dh], at the engine's precision.
+
+import { DeviceLimitError, DeviceLostError } from '../errors.ts';
+import type { KvCacheStorage } from '../kv-cache.ts';
+import { type BufferPool, Usage } from './buffers.ts';
+import type { GpuKvCache } from './forward.ts';
+
+/** What a cache needs of its backend: the current device generation and pool, and the limits it obeys. */
+export interface CacheHost {
+  current(): { pool: BufferPool; generation: number };
+  limits(): { maxStorageBufferBindingSize: number; maxBufferSize: number };
+}
+
+/**
+ * A KV cache's GPU buffer. It belongs to one device generation: after a device loss its contents are
+ * gone, and a forward with it says so until reset() reallocates it.
+ */
+export class WebGPUKvCache implements KvCacheStorage {
+  private buffer: GPUBuffer | null = null;
+  private generation = -1;
+  private readonly bytes: number;
+
+  constructor(
+    private readonly host: CacheHost,
+    private readonly B: number,
+    private readonly G: number,
+    /** Positions per (b, g) block: the cache's maxSeqLen. */
+    private readonly capacity: number,
+    private readonly Dh: number,
+  ) {
+    this.bytes = 2 * B * G * capacity * Dh * host.current().pool.elementBytes;
+    const maxBinding = Math.min(host.limits().maxStorageBufferBindingSize, host.limits().maxBufferSize);
+    if (this.bytes > maxBinding) {
+      throw new DeviceLimitError({
+        where: 'MultiHeadAttention.createKvCache',
+        argument: 'the cache, 2·batchSize·numKvHeads·maxSeqLen·headDim·4 bytes',
+        expected: `at most maxStorageBufferBindingSize = ${maxBinding} bytes`,
+        given: `${this.bytes} bytes`,
+        fix: 'Use a smaller maxSeqLen or batchSize.',
+      });
+    }
+    this.allocate();
+  }
+
+  private allocate(): void {
+    const { pool, generation } = this.host.current();
+    this.buffer = pool.allocate(this.bytes, Usage.STORAGE | Usage.COPY_DST | Usage.COPY_SRC, 'KvCache');
+    this.generation = generation;
+  }
+
+  /** The buffer, if it lives on the current device; else the loss is reported. */
+  live(generation: number): GpuKvCache {
+    if (!this.buffer || this.generation !== generation) {
+      throw new DeviceLostError(
+        "MultiHeadAttention.forward: the KV cache's keys and values were lost with the GPU device (they cannot be rebuilt from anything the engine keeps). " +
+          'Call cache.reset() and prefill it again.',
+        'destroyed',
+      );
+    }
+    return { buffer: this.buffer, capacity: this.capacity, vBase: this.B * this.G * this.capacity * this.Dh };
+  }
+
+  reset(): void {
+    // Rows past the cache's length are never read (Skv bounds every read), so a live buffer is kept
+    // as it is; one lost with its device is made anew on the current device.
+    if (!this.buffer || this.generation !== this.host.current().generation) this.allocate();
+  }
+
+  dispose(): void {
+    if (this.buffer && this.generation === this.host.current().generation) this.host.current().pool.destroy(this.buffer);
+    this.buffer = null;
+  }
+}

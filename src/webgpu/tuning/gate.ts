@@ -1,0 +1,51 @@
+// The tuner's correctness gate: before a kernel variant is timed on an adapter, it runs a small layer
+// (B = 2, S = 37: no tile divides it; two query heads sharing one key/value head) with that variant,
+// on two inputs, and the float64 CPU reference checks each output with the tests' rule (src/util/tolerance.ts:
+// |gpu − ref| ≤ atol + rtol·|ref| everywhere, NaN fails), far tighter than any indexing or
+// synchronisation bug, which moves outputs by their own size.
+
+import { referenceForward } from '../../cpu/reference.ts';
+import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../../plan/index.ts';
+import type { ForwardResult } from '../../types.ts';
+import { mulberry32, uniform } from '../../util/random.ts';
+import { compareArrays, f16Tolerance, f32Tolerance, maxAbsFinite } from '../../util/tolerance.ts';
+import type { BufferPool } from '../buffers.ts';
+import { forwardWebGPU } from '../forward.ts';
+import { defaultChoice, type KernelChoice, type KernelName } from '../variants.ts';
+import { GpuLayerWeights } from '../weights.ts';
+
+export async function gateVariant(pool: BufferPool, cpuAdapter: boolean, kernel: KernelName, variant: string, headDim: number): Promise<string | null> {
+  const config = { embedDim: 2 * headDim, numHeads: 2, numKvHeads: 1 };
+  const spec = resolveLayerSpec(config);
+  const E = spec.embedDim;
+  const N = (spec.numHeads + 2 * spec.numKvHeads) * spec.headDim;
+  const rng = mulberry32(1);
+  const weights = resolveWeights(spec, {
+    in_proj_weight: uniform(N * E, 1 / Math.sqrt(E), rng),
+    in_proj_bias: uniform(N, 0.1, rng),
+    'out_proj.weight': uniform(E * E, 1 / Math.sqrt(E), rng),
+    'out_proj.bias': uniform(E, 0.1, rng),
+  });
+  const [B, S] = [2, 37];
+  const choice: KernelChoice = { ...defaultChoice(cpuAdapter), [kernel]: variant };
+  const gpu = new GpuLayerWeights(pool, spec, weights);
+  try {
+    // Two inputs, one after the other: scratch buffers are reused, so an element a variant fails to
+    // write would still hold the previous call's value; the second input makes that value wrong.
+    for (const seed of [8, 9]) {
+      const plan = resolveForwardPlan(spec, uniform(B * S * E, 1, mulberry32(seed)), { batchSize: B, seqLen: S });
+      const { output } = (await forwardWebGPU(pool, gpu, plan, null, false, choice)) as ForwardResult;
+      const expected = referenceForward(plan, weights).output;
+      // The tests' rule (src/util/tolerance.ts), for the three reductions of a layer: E, S, E.
+      const tolerance = pool.precision === 'f16' ? f16Tolerance([E, S, E], maxAbsFinite(expected)) : f32Tolerance([E, S, E]);
+      const verdict = compareArrays(output, expected, tolerance, 1);
+      if (!verdict.ok) {
+        const [m] = verdict.mismatches;
+        return `output[${m.index}] = ${m.actual}, the float64 reference says ${m.expected} (head size ${headDim}, B=${B}, S=${S})`;
+      }
+    }
+    return null;
+  } finally {
+    gpu.destroy();
+  }
+}

@@ -1,0 +1,72 @@
+// A tuning trial: one kernel variant, alone in its own command buffer, on buffers of the call's shape
+// that belong to the trial (not to any call), timed from submit to onSubmittedWorkDone. The values in
+// those buffers are whatever the pool's scratch held (the kernels do the same work whatever the
+// values); masks are the call's own, since they decide how much work there is.
+
+import type { ForwardPlan } from '../../plan/index.ts';
+import type { BufferPool } from '../buffers.ts';
+import { encodeFlashAttention } from '../kernels/flash-attention.ts';
+import { uploadMasks } from '../kernels/masks.ts';
+import { encodeOutputProjection } from '../kernels/output-projection.ts';
+import { encodeQkvProjection, type ProjectionWeights, qkvBufferTargets, qkvLayout } from '../kernels/qkv-projection.ts';
+import { CallScratch } from '../scratch.ts';
+import type { AttentionVariant, KernelName, ProjectionVariant } from '../variants.ts';
+
+/**
+ * Rows a trial computes: a kernel's time per row hardly depends on how many rows there are past a
+ * few hundred, so big calls are timed on their first rows (a sweep stays short at S = 8192; each row
+ * of attention still sees all its keys).
+ */
+export const TRIAL_ROWS = 512;
+
+/** The call's shape without what ties it to the caller (a KV cache, GPU buffers, weights to return). */
+function trialPlan(plan: ForwardPlan): ForwardPlan {
+  return { ...plan, cache: null, gpu: null, returnBuffer: false, needWeights: false };
+}
+
+/** Wall milliseconds of `kernel` as `variant` on buffers shaped like `plan`'s, waiting for the GPU. */
+export async function timeKernel(pool: BufferPool, plan: ForwardPlan, kernel: KernelName, variant: string): Promise<number> {
+  const device = pool.device;
+  const scratch = new CallScratch(pool);
+  try {
+    const p = trialPlan(plan);
+    const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh, kdim, vdim } = p.layer;
+    const { tokens, batches, kvRows } = p.geometry;
+    const el = scratch.elementBytes;
+    const storage = (elements: number, role: string) => scratch.storage(elements * el, `tuning.${role}`);
+    const qkv = qkvBufferTargets(p, storage(qkvLayout(p).total, 'qkv'));
+    const attention = storage(tokens * E, 'attention');
+    let encode: (pass: GPUComputePassEncoder) => void;
+    if (kernel === 'qkv_projection') {
+      const N = (H + 2 * G) * Dh;
+      const query = storage(tokens * E, 'query');
+      const key = p.mode === 'cross' ? storage(batches * kvRows * kdim, 'key') : query;
+      const value = p.mode === 'cross' ? storage(batches * kvRows * vdim, 'value') : query;
+      const bias = storage(N, 'bias');
+      const weights: ProjectionWeights =
+        kdim === E && vdim === E
+          ? { inProj: storage(N * E, 'in_proj_weight'), bias }
+          : { q: storage(H * Dh * E, 'q_proj_weight'), k: storage(G * Dh * kdim, 'k_proj_weight'), v: storage(G * Dh * vdim, 'v_proj_weight'), bias };
+      encode = (pass) => encodeQkvProjection(pass, scratch, p, { query, key, value }, weights, qkv, variant as ProjectionVariant, TRIAL_ROWS);
+    } else if (kernel === 'flash_attention') {
+      const masks = uploadMasks(scratch, p);
+      const rowStats = scratch.storage(batches * H * p.geometry.qRows * 8, 'tuning.rowStats');
+      encode = (pass) => encodeFlashAttention(pass, scratch, p, { q: qkv.q, kv: qkv.kv, attention, rowStats }, masks, variant as AttentionVariant, TRIAL_ROWS);
+    } else {
+      const weight = storage(E * E, 'out_proj.weight');
+      const bias = storage(E, 'out_proj.bias');
+      const y = storage(tokens * E, 'y');
+      encode = (pass) => encodeOutputProjection(pass, scratch, p, { attention, weight, bias, y }, variant as ProjectionVariant, TRIAL_ROWS);
+    }
+    const encoder = device.createCommandEncoder({ label: 'Tuner.trial' });
+    const pass = encoder.beginComputePass({ label: 'Tuner.trial' });
+    encode(pass);
+    pass.end();
+    const t0 = performance.now();
+    device.queue.submit([encoder.finish()]);
+    await device.queue.onSubmittedWorkDone();
+    return performance.now() - t0;
+  } finally {
+    scratch.releaseAll();
+  }
+}

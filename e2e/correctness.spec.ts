@@ -2,9 +2,10 @@
 // engine's own CPU backend (the float64 reference), over a grid of awkward shapes.
 //
 // All tests of this file share one page, and so one WebGPU engine: shader pipelines compile once
-// per shape (SwiftShader needs ~4 s for the head-size-256 attention kernel), and later cases run on
-// the engine's pooled scratch buffers left by earlier, differently sized ones, as an application's
-// would. Playwright's trace and failure screenshot cover this shared page too (test-results/).
+// per shape (slowly on SwiftShader, the head-size-256 attention kernel above all), and later cases
+// run on the engine's pooled scratch buffers left by earlier, differently sized ones, as an
+// application's would. Playwright's trace and failure screenshot cover this shared page too
+// (test-results/).
 // A WebGPU-less browser fails these tests with instructions; nothing here ever skips.
 
 import { type Browser, type Page, test as base, expect } from '@playwright/test';
@@ -95,8 +96,9 @@ const SHAPES: Shape[] = [
   { embedDim: 256, numHeads: 1, bias: true, why: 'Dh=256 (max)' },
   { embedDim: 512, numHeads: 8, bias: true, why: 'Dh=64, long GEMM reductions' },
 ];
-// 1: a single row; 7: under one tile; 33: one past the 32-row query tile and the 32-row GEMM tile (and
-// over two 16-key tiles at Dh=256); 64: whole tiles exactly; 100: several tiles with a ragged last one.
+// 1: a single row; 7: under one tile; 33: one past a 32-key tile and a 32-row query or GEMM tile (the
+// tuner picks 32- or 64-row ones), over two 16-key tiles at Dh=256; 64: whole tiles exactly; 100:
+// several tiles with a ragged last one.
 // B varies so batch offsets are exercised.
 const SEQ_LENS: { seqLen: number; batchSize: number }[] = [
   { seqLen: 1, batchSize: 2 },

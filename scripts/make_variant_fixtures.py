@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch fixtures for the attention variants: masks, cross-attention, kdim/vdim, GQA/MQA, sliding
+"""PyTorch fixtures for the attention options: masks, cross-attention, kdim/vdim, GQA/MQA, sliding
 window, head masks, packed variable-length batches, and scaledDotProductAttention.
 
 Run with Debian's Python, which has torch 1.13 and numpy (the pyenv `python3` on PATH has no torch):

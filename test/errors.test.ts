@@ -266,7 +266,7 @@ describe('device limits', () => {
   });
 });
 
-describe.each(['webgpu', 'cpu'] as const)('variant arguments (%s)', (backend) => {
+describe.each(['webgpu', 'cpu'] as const)('attention option arguments (%s)', (backend) => {
   const engine = () => engines.of(backend);
   const forward = (q: Float32Array, options: Record<string, unknown>) => {
     const mha = engine().createMultiHeadAttention(config, stateDict);

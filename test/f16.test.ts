@@ -79,7 +79,7 @@ describe("precision 'f16' against the float64 reference", () => {
         needWeights: true,
       },
       10,
-      'variants',
+      'attention options',
     );
   });
 

@@ -1,6 +1,6 @@
 // Every kernel variant the tuner can choose (src/webgpu/variants.ts), forced, against the float64 CPU
-// reference, f32 and f16, over shapes no tile divides: S = 1, odd, just past the 16/32/64-row tiles
-// and the GEMMs' 32/64-row tiles; head sizes 4…128; grouped-query and multi-query; causal or not;
+// reference, f32 and f16, over shapes no tile divides: S = 1, odd, just past the 32- and 64-row query
+// tiles and the GEMMs' 32/64-row tiles; head sizes 4…128; grouped-query and multi-query; causal or not;
 // with a key padding mask and a sliding window; a packed variable-length batch; a KV-cache decode step
 // with split-KV. The main grid (gpu-vs-cpu.test.ts) runs the built-in choice for the adapter kind.
 // All engines share one device, so each pipeline is compiled once (software drivers compile slowly).

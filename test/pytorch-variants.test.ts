@@ -1,4 +1,4 @@
-// PyTorch as an independent oracle for the attention variants: key padding masks, float / boolean /
+// PyTorch as an independent oracle for the attention options: key padding masks, float / boolean /
 // −∞ attention masks, cross-attention (Skv ≠ Sq, kdim/vdim ≠ E), end-aligned causal, GQA / MQA,
 // sliding windows, head masks, packed variable-length batches (cuSeqlens), rows that see no key, and
 // engine.scaledDotProductAttention. The expected values come from scripts/make_variant_fixtures.py
@@ -16,7 +16,7 @@ import { withErrorScopes } from './helpers/gpu.ts';
 type ArrayKind = 'float32' | 'uint8' | 'int32';
 type JsonValue = number | boolean | string | (number | string)[];
 
-interface VariantFixture {
+interface OptionsFixture {
   name: string;
   description: string;
   torch_version: string;
@@ -49,7 +49,7 @@ const NEG_INF = '-Infinity';
 
 // Read at collection time so that each fixture gets its own tests; a failure to read (or an empty
 // folder) is reported by the 'present and well formed' test below.
-const fixtureSet = loadJsonFixtures<Omit<VariantFixture, 'name'>>(
+const fixtureSet = loadJsonFixtures<Omit<OptionsFixture, 'name'>>(
   new URL('./fixtures/pytorch-variants/', import.meta.url),
   'Regenerate them with `/usr/bin/python3 scripts/make_variant_fixtures.py`.',
 );
@@ -84,7 +84,7 @@ function toTyped(kind: ArrayKind, values: readonly (number | string)[], what: st
 }
 
 /** The options as the engine takes them: typed arrays for the names in `types`, `types` dropped. */
-function optionsOf(f: VariantFixture): Record<string, unknown> {
+function optionsOf(f: OptionsFixture): Record<string, unknown> {
   const { types = {}, ...rest } = f.options;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(rest)) {
@@ -100,10 +100,10 @@ function optionsOf(f: VariantFixture): Record<string, unknown> {
 }
 
 const float32 = (v: number[]) => Float32Array.from(v);
-const stateDictOf = (f: VariantFixture): StateDict => Object.fromEntries(Object.entries(f.stateDict ?? {}).map(([k, v]) => [k, float32(v)]));
+const stateDictOf = (f: OptionsFixture): StateDict => Object.fromEntries(Object.entries(f.stateDict ?? {}).map(([k, v]) => [k, float32(v)]));
 
 /** Skv: the keys a query row reduces over (the longest sequence of a packed batch). */
-function kvLength(f: VariantFixture): number {
+function kvLength(f: OptionsFixture): number {
   const o = f.options;
   if (Array.isArray(o.cuSeqlens)) {
     const cu = o.cuSeqlens as number[];
@@ -125,7 +125,7 @@ const CPU_TOLERANCE: Tolerance = { atol: 1e-12, rtol: 2 ** -23 };
 // Skv. Plus the logit-size term (outputTolerance): with logits near 850 (the ×25 cases) a float32
 // logit is only known to ~1e-4, and PyTorch's own float32 module misses these outputs by more than
 // the engine does.
-function gpuOutputTolerance(f: VariantFixture): Tolerance {
+function gpuOutputTolerance(f: OptionsFixture): Tolerance {
   const maxOut = maxAbsFinite(f.output);
   if (f.kind === 'sdpa') return outputTolerance([f.config.headDim as number, kvLength(f)], f.maxAbsLogit, maxOut);
   const E = f.config.embedDim as number;
@@ -135,7 +135,7 @@ function gpuOutputTolerance(f: VariantFixture): Tolerance {
 
 // WebGPU probabilities: the logits' projection (E for Q, kdim for K; sdpa: none, the dot product is
 // over Dh), the softmax sum over Skv, and the logit-size term from maxAbsLogit.
-function gpuWeightTolerance(f: VariantFixture): Tolerance {
+function gpuWeightTolerance(f: OptionsFixture): Tolerance {
   if (f.kind === 'sdpa') return probabilityTolerance(f.config.headDim as number, kvLength(f), f.maxAbsLogit);
   const E = f.config.embedDim as number;
   return probabilityTolerance(Math.max(E, (f.config.kdim as number | undefined) ?? E), kvLength(f), f.maxAbsLogit);
@@ -145,7 +145,7 @@ function gpuWeightTolerance(f: VariantFixture): Tolerance {
 
 const prod = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
 
-function checkFixture(f: VariantFixture): void {
+function checkFixture(f: OptionsFixture): void {
   const where = (what: string) => `${f.name}: ${what}`;
   expect(['mha', 'sdpa'], where('kind')).toContain(f.kind);
   expect(f.output.length, where('output is not empty')).toBeGreaterThan(0);
@@ -189,7 +189,7 @@ function checkFixture(f: VariantFixture): void {
 }
 
 /** Set FIXTURE_ERRORS=1 to print the measured errors of every comparison. */
-function report(backend: string, f: VariantFixture, what: string, actual: ArrayLike<number>, expected: number[], tol: Tolerance): void {
+function report(backend: string, f: OptionsFixture, what: string, actual: ArrayLike<number>, expected: number[], tol: Tolerance): void {
   if (!process.env.FIXTURE_ERRORS) return;
   const r = compareArrays(actual, expected, tol);
   let worst = 0; // max over elements of |err| / (atol + rtol·|ref|): below 1 passes
@@ -210,7 +210,7 @@ interface RunResult {
 }
 
 /** One call of the case on `engine`; `wrap` puts GPU work inside error scopes. */
-async function runCase(engine: AttentionEngine, f: VariantFixture, needWeights: boolean, wrap: <T>(fn: () => Promise<T>) => Promise<T>): Promise<RunResult> {
+async function runCase(engine: AttentionEngine, f: OptionsFixture, needWeights: boolean, wrap: <T>(fn: () => Promise<T>) => Promise<T>): Promise<RunResult> {
   const options = optionsOf(f);
   if (needWeights) options.needWeights = true;
   if (f.kind === 'sdpa') {
@@ -231,7 +231,7 @@ async function runCase(engine: AttentionEngine, f: VariantFixture, needWeights: 
 async function checkBackend(
   backend: 'cpu' | 'webgpu',
   engine: AttentionEngine,
-  f: VariantFixture,
+  f: OptionsFixture,
   outTol: Tolerance,
   weightTol: Tolerance,
   wrap: <T>(fn: () => Promise<T>) => Promise<T>,
@@ -250,7 +250,7 @@ async function checkBackend(
   }
 }
 
-test('the PyTorch variant fixtures are present and well formed', () => {
+test('the PyTorch attention-option fixtures are present and well formed', () => {
   expectFixturesPresent(fixtureSet);
   for (const f of fixtures) checkFixture(f);
 });

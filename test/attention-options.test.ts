@@ -1,4 +1,4 @@
-// Attention variants, WebGPU against the float64 CPU reference: masks (key padding, additive and
+// Attention options, WebGPU against the float64 CPU reference: masks (key padding, additive and
 // boolean attnMask, fully masked rows), cross-attention (Skv ≠ Sq, kdim/vdim ≠ E, causal both ways),
 // sliding windows, head masks, packed variable-length batches, and the attention-only entry point.
 // Every case checks the output and, where there are any, the probabilities.

@@ -3,7 +3,7 @@
 
 import type { KvCacheStorage } from './kv-cache.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from './plan/index.ts';
-import type { AdapterInfo, BackendKind, BufferForwardResult, EngineStats, ForwardResult, TuningReport } from './types.ts';
+import type { AdapterInfo, BackendKind, BufferForwardResult, EngineStats, ForwardResult, TuningReport, WarmupOptions } from './types.ts';
 
 export interface BackendLayer {
   /** Runs a resolved plan (its inputs included). Returns the output [B, Sq, E] (and the probabilities when plan.needWeights). */
@@ -28,6 +28,12 @@ export interface Backend {
   readonly profiling: boolean;
   /** How kernel variants are chosen and what was chosen; null where there are none. */
   tuningReport(): TuningReport | null;
+  /** Resolves when the background work the calls so far caused (compiles, sweeps) is done. */
+  settled(): Promise<void>;
+  /** Compiles, now, the kernels calls of these shapes will run. */
+  warmup(plans: readonly ForwardPlan[], onProgress?: WarmupOptions['onProgress']): Promise<void>;
+  /** Measures, now, which kernel variants are fastest for these shapes. */
+  tune(plans: readonly ForwardPlan[], onProgress?: WarmupOptions['onProgress']): Promise<void>;
   /** The attention kernel alone on plan.query [B, H, Sq, Dh], plan.key and plan.value [B, G, Skv, Dh]: O [B, H, Sq, Dh]. */
   attend(plan: ForwardPlan): Promise<ForwardResult>;
   /** Throws (before any GPU work) if this backend cannot run a layer of this spec. */

@@ -4,7 +4,7 @@ import type { Backend } from './backend.ts';
 import { CpuBackend } from './cpu/backend.ts';
 import { DisposedError, InvalidArgumentError, WebGPUUnavailableError } from './errors.ts';
 import { MultiHeadAttention } from './layer.ts';
-import { resolveAttentionPlan, resolveLayerSpec, resolveWeights } from './plan/index.ts';
+import { type LayerSpec, resolveAttentionPlan, resolveLayerSpec, resolveShapeCalls, resolveWeights } from './plan/index.ts';
 import type {
   AdapterInfo,
   BackendKind,
@@ -16,6 +16,8 @@ import type {
   StateDict,
   TuningReport,
   TuningStore,
+  WarmupCall,
+  WarmupOptions,
 } from './types.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from './validate.ts';
 import { WebGPUBackend } from './webgpu/backend.ts';
@@ -31,7 +33,8 @@ const TUNING_KEYS = ['mode', 'kernels', 'store'] as const;
 const LIMIT_KEYS = ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension'] as const;
 
 export class AttentionEngine {
-  private readonly layers = new Set<MultiHeadAttention>();
+  /** The live layers, and their sizes. */
+  private readonly layers = new Map<MultiHeadAttention, LayerSpec>();
   private impl: Backend | null;
 
   /** @internal Use createAttentionEngine(). */
@@ -85,7 +88,7 @@ export class AttentionEngine {
     const spec = resolveLayerSpec(config);
     const weights = resolveWeights(spec, stateDict);
     const layer = new MultiHeadAttention(spec, impl.createLayer(spec, weights), (l) => this.layers.delete(l));
-    this.layers.add(layer);
+    this.layers.set(layer, spec);
     return layer;
   }
 
@@ -107,6 +110,48 @@ export class AttentionEngine {
     return this.live('tuning').tuningReport();
   }
 
+  /**
+   * Resolves when the work this engine's calls so far have caused or scheduled has finished: their
+   * final kernels compiled in the background, and the sweeps of shape classes met for the first
+   * time. Afterwards calls of those shapes run their final kernels and start nothing new. Benchmarks
+   * and tests measure the steady state after it. Resolves at once on the CPU backend.
+   */
+  settled(): Promise<void> {
+    return this.live('settled').settled();
+  }
+
+  /**
+   * Compiles, now, the kernels that calls of these shapes will run, so that none of them waits for a
+   * compiler (an app can pay at load time, behind a progress bar: `onProgress` is called after each
+   * kernel). Without `calls`: every live layer of this engine at batchSize 1, seqLen 128.
+   */
+  async warmup(calls?: WarmupCall[], options: WarmupOptions = {}): Promise<void> {
+    const impl = this.live('warmup');
+    const where = 'AttentionEngine.warmup';
+    const onProgress = progressOption(where, options);
+    const list = calls ?? [...this.layers.keys()].map((layer) => ({ layer, seqLen: 128 }));
+    await impl.warmup(
+      resolveShapeCalls(where, list, (l) => this.layers.get(l as MultiHeadAttention)),
+      onProgress,
+    );
+  }
+
+  /**
+   * Measures, now, which kernel variants are fastest for calls of these shapes (the sweeps that such
+   * calls would otherwise start in the background), remembers the choices, and resolves with
+   * `engine.tuning`. For apps that prefer to pay at load time. Null on the CPU backend.
+   */
+  async tune(calls: WarmupCall[], options: WarmupOptions = {}): Promise<TuningReport | null> {
+    const impl = this.live('tune');
+    const where = 'AttentionEngine.tune';
+    const onProgress = progressOption(where, options);
+    await impl.tune(
+      resolveShapeCalls(where, calls, (l) => this.layers.get(l as MultiHeadAttention)),
+      onProgress,
+    );
+    return impl.tuningReport();
+  }
+
   /** GPU buffers and bytes the engine holds, weights included; zero on the CPU backend. */
   stats(): EngineStats {
     return this.live('stats').stats();
@@ -115,7 +160,7 @@ export class AttentionEngine {
   /** Releases every layer and all GPU memory at once; destroys the device if the engine created it. */
   dispose(): void {
     if (!this.impl) return;
-    for (const layer of [...this.layers]) layer.dispose();
+    for (const layer of [...this.layers.keys()]) layer.dispose();
     this.impl.dispose();
     this.impl = null;
   }
@@ -192,6 +237,21 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
     new WebGPUBackend({ device: acquired.device, ownsDevice: true, adapterInfo: acquired.adapterInfo, limits, precision, profile, tuning }),
     null,
   );
+}
+
+/** warmup's and tune's options: { onProgress? }. */
+function progressOption(where: string, options: unknown): WarmupOptions['onProgress'] {
+  const o = requireObject(where, 'options', options, 'Pass { onProgress } or leave it out.');
+  rejectUnknownKeys(where, 'options', o, ['onProgress']);
+  if (o.onProgress !== undefined && typeof o.onProgress !== 'function') {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.onProgress',
+      expected: 'a function ({ done, total, kernel, variant }) => void',
+      given: describe(o.onProgress),
+    });
+  }
+  return o.onProgress as WarmupOptions['onProgress'];
 }
 
 /** Checks createAttentionEngine's `tuning` option and fills in its defaults. */

@@ -33,6 +33,8 @@ export type {
   TuningStore,
   TuningChoice,
   TuningReport,
+  WarmupCall,
+  WarmupOptions,
   ProjectionVariant,
   AttentionVariant,
 } from './types.ts';

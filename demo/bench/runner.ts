@@ -165,6 +165,10 @@ export async function runBenchmark(shape: BenchShape, systems: BenchSystem[], op
             `first at ${where(m.index, shape)}: got ${m.actual}, expected ${m.expected.toPrecision(7)}; max |err| ${cmp.maxAbs.toExponential(2)}`,
         );
       }
+      if (prepared.settled) {
+        await report(system.id, 'warmup', `${system.label}: waiting for the background compiles and tuning (settled)…`);
+        await prepared.settled();
+      }
       await step('warmup', warmup > 0 ? `warm-up 1 of ${warmup}…` : `timed run 1 of ${runs}…`);
       for (let i = 0; i < warmup; i++) {
         await prepared.run(query);

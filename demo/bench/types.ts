@@ -34,6 +34,11 @@ export interface BenchLayer {
 export interface PreparedSystem {
   /** Runs the whole layer on a Float32Array query [B, S, E] and resolves to the output [B, S, E] read back to the CPU. */
   run(query: Float32Array): Promise<Float32Array>;
+  /**
+   * Resolves when the work the first run started in the background is done (this engine: its final
+   * kernels compiled, its tuner's sweeps), so that the timed runs measure the steady state.
+   */
+  settled?(): Promise<void>;
   /** GPU milliseconds per kernel of one run, from timestamp queries, where the system can tell. */
   kernelTimings?(query: Float32Array): Promise<Record<string, number> | null>;
   /** The GPU memory the system held for this layer over all its runs so far, where it can tell. */

@@ -67,6 +67,11 @@ export class CpuBackend implements Backend {
     return null;
   }
 
+  /** Nothing compiles and nothing runs in the background on the CPU. */
+  async settled(): Promise<void> {}
+  async warmup(): Promise<void> {}
+  async tune(): Promise<void> {}
+
   createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
     // Copy, as the WebGPU backend's upload does: later changes to the caller's arrays do not leak in.
     const own = copyWeights(weights);

@@ -7,3 +7,4 @@ export { geometryOf } from './geometry.ts';
 export { copyWeights, expectedWeights, resolveLayerSpec, resolveWeights } from './layer.ts';
 export { resolveForwardPlan } from './forward.ts';
 export { resolveAttentionPlan } from './attention.ts';
+export { resolveShapeCalls, shapePlan } from './shape.ts';

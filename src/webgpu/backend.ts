@@ -17,10 +17,25 @@ import { acquireDevice, type DeviceState } from './device.ts';
 import { attendWebGPU } from './forward.ts';
 import { WebGPULayer } from './layer.ts';
 import { constant } from './shader.ts';
+import { flashAttentionPipeline } from './kernels/flash-attention.ts';
+import { outputProjectionPipeline } from './kernels/output-projection.ts';
+import { qkvProjectionPipeline } from './kernels/qkv-projection.ts';
+import type { PipelineSpec } from './pipelines.ts';
 import { gateVariant } from './tuning/gate.ts';
+import { KernelScheduler, type Progress } from './tuning/scheduler.ts';
 import { timeKernel } from './tuning/trial.ts';
 import { type ResolvedTuning, Tuner } from './tuning/tuner.ts';
-import { defaultChoice, isCpuAdapter, KERNEL_NAMES, type KernelChoice, type KernelName } from './variants.ts';
+import {
+  type AdapterKind,
+  type AttentionVariant,
+  adapterKind as kindOf,
+  defaultChoice,
+  KERNEL_NAMES,
+  type KernelChoice,
+  type KernelName,
+  type ProjectionVariant,
+  TIER0,
+} from './variants.ts';
 
 /** Head sizes the kernels take: vec4 lanes, and q and the accumulator held in registers. */
 export const MAX_HEAD_DIM = constant('MAX_HEAD_DIM');
@@ -61,34 +76,69 @@ export class WebGPUBackend implements Backend {
     this.requestedPrecision = options.precision ?? 'f32';
     this.profile = options.profile ?? false;
     this.state = this.adopt(options.device, 0);
-    this.tuner = new Tuner(
+    const tuner = new Tuner(
       options.tuning ?? { mode: 'auto', forced: {}, store: null },
       () => {
         const a = this.adapterInfo;
         return [a.vendor, a.architecture, a.device, a.description].join('/');
       },
-      () => isCpuAdapter(this.adapterInfo),
-      (kernel, variant, headDim) => gateVariant(this.state.pool, isCpuAdapter(this.adapterInfo), kernel, variant, headDim),
+      () => this.adapterKind(),
+      (kernel, variant, headDim) => gateVariant(this.state.pool, this.adapterKind(), kernel, variant, headDim),
+    );
+    this.scheduler = new KernelScheduler(
+      {
+        current: () => (this.disposed || this.state.lost ? null : this.state),
+        kind: () => this.adapterKind(),
+        pipelineOf: (state, plan, kernel, variant) => pipelineOf(state, plan, kernel, variant),
+        time: (state, plan, kernel, variant, repeat) => timeKernel(state.pool, plan, kernel, variant, repeat),
+      },
+      tuner,
     );
   }
 
-  /** Picks each forward's kernel variants: sweeps on first use per adapter and shape class (tuning/tuner.ts). */
-  readonly tuner: Tuner;
+  /** What kind of adapter runs the kernels (variants.ts): it decides the built-in choices and the candidates. */
+  adapterKind(): AdapterKind {
+    return kindOf(this.adapterInfo);
+  }
+
+  /** Picks each call's kernel variants: tiers, background compiles and sweeps (tuning/scheduler.ts). */
+  readonly scheduler: KernelScheduler;
 
   tuningReport(): TuningReport {
-    const { options } = this.tuner;
+    const { tuner } = this.scheduler;
+    const { options } = tuner;
     return {
       mode: options.mode,
       store: options.store?.where ?? 'memory',
       forced: { ...options.forced },
-      defaults: defaultChoice(isCpuAdapter(this.adapterInfo)),
-      choices: this.tuner.entries(),
+      defaults: defaultChoice(this.adapterKind()),
+      choices: tuner.entries(),
+      tier0: { ...TIER0 },
+      compiled: [...this.scheduler.compiled],
+      pending: this.scheduler.pending,
+      failures: [...this.scheduler.failures],
     };
   }
 
-  /** The kernel variants a call of this plan runs (a sweep, if one is due, runs now: before the call encodes anything). */
+  /** The kernel variants a call of this plan runs now, chosen before it encodes anything (tuning/scheduler.ts). */
   chooseKernels(state: DeviceState, plan: ForwardPlan, kernels: readonly KernelName[] = KERNEL_NAMES): Promise<KernelChoice> {
-    return this.tuner.choose(plan, state.pool.precision, kernels, { time: (kernel, variant) => timeKernel(state.pool, plan, kernel, variant) });
+    return this.scheduler.choose(state, plan, kernels);
+  }
+
+  call<T>(work: () => Promise<T>): Promise<T> {
+    return this.scheduler.call(work);
+  }
+
+  settled(): Promise<void> {
+    return this.scheduler.settled();
+  }
+
+  warmup(plans: readonly ForwardPlan[], onProgress?: Progress): Promise<void> {
+    return this.run('AttentionEngine.warmup', (state) => this.scheduler.warmup(state, plans, KERNEL_NAMES, onProgress));
+  }
+
+  tune(plans: readonly ForwardPlan[], onProgress?: Progress): Promise<void> {
+    return this.run('AttentionEngine.tune', (state) => this.scheduler.tune(state, plans, KERNEL_NAMES, onProgress));
   }
 
   /** Whether forwards report kernel timings (profile asked for, and the device has timestamp-query). */
@@ -185,14 +235,16 @@ export class WebGPUBackend implements Backend {
   async attend(plan: ForwardPlan): Promise<ForwardResult> {
     checkHeadDim('scaledDotProductAttention', 'options.headDim', String(plan.layer.headDim), plan.layer.headDim);
     const parts = splitPlan(plan, this.limits());
-    return this.run('scaledDotProductAttention', async (state) => {
-      const results: ForwardResult[] = [];
-      for (const p of parts) {
-        const { flash_attention } = await this.chooseKernels(state, p, ['flash_attention']);
-        results.push(await attendWebGPU(state.pool, p, p.query, p.key, p.value, flash_attention));
-      }
-      return mergeResults(results);
-    });
+    return this.call(() =>
+      this.run('scaledDotProductAttention', async (state) => {
+        const results: ForwardResult[] = [];
+        for (const p of parts) {
+          const { flash_attention } = await this.chooseKernels(state, p, ['flash_attention']);
+          results.push(await attendWebGPU(state.pool, p, p.query, p.key, p.value, flash_attention));
+        }
+        return mergeResults(results);
+      }),
+    );
   }
 
   createLayer(spec: LayerSpec, weights: LayerWeights): WebGPULayer {
@@ -239,6 +291,19 @@ export class WebGPUBackend implements Backend {
     this.disposed = true;
     this.state.pool.destroyAll();
     if (this.ownsDevice) this.state.device.destroy();
+  }
+}
+
+/** The pipeline `variant` of `kernel` needs for this plan on this device. */
+function pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): PipelineSpec {
+  const { precision } = state.pool;
+  switch (kernel) {
+    case 'qkv_projection':
+      return qkvProjectionPipeline(precision, variant as ProjectionVariant);
+    case 'output_projection':
+      return outputProjectionPipeline(precision, variant as ProjectionVariant);
+    case 'flash_attention':
+      return flashAttentionPipeline(state.device, precision, plan.layer.headDim, variant as AttentionVariant);
   }
 }
 

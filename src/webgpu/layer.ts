@@ -22,6 +22,8 @@ export interface LayerHost extends CacheHost {
   run<T>(where: string, work: (state: DeviceState) => Promise<T>): Promise<T>;
   /** The kernel variants a call of this plan runs, chosen before anything is encoded. */
   chooseKernels(state: DeviceState, plan: ForwardPlan): Promise<KernelChoice>;
+  /** Runs a call, counted as in flight (background work waits for calls). */
+  call<T>(work: () => Promise<T>): Promise<T>;
 }
 
 export class WebGPULayer implements BackendLayer {
@@ -57,6 +59,10 @@ export class WebGPULayer implements BackendLayer {
         fix: `Split the batch yourself (${what} is not split).`,
       });
     }
+    return this.backend.call(() => this.run(plan, parts));
+  }
+
+  private run(plan: ForwardPlan, parts: ForwardPlan[]): Promise<ForwardResult | BufferForwardResult> {
     return this.backend.run('MultiHeadAttention.forward', async (state) => {
       const gpu = this.weightsOn(state);
       const cache = plan.cache ? (plan.cache.cache.storage as WebGPUKvCache).live(state.generation) : null;

@@ -4,11 +4,15 @@
 // A pipeline is built either on first use, synchronously (getPipeline, inside a call's encoding), or
 // ahead of use without blocking (compilePipeline: createComputePipelineAsync, which browsers and Dawn
 // run off the calling thread). Both fill the same cache, and a compile already under way is shared.
+// Some drivers (lavapipe) compile only at a pipeline's first dispatch, so the cache also records
+// which pipelines have run (tuning/scheduler.ts decides by that).
 
 interface DeviceCache {
   modules: Map<string, GPUShaderModule>;
   pipelines: Map<string, GPUComputePipeline>;
   compiling: Map<string, Promise<GPUComputePipeline>>;
+  /** Pipelines that have run at least once: some drivers (lavapipe) compile at the first dispatch. */
+  run: Set<string>;
 }
 
 const caches = new WeakMap<GPUDevice, DeviceCache>();
@@ -16,7 +20,7 @@ const caches = new WeakMap<GPUDevice, DeviceCache>();
 function cacheOf(device: GPUDevice): DeviceCache {
   let cache = caches.get(device);
   if (!cache) {
-    cache = { modules: new Map(), pipelines: new Map(), compiling: new Map() };
+    cache = { modules: new Map(), pipelines: new Map(), compiling: new Map(), run: new Set() };
     caches.set(device, cache);
   }
   return cache;
@@ -60,9 +64,14 @@ export function getPipeline(device: GPUDevice, spec: PipelineSpec): GPUComputePi
   return pipeline;
 }
 
-/** Whether getPipeline would answer at once (the pipeline was built already). */
-export function hasPipeline(device: GPUDevice, spec: PipelineSpec): boolean {
-  return cacheOf(device).pipelines.has(keyOf(spec));
+/** Whether the pipeline has been dispatched once already (markRun): then it is compiled on every driver. */
+export function hasRun(device: GPUDevice, spec: PipelineSpec): boolean {
+  return cacheOf(device).run.has(keyOf(spec));
+}
+
+/** Records that the pipeline has been (or is being) dispatched. */
+export function markRun(device: GPUDevice, spec: PipelineSpec): void {
+  cacheOf(device).run.add(keyOf(spec));
 }
 
 /** Builds the pipeline without blocking the caller (createComputePipelineAsync); resolves when getPipeline would answer at once. */

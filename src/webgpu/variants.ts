@@ -1,5 +1,6 @@
-// The kernel variants the engine chooses between, per kernel, and the built-in choice for an adapter
-// the tuner has not measured (tuning/tuner.ts sweeps them and remembers the fastest).
+// The kernel variants the engine chooses between, per kernel: what each is, which ones can win on an
+// adapter kind (only those are ever compiled for a sweep there), the built-in final choice per kind,
+// and tier 0, the variants a call runs while the final ones compile (tuning/scheduler.ts).
 //
 //   projection (qkv_projection, output_projection): which GEMM core is appended to the problem file
 //     register-4x4   shaders/gemm_register_4x4.wgsl, 4 rows × 4 columns per invocation
@@ -7,8 +8,14 @@
 //     workgroup-64   shaders/gemm_workgroup.wgsl, 64 × 64 tiles staged through workgroup memory
 //   attention (flash_attention): query rows per workgroup × keys per K/V tile (× rows per invocation)
 //     rows32-keys32, rows64-keys32: one row per invocation (keys per tile drop to what workgroup memory holds)
+//     rows32-keys32-loop: the same with its loops over the head size left as loops (not unrolled by the
+//       driver's compiler): slower, but its compile time hardly grows with the head size
 //     rows32-keys32-r2, rows32-keys32-r4, rows64-keys32-r4: 2 or 4 rows per invocation, so each K/V
 //       element read serves several rows (fewer loads per multiply-add; more registers)
+//
+// Compile cost is a cost: drivers compile WGSL through LLVM (lavapipe, SwiftShader), FXC/DXC or the
+// GPU vendor's compiler, and written-out tiles and unrolled loops run fast but compile slowly (the
+// README's performance section has the figures). So a first call runs tier 0, which compiles fast.
 
 import gemmRegister4x4 from '../../shaders/gemm_register_4x4.wgsl?raw';
 import gemmRegister8x8 from '../../shaders/gemm_register_8x8.wgsl?raw';
@@ -18,7 +25,14 @@ import type { AttentionVariant, ProjectionVariant } from '../types.ts';
 
 export type { AttentionVariant, ProjectionVariant };
 export const PROJECTION_VARIANTS: readonly ProjectionVariant[] = ['register-4x4', 'register-8x8', 'workgroup-64'];
-export const ATTENTION_VARIANTS: readonly AttentionVariant[] = ['rows32-keys32', 'rows64-keys32', 'rows32-keys32-r2', 'rows32-keys32-r4', 'rows64-keys32-r4'];
+export const ATTENTION_VARIANTS: readonly AttentionVariant[] = [
+  'rows32-keys32',
+  'rows64-keys32',
+  'rows32-keys32-loop',
+  'rows32-keys32-r2',
+  'rows32-keys32-r4',
+  'rows64-keys32-r4',
+];
 
 /** One variant per kernel: what a forward runs. */
 export interface KernelChoice {
@@ -36,17 +50,64 @@ export const VARIANTS: { readonly [K in KernelName]: readonly KernelChoice[K][] 
   output_projection: PROJECTION_VARIANTS,
 };
 
-/** Adapters that are a CPU running the shaders (lavapipe, SwiftShader, WARP): barriers cost, loads are gathers. */
-export function isCpuAdapter(info: { vendor: string; architecture: string; device: string; description: string }): boolean {
+/**
+ * What kind of adapter runs the shaders, as far as choosing kernels goes:
+ *   'unrolling-cpu'  lavapipe/llvmpipe: a CPU whose compiler unrolls constant loops and keeps small
+ *                    arrays in registers (several rows per invocation win; barriers are costly)
+ *   'jit-cpu'        SwiftShader: a CPU whose JIT keeps loop arrays in memory (one row per invocation wins)
+ *   'cpu'            another CPU adapter (WARP, Microsoft Basic Render, unknown)
+ *   'gpu'            a GPU (workgroup-memory tiles win)
+ */
+export type AdapterKind = 'unrolling-cpu' | 'jit-cpu' | 'cpu' | 'gpu';
+
+export function adapterKind(info: { vendor: string; architecture: string; device: string; description: string }): AdapterKind {
   const text = `${info.vendor} ${info.architecture} ${info.device} ${info.description}`.toLowerCase();
-  return /llvmpipe|lavapipe|swiftshader|microsoft basic render|warp|\bcpu\b/.test(text);
+  if (/llvmpipe|lavapipe/.test(text)) return 'unrolling-cpu';
+  if (/swiftshader/.test(text)) return 'jit-cpu';
+  if (/microsoft basic render|warp|\bcpu\b|software/.test(text)) return 'cpu';
+  return 'gpu';
 }
 
-/** What runs before (or without) a sweep: register tiles on CPU adapters, workgroup tiles on GPUs. */
-export function defaultChoice(cpu: boolean): KernelChoice {
-  return cpu
-    ? { qkv_projection: 'register-8x8', flash_attention: 'rows64-keys32-r4', output_projection: 'register-8x8' }
-    : { qkv_projection: 'workgroup-64', flash_attention: 'rows64-keys32', output_projection: 'workgroup-64' };
+/** Adapters that are a CPU running the shaders (lavapipe, SwiftShader, WARP): barriers cost, loads are gathers. */
+export function isCpuAdapter(info: { vendor: string; architecture: string; device: string; description: string }): boolean {
+  return adapterKind(info) !== 'gpu';
+}
+
+/**
+ * The built-in final choice of an adapter kind: what runs, once compiled, where nothing was swept,
+ * forced or remembered (the tuner's measurements on these adapters; README, Performance).
+ */
+export function defaultChoice(kind: AdapterKind): KernelChoice {
+  switch (kind) {
+    case 'unrolling-cpu':
+    case 'cpu':
+      return { qkv_projection: 'register-8x8', flash_attention: 'rows64-keys32-r4', output_projection: 'register-8x8' };
+    case 'jit-cpu':
+      return { qkv_projection: 'register-8x8', flash_attention: 'rows64-keys32', output_projection: 'register-8x8' };
+    case 'gpu':
+      return { qkv_projection: 'workgroup-64', flash_attention: 'rows64-keys32', output_projection: 'workgroup-64' };
+  }
+}
+
+/**
+ * Tier 0: what a call runs while the final choice compiles. The variants that compile fastest on
+ * every adapter kind (the 4×4 register GEMM; attention with its head-size loops left as loops), and
+ * correct everywhere; slower than the final ones, so the engine leaves them once those are ready.
+ */
+export const TIER0: KernelChoice = { qkv_projection: 'register-4x4', flash_attention: 'rows32-keys32-loop', output_projection: 'register-4x4' };
+
+/** The variants a sweep compiles and times on an adapter kind: those that can win there (measured). */
+export function candidates<K extends KernelName>(kind: AdapterKind, kernel: K): readonly KernelChoice[K][] {
+  const sets: Record<AdapterKind, { projection: readonly ProjectionVariant[]; attention: readonly AttentionVariant[] }> = {
+    // Workgroup tiles lose on CPUs (barriers); one row per invocation loses where the compiler keeps
+    // several rows in registers, and wins where it does not.
+    'unrolling-cpu': { projection: ['register-4x4', 'register-8x8'], attention: ['rows32-keys32-r2', 'rows64-keys32-r4'] },
+    'jit-cpu': { projection: ['register-4x4', 'register-8x8'], attention: ['rows32-keys32', 'rows64-keys32', 'rows32-keys32-loop'] },
+    cpu: { projection: ['register-4x4', 'register-8x8'], attention: ATTENTION_VARIANTS },
+    gpu: { projection: PROJECTION_VARIANTS, attention: ATTENTION_VARIANTS },
+  };
+  const set = sets[kind];
+  return (kernel === 'flash_attention' ? set.attention : set.projection) as readonly KernelChoice[K][];
 }
 
 /** How a projection variant is built and dispatched. */
@@ -73,9 +134,10 @@ export function gemmShape(variant: ProjectionVariant): GemmShape {
 
 /**
  * Query rows per workgroup, keys per tile and rows per invocation asked for, of an attention variant
- * ("rows64-keys32-r4": 64 rows, 32 keys, 4 rows per invocation; no "-r": 1).
+ * ("rows64-keys32-r4": 64 rows, 32 keys, 4 rows per invocation; no "-r": 1), and whether its loops
+ * over the head size stay loops ("-loop").
  */
-export function attentionShape(variant: AttentionVariant): { rows: number; keys: number; rowsPerInvocation: number } {
-  const [, rows, keys, rpi] = /^rows(\d+)-keys(\d+)(?:-r(\d+))?$/.exec(variant) as RegExpExecArray;
-  return { rows: Number(rows), keys: Number(keys), rowsPerInvocation: Number(rpi ?? 1) };
+export function attentionShape(variant: AttentionVariant): { rows: number; keys: number; rowsPerInvocation: number; loop: boolean } {
+  const [, rows, keys, rpi, loop] = /^rows(\d+)-keys(\d+)(?:-r(\d+))?(-loop)?$/.exec(variant) as RegExpExecArray;
+  return { rows: Number(rows), keys: Number(keys), rowsPerInvocation: Number(rpi ?? 1), loop: loop !== undefined };
 }

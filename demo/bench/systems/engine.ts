@@ -2,7 +2,8 @@
 // whole page, so shader pipelines compile once and the page can watch the device for errors. Each
 // prepared layer runs in an engine of its own on that device, so that its engine.stats().peakBytes
 // is this shape's peak GPU memory (weights + one call's scratch), untouched by earlier shapes. Its
-// first call (a warm-up run) tunes the kernel variants for the shape; the kernel timings come from
+// first call starts the background compiles and tuning for the shape, which the runner awaits
+// (settled) before timing anything; the kernel timings come from
 // one more engine on the device with timestamp queries on and those same variants forced.
 
 import { type AttentionEngine, createAttentionEngine, type MultiHeadAttention } from 'webgpu-attention';
@@ -40,6 +41,7 @@ export const engineSystem: BenchSystem = {
     const options = { batchSize: shape.batchSize, seqLen: shape.seqLen, isCausal: shape.isCausal };
     return {
       run: async (query) => (await layer.forward(query, options)).output,
+      settled: () => own.settled(),
       gpuMemory: () => {
         const { peakBytes } = own.stats();
         return { peakBytes, weightBytes, scratchPeakBytes: peakBytes - weightBytes };

@@ -23,6 +23,7 @@ export const FLASH_PARAMS = defineParams([
   ['Skv', 'u32', 'keys per sequence (varlen: unused)'],
   ['kBase4', 'u32', 'where K starts in kv, in vec4s'],
   ['vBase4', 'u32', 'where V starts in kv, in vec4s'],
+  ['Dh4', 'u32', 'head size / 4 (DH4, as a value the compiler does not unroll loops over)'],
   ...MASK_FIELDS,
   ['scaleLog2e', 'f32', 'log2(e) / sqrt(Dh)'],
   ['varlen', 'u32', "1: cuSeqlens gives each sequence's rows"],
@@ -68,12 +69,13 @@ export function flashTiles(device: GPUDevice, Dh: number, variant: AttentionVari
 /** The pipeline of `variant` for head size Dh at this precision on this device. */
 export function flashAttentionPipeline(device: GPUDevice, precision: Precision, headDim: number, variant: AttentionVariant): PipelineSpec {
   const { BR, BC, RPI } = flashTiles(device, headDim, variant);
+  const { loop } = attentionShape(variant);
   // One row per invocation has its own body (scalars, no per-row arrays), which drivers that do not
   // unroll constant loops (SwiftShader's JIT) run faster than the RPI body at RPI = 1; the tuner measures which.
   const label = `FlashAttention.${variant}`;
   const sources = [scoreRule, source, RPI === 1 ? oneRowBody : rowsBody];
   return RPI === 1
-    ? { label, code: shaderCode({ precision, params: FLASH_PARAMS, sizes: { DH4: headDim / 4, BC }, sources }), constants: { BR } }
+    ? { label, code: shaderCode({ precision, params: FLASH_PARAMS, sizes: { DH4: headDim / 4, BC, LOOP: loop ? 1 : 0 }, sources }), constants: { BR } }
     : { label, code: shaderCode({ precision, params: FLASH_PARAMS, sizes: { DH4: headDim / 4, BC, RPI }, sources }), constants: { WG: BR / RPI } };
 }
 
@@ -106,6 +108,7 @@ export function encodeFlashAttention(
       Skv: plan.kvSeqLen,
       kBase4: kv.kBase / 4,
       vBase4: kv.vBase / 4,
+      Dh4: Dh / 4,
       ...masks.fields,
       scaleLog2e: Math.LOG2E / Math.sqrt(Dh),
       varlen: plan.mode === 'varlen' ? 1 : 0,

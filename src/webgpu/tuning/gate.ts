@@ -11,10 +11,10 @@ import { mulberry32, uniform } from '../../util/random.ts';
 import { compareArrays, f16Tolerance, f32Tolerance, maxAbsFinite } from '../../util/tolerance.ts';
 import type { BufferPool } from '../buffers.ts';
 import { forwardWebGPU } from '../forward.ts';
-import { defaultChoice, type KernelChoice, type KernelName } from '../variants.ts';
+import { type AdapterKind, defaultChoice, type KernelChoice, type KernelName } from '../variants.ts';
 import { GpuLayerWeights } from '../weights.ts';
 
-export async function gateVariant(pool: BufferPool, cpuAdapter: boolean, kernel: KernelName, variant: string, headDim: number): Promise<string | null> {
+export async function gateVariant(pool: BufferPool, kind: AdapterKind, kernel: KernelName, variant: string, headDim: number): Promise<string | null> {
   const config = { embedDim: 2 * headDim, numHeads: 2, numKvHeads: 1 };
   const spec = resolveLayerSpec(config);
   const E = spec.embedDim;
@@ -27,7 +27,7 @@ export async function gateVariant(pool: BufferPool, cpuAdapter: boolean, kernel:
     'out_proj.bias': uniform(E, 0.1, rng),
   });
   const [B, S] = [2, 37];
-  const choice: KernelChoice = { ...defaultChoice(cpuAdapter), [kernel]: variant };
+  const choice: KernelChoice = { ...defaultChoice(kind), [kernel]: variant };
   const gpu = new GpuLayerWeights(pool, spec, weights);
   try {
     // Two inputs, one after the other: scratch buffers are reused, so an element a variant fails to

@@ -24,8 +24,8 @@ function trialPlan(plan: ForwardPlan): ForwardPlan {
   return { ...plan, cache: null, gpu: null, returnBuffer: false, needWeights: false };
 }
 
-/** Wall milliseconds of `kernel` as `variant` on buffers shaped like `plan`'s, waiting for the GPU. */
-export async function timeKernel(pool: BufferPool, plan: ForwardPlan, kernel: KernelName, variant: string): Promise<number> {
+/** Wall milliseconds of `kernel` as `variant`, run `repeat` times, on buffers shaped like `plan`'s, waiting for the GPU. */
+export async function timeKernel(pool: BufferPool, plan: ForwardPlan, kernel: KernelName, variant: string, repeat = 1): Promise<number> {
   const device = pool.device;
   const scratch = new CallScratch(pool);
   try {
@@ -60,7 +60,7 @@ export async function timeKernel(pool: BufferPool, plan: ForwardPlan, kernel: Ke
     }
     const encoder = device.createCommandEncoder({ label: 'Tuner.trial' });
     const pass = encoder.beginComputePass({ label: 'Tuner.trial' });
-    encode(pass);
+    for (let i = 0; i < repeat; i++) encode(pass);
     pass.end();
     const t0 = performance.now();
     device.queue.submit([encoder.finish()]);

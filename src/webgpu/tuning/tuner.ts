@@ -1,26 +1,28 @@
-// Choosing kernel variants per adapter and shape class: a short sweep on first use, remembered.
+// What the engine knows about kernel variants on an adapter, per kernel and shape class: choices
+// measured by a sweep (now, or by an earlier engine: the store), and the sweep itself.
 //
-// For each kernel a forward runs (qkv_projection, flash_attention, output_projection) and each shape
-// class (sizes bucketed by powers of 4, see shapeClass), the first call on an adapter:
-//   1. gates every variant: it runs a small layer with that variant and compares the output with the
-//      float64 CPU reference; a variant that fails is never timed or used (a driver bug on one adapter
-//      costs speed, never correctness);
-//   2. times the variants that passed, each kernel alone on buffers of the call's shape that belong to
-//      the trial (trial.ts) over the first TRIAL_ROWS rows, the better of two runs, wall time to
-//      onSubmittedWorkDone; a variant 1.5× slower than the best so far after one run is not run again;
-//   3. keeps the fastest for this adapter and class, in memory and in the store (localStorage in a
-//      browser, a JSON file in Node), so later engines on the same adapter skip the sweep.
-// The choice is made before a call encodes anything (backend.ts), so a sweep never runs inside a call.
-// The caller can force variants (`tuning.kernels`), turn sweeping off (`tuning.mode: 'off'`: the
-// built-in choice for the adapter kind), and choose or disable the store (`tuning.store`).
+// A sweep of one kernel for one shape class (sizes bucketed by powers of 4, see shapeClass):
+//   1. gates each candidate (variants.ts candidates: those that can win on this adapter kind) on a
+//      small layer against the float64 reference (gate.ts); a variant that fails is never timed or
+//      used (a driver bug on one adapter costs speed, never correctness);
+//   2. runs each once untimed (the driver's compile), then times them interleaved, round after round,
+//      alone on buffers of the call's shape that belong to the trial (trial.ts);
+//   3. decides by measure.ts: the built-in choice stays unless another beats it clearly and
+//      consistently; a noisy measurement decides nothing and is not remembered;
+//   4. remembers a steady decision in memory and in the store (localStorage in a browser, a JSON file
+//      in Node), keyed by version, adapter, kernel and class, so later engines skip the sweep.
+// Sweeps never run inside a call: the scheduler (scheduler.ts) runs them in the background, or when
+// the caller asks (engine.tune). The caller can force variants (`tuning.kernels`), turn sweeping off
+// (`tuning.mode: 'off'`: the built-in choice), and choose or disable the store (`tuning.store`).
 
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { TuningChoice, TuningStore } from '../../types.ts';
 import type { Precision } from '../buffers.ts';
-import { defaultChoice, type KernelChoice, type KernelName, VARIANTS } from '../variants.ts';
+import { type AdapterKind, candidates, defaultChoice, type KernelChoice, type KernelName, VARIANTS } from '../variants.ts';
+import { decide, interleave } from './measure.ts';
 
-/** Bump when variants or what they compute change: remembered choices from before are ignored. */
-export const TUNING_VERSION = 2;
+/** Bump when variants, what they compute or how they are chosen change: remembered choices from before are ignored. */
+export const TUNING_VERSION = 3;
 
 export interface ResolvedTuning {
   mode: 'auto' | 'off';
@@ -28,19 +30,18 @@ export interface ResolvedTuning {
   store: TuningStore | null;
 }
 
-/** What a forward offers the tuner: its kernels, runnable alone on the call's buffers. */
+/** What a sweep may run: one kernel variant alone, timed. */
 export interface Trial {
-  /** Runs `kernel` alone as `variant`; resolves when the GPU is done, with wall milliseconds. */
-  time(kernel: KernelName, variant: string): Promise<number>;
+  /** Runs `kernel` alone as `variant`, `repeat` times in one submission; resolves when the GPU is done, with wall milliseconds. */
+  time(kernel: KernelName, variant: string, repeat?: number): Promise<number>;
 }
+
+/** Each timed sample lasts at least about this long (short kernels run several times per sample): timer and submission noise stay small beside it. */
+const SAMPLE_MS = 8;
+const MAX_REPEAT = 32;
 
 /** Null when `variant` of `kernel` matches the float64 reference on a small layer of this head size; else why not. */
 export type Gate = (kernel: KernelName, variant: string, headDim: number) => Promise<string | null>;
-
-/** Picks each kernel's variant for a forward. */
-export interface KernelChooser {
-  choose(plan: ForwardPlan, precision: Precision, kernels: readonly KernelName[], trial: Trial): Promise<KernelChoice>;
-}
 
 /** Powers of 4: 1…4, …16, …64, …256, …1024, …4096, then "large". Few classes, so few sweeps. */
 function bucket(n: number): string {
@@ -62,15 +63,11 @@ export function shapeClass(kernel: KernelName, plan: ForwardPlan, precision: Pre
   }
 }
 
-const TIMED_RUNS = 2;
-/** A variant this much slower than the best so far after one timed run is not run again. */
-const HOPELESS = 1.5;
-
-export class Tuner implements KernelChooser {
+export class Tuner {
   private readonly memory = new Map<string, TuningChoice>();
   /** Keys of the entries this engine's calls have used (swept, or loaded from the store and used). */
   private readonly used = new Set<string>();
-  private readonly pending = new Map<string, Promise<TuningChoice>>();
+  private readonly sweeps = new Map<string, Promise<TuningChoice>>();
   private loaded: Promise<void> | null = null;
   /** Gate verdicts, per adapter, precision, head size and variant. */
   private readonly gates = new Map<string, Promise<string | null>>();
@@ -79,7 +76,7 @@ export class Tuner implements KernelChooser {
     readonly options: ResolvedTuning,
     /** Identifies the adapter: choices are remembered per adapter. */
     private readonly adapterKey: () => string,
-    private readonly cpuAdapter: () => boolean,
+    private readonly kind: () => AdapterKind,
     private readonly gate: Gate,
   ) {}
 
@@ -89,19 +86,8 @@ export class Tuner implements KernelChooser {
     return [...this.used].filter((key) => key.startsWith(prefix)).map((key) => this.memory.get(key)!);
   }
 
-  async choose(plan: ForwardPlan, precision: Precision, kernels: readonly KernelName[], trial: Trial): Promise<KernelChoice> {
-    const choice = { ...defaultChoice(this.cpuAdapter()), ...this.options.forced };
-    if (this.options.mode === 'off') return choice;
-    await this.load();
-    for (const kernel of kernels) {
-      if (this.options.forced[kernel]) continue;
-      const entry = await this.entryFor(kernel, shapeClass(kernel, plan, precision), plan.layer.headDim, precision, trial);
-      (choice as Record<KernelName, string>)[kernel] = entry.variant;
-    }
-    return choice;
-  }
-
-  private load(): Promise<void> {
+  /** Reads the store once (a store written by another version, or naming an unknown variant, is ignored). */
+  load(): Promise<void> {
     this.loaded ??= (async () => {
       const records = await this.options.store?.load().catch(() => null);
       for (const [key, entry] of Object.entries(records ?? {})) {
@@ -115,31 +101,51 @@ export class Tuner implements KernelChooser {
     return this.loaded;
   }
 
-  private entryFor(kernel: KernelName, cls: string, headDim: number, precision: Precision, trial: Trial): Promise<TuningChoice> {
+  /** The remembered choice of `kernel` for this class, if any (call load() first); marks it used. */
+  known(kernel: KernelName, cls: string): TuningChoice | undefined {
+    const key = `${this.adapterKey()}|${kernel}|${cls}`;
+    const entry = this.memory.get(key);
+    if (entry) this.used.add(key);
+    return entry;
+  }
+
+  /** Whether a sweep of this kernel and class has been started (or is known). */
+  started(kernel: KernelName, cls: string): boolean {
+    const key = `${this.adapterKey()}|${kernel}|${cls}`;
+    return this.memory.has(key) || this.sweeps.has(key);
+  }
+
+  /** Sweeps `kernel` for this class, once however often asked; resolves with the choice (also remembered). */
+  sweep(kernel: KernelName, cls: string, headDim: number, precision: Precision, trial: Trial): Promise<TuningChoice> {
     const key = `${this.adapterKey()}|${kernel}|${cls}`;
     const known = this.memory.get(key);
-    if (known) {
-      this.used.add(key);
-      return Promise.resolve(known);
-    }
-    let sweep = this.pending.get(key);
+    if (known) return Promise.resolve(known);
+    let sweep = this.sweeps.get(key);
     if (!sweep) {
-      sweep = this.sweep(kernel, cls, headDim, precision, trial).then(async (entry) => {
-        this.memory.set(key, entry);
+      sweep = this.measure(kernel, cls, headDim, precision, trial).then(async (entry) => {
         this.used.add(key);
+        this.memory.set(key, entry);
+        // A noisy measurement decided nothing (the built-in choice runs): save() leaves it out, so the
+        // next engine measures again.
         await this.save();
         return entry;
       });
-      sweep.finally(() => this.pending.delete(key)).catch(() => {});
-      this.pending.set(key, sweep);
+      this.sweeps.set(key, sweep);
     }
     return sweep;
   }
 
-  private async sweep(kernel: KernelName, cls: string, headDim: number, precision: Precision, trial: Trial): Promise<TuningChoice> {
+  /** The variants a sweep of `kernel` compiles: the candidates of this adapter kind, and the built-in choice. */
+  candidatesOf(kernel: KernelName): string[] {
+    const builtIn = defaultChoice(this.kind())[kernel];
+    const list = candidates(this.kind(), kernel) as readonly string[];
+    return list.includes(builtIn) ? [...list] : [builtIn, ...list];
+  }
+
+  private async measure(kernel: KernelName, cls: string, headDim: number, precision: Precision, trial: Trial): Promise<TuningChoice> {
     const refused: Record<string, string> = {};
     const passed: string[] = [];
-    for (const variant of VARIANTS[kernel]) {
+    for (const variant of this.candidatesOf(kernel)) {
       const gateKey = `${this.adapterKey()}|${precision}|dh${headDim}|${kernel}|${variant}`;
       let verdict = this.gates.get(gateKey);
       if (!verdict) {
@@ -150,25 +156,30 @@ export class Tuner implements KernelChooser {
       if (why) refused[variant] = why;
       else passed.push(variant);
     }
-    const fallback = defaultChoice(this.cpuAdapter())[kernel];
+    const builtIn = defaultChoice(this.kind())[kernel];
+    const base = { kernel, shapeClass: cls, source: 'sweep' as const, ...(Object.keys(refused).length ? { refused } : {}) };
     if (passed.length === 0) {
       // Every variant failed the gate: keep the built-in choice and say so (the tests of this
       // engine are what vouch for it; the forward itself still runs).
-      return { kernel, shapeClass: cls, variant: fallback, source: 'sweep', refused };
+      return { ...base, variant: builtIn, note: 'every candidate failed the correctness gate: kept the built-in choice' };
     }
-    const timesMs: Record<string, number> = {};
-    let best = Infinity;
-    for (const variant of passed) {
-      let fastest = Infinity;
-      for (let run = 0; run < TIMED_RUNS; run++) {
-        fastest = Math.min(fastest, await trial.time(kernel, variant));
-        if (fastest > HOPELESS * best) break;
-      }
-      timesMs[variant] = Math.round(fastest * 1000) / 1000;
-      best = Math.min(best, fastest);
-    }
-    const variant = passed.reduce((a, b) => (timesMs[b] < timesMs[a] ? b : a));
-    return { kernel, shapeClass: cls, variant, source: 'sweep', timesMs, ...(Object.keys(refused).length ? { refused } : {}) };
+    // One untimed run each first: it pays for the driver's compile (some drivers compile at the first
+    // dispatch), so it is reported, not counted.
+    const firstRunMs: Record<string, number> = {};
+    for (const variant of passed) firstRunMs[variant] = Math.round(await trial.time(kernel, variant));
+    // How many runs make one sample (the same for every candidate, from the built-in one's second run).
+    const once = await trial.time(kernel, passed.includes(builtIn) ? builtIn : passed[0]);
+    const repeat = Math.max(1, Math.min(MAX_REPEAT, Math.ceil(SAMPLE_MS / Math.max(once, 0.01))));
+    const decision = decide(await interleave(passed, async (variant) => (await trial.time(kernel, variant, repeat)) / repeat), builtIn);
+    return {
+      ...base,
+      variant: decision.variant,
+      timesMs: decision.timesMs,
+      spreads: decision.spreads,
+      firstRunMs,
+      steady: decision.steady,
+      note: decision.reason,
+    };
   }
 
   private async save(): Promise<void> {
@@ -179,7 +190,7 @@ export class Tuner implements KernelChooser {
     for (const [key, entry] of Object.entries((await store.load().catch(() => null)) ?? {})) {
       if (key.startsWith(`v${TUNING_VERSION}|`)) records[key] = entry;
     }
-    for (const [key, entry] of this.memory) records[`v${TUNING_VERSION}|${key}`] = { ...entry, source: 'sweep' };
+    for (const [key, entry] of this.memory) if (entry.steady !== false) records[`v${TUNING_VERSION}|${key}`] = { ...entry, source: 'sweep' };
     await store.save(records).catch(() => {}); // a read-only disk or full storage costs the memory, nothing else
   }
 }

@@ -1,0 +1,198 @@
+// Which kernel variants a call runs now, and the work that makes later calls faster.
+//
+// A new user's first call must not wait for the compiler. Drivers compile WGSL through LLVM (lavapipe,
+// SwiftShader) or a vendor compiler, and the fast variants (written-out tiles, unrolled loops) take
+// seconds each; some drivers compile at pipeline creation, lavapipe at the first dispatch. So, as
+// JavaScript engines do, a call runs in tiers:
+//   - the final choice of each kernel (forced, else remembered by the tuner, else the built-in choice
+//     of this adapter kind) where it is compiled and has run once ("warm");
+//   - else tier 0 (variants.ts TIER0: the variants that compile fastest), while the final one is
+//     compiled (createComputePipelineAsync) and run once on buffers of its own, in the background;
+// and a shape class nothing is known about gets a sweep (tuner.ts), in the background too. Background
+// tasks run one at a time, each started when no call is under way (a driver that compiles on its
+// queue still makes a call that comes meanwhile wait); every call's output is correct whichever
+// variant it runs. engine.settled() waits for them; engine.warmup() and engine.tune() do the same
+// work up front for apps that show a progress bar.
+//
+// With forced variants those run, compiled in line. With `tuning.mode: 'off'` the built-in choice runs,
+// compiled in line, and nothing happens in the background (the behaviour of the engine before tiers).
+
+import type { ForwardPlan } from '../../plan/index.ts';
+import type { DeviceState } from '../device.ts';
+import { compilePipeline, hasRun, markRun, type PipelineSpec } from '../pipelines.ts';
+import { type AdapterKind, defaultChoice, type KernelChoice, type KernelName, TIER0 } from '../variants.ts';
+import { shapeClass, type Tuner } from './tuner.ts';
+
+/** What the scheduler needs of its backend. */
+export interface SchedulerHost {
+  /** The live device state (background work is dropped when it changes: a lost device, a disposed engine). */
+  current(): DeviceState | null;
+  kind(): AdapterKind;
+  /** The pipeline a kernel variant needs for this plan. */
+  pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): PipelineSpec;
+  /** Runs `kernel` as `variant` once, alone, on buffers shaped like the plan's; wall milliseconds. */
+  time(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string, repeat?: number): Promise<number>;
+}
+
+export type Progress = (p: { done: number; total: number; kernel: string; variant: string }) => void;
+
+export class KernelScheduler {
+  private chain: Promise<void> = Promise.resolve();
+  private queued = 0;
+  private readonly warming = new Set<string>();
+  /** Sweeps queued (by kernel and class), so that a class is swept once however many calls meet it first. */
+  private readonly sweeping = new Set<string>();
+  /** Compiled ahead of use: what, and how long compiling and one run took. */
+  readonly compiled: { kernel: string; variant: string; ms: number }[] = [];
+  readonly failures: string[] = [];
+  /** Calls under way: background work starts only between calls. */
+  private inFlight = 0;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(
+    private readonly host: SchedulerHost,
+    readonly tuner: Tuner,
+  ) {}
+
+  /** Runs a call, counted as in flight: background tasks start only when no call is. */
+  async call<T>(work: () => Promise<T>): Promise<T> {
+    this.inFlight++;
+    try {
+      return await work();
+    } finally {
+      if (--this.inFlight === 0) for (const wake of this.idleWaiters.splice(0)) wake();
+    }
+  }
+
+  private idle(): Promise<void> {
+    return this.inFlight === 0 ? Promise.resolve() : new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** Background tasks queued or running. */
+  get pending(): number {
+    return this.queued;
+  }
+
+  /** The final choice of each kernel for this plan: forced, remembered, or built in. */
+  finalChoice(plan: ForwardPlan, state: DeviceState, kernels: readonly KernelName[]): KernelChoice {
+    const { forced } = this.tuner.options;
+    const choice: KernelChoice = { ...defaultChoice(this.host.kind()), ...forced };
+    if (this.tuner.options.mode === 'off') return choice;
+    for (const kernel of kernels) {
+      if (forced[kernel]) continue;
+      const known = this.tuner.known(kernel, shapeClass(kernel, plan, state.pool.precision));
+      if (known) (choice as Record<KernelName, string>)[kernel] = known.variant;
+    }
+    return choice;
+  }
+
+  /** The variants a call of `plan` runs now (see the top of this file); schedules what makes later calls faster. */
+  async choose(state: DeviceState, plan: ForwardPlan, kernels: readonly KernelName[]): Promise<KernelChoice> {
+    const { mode, forced } = this.tuner.options;
+    if (mode === 'off') return this.finalChoice(plan, state, kernels);
+    await this.tuner.load();
+    const target = this.finalChoice(plan, state, kernels);
+    const now: KernelChoice = { ...target };
+    const free = kernels.filter((kernel) => !forced[kernel]);
+    for (const kernel of free) {
+      if (hasRun(state.device, this.host.pipelineOf(state, plan, kernel, target[kernel]))) continue;
+      (now as Record<KernelName, string>)[kernel] = TIER0[kernel];
+      this.warm(state, plan, kernel, target[kernel]);
+    }
+    // Then, after the final kernels compiled, a sweep of each class nothing is known about.
+    for (const kernel of free) this.scheduleSweep(state, plan, kernel);
+    // What this call runs compiles in line and has run once when the call is done.
+    for (const kernel of kernels) markRun(state.device, this.host.pipelineOf(state, plan, kernel, now[kernel]));
+    return now;
+  }
+
+  /** Resolves when the background work queued so far, and any it queued in turn, is done. */
+  async settled(): Promise<void> {
+    while (this.queued > 0) await this.chain;
+  }
+
+  /** Compiles (and runs once) the final kernels of each plan, now; progress per kernel. */
+  async warmup(state: DeviceState, plans: readonly ForwardPlan[], kernels: readonly KernelName[], onProgress?: Progress): Promise<void> {
+    await this.tuner.load();
+    const work: { plan: ForwardPlan; kernel: KernelName; variant: string }[] = [];
+    for (const plan of plans) {
+      const target = this.finalChoice(plan, state, kernels);
+      for (const kernel of kernels) work.push({ plan, kernel, variant: target[kernel] });
+    }
+    let done = 0;
+    for (const { plan, kernel, variant } of work) {
+      await this.warm(state, plan, kernel, variant);
+      onProgress?.({ done: ++done, total: work.length, kernel, variant });
+    }
+  }
+
+  /** Sweeps each kernel of each plan now (those not forced, and not known already); progress per kernel. */
+  async tune(state: DeviceState, plans: readonly ForwardPlan[], kernels: readonly KernelName[], onProgress?: Progress): Promise<void> {
+    await this.tuner.load();
+    const { forced } = this.tuner.options;
+    const work = plans.flatMap((plan) => kernels.filter((k) => !forced[k]).map((kernel) => ({ plan, kernel })));
+    let done = 0;
+    for (const { plan, kernel } of work) {
+      await this.scheduleSweep(state, plan, kernel);
+      onProgress?.({ done: ++done, total: work.length, kernel, variant: this.finalChoice(plan, state, [kernel])[kernel] });
+    }
+  }
+
+  /** Compiles `variant` of `kernel` for this plan and runs it once, in the background queue; resolves when done. */
+  private warm(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): Promise<void> {
+    const spec = this.host.pipelineOf(state, plan, kernel, variant);
+    const key = `${state.generation}|${spec.label}|${spec.code.length}|${JSON.stringify(spec.constants ?? {})}`;
+    if (hasRun(state.device, spec) || this.warming.has(key)) return this.chain;
+    this.warming.add(key);
+    return this.enqueue(`compile ${kernel} ${variant}`, async () => {
+      if (hasRun(state.device, spec)) return;
+      const t0 = performance.now();
+      await compilePipeline(state.device, spec);
+      if (this.host.current() !== state) return;
+      await this.host.time(state, plan, kernel, variant); // drivers that compile at the first dispatch do it here
+      markRun(state.device, spec);
+      this.compiled.push({ kernel, variant, ms: Math.round(performance.now() - t0) });
+    }).finally(() => this.warming.delete(key));
+  }
+
+  /** Queues a sweep of this kernel's shape class unless one is known, queued or under way; resolves when it is done. */
+  private scheduleSweep(state: DeviceState, plan: ForwardPlan, kernel: KernelName): Promise<void> {
+    const cls = shapeClass(kernel, plan, state.pool.precision);
+    const key = `${kernel}|${cls}`;
+    if (this.tuner.started(kernel, cls) || this.sweeping.has(key)) return this.chain;
+    this.sweeping.add(key);
+    return this.enqueue(`sweep ${kernel} ${cls}`, () => this.sweep(state, plan, kernel, cls));
+  }
+
+  private async sweep(state: DeviceState, plan: ForwardPlan, kernel: KernelName, cls: string): Promise<void> {
+    if (this.host.current() !== state) return;
+    await this.tuner.sweep(kernel, cls, plan.layer.headDim, state.pool.precision, {
+      time: (k, variant, repeat) => {
+        if (this.host.current() !== state) return Promise.reject(new Error('the device changed or the engine was disposed'));
+        return this.host.time(state, plan, k, variant, repeat);
+      },
+    });
+    // Every candidate the sweep timed has compiled and run: a switch to the winner costs nothing.
+    for (const variant of this.tuner.candidatesOf(kernel)) {
+      const spec = this.host.pipelineOf(state, plan, kernel, variant);
+      if (this.host.current() === state) markRun(state.device, spec);
+    }
+  }
+
+  /** Queues a background task after the others; resolves when it is done (its failure is recorded, not thrown). */
+  private enqueue(what: string, task: () => Promise<void>): Promise<void> {
+    this.queued++;
+    const run = this.chain.then(async () => {
+      try {
+        await this.idle();
+        if (this.host.current()) await task();
+      } catch (e) {
+        this.failures.push(`${what}: ${(e as Error).message}`);
+      } finally {
+        this.queued--;
+      }
+    });
+    this.chain = run;
+    return run;
+  }
+}

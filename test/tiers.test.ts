@@ -1,0 +1,178 @@
+// Tiers: what a call runs while its final kernels compile. The first call of a shape never waits for
+// a sweep or for the slow-to-compile final kernels: it runs tier 0 (variants.ts TIER0) and the final
+// ones compile in the background; engine.settled() waits for them. Driven with a fake backend (which
+// variants a call gets, and when) and on the real adapter (every output correct across the switch,
+// concurrent calls included; warmup with progress; argument errors).
+
+import { describe, expect, test } from 'vitest';
+import { createAttentionEngine, InvalidArgumentError } from '../src/index.ts';
+import { resolveForwardPlan, resolveLayerSpec } from '../src/plan/index.ts';
+import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
+import type { DeviceState } from '../src/webgpu/device.ts';
+import { KernelScheduler } from '../src/webgpu/tuning/scheduler.ts';
+import { type ResolvedTuning, Tuner } from '../src/webgpu/tuning/tuner.ts';
+import { defaultChoice, KERNEL_NAMES, TIER0 } from '../src/webgpu/variants.ts';
+import { referenceMultiHeadAttention } from '../src/cpu/reference.ts';
+import { useEngines } from './helpers/engines.ts';
+import { watchDevice, withErrorScopes } from './helpers/gpu.ts';
+
+const layer = { embedDim: 64, numHeads: 2 };
+const sd = randomStateDict(layer, 7);
+
+/** A device that builds nothing real: the scheduler only needs pipelines to be created and to resolve. */
+function fakeDevice(): GPUDevice {
+  return {
+    createShaderModule: () => ({}),
+    createComputePipelineAsync: async () => ({}),
+    createComputePipeline: () => ({}),
+  } as unknown as GPUDevice;
+}
+
+function fakeBackend(tuning: ResolvedTuning) {
+  const state = { device: fakeDevice(), pool: { precision: 'f32' }, generation: 0, lost: null } as unknown as DeviceState;
+  const ran: string[] = [];
+  const tuner = new Tuner(
+    tuning,
+    () => 'fake',
+    () => 'unrolling-cpu',
+    async () => null,
+  );
+  const scheduler = new KernelScheduler(
+    {
+      current: () => state,
+      kind: () => 'unrolling-cpu',
+      pipelineOf: (_s, _p, kernel, variant) => ({ label: `${kernel}.${variant}`, code: `${kernel} ${variant}` }),
+      time: async (_s, _p, kernel, variant, repeat = 1) => {
+        ran.push(`${kernel} ${variant}`);
+        return repeat * (variant === 'register-4x4' ? 1 : 2);
+      },
+    },
+    tuner,
+  );
+  return { state, scheduler, ran };
+}
+
+describe('the scheduler, with a fake backend', () => {
+  const plan = resolveForwardPlan(resolveLayerSpec(layer), uniform(10 * 64, 1, mulberry32(1)), { batchSize: 1, seqLen: 10 });
+  const built = defaultChoice('unrolling-cpu');
+
+  test('the first call runs tier 0 and returns at once; after settled() the final kernels run', async () => {
+    const { state, scheduler, ran } = fakeBackend({ mode: 'auto', forced: {}, store: null });
+    expect(await scheduler.choose(state, plan, KERNEL_NAMES)).toEqual(TIER0);
+    expect(ran).toEqual([]); // nothing ran yet: the call did not wait for the background
+    expect(scheduler.pending).toBeGreaterThan(0);
+    await scheduler.settled();
+    expect(scheduler.pending).toBe(0);
+    const after = await scheduler.choose(state, plan, KERNEL_NAMES);
+    // The sweep measured the output projection's register-4x4 clearly faster than the built-in 8x8
+    // (1 against 2 in every round); the others keep the built-in choice (no candidate beat it).
+    expect(after).toEqual({ qkv_projection: 'register-4x4', flash_attention: built.flash_attention, output_projection: 'register-4x4' });
+    expect(scheduler.compiled.map((c) => `${c.kernel} ${c.variant}`)).toEqual(KERNEL_NAMES.map((k) => `${k} ${built[k]}`));
+    expect(scheduler.failures).toEqual([]);
+  });
+
+  test('background work waits while a call is under way', async () => {
+    const { state, scheduler, ran } = fakeBackend({ mode: 'auto', forced: {}, store: null });
+    let finish!: () => void;
+    const call = scheduler.call(async () => {
+      await scheduler.choose(state, plan, KERNEL_NAMES);
+      await new Promise<void>((resolve) => {
+        finish = resolve;
+      });
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(ran).toEqual([]);
+    finish();
+    await call;
+    await scheduler.settled();
+    expect(ran.length).toBeGreaterThan(0);
+  });
+
+  test('forced variants run at once, compiled in line; mode off runs the built-in choice and schedules nothing', async () => {
+    const forced = fakeBackend({ mode: 'auto', forced: { flash_attention: 'rows32-keys32-r2' }, store: null });
+    const first = await forced.scheduler.choose(forced.state, plan, KERNEL_NAMES);
+    expect(first.flash_attention).toBe('rows32-keys32-r2');
+    await forced.scheduler.settled();
+    expect(forced.ran.filter((r) => r.startsWith('flash_attention'))).toEqual([]);
+
+    const off = fakeBackend({ mode: 'off', forced: {}, store: null });
+    expect(await off.scheduler.choose(off.state, plan, KERNEL_NAMES)).toEqual(built);
+    expect(off.scheduler.pending).toBe(0);
+  });
+});
+
+const engines = useEngines('webgpu');
+
+describe('tiers on the real adapter', () => {
+  const [B, S] = [2, 23];
+  const x = uniform(B * S * layer.embedDim, 1, mulberry32(3));
+  const expected = referenceMultiHeadAttention(layer, sd, x, { batchSize: B, seqLen: S }).output;
+  const tolerance = f32Tolerance([layer.embedDim, S, layer.embedDim]);
+
+  test('every output is right before, during and after the switch to the final kernels, concurrent calls included', async () => {
+    const engine = await createAttentionEngine({ device: engines.gpu.device!, tuning: { store: null } });
+    watchDevice(engine.device!);
+    const mha = engine.createMultiHeadAttention(layer, sd);
+    const forward = async () => {
+      const { output } = await withErrorScopes(engine.device!, () => mha.forward(x, { batchSize: B, seqLen: S }));
+      expectClose(output, expected, tolerance);
+    };
+    await Promise.all([forward(), forward(), forward()]);
+    let settled = false;
+    const settling = engine.settled().then(() => {
+      settled = true;
+    });
+    let during = 0;
+    const deadline = performance.now() + 240_000;
+    while (!settled && performance.now() < deadline) {
+      await Promise.all([forward(), forward()]);
+      during += 2;
+    }
+    await settling;
+    expect(during).toBeGreaterThan(0);
+    // The final kernels were compiled in the background, so the first calls ran tier 0.
+    expect(engine.tuning!.compiled.length).toBeGreaterThan(0);
+    expect(engine.tuning!.failures).toEqual([]);
+    await Promise.all([forward(), forward()]);
+    engine.dispose();
+  }, 300_000);
+
+  test('warmup compiles the final kernels with progress; later calls start no background work', async () => {
+    const engine = await createAttentionEngine({ device: engines.gpu.device!, tuning: { store: null } });
+    watchDevice(engine.device!);
+    const mha = engine.createMultiHeadAttention({ embedDim: 48, numHeads: 2 }, randomStateDict({ embedDim: 48, numHeads: 2 }, 2));
+    const progress: string[] = [];
+    await engine.warmup([{ layer: mha, batchSize: 1, seqLen: 9 }], { onProgress: (p) => progress.push(`${p.done}/${p.total} ${p.kernel}`) });
+    expect(progress).toEqual(['1/3 qkv_projection', '2/3 flash_attention', '3/3 output_projection']);
+    await engine.tune([{ layer: mha, seqLen: 9 }]);
+    expect(engine.tuning!.pending).toBe(0);
+    await mha.forward(uniform(9 * 48, 1, mulberry32(4)), { batchSize: 1, seqLen: 9 });
+    expect(engine.tuning!.pending).toBe(0); // warm and tuned: nothing new to do
+    engine.dispose();
+  }, 300_000);
+
+  test('bad warmup and tune arguments are typed errors before any GPU work', async () => {
+    const engine = await createAttentionEngine({ device: engines.gpu.device!, tuning: { mode: 'off' } });
+    const mha = engine.createMultiHeadAttention(layer, sd);
+    const other = engines.gpu.createMultiHeadAttention(layer, sd);
+    const cases: [() => Promise<unknown>, string][] = [
+      [() => engine.warmup('all' as never), 'calls'],
+      [() => engine.warmup([{ layer: other, seqLen: 4 }]), 'calls[0].layer'],
+      [() => engine.warmup([{ layer: mha, seqLen: 0 }]), 'calls[0].seqLen'],
+      [() => engine.warmup([{ layer: mha, seqLen: 4, heads: 2 } as never]), 'calls[0]'],
+      [() => engine.tune([{ layer: mha, seqLen: 4, isCausal: 'yes' as never }]), 'calls[0].isCausal'],
+      [() => engine.warmup([], { onProgress: 3 as never }), 'options.onProgress'],
+    ];
+    for (const [call, argument] of cases) {
+      const error = await call().then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(error, argument).toBeInstanceOf(InvalidArgumentError);
+      expect((error as Error).message).toContain(argument);
+    }
+    other.dispose();
+    engine.dispose();
+  });
+});

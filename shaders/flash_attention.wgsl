@@ -40,7 +40,7 @@
 // statistics and the accumulator are f32.
 //
 // Host guarantees: prepends `const DH4: u32` (Dh / 4, 1…64), `const BC: u32` (keys per tile) and,
-// for the rows body, `const RPI: u32` (rows per invocation; RPI·DH4 ≤ 64) so
+// for the row body, `const LOOP: u32` (1: loops over Dh stay loops), for the rows body `const RPI: u32` (rows per invocation; RPI·DH4 ≤ 64) so
 // the register arrays have fixed sizes; 2·BC·Dh·4 bytes fit maxComputeWorkgroupStorageSize; unused
 // optional buffers are bound to a small dummy; masked attnMask entries hold MASKED (host converts
 // −Infinity); dispatch = (ceil(max Sq / BR), H, B).

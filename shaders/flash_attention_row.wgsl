@@ -1,12 +1,17 @@
 // FlashAttention body with one invocation per query row, appended to flash_attention.wgsl (which
 // describes the algorithm, the masks and split-KV). Per-row state is scalars and the row's q and
 // accumulator arrays: the shape that suits drivers which keep little in registers unless told.
+//
+// Its loops over the head size run to DH4, a constant, which compilers unroll (fast code, slow to
+// compile: the cost grows with Dh), or, with LOOP = 1 (variant "-loop", the first tier), to the same
+// number read from params, which they leave as loops: slower, but it compiles fast at any Dh.
 
 override BR: u32 = 32u;  // query rows per workgroup, one per invocation
 
 @compute @workgroup_size(BR)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
   let h = wid.y;
+  let dh4 = select(DH4, params.Dh4, LOOP == 1u);  // Dh / 4 either way
   let b = wid.z;
   let sequence = sequenceOf(b, h);
   let Sq = sequence.Sq;
@@ -36,7 +41,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   var q: array<vec4<f32>, DH4>;
   var acc: array<vec4<f32>, DH4>;
   let row = qHead + iq;
-  for (var d = 0u; d < DH4; d++) {
+  for (var d = 0u; d < dh4; d++) {
     q[d] = vec4<f32>(qkv[row * DH4 + d]) * params.scaleLog2e;
     acc[d] = vec4<f32>(0.0);
   }
@@ -58,7 +63,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
       let bias = keyBias(b, j, band, maskRow, Skv);
       if (bias > MASKED_BELOW) {
         var dotv = vec4<f32>(0.0);
-        for (var d = 0u; d < DH4; d++) {
+        for (var d = 0u; d < dh4; d++) {
           dotv += q[d] * kTile[c * DH4 + d];
         }
         score = dotv.x + dotv.y + dotv.z + dotv.w + bias * LOG2E;
@@ -70,14 +75,14 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
       let mNew = max(m, tileMax);
       let alpha = exp2(m - mNew);  // 0 on the first visible tile, as m is NO_SCORE
       l *= alpha;
-      for (var d = 0u; d < DH4; d++) {
+      for (var d = 0u; d < dh4; d++) {
         acc[d] *= alpha;
       }
       for (var c = 0u; c < BC; c++) {
         if (s[c] > NO_SCORE) {
           let p = exp2(s[c] - mNew);
           l += p;
-          for (var d = 0u; d < DH4; d++) {
+          for (var d = 0u; d < dh4; d++) {
             acc[d] += p * vTile[c * DH4 + d];
           }
         }
@@ -91,14 +96,14 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     // Split-KV: this split's partial result, unnormalised, for decode_merge.wgsl.
     let partRow = split * params.splitRows + qHead + i;
     rowStats[partRow] = vec2<f32>(m, l);
-    for (var d = 0u; d < DH4; d++) {
+    for (var d = 0u; d < dh4; d++) {
       out[partRow * DH4 + d] = ST4(acc[d]);
     }
   } else if (i < Sq) {
     let outRow = qHead + i;
     rowStats[outRow] = vec2<f32>(m, l);
     let scale = select(0.0, 1.0 / l, l > 0.0) * headScale(b, h);  // a row that saw no key gives 0
-    for (var d = 0u; d < DH4; d++) {
+    for (var d = 0u; d < dh4; d++) {
       out[outRow * DH4 + d] = ST4(acc[d] * scale);
     }
   }

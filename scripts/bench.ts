@@ -5,10 +5,13 @@
 //
 //   npm run bench -- [--preset tiny,s128-e256 | --preset all] [--batch B --seq S --embed E --heads H [--causal]]
 //                    [--systems engine,naive,tfjs,ort,cpu] [--warmup 2] [--runs 5] [--seed 1] [--out bench-results/x.json]
-//                    [--node]
+//                    [--node] [--cold]
 //
 // `--preset all` runs every preset but those marked `inAll: false` (s8192-e512: name it to run it, best
 // with --systems engine; the peers and the float64 reference take many minutes there, or run out of memory).
+//
+// --cold measures a new user's first call instead (scripts/bench-cold.ts): this engine and TensorFlow.js, each
+// in a fresh process or browser profile with empty shader caches, then the steady state once settled.
 //
 // --node runs the same runner and systems in Node instead, on Dawn (the `webgpu` package: lavapipe here,
 // the real GPU elsewhere), with navigator.gpu set to Dawn's GPU. ONNX Runtime Web's WebGPU EP does not
@@ -26,7 +29,7 @@ import type { BenchProgress, BenchShape, SystemResult } from '../demo/bench/type
 const ALL_SYSTEMS = ['engine', 'naive', 'tfjs', 'ort', 'cpu'];
 const { values } = parseArgs({
   options: {
-    preset: { type: 'string', default: 'tiny,s128-e256' },
+    preset: { type: 'string' },
     batch: { type: 'string' },
     seq: { type: 'string' },
     embed: { type: 'string' },
@@ -39,6 +42,7 @@ const { values } = parseArgs({
     out: { type: 'string' },
     port: { type: 'string', default: '5181' },
     node: { type: 'boolean', default: false },
+    cold: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
@@ -49,7 +53,9 @@ function fail(message: string): never {
 }
 if (values.help) {
   console.log(`usage: npm run bench -- [--preset ${PRESETS.map((p) => p.id).join(',')} | all] [--batch B --seq S --embed E --heads H [--causal]]
-       [--systems ${ALL_SYSTEMS.join(',')}] [--warmup N] [--runs N] [--seed N] [--out file.json] [--node]
+       [--systems ${ALL_SYSTEMS.join(',')}] [--warmup N] [--runs N] [--seed N] [--out file.json] [--node] [--cold]
+  --cold: a new user's first call (fresh shader caches) beside TensorFlow.js's, then the steady state
+          once settled (default presets s128-e256,s512-e512; Chromium, or Node with --node)
   all: every preset but ${PRESETS.filter((p) => p.inAll === false)
     .map((p) => p.id)
     .join(', ')} (name those to run them, e.g. with --systems engine)`);
@@ -73,7 +79,8 @@ if (values.seq || values.embed || values.heads || values.batch) {
   if (shape.embedDim % shape.numHeads) fail(`--embed (${shape.embedDim}) must be divisible by --heads (${shape.numHeads})`);
   shapes.push({ id: 'custom', shape });
 } else {
-  const ids = values.preset === 'all' ? PRESETS.filter((p) => p.inAll !== false).map((p) => p.id) : values.preset.split(',');
+  const preset = values.preset ?? (values.cold ? 's128-e256,s512-e512' : 'tiny,s128-e256');
+  const ids = preset === 'all' ? PRESETS.filter((p) => p.inAll !== false).map((p) => p.id) : preset.split(',');
   for (const id of ids) {
     const p = PRESETS.find((q) => q.id === id) ?? fail(`unknown preset "${id}"; known: ${PRESETS.map((q) => q.id).join(', ')}, all`);
     shapes.push({ id, shape: { batchSize: p.batchSize, seqLen: p.seqLen, embedDim: p.embedDim, numHeads: p.numHeads, isCausal: p.isCausal } });
@@ -86,6 +93,13 @@ const runs = int('runs', values.runs);
 const seed = int('seed', values.seed, 0);
 const out = values.out ?? `bench-results/bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`;
 const port = int('port', values.port);
+
+if (values.cold) {
+  // A new user's first call against TensorFlow.js's, each in a fresh process or browser profile (bench-cold.ts).
+  const { benchCold } = await import('./bench-cold.ts');
+  await benchCold({ shapes, node: values.node, port, out: values.out ?? out.replace('bench-', 'cold-') });
+  process.exit(0);
+}
 
 const describeShape = (s: BenchShape) => `B=${s.batchSize} S=${s.seqLen} E=${s.embedDim} H=${s.numHeads}${s.isCausal ? ' causal' : ''}`;
 

@@ -7,8 +7,9 @@ import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { watchDevice, withErrorScopes } from './helpers/gpu.ts';
 
 test('profile: true gives per-kernel GPU times; the results equal an unprofiled engine', async () => {
-  const profiled = await createAttentionEngine({ backend: 'webgpu', profile: true });
-  const plain = await createAttentionEngine({ backend: 'webgpu' });
+  // Both run the built-in kernels (no tiers, no tuning), so their results may be compared bit for bit.
+  const profiled = await createAttentionEngine({ backend: 'webgpu', profile: true, tuning: { mode: 'off' } });
+  const plain = await createAttentionEngine({ backend: 'webgpu', tuning: { mode: 'off' } });
   watchDevice(profiled.device!);
   expect(profiled.profiling).toBe(true);
   expect(plain.profiling).toBe(false);

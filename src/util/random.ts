@@ -1,25 +1,9 @@
 // Seeded random tensors and weights, so every test, demo run and benchmark can be replayed from its seed.
 
 import type { StateDict } from '../types.ts';
+import { mulberry32, uniform } from './seeded.ts';
 
-/** mulberry32: a small, fast 32-bit generator; returns floats in [0, 1). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** `length` values uniform in [−bound, bound). */
-export function uniform(length: number, bound: number, rng: () => number): Float32Array {
-  const out = new Float32Array(length);
-  for (let i = 0; i < length; i++) out[i] = (2 * rng() - 1) * bound;
-  return out;
-}
+export { mulberry32, uniform };
 
 /**
  * Weights for an nn.MultiheadAttention-shaped layer, initialised as PyTorch does for the matrices

@@ -7,7 +7,7 @@
 import { referenceForward } from '../../cpu/reference.ts';
 import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../../plan/index.ts';
 import type { ForwardResult } from '../../types.ts';
-import { mulberry32, uniform } from '../../util/random.ts';
+import { mulberry32, uniform } from '../../util/seeded.ts';
 import { compareArrays, f16Tolerance, f32Tolerance, maxAbsFinite } from '../../util/tolerance.ts';
 import type { BufferPool } from '../buffers.ts';
 import { forwardWebGPU } from '../forward.ts';

@@ -97,7 +97,7 @@ const port = int('port', values.port);
 if (values.cold) {
   // A new user's first call against TensorFlow.js's, each in a fresh process or browser profile (bench-cold.ts).
   const { benchCold } = await import('./bench-cold.ts');
-  await benchCold({ shapes, node: values.node, port, out: values.out ?? out.replace('bench-', 'cold-') });
+  await benchCold({ shapes, node: values.node, port, out: values.out ?? out.replace(/bench-(?=[^/]*$)/, 'cold-') });
   process.exit(0);
 }
 

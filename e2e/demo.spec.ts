@@ -88,6 +88,10 @@ test('correctness: WebGPU matches the float64 reference (default shape, then S=3
   await page.click('#correctness-run');
   expect(await demo.settled('correctness')).toBe('done');
   await expect(page.locator('#correctness-verdict')).toHaveText('PASS');
+  // engine.warmup with a progress bar: the final kernels of this shape, all three reported.
+  await page.click('#correctness-warmup');
+  await expect(page.locator('#correctness-warmup-status')).toHaveAttribute('data-state', 'done', { timeout: 120_000 });
+  await expect(page.locator('#correctness-warmup-progress')).toHaveJSProperty('value', 1);
   // An awkward shape: S one past a tile, odd B, causal.
   await page.fill('#cfg-b', '3');
   await page.fill('#cfg-s', '33');

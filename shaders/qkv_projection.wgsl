@@ -58,6 +58,6 @@ fn bRow(n: u32) -> u32 { return (params.wRow0 + n) * params.K4; }
 fn loadA(i: u32) -> ST4 { return x[i]; }
 fn loadB(i: u32) -> ST4 { return w[i]; }
 fn store4(m: u32, n: u32, y: vec4<f32>) {
-  let packed = params.slot0 * params.Dh4 * 4u + n;  // column in the packed projection
-  qkv[destination4(m, packed)] = ST4(y + vec4<f32>(bias[packed / 4u]));
+  let column = params.slot0 * params.Dh4 * 4u + n;  // column of the whole projection, [(H + 2·G)·Dh]
+  qkv[destination4(m, column)] = ST4(y + vec4<f32>(bias[column / 4u]));
 }

@@ -20,7 +20,7 @@ export interface EngineOptions {
   device?: GPUDevice;
   /**
    * Limits to obey as if they were the device's (a device may grant more than asked). Calls whose
-   * buffers or dispatches exceed them are split over the batch (or groups of packed sequences).
+   * buffers or dispatches exceed them are split over the batch (or groups of whole sequences of a cuSeqlens batch).
    */
   limits?: { maxStorageBufferBindingSize?: number; maxBufferSize?: number; maxComputeWorkgroupsPerDimension?: number };
   /**

@@ -20,7 +20,47 @@ export function mountCorrectnessPanel(section: HTMLElement, engine: AttentionEng
   );
   const status = h('span', { class: 'status', id: 'correctness-status', 'aria-live': 'polite' });
   const result = h('div', { id: 'correctness-result' });
-  body.append(h('div', { class: 'actions' }, button, status), result);
+  // engine.warmup: compile, with a progress bar, the final kernels this shape will run, so that its
+  // next run is at full speed (a first run meanwhile runs the kernels that compile fastest).
+  const warm = h(
+    'button',
+    { type: 'button', id: 'correctness-warmup', title: 'engine.warmup(): compile the kernels this shape runs once settled' },
+    'Compile its kernels',
+  );
+  const progress = h('progress', { id: 'correctness-warmup-progress', max: '1', value: '0', hidden: '' }) as HTMLProgressElement;
+  const warmStatus = h('span', { class: 'status', id: 'correctness-warmup-status', 'aria-live': 'polite' });
+  body.append(h('div', { class: 'actions' }, button, status), h('div', { class: 'actions' }, warm, progress, warmStatus), result);
+  warm.hidden = engine.backend !== 'webgpu';
+  warm.addEventListener('click', async () => {
+    const shape = config.tryRead();
+    if (!shape) {
+      warmStatus.textContent = 'Fix the layer shape above first.';
+      return;
+    }
+    warm.disabled = true;
+    delete warmStatus.dataset.state;
+    progress.hidden = false;
+    progress.value = 0;
+    warmStatus.textContent = 'compiling…';
+    const t0 = performance.now();
+    const layer = engine.createMultiHeadAttention({ embedDim: shape.embedDim, numHeads: shape.numHeads }, benchInputs(shape, shape.seed).stateDict);
+    try {
+      await engine.warmup([{ layer, batchSize: shape.batchSize, seqLen: shape.seqLen, isCausal: shape.isCausal }], {
+        onProgress: ({ done, total, kernel, variant }) => {
+          progress.value = done / total;
+          warmStatus.textContent = `${done} of ${total}: ${kernel} ${variant}`;
+        },
+      });
+      warmStatus.textContent = `compiled in ${((performance.now() - t0) / 1000).toFixed(1)} s: the next run of this shape runs its final kernels`;
+      warmStatus.dataset.state = 'done';
+    } catch (e) {
+      warmStatus.textContent = `could not compile: ${errorMessage(e)}`;
+      warmStatus.dataset.state = 'error';
+    } finally {
+      layer.dispose();
+      warm.disabled = false;
+    }
+  });
   setState(section, 'idle');
 
   async function run(): Promise<void> {

@@ -111,16 +111,16 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
   };
 }
 
-/** A private copy of a layer's weights (the packed matrix and its q/k/v views stay consistent). */
+/** A private copy of a layer's weights (in_proj_weight and its q/k/v views stay consistent). */
 export function copyWeights(w: LayerWeights): LayerWeights {
-  const packed = w.inProjWeight?.slice() ?? null;
+  const inProj = w.inProjWeight?.slice() ?? null;
   const q = w.qProjWeight.length;
   const k = w.kProjWeight.length;
   return {
-    inProjWeight: packed,
-    qProjWeight: packed ? packed.subarray(0, q) : w.qProjWeight.slice(),
-    kProjWeight: packed ? packed.subarray(q, q + k) : w.kProjWeight.slice(),
-    vProjWeight: packed ? packed.subarray(q + k) : w.vProjWeight.slice(),
+    inProjWeight: inProj,
+    qProjWeight: inProj ? inProj.subarray(0, q) : w.qProjWeight.slice(),
+    kProjWeight: inProj ? inProj.subarray(q, q + k) : w.kProjWeight.slice(),
+    vProjWeight: inProj ? inProj.subarray(q + k) : w.vProjWeight.slice(),
     inProjBias: w.inProjBias?.slice() ?? null,
     outProjWeight: w.outProjWeight.slice(),
     outProjBias: w.outProjBias?.slice() ?? null,

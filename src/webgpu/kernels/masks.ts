@@ -1,5 +1,5 @@
 // The optional inputs of the attention kernels, on the GPU: attnMask, key padding, head mask and
-// packed-sequence offsets. What a call does not use is bound to one small zero buffer, so the
+// varlen offsets (cuSeqlens). What a call does not use is bound to one small zero buffer, so the
 // kernels' bind group layouts never change.
 
 import type { ForwardPlan } from '../../plan/index.ts';

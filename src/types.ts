@@ -149,6 +149,23 @@ export interface MultiHeadAttentionConfig {
  */
 export type StateDict = Record<string, Float32Array>;
 
+/** How scores are made before the softmax: options of MultiHeadAttention.forward and scaledDotProductAttention. */
+export interface ScoreOptions {
+  /** Multiplies q·k in place of 1/√Dh (PyTorch's `scale`). Finite, > 0. */
+  scale?: number;
+  /** > 0: each scaled score s becomes softcap·tanh(s / softcap), before masks and additive biases (Gemma 2; ONNX Runtime's `softcap`). */
+  softcap?: number;
+  /**
+   * [H]: a logit per head that joins every row's softmax as one more key whose value is 0: the
+   * denominator gains exp(sinks[h]) and the row's maximum includes it; it is not scaled, soft-capped
+   * or biased (gpt-oss's learned sinks; ONNX Runtime's `head_sink`; zeros are "smooth softmax").
+   * With needWeights the probabilities leave the sink out (rows sum to less than 1).
+   */
+  sinks?: Float32Array;
+  /** [H]: adds −slope·|i' − j| to head h's scores (ALiBi; FlashAttention-2's `alibi_slopes`; i' = i + Skv − Sq). */
+  alibiSlopes?: Float32Array;
+}
+
 /** Masks shared by MultiHeadAttention.forward and scaledDotProductAttention. A row left with no key gives 0. */
 export interface MaskOptions {
   /** Query i sees keys j ≤ i + (Skv − Sq) (queries aligned to the end of the keys). Default false. */
@@ -167,7 +184,7 @@ export interface MaskOptions {
 }
 
 /** A batch of sequences of one length, [B, S, E]; self-attention, or cross-attention with key and value. */
-export interface BatchedForwardOptions extends MaskOptions {
+export interface BatchedForwardOptions extends MaskOptions, ScoreOptions {
   /** B. */
   batchSize: number;
   /** Sq. */
@@ -204,7 +221,7 @@ export interface BatchedForwardOptions extends MaskOptions {
  * [T, E], cuSeqlens an Int32Array [n + 1] of offsets from 0 to T. Attention stays within each
  * sequence; no work is spent on padding.
  */
-export interface PackedForwardOptions extends Pick<MaskOptions, 'isCausal' | 'window' | 'headMask'> {
+export interface PackedForwardOptions extends Pick<MaskOptions, 'isCausal' | 'window' | 'headMask'>, ScoreOptions {
   cuSeqlens: Int32Array;
   /** Refused unless 0: this engine is inference only. */
   dropout?: number;
@@ -212,7 +229,7 @@ export interface PackedForwardOptions extends Pick<MaskOptions, 'isCausal' | 'wi
 
 export type ForwardOptions = BatchedForwardOptions | PackedForwardOptions;
 
-export interface ScaledDotProductAttentionOptions extends MaskOptions {
+export interface ScaledDotProductAttentionOptions extends MaskOptions, ScoreOptions {
   batchSize: number;
   numHeads: number;
   /** Key/value heads; query head h uses h / (numHeads / numKvHeads). Default numHeads. */

@@ -4,7 +4,7 @@
 
 import { describe, expect, test } from 'vitest';
 import { FLASH_PARAMS } from '../src/webgpu/kernels/flash-attention.ts';
-import { MASK_FIELDS } from '../src/webgpu/kernels/masks.ts';
+import { SCORE_FIELDS } from '../src/webgpu/kernels/masks.ts';
 import { PROBS_PARAMS } from '../src/webgpu/kernels/attention-probs.ts';
 import { constant, defineParams, SHADER_CONSTANTS, shaderCode } from '../src/webgpu/shader.ts';
 
@@ -49,8 +49,8 @@ describe('the kernels share one declaration of the score rule fields', () => {
   test.each([
     ['flash_attention', FLASH_PARAMS],
     ['attention_probs', PROBS_PARAMS],
-  ])('%s declares every MASK_FIELDS entry, with the same type', (_name, params) => {
-    for (const [name, type] of MASK_FIELDS) expect(params.fields).toContainEqual(expect.arrayContaining([name, type]));
+  ])('%s declares every SCORE_FIELDS entry, with the same type', (_name, params) => {
+    for (const [name, type] of SCORE_FIELDS) expect(params.fields).toContainEqual(expect.arrayContaining([name, type]));
   });
 });
 

@@ -10,7 +10,7 @@
 // (tests and learners do; the backend does not).
 
 import { type ForwardPlan, type LayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../plan/index.ts';
-import { headScale, keyBand, keyBias } from './score-rule.ts';
+import { headScale, keyBand, keyBias, modifyScore } from './score-rule.ts';
 import type { ForwardOptions, MultiHeadAttentionConfig, StateDict } from '../types.ts';
 
 export interface ReferenceResult {
@@ -66,8 +66,9 @@ export function qkvProjection(plan: ForwardPlan, weights: LayerWeights): { q: Fl
 }
 
 /**
- * Pass 2: for each (b, h, i), scores_j = q_i·k_j / √Dh + keyBias over the keys row i sees (the score
- * rule, score-rule.ts), p = softmax (× headMask), o_i = Σ p_j v_j. A row that sees no key gets p = 0
+ * Pass 2: for each (b, h, i), scores_j = modifyScore(scale·q_i·k_j) + keyBias over the keys row i sees
+ * (the score rule, score-rule.ts: scale, softcap, ALiBi, masks), p = softmax (with the head's sink,
+ * if any, in its denominator; × headMask), o_i = Σ p_j v_j. A row that sees no key gets p = 0
  * and o = 0. Varlen sequences attend within themselves. NaN and ±Infinity propagate as in PyTorch (masking adds −∞ to a computed score; P·V
  * multiplies zeros too). The fused kernel skips masked keys instead; WGSL may assume no NaN anyway.
  * `keep` (not for varlen plans) receives the scores (−Infinity where masked) and p.
@@ -76,7 +77,7 @@ export function attention(plan: ForwardPlan, q: Float64Array, k: Float64Array, v
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
   const { qRows, kvRows, longestSequence } = plan.geometry;
   const varlen = plan.mode === 'varlen';
-  const scale = 1 / Math.sqrt(Dh);
+  const { scale, sinks } = plan.score;
   const out = new Float64Array(q.length);
   const row = new Float64Array(varlen ? longestSequence : plan.kvSeqLen);
   const seen = new Uint8Array(row.length);
@@ -99,14 +100,16 @@ export function attention(plan: ForwardPlan, q: Float64Array, k: Float64Array, v
           // ±Infinity in a masked key still poisons the row (NaN + −∞ = NaN).
           let dot = 0;
           for (let d = 0; d < Dh; d++) dot += q[qBase + d] * k[kvBase + j * Dh + d];
-          const s = dot * scale + keyBias(plan, band, b, h, i, j, Sq, Skv);
+          const s = modifyScore(plan, dot * scale, h, i + Skv - Sq, j) + keyBias(plan, band, b, h, i, j, Sq, Skv);
           row[j] = s;
           seen[j] = s === -Infinity ? 0 : 1;
           if (s > max) max = s;
         }
         const rowBase = ((b * H + h) * Sq + i) * Skv;
         if (keep) keep.scores.set(row.subarray(0, Skv), rowBase);
-        let sum = 0;
+        // A sink joins the softmax as one more logit (value 0): in the max and the sum, not in the row.
+        if (sinks) max = Math.max(max, sinks[h]);
+        let sum = sinks ? Math.exp(sinks[h] - max) : 0;
         for (let j = 0; j < Skv; j++) {
           row[j] = seen[j] ? Math.exp(row[j] - max) : 0;
           sum += row[j];

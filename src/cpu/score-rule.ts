@@ -8,6 +8,10 @@
 //   window w > 0:   i' − w < j ≤ i'
 //   key padding:    keyPaddingMask[b, j] == 0
 //   attnMask:       mask[(b·H + h, or 0), i, j] is not −Infinity; its value is added to the score
+//
+// A score is made as: s = scale·q·k (scale: the caller's, else 1/√Dh); softcap: s ← c·tanh(s / c);
+// ALiBi: s ← s − slope[h]·|i' − j| (modifyScore); then the key's bias (keyBias: attnMask, or −∞).
+// Sinks join the softmax in attention() (reference.ts): one more logit per head, value 0.
 
 import type { ForwardPlan } from '../plan/index.ts';
 
@@ -36,4 +40,12 @@ export function keyBias(plan: ForwardPlan, band: { first: number; last: number }
 /** What the head mask multiplies head h's probabilities by: 1 without one. */
 export function headScale(plan: ForwardPlan, b: number, h: number): number {
   return plan.masks.headMask ? plan.masks.headMask[b * plan.layer.numHeads + h] : 1;
+}
+
+/** The scaled score s = scale·q·k of key j for row i' (aligned) of head h, soft-capped, then with its ALiBi term. */
+export function modifyScore(plan: ForwardPlan, s: number, h: number, ip: number, j: number): number {
+  const { softcap, alibiSlopes } = plan.score;
+  let score = softcap > 0 ? softcap * Math.tanh(s / softcap) : s;
+  if (alibiSlopes) score -= alibiSlopes[h] * Math.abs(ip - j);
+  return score;
 }

@@ -3,7 +3,7 @@
 import { InvalidArgumentError } from '../errors.ts';
 import type { ScaledDotProductAttentionOptions } from '../types.ts';
 import { rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
-import { clampWindow, refuseDropout, resolveMasks, resolveWindow } from './checks.ts';
+import { clampWindow, refuseDropout, resolveMasks, resolveScore, resolveWindow } from './checks.ts';
 import { geometryOf } from './geometry.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
@@ -21,6 +21,10 @@ const SDPA_KEYS = [
   'headMask',
   'needWeights',
   'dropout',
+  'scale',
+  'softcap',
+  'sinks',
+  'alibiSlopes',
 ] as const;
 
 /**
@@ -59,6 +63,7 @@ export function resolveAttentionPlan(query: unknown, key: unknown, value: unknow
     isCausal,
     needWeights,
     masks: resolveMasks(where, o, B, H, Sq, Skv, clampWindow(resolveWindow(where, o.window), Sq, Skv)),
+    score: resolveScore(where, o, H, Dh),
     cuSeqlens: null,
     geometry: geometryOf('cross', B, Sq, Skv),
     query: q,

@@ -2,7 +2,7 @@
 
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import { describe, requireFloat32Array } from '../validate.ts';
-import type { MaskPlan } from './types.ts';
+import type { MaskPlan, ScorePlan } from './types.ts';
 
 const STORAGE_USAGE = 0x80; // GPUBufferUsage.STORAGE
 const NO_DATA = new Float32Array(0);
@@ -105,4 +105,45 @@ export function resolveWindow(where: string, value: unknown): number {
 /** A window wider than every row's reach (Sq + Skv) sees what the causal band sees: keep it in 32-bit range. */
 export function clampWindow(window: number, Sq: number, Skv: number): number {
   return window === 0 ? 0 : Math.min(window, Sq + Skv);
+}
+
+/** The score options: scale, softcap, sinks and alibiSlopes (types.ts ScoreOptions), checked for H heads of size Dh. */
+export function resolveScore(where: string, o: Record<string, unknown>, H: number, Dh: number): ScorePlan {
+  const positive = (name: string, meaning: string): number | undefined => {
+    const value = o[name];
+    if (value === undefined) return undefined;
+    if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+      throw new InvalidArgumentError({
+        where,
+        argument: `options.${name}`,
+        expected: `a finite number > 0 (${meaning})`,
+        given: describe(value),
+        fix: `Leave ${name} out for the default.`,
+      });
+    }
+    return value;
+  };
+  const perHead = (name: string, meaning: string): Float32Array | null => {
+    const value = o[name];
+    if (value === undefined) return null;
+    if (!(value instanceof Float32Array)) {
+      throw new InvalidArgumentError({ where, argument: `options.${name}`, expected: `a Float32Array [H] = ${H} (${meaning})`, given: describe(value) });
+    }
+    if (value.length !== H)
+      throw new ShapeMismatchError({ where, argument: `options.${name}`, expected: `of length H = ${H} (one per query head)`, given: `length ${value.length}` });
+    const bad = value.findIndex((v) => !Number.isFinite(v));
+    if (bad >= 0) throw new InvalidArgumentError({ where, argument: `options.${name}[${bad}]`, expected: 'a finite number', given: String(value[bad]) });
+    return value;
+  };
+  return {
+    scale: positive('scale', 'multiplies q·k in place of 1/√headDim') ?? 1 / Math.sqrt(Dh),
+    softcap: positive('softcap', 'scores become softcap·tanh(score / softcap)') ?? 0,
+    sinks: perHead('sinks', "each head's sink logit"),
+    alibiSlopes: perHead('alibiSlopes', "each head's ALiBi slope"),
+  };
+}
+
+/** The score options of a call that has none: 1/√Dh. */
+export function plainScore(Dh: number): ScorePlan {
+  return { scale: 1 / Math.sqrt(Dh), softcap: 0, sinks: null, alibiSlopes: null };
 }

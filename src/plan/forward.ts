@@ -4,7 +4,7 @@
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import type { ForwardOptions } from '../types.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
-import { clampWindow, refuseDropout, resolveHeadMask, resolveMasks, resolveWindow, tensorInput } from './checks.ts';
+import { clampWindow, refuseDropout, resolveHeadMask, resolveMasks, resolveScore, resolveWindow, tensorInput } from './checks.ts';
 import { geometryOf } from './geometry.ts';
 import { resolveCachedPlan } from './kv-cache.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
@@ -25,6 +25,10 @@ const FORWARD_KEYS = [
   'kvCache',
   'returnBuffer',
   'dropout',
+  'scale',
+  'softcap',
+  'sinks',
+  'alibiSlopes',
 ] as const;
 
 function resolveCuSeqlens(where: string, value: unknown, queryLength: unknown, E: number): { cu: Int32Array; maxLen: number } {
@@ -120,6 +124,7 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
         window: clampWindow(window, maxLen, maxLen),
         headMask: o.headMask === undefined ? null : resolveHeadMask(where, o.headMask, n, H),
       },
+      score: resolveScore(where, o, H, spec.headDim),
       cuSeqlens: cu,
       geometry: geometryOf('varlen', n, T, T, maxLen),
       query: query as Float32Array,
@@ -215,6 +220,7 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
       isCausal,
       needWeights,
       masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
+      score: resolveScore(where, o, H, spec.headDim),
       cuSeqlens: null,
       geometry: geometryOf(cross ? 'cross' : 'self', batchSize, seqLen, kvSeqLen),
       query: q.host,

@@ -2,7 +2,7 @@
 // every backend and kernel reads (types.ts, geometry.ts), and one module of checks per entry point.
 // Order of checks: the layer's own sizes, then its weights, then the call's inputs.
 
-export type { ForwardPlan, Geometry, LayerSpec, LayerWeights, MaskPlan, PlanMode } from './types.ts';
+export type { ForwardPlan, Geometry, LayerSpec, LayerWeights, MaskPlan, PlanMode, ScorePlan } from './types.ts';
 export { geometryOf } from './geometry.ts';
 export { copyWeights, expectedWeights, resolveLayerSpec, resolveWeights } from './layer.ts';
 export { resolveForwardPlan } from './forward.ts';

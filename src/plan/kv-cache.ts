@@ -4,7 +4,7 @@
 import { InvalidArgumentError, UnsupportedError } from '../errors.ts';
 import { KvCache } from '../kv-cache.ts';
 import { describe } from '../validate.ts';
-import { clampWindow, resolveMasks } from './checks.ts';
+import { clampWindow, resolveMasks, resolveScore } from './checks.ts';
 import { geometryOf } from './geometry.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
@@ -86,6 +86,7 @@ export function resolveCachedPlan(
     isCausal,
     needWeights,
     masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
+    score: resolveScore(where, o, H, spec.headDim),
     cuSeqlens: null,
     geometry: geometryOf('self', batchSize, seqLen, kvSeqLen),
     query,

@@ -3,6 +3,7 @@
 
 import { InvalidArgumentError } from '../errors.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
+import { plainScore } from './checks.ts';
 import { geometryOf } from './geometry.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
@@ -21,6 +22,7 @@ export function shapePlan(spec: LayerSpec, shape: { batchSize: number; seqLen: n
     isCausal,
     needWeights: false,
     masks: { attnMask: null, attnMaskPerHead: false, keyPaddingMask: null, window: 0, headMask: null },
+    score: plainScore(spec.headDim),
     cuSeqlens: null,
     geometry: geometryOf(mode, batchSize, seqLen, kvSeqLen),
     query: NO_DATA,

@@ -62,6 +62,18 @@ export interface Geometry {
   longestSequence: number;
 }
 
+/** How scores are made before the softmax, resolved (types.ts ScoreOptions; the score rule applies it). */
+export interface ScorePlan {
+  /** Multiplies q·k: the caller's `scale`, else 1/√Dh. */
+  scale: number;
+  /** > 0: s ← softcap·tanh(s / softcap); 0: none. */
+  softcap: number;
+  /** [H] logits joining each row's softmax with value 0; null: none. */
+  sinks: Float32Array | null;
+  /** [H] ALiBi slopes: −slope·|i' − j| added to the scores; null: none. */
+  alibiSlopes: Float32Array | null;
+}
+
 /** One forward call, resolved. */
 export interface ForwardPlan {
   layer: LayerSpec;
@@ -74,6 +86,7 @@ export interface ForwardPlan {
   /** Return the probabilities [B, H, Sq, Skv] too. */
   needWeights: boolean;
   masks: MaskPlan;
+  score: ScorePlan;
   /** varlen: [n + 1] offsets, 0 … T; else null. */
   cuSeqlens: Int32Array | null;
   /** Where the call's rows live, built once (geometry.ts). */

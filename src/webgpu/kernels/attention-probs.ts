@@ -8,7 +8,7 @@ import type { Precision } from '../buffers.ts';
 import { getPipeline, type PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, shaderCode } from '../shader.ts';
-import { MASK_FIELDS, type MaskBuffers } from './masks.ts';
+import { SCORE_FIELDS, type MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
 
 /** attention_probs.wgsl's uniforms. */
@@ -19,8 +19,8 @@ export const PROBS_PARAMS = defineParams([
   ['Skv', 'u32', 'keys'],
   ['Dh4', 'u32', 'head size / 4'],
   ['kBase4', 'u32', 'where K starts in kv, in vec4s'],
-  ...MASK_FIELDS,
-  ['scaleLog2e', 'f32', 'log2(e) / sqrt(Dh), as in flash_attention.wgsl'],
+  ...SCORE_FIELDS,
+  ['scaleLog2e', 'f32', 'scale · log2(e), as in flash_attention.wgsl'],
   ['kvStride', 'u32', "rows per (b, g) block of K (Skv, or a KV cache's maxSeqLen)"],
 ]);
 
@@ -43,7 +43,7 @@ export function encodeAttentionProbs(
   const device = scratch.device;
   const pipeline = getPipeline(device, attentionProbsPipeline(scratch.precision));
   const params = scratch.uniforms(
-    PROBS_PARAMS.pack({ H, G, Sq, Skv, Dh4: Dh / 4, kBase4: kv.kBase / 4, ...masks.fields, scaleLog2e: Math.LOG2E / Math.sqrt(Dh), kvStride: kv.stride }),
+    PROBS_PARAMS.pack({ H, G, Sq, Skv, Dh4: Dh / 4, kBase4: kv.kBase / 4, ...masks.fields, scaleLog2e: plan.score.scale * Math.LOG2E, kvStride: kv.stride }),
     'AttentionProbs.params',
   );
   const bindGroup = device.createBindGroup({
@@ -56,7 +56,7 @@ export function encodeAttentionProbs(
       { binding: 3, resource: { buffer: buffers.probs, size: B * H * Sq * Skv * 4 } }, // P [B, H, Sq, Skv]
       { binding: 4, resource: { buffer: masks.attnMask } },
       { binding: 5, resource: { buffer: masks.padding } },
-      { binding: 6, resource: { buffer: masks.headMask } },
+      { binding: 6, resource: { buffer: masks.headData } }, // ALiBi slopes ++ sinks ++ head mask
       { binding: 7, resource: { buffer: kv.buffer } }, // K ++ V [B, G, stride, Dh]
     ],
   });

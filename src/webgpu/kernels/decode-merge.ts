@@ -15,6 +15,7 @@ export const MERGE_PARAMS = defineParams([
   ['H', 'u32', 'query heads'],
   ['Sq', 'u32', 'query rows'],
   ['hasHeadMask', 'u32', '1: headMask [B·H] applies'],
+  ['hasSinks', 'u32', '1: sink logits in headData[H … 2H) join each row'],
 ]);
 
 export function decodeMergePipeline(precision: Precision): PipelineSpec {
@@ -26,13 +27,13 @@ const WG = 64; // the shader's @workgroup_size
 export function encodeDecodeMerge(
   pass: GPUComputePassEncoder,
   scratch: CallScratch,
-  dims: { rows: number; splits: number; headDim: number; numHeads: number; seqLen: number; hasHeadMask: number },
-  buffers: { partial: GPUBuffer; parts: GPUBuffer; attention: GPUBuffer; rowStats: GPUBuffer; headMask: GPUBuffer },
+  dims: { rows: number; splits: number; headDim: number; numHeads: number; seqLen: number; hasHeadMask: number; hasSinks: number },
+  buffers: { partial: GPUBuffer; parts: GPUBuffer; attention: GPUBuffer; rowStats: GPUBuffer; headData: GPUBuffer },
 ): void {
-  const { rows, splits, headDim, numHeads, seqLen, hasHeadMask } = dims;
+  const { rows, splits, headDim, numHeads, seqLen, hasHeadMask, hasSinks } = dims;
   const el = scratch.elementBytes;
   const pipeline = getPipeline(scratch.device, decodeMergePipeline(scratch.precision));
-  const params = scratch.uniforms(MERGE_PARAMS.pack({ rows, splits, Dh4: headDim / 4, H: numHeads, Sq: seqLen, hasHeadMask }), 'DecodeMerge.params');
+  const params = scratch.uniforms(MERGE_PARAMS.pack({ rows, splits, Dh4: headDim / 4, H: numHeads, Sq: seqLen, hasHeadMask, hasSinks }), 'DecodeMerge.params');
   const bindGroup = scratch.device.createBindGroup({
     label: 'DecodeMerge.bindGroup',
     layout: pipeline.getBindGroupLayout(0),
@@ -42,7 +43,7 @@ export function encodeDecodeMerge(
       { binding: 2, resource: { buffer: buffers.parts, size: splits * rows * 8 } }, // (m, l) [splits, B, H, Sq]
       { binding: 3, resource: { buffer: buffers.attention, size: rows * headDim * el } }, // O [B, H, Sq, Dh]
       { binding: 4, resource: { buffer: buffers.rowStats, size: rows * 8 } }, // (M, L) [B, H, Sq]
-      { binding: 5, resource: { buffer: buffers.headMask } },
+      { binding: 5, resource: { buffer: buffers.headData } },
     ],
   });
   pass.setPipeline(pipeline);

@@ -12,7 +12,7 @@ import type { CallScratch } from '../scratch.ts';
 import { defineParams, shaderCode } from '../shader.ts';
 import { type AttentionVariant, attentionShape } from '../variants.ts';
 import { encodeDecodeMerge } from './decode-merge.ts';
-import { MASK_FIELDS, type MaskBuffers } from './masks.ts';
+import { SCORE_FIELDS, type MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
 
 /** flash_attention.wgsl's uniforms. */
@@ -24,8 +24,8 @@ export const FLASH_PARAMS = defineParams([
   ['kBase4', 'u32', 'where K starts in kv, in vec4s'],
   ['vBase4', 'u32', 'where V starts in kv, in vec4s'],
   ['Dh4', 'u32', 'head size / 4 (DH4, as a value the compiler does not unroll loops over)'],
-  ...MASK_FIELDS,
-  ['scaleLog2e', 'f32', 'log2(e) / sqrt(Dh)'],
+  ...SCORE_FIELDS,
+  ['scaleLog2e', 'f32', "scale · log2(e) (scale: the caller's, else 1/√Dh)"],
   ['varlen', 'u32', "1: cuSeqlens gives each sequence's rows"],
   ['totalRows', 'u32', 'varlen: T'],
   ['kvStride', 'u32', 'rows per (b, g) block of K and V'],
@@ -110,7 +110,7 @@ export function encodeFlashAttention(
       vBase4: kv.vBase / 4,
       Dh4: Dh / 4,
       ...masks.fields,
-      scaleLog2e: Math.LOG2E / Math.sqrt(Dh),
+      scaleLog2e: plan.score.scale * Math.LOG2E,
       varlen: plan.mode === 'varlen' ? 1 : 0,
       totalRows: plan.seqLen,
       kvStride: kv.stride,
@@ -129,7 +129,7 @@ export function encodeFlashAttention(
       { binding: 3, resource: { buffer: stats } }, // (m, l) [B, H, Sq], or per split
       { binding: 4, resource: { buffer: masks.attnMask } },
       { binding: 5, resource: { buffer: masks.padding } },
-      { binding: 6, resource: { buffer: masks.headMask } },
+      { binding: 6, resource: { buffer: masks.headData } }, // ALiBi slopes ++ sinks ++ head mask
       { binding: 7, resource: { buffer: masks.cuSeqlens } },
       { binding: 8, resource: { buffer: kv.buffer } }, // K ++ V [B, G, stride, Dh]
     ],
@@ -143,8 +143,8 @@ export function encodeFlashAttention(
     encodeDecodeMerge(
       pass,
       scratch,
-      { rows, splits: split.splits, headDim: Dh, numHeads: H, seqLen: qRows, hasHeadMask: masks.fields.hasHeadMask },
-      { partial: out, parts: stats, attention: buffers.attention, rowStats: buffers.rowStats, headMask: masks.headMask },
+      { rows, splits: split.splits, headDim: Dh, numHeads: H, seqLen: qRows, hasHeadMask: masks.fields.hasHeadMask, hasSinks: masks.fields.hasSinks },
+      { partial: out, parts: stats, attention: buffers.attention, rowStats: buffers.rowStats, headData: masks.headData },
     );
   }
 }

@@ -1,6 +1,6 @@
-// The optional inputs of the attention kernels, on the GPU: attnMask, key padding, head mask and
-// varlen offsets (cuSeqlens). What a call does not use is bound to one small zero buffer, so the
-// kernels' bind group layouts never change.
+// The optional inputs of the attention kernels, on the GPU: attnMask, key padding, head mask, the
+// per-head ALiBi slopes and sinks, and varlen offsets (cuSeqlens). What a call does not use is bound
+// to one small zero buffer, so the kernels' bind group layouts never change.
 
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { CallScratch } from '../scratch.ts';
@@ -10,21 +10,33 @@ import { constant } from '../shader.ts';
  * The uniform fields of the score rule (shaders/score_rule.wgsl), which every attention kernel's
  * Params declares so the shared WGSL functions can read them.
  */
-export const MASK_FIELDS = [
+export const SCORE_FIELDS = [
   ['causal', 'u32', "1: row i sees keys j ≤ i' (i' = i + Skv − Sq)"],
   ['window', 'u32', "> 0: row i sees keys i' − window < j ≤ i'"],
   ['maskMode', 'u32', '0: no attnMask; 1: one [Sq, Skv] for all; 2: [B·H, Sq, Skv]'],
   ['hasPadding', 'u32', '1: padding [B, Skv] applies'],
   ['hasHeadMask', 'u32', '1: headMask [B·H] applies'],
+  ['softcapLog2', 'f32', '> 0: scores become c·tanh(s / c), c = softcap·log2(e); 0: no softcap'],
+  ['hasAlibi', 'u32', '1: ALiBi slopes in headData[0 … H)'],
+  ['hasSinks', 'u32', '1: sink logits in headData[H … 2H)'],
 ] as const;
 
 export interface MaskBuffers {
   attnMask: GPUBuffer; // f32 [1 or B·H, Sq, Skv], MASKED where masked
   padding: GPUBuffer; // u32 [B, Skv], 1 = ignore this key
-  headMask: GPUBuffer; // f32 [B·H]
   cuSeqlens: GPUBuffer; // u32 [B + 1]
-  /** The values of MASK_FIELDS for this call. */
-  fields: { causal: number; window: number; maskMode: number; hasPadding: number; hasHeadMask: number };
+  headData: GPUBuffer; // f32 [2·H + B·H]: ALiBi slopes, sinks, head mask (zeros where absent)
+  /** The values of SCORE_FIELDS for this call. */
+  fields: {
+    causal: number;
+    window: number;
+    maskMode: number;
+    hasPadding: number;
+    hasHeadMask: number;
+    softcapLog2: number;
+    hasAlibi: number;
+    hasSinks: number;
+  };
 }
 
 function upload(scratch: CallScratch, data: Float32Array | Uint32Array, role: string): GPUBuffer {
@@ -33,8 +45,20 @@ function upload(scratch: CallScratch, data: Float32Array | Uint32Array, role: st
   return buffer;
 }
 
+/** ALiBi slopes [H], sinks [H], then the head mask [B·H] (zeros where absent), as score_rule.wgsl reads them. */
+function headData(plan: ForwardPlan): Float32Array {
+  const H = plan.layer.numHeads;
+  const { headMask } = plan.masks;
+  const out = new Float32Array(2 * H + (headMask?.length ?? 0));
+  if (plan.score.alibiSlopes) out.set(plan.score.alibiSlopes, 0);
+  if (plan.score.sinks) out.set(plan.score.sinks, H);
+  if (headMask) out.set(headMask, 2 * H);
+  return out;
+}
+
 export function uploadMasks(scratch: CallScratch, plan: ForwardPlan): MaskBuffers {
   const { attnMask, attnMaskPerHead, keyPaddingMask, headMask } = plan.masks;
+  const { alibiSlopes, sinks } = plan.score;
   let dummy: GPUBuffer | null = null;
   const none = () => (dummy ??= upload(scratch, new Uint32Array(4), 'noMask'));
   return {
@@ -53,14 +77,17 @@ export function uploadMasks(scratch: CallScratch, plan: ForwardPlan): MaskBuffer
           'keyPaddingMask',
         )
       : none(),
-    headMask: headMask ? upload(scratch, headMask, 'headMask') : none(),
     cuSeqlens: plan.cuSeqlens ? upload(scratch, Uint32Array.from(plan.cuSeqlens), 'cuSeqlens') : none(),
+    headData: headMask || alibiSlopes || sinks ? upload(scratch, headData(plan), 'headData') : none(),
     fields: {
       causal: plan.isCausal ? 1 : 0,
       window: plan.masks.window,
       maskMode: attnMask ? (attnMaskPerHead ? 2 : 1) : 0,
       hasPadding: keyPaddingMask ? 1 : 0,
       hasHeadMask: headMask ? 1 : 0,
+      softcapLog2: plan.score.softcap * Math.LOG2E,
+      hasAlibi: alibiSlopes ? 1 : 0,
+      hasSinks: sinks ? 1 : 0,
     },
   };
 }

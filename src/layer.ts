@@ -5,8 +5,8 @@ import type { BackendLayer } from './backend.ts';
 import { DisposedError } from './errors.ts';
 import { KvCache } from './kv-cache.ts';
 import { type LayerSpec, resolveForwardPlan } from './plan/index.ts';
-import { rejectUnknownKeys, requireObject, requirePositiveInteger } from './validate.ts';
-import type { BatchedForwardOptions, BufferForwardResult, ForwardOptions, ForwardResult } from './types.ts';
+import { resolveKvCacheOptions } from './plan/index.ts';
+import type { BatchedForwardOptions, BufferForwardResult, ForwardOptions, ForwardResult, KvCacheOptions } from './types.ts';
 
 export class MultiHeadAttention {
   /** E */
@@ -63,18 +63,20 @@ export class MultiHeadAttention {
    * A KV cache for decoding: keys and values of up to `maxSeqLen` positions for `batchSize` sequences
    * (GPU buffers on WebGPU, arrays on the CPU). Pass it as `forward(x, { batchSize, seqLen, kvCache,
    * isCausal: true })`: the new positions' K and V are appended and the queries attend over every
-   * position cached so far.
+   * position cached so far. With `key` and `value` [B, G, length, Dh] it starts from that past
+   * (cache.read() of another cache, ONNX Runtime's past_key/past_value, Hugging Face's past_key_values).
    */
-  createKvCache(options: { batchSize: number; maxSeqLen: number }): KvCache {
+  createKvCache(options: KvCacheOptions): KvCache {
     if (!this.impl) {
       throw new DisposedError('MultiHeadAttention.createKvCache: this layer', 'Create a new layer with engine.createMultiHeadAttention().');
     }
-    const where = 'MultiHeadAttention.createKvCache';
-    const o = requireObject(where, 'options', options, 'Pass { batchSize, maxSeqLen }.');
-    rejectUnknownKeys(where, 'options', o, ['batchSize', 'maxSeqLen']);
-    const batchSize = requirePositiveInteger(where, 'options.batchSize', o.batchSize);
-    const maxSeqLen = requirePositiveInteger(where, 'options.maxSeqLen', o.maxSeqLen);
-    return new KvCache(batchSize, maxSeqLen, this.impl.createCacheStorage(batchSize, maxSeqLen), this);
+    const { batchSize, maxSeqLen, past } = resolveKvCacheOptions(this.spec, options);
+    const cache = new KvCache(batchSize, maxSeqLen, this.impl.createCacheStorage(batchSize, maxSeqLen), this);
+    if (past) {
+      cache.storage.write(past.key, past.value, past.length);
+      cache.advance(past.length);
+    }
+    return cache;
   }
 
   /** Releases the layer's GPU memory at once. Calling it twice is harmless; forward() afterwards throws. */

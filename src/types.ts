@@ -242,6 +242,20 @@ export interface ScaledDotProductAttentionOptions extends MaskOptions, ScoreOpti
   dropout?: number;
 }
 
+/** mha.createKvCache's options. */
+export interface KvCacheOptions {
+  /** B. */
+  batchSize: number;
+  /** The most positions it can hold. */
+  maxSeqLen: number;
+  /** A past to start from: keys [B, G, length, Dh] (as the layer computes them), with `value`. */
+  key?: Float32Array;
+  /** A past to start from: values [B, G, length, Dh], with `key`. */
+  value?: Float32Array;
+  /** Positions in `key` and `value`; default their length / (B·G·Dh). At most maxSeqLen. */
+  length?: number;
+}
+
 /** What forward resolves to with `returnBuffer: true`. The caller owns (and destroys) these buffers. */
 export interface BufferForwardResult {
   /** [B, S, E] float32, usage STORAGE | COPY_SRC | COPY_DST, on the engine's device. */

@@ -39,6 +39,14 @@ class CpuKvCache implements KvCacheStorage {
     return out;
   }
 
+  async read(length: number): Promise<{ key: Float32Array; value: Float32Array }> {
+    return { key: Float32Array.from(this.rows(this.k, length)), value: Float32Array.from(this.rows(this.v, length)) };
+  }
+
+  write(key: Float32Array, value: Float32Array, length: number): void {
+    this.append(Float64Array.from(key), Float64Array.from(value), 0, length);
+  }
+
   reset(): void {
     this.k.fill(0);
     this.v.fill(0);

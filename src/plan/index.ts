@@ -6,5 +6,6 @@ export type { ForwardPlan, Geometry, LayerSpec, LayerWeights, MaskPlan, PlanMode
 export { geometryOf } from './geometry.ts';
 export { copyWeights, expectedWeights, resolveLayerSpec, resolveWeights } from './layer.ts';
 export { resolveForwardPlan } from './forward.ts';
+export { resolveKvCacheOptions } from './kv-cache.ts';
 export { resolveAttentionPlan } from './attention.ts';
 export { resolveShapeCalls, shapePlan } from './shape.ts';

@@ -1,9 +1,9 @@
 // The checks of a forward with a KV cache: the new tokens' keys and values are appended to the cache,
 // and the queries attend over every position it holds.
 
-import { InvalidArgumentError, UnsupportedError } from '../errors.ts';
+import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import { KvCache } from '../kv-cache.ts';
-import { describe } from '../validate.ts';
+import { describe, rejectUnknownKeys, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { clampWindow, resolveMasks, resolveScore } from './checks.ts';
 import { geometryOf } from './geometry.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
@@ -96,4 +96,63 @@ export function resolveCachedPlan(
     gpu: null,
     returnBuffer: false,
   };
+}
+
+/** mha.createKvCache's options: sizes, and a past to start from (key and value [B, G, length, Dh]). */
+export function resolveKvCacheOptions(
+  spec: LayerSpec,
+  options: unknown,
+): { batchSize: number; maxSeqLen: number; past: { key: Float32Array; value: Float32Array; length: number } | null } {
+  const where = 'MultiHeadAttention.createKvCache';
+  const o = requireObject(where, 'options', options, 'Pass { batchSize, maxSeqLen } (and key, value to start from a past).');
+  rejectUnknownKeys(where, 'options', o, ['batchSize', 'maxSeqLen', 'key', 'value', 'length']);
+  const batchSize = requirePositiveInteger(where, 'options.batchSize', o.batchSize);
+  const maxSeqLen = requirePositiveInteger(where, 'options.maxSeqLen', o.maxSeqLen);
+  if (o.key === undefined && o.value === undefined) {
+    if (o.length !== undefined) {
+      throw new InvalidArgumentError({
+        where,
+        argument: 'options.length',
+        expected: 'left out without key and value',
+        given: describe(o.length),
+        fix: 'Pass the past as key and value [B, G, length, Dh].',
+      });
+    }
+    return { batchSize, maxSeqLen, past: null };
+  }
+  if ((o.key === undefined) !== (o.value === undefined)) {
+    const missing = o.key === undefined ? 'key' : 'value';
+    throw new InvalidArgumentError({
+      where,
+      argument: `options.${missing}`,
+      expected: `given with options.${missing === 'key' ? 'value' : 'key'}`,
+      given: 'nothing',
+      fix: 'A past is both its keys and its values.',
+    });
+  }
+  const block = batchSize * spec.numKvHeads * spec.headDim; // elements per position
+  const shape = (n: number | string) => `[B, G, length, Dh] = [${batchSize}, ${spec.numKvHeads}, ${n}, ${spec.headDim}]`;
+  if (!(o.key instanceof Float32Array))
+    throw new InvalidArgumentError({ where, argument: 'options.key', expected: `a Float32Array ${shape('length')}`, given: describe(o.key) });
+  const length = o.length === undefined ? o.key.length / block : requirePositiveInteger(where, 'options.length', o.length);
+  if (!Number.isInteger(length) || length < 1) {
+    throw new ShapeMismatchError({
+      where,
+      argument: 'options.key',
+      expected: `a positive multiple of B·G·Dh = ${block} elements ${shape('length')}`,
+      given: `length ${o.key.length}`,
+    });
+  }
+  if (length > maxSeqLen) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.length',
+      expected: `at most maxSeqLen (${maxSeqLen})`,
+      given: String(length),
+      fix: 'Create the cache with a larger maxSeqLen.',
+    });
+  }
+  const key = requireFloat32Array(where, 'options.key', o.key, length * block, `${shape(length)} = ${length * block}`);
+  const value = requireFloat32Array(where, 'options.value', o.value, length * block, `${shape(length)} = ${length * block}`);
+  return { batchSize, maxSeqLen, past: { key, value, length } };
 }

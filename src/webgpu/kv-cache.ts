@@ -2,7 +2,8 @@
 
 import { DeviceLimitError, DeviceLostError } from '../errors.ts';
 import type { KvCacheStorage } from '../kv-cache.ts';
-import { type BufferPool, Usage } from './buffers.ts';
+import { type BufferPool, MAP_MODE_READ, Usage, writeTensor } from './buffers.ts';
+import { fromF16, toF16 } from './f16.ts';
 import type { GpuKvCache } from './forward.ts';
 
 /** What a cache needs of its backend: the current device generation and pool, and the limits it obeys. */
@@ -58,6 +59,49 @@ export class WebGPUKvCache implements KvCacheStorage {
       );
     }
     return { buffer: this.buffer, capacity: this.capacity, vBase: this.B * this.G * this.capacity * this.Dh };
+  }
+
+  /** Copies rows 0 … length − 1 of every (b, g) block of K and of V to one staging buffer and reads it back. */
+  async read(length: number): Promise<{ key: Float32Array; value: Float32Array }> {
+    const { pool, generation } = this.host.current();
+    const live = this.live(generation);
+    const el = pool.elementBytes;
+    const blocks = this.B * this.G;
+    const rowBytes = this.Dh * el;
+    const half = blocks * length * rowBytes; // K, then V
+    const empty = () => new Float32Array(0);
+    if (half === 0) return { key: empty(), value: empty() };
+    const device = pool.device;
+    const staging = device.createBuffer({ label: 'KvCache.read', size: 2 * half, usage: Usage.MAP_READ | Usage.COPY_DST });
+    try {
+      const encoder = device.createCommandEncoder({ label: 'KvCache.read' });
+      for (let bg = 0; bg < blocks; bg++) {
+        encoder.copyBufferToBuffer(live.buffer, bg * this.capacity * rowBytes, staging, bg * length * rowBytes, length * rowBytes);
+        encoder.copyBufferToBuffer(live.buffer, (live.vBase + bg * this.capacity * this.Dh) * el, staging, half + bg * length * rowBytes, length * rowBytes);
+      }
+      device.queue.submit([encoder.finish()]);
+      await staging.mapAsync(MAP_MODE_READ);
+      const bytes = staging.getMappedRange().slice(0);
+      staging.unmap();
+      const convert = (b: ArrayBuffer) => (el === 2 ? fromF16(new Uint16Array(b)) : new Float32Array(b));
+      return { key: convert(bytes.slice(0, half)), value: convert(bytes.slice(half)) };
+    } finally {
+      staging.destroy();
+    }
+  }
+
+  /** Writes rows 0 … length − 1 of every (b, g) block of K and V (at the engine's precision). */
+  write(key: Float32Array, value: Float32Array, length: number): void {
+    const { pool, generation } = this.host.current();
+    const live = this.live(generation);
+    const el = pool.elementBytes;
+    const n = length * this.Dh; // elements of one block's rows
+    for (let bg = 0; bg < this.B * this.G; bg++) {
+      const k = key.subarray(bg * n, (bg + 1) * n);
+      const v = value.subarray(bg * n, (bg + 1) * n);
+      writeTensor(pool.device, live.buffer, bg * this.capacity * this.Dh * el, el === 2 ? toF16(k) : k);
+      writeTensor(pool.device, live.buffer, (live.vBase + bg * this.capacity * this.Dh) * el, el === 2 ? toF16(v) : v);
+    }
   }
 
   reset(): void {

@@ -140,6 +140,17 @@ export interface MultiHeadAttentionConfig {
   bias?: boolean;
   /** Refused unless 0: this engine is inference only. */
   dropout?: number;
+  /**
+   * Rotary position embeddings of every query and key head, after the projection and bias and before
+   * K enters a KV cache: the first `dim` features (default the head size; even) rotate by
+   * position·θ_i, θ_i = base^(−2i/dim) (base default 10000), as halves (i, i + dim/2: Llama,
+   * GPT-NeoX) or with `interleaved: true` as pairs (2i, 2i + 1: GPT-J). `cos`/`sin` [maxPositions,
+   * dim/2] replace the computed angles (Llama 3, YaRN, NTK scaling). Positions: 0 … S − 1, after a
+   * KV cache's length, within each sequence with cuSeqlens, or forward's `positionIds`.
+   */
+  rotary?: { dim?: number; base?: number; interleaved?: boolean; cos?: Float32Array; sin?: Float32Array };
+  /** An RMS norm of every query and key head with these weights [headDim], after the projection and before rotary (Qwen3, Gemma 3, OLMo 2). eps default 1e-6. */
+  qkNorm?: { query: Float32Array; key: Float32Array; eps?: number };
 }
 
 /**
@@ -213,6 +224,8 @@ export interface BatchedForwardOptions extends MaskOptions, ScoreOptions {
   returnBuffer?: boolean;
   /** Refused unless 0: this engine is inference only. */
   dropout?: number;
+  /** With config.rotary: each token's position, Int32Array [B, Sq] (left-padded batches, say). Default 0 … Sq − 1 after the cache's length. */
+  positionIds?: Int32Array;
   cuSeqlens?: undefined;
 }
 

@@ -10,6 +10,7 @@
 // (tests and learners do; the backend does not).
 
 import { type ForwardPlan, type LayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../plan/index.ts';
+import { transformHeads } from './head-transform.ts';
 import { headScale, keyBand, keyBias, modifyScore } from './score-rule.ts';
 import type { ForwardOptions, MultiHeadAttentionConfig, StateDict } from '../types.ts';
 
@@ -53,16 +54,17 @@ function project(
   return out;
 }
 
-/** Pass 1: the three projections, stored split into heads (the kernel does them as one GEMM when key = value = query). */
+/** Pass 1: the three projections, stored split into heads (the kernel does them as one GEMM when key = value = query); then QK-norm and rotary, if any. */
 export function qkvProjection(plan: ForwardPlan, weights: LayerWeights): { q: Float64Array; k: Float64Array; v: Float64Array } {
   const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = plan.layer;
   const { batches, qRows, kvRows } = plan.geometry;
   const bias = weights.inProjBias; // [(H + 2G)·Dh]: q, then k, then v
-  return {
-    q: project(plan.query, E, weights.qProjWeight, bias, 0, batches, qRows, H, Dh),
-    k: project(plan.key, kdim, weights.kProjWeight, bias, H * Dh, batches, kvRows, G, Dh),
-    v: project(plan.value, vdim, weights.vProjWeight, bias, (H + G) * Dh, batches, kvRows, G, Dh),
-  };
+  const q = project(plan.query, E, weights.qProjWeight, bias, 0, batches, qRows, H, Dh);
+  const k = project(plan.key, kdim, weights.kProjWeight, bias, H * Dh, batches, kvRows, G, Dh);
+  // QK-norm and rotary, if the layer has them (head-transform.ts), before K is attended or cached.
+  transformHeads(plan, q, 'query', H, qRows);
+  transformHeads(plan, k, 'key', G, kvRows);
+  return { q, k, v: project(plan.value, vdim, weights.vProjWeight, bias, (H + G) * Dh, batches, kvRows, G, Dh) };
 }
 
 /**

@@ -53,10 +53,11 @@ export function resolveAttentionPlan(query: unknown, key: unknown, value: unknow
   const k = requireFloat32Array(where, 'key', key, B * G * Skv * Dh, `[B, G, Skv, Dh] = [${B}, ${G}, ${Skv}, ${Dh}] = ${B * G * Skv * Dh}`);
   const v = requireFloat32Array(where, 'value', value, B * G * Skv * Dh, `[B, G, Skv, Dh] = [${B}, ${G}, ${Skv}, ${Dh}] = ${B * G * Skv * Dh}`);
   const E = H * Dh;
-  const layer: LayerSpec = { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh, kdim: E, vdim: E, bias: false };
+  const layer: LayerSpec = { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh, kdim: E, vdim: E, bias: false, rotary: null, qkNorm: null };
   return {
     layer,
     mode: 'cross',
+    positions: null,
     batchSize: B,
     seqLen: Sq,
     kvSeqLen: Skv,

@@ -6,6 +6,7 @@ import type { ForwardOptions } from '../types.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { clampWindow, refuseDropout, resolveHeadMask, resolveMasks, resolveScore, resolveWindow, tensorInput } from './checks.ts';
 import { geometryOf } from './geometry.ts';
+import { resolvePositions } from './head-transform.ts';
 import { resolveCachedPlan } from './kv-cache.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
@@ -29,6 +30,7 @@ const FORWARD_KEYS = [
   'softcap',
   'sinks',
   'alibiSlopes',
+  'positionIds',
 ] as const;
 
 function resolveCuSeqlens(where: string, value: unknown, queryLength: unknown, E: number): { cu: Int32Array; maxLen: number } {
@@ -90,9 +92,30 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
   const needWeights = o.needWeights === undefined ? false : requireBoolean(where, 'options.needWeights', o.needWeights);
   refuseDropout(where, 'options.dropout', o.dropout);
   const window = resolveWindow(where, o.window);
+  if (o.positionIds !== undefined && !spec.rotary) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.positionIds',
+      expected: 'left out: this layer has no rotary embeddings',
+      given: describe(o.positionIds),
+      fix: 'positionIds place tokens for rotary embeddings: create the layer with config.rotary.',
+    });
+  }
 
   if (o.cuSeqlens !== undefined) {
-    for (const name of ['batchSize', 'seqLen', 'key', 'value', 'kvSeqLen', 'keyPaddingMask', 'attnMask', 'needWeights', 'kvCache', 'returnBuffer'] as const) {
+    for (const name of [
+      'batchSize',
+      'seqLen',
+      'key',
+      'value',
+      'kvSeqLen',
+      'keyPaddingMask',
+      'attnMask',
+      'needWeights',
+      'kvCache',
+      'returnBuffer',
+      'positionIds',
+    ] as const) {
       if (o[name] === undefined) continue;
       throw new UnsupportedError({
         where,
@@ -112,6 +135,7 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
     return {
       layer: spec,
       mode: 'varlen',
+      positions: spec.rotary ? resolvePositions(where, spec.rotary, { batchSize: n, seqLen: T, start: 0, cuSeqlens: cu }, undefined) : null,
       batchSize: n,
       seqLen: T,
       kvSeqLen: T,
@@ -160,6 +184,15 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
 
   // Cross-attention: key and value come together; kvSeqLen defaults to seqLen.
   const cross = o.key !== undefined || o.value !== undefined;
+  if (cross && spec.rotary) {
+    throw new UnsupportedError({
+      where,
+      argument: 'options.key',
+      expected: 'left out: this layer has rotary embeddings (config.rotary)',
+      given: 'cross-attention inputs',
+      fix: 'Rotary positions belong to self-attention; make a layer without rotary for cross-attention.',
+    });
+  }
   if ((o.key === undefined) !== (o.value === undefined)) {
     const missing = o.key === undefined ? 'key' : 'value';
     throw new InvalidArgumentError({
@@ -214,6 +247,7 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
     {
       layer: spec,
       mode: cross ? 'cross' : 'self',
+      positions: spec.rotary ? resolvePositions(where, spec.rotary, { batchSize, seqLen, start: 0, cuSeqlens: null }, o.positionIds) : null,
       batchSize,
       seqLen,
       kvSeqLen,

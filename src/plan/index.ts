@@ -9,3 +9,5 @@ export { resolveForwardPlan } from './forward.ts';
 export { resolveKvCacheOptions } from './kv-cache.ts';
 export { resolveAttentionPlan } from './attention.ts';
 export { resolveShapeCalls, shapePlan } from './shape.ts';
+export type { QkNormPlan, RotaryPlan } from './head-transform.ts';
+export { rotaryAngle } from './head-transform.ts';

@@ -6,6 +6,7 @@ import { KvCache } from '../kv-cache.ts';
 import { describe, rejectUnknownKeys, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { clampWindow, resolveMasks, resolveScore } from './checks.ts';
 import { geometryOf } from './geometry.ts';
+import { resolvePositions } from './head-transform.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
 /** forward(x, { kvCache }): the new tokens' K/V are appended, and the queries see everything cached. */
@@ -80,6 +81,7 @@ export function resolveCachedPlan(
   return {
     layer: spec,
     mode: 'self',
+    positions: spec.rotary ? resolvePositions(where, spec.rotary, { batchSize, seqLen, start, cuSeqlens: null }, o.positionIds) : null,
     batchSize,
     seqLen,
     kvSeqLen,

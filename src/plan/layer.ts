@@ -3,9 +3,10 @@
 import { InvalidArgumentError, MissingWeightError } from '../errors.ts';
 import { rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { refuseDropout } from './checks.ts';
+import { resolveQkNorm, resolveRotary } from './head-transform.ts';
 import type { LayerSpec, LayerWeights } from './types.ts';
 
-const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'dropout'] as const;
+const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'dropout', 'rotary', 'qkNorm'] as const;
 
 export function resolveLayerSpec(config: unknown): LayerSpec {
   const where = 'createMultiHeadAttention';
@@ -36,7 +37,18 @@ export function resolveLayerSpec(config: unknown): LayerSpec {
   const vdim = c.vdim === undefined ? embedDim : requirePositiveInteger(where, 'config.vdim', c.vdim);
   const bias = c.bias === undefined ? true : requireBoolean(where, 'config.bias', c.bias);
   refuseDropout(where, 'config.dropout', c.dropout);
-  return { embedDim, numHeads, numKvHeads, headDim: embedDim / numHeads, kdim, vdim, bias };
+  const headDim = embedDim / numHeads;
+  return {
+    embedDim,
+    numHeads,
+    numKvHeads,
+    headDim,
+    kdim,
+    vdim,
+    bias,
+    rotary: resolveRotary(where, c.rotary, headDim),
+    qkNorm: resolveQkNorm(where, c.qkNorm, headDim),
+  };
 }
 
 /** The state_dict entries a layer takes, with their shapes; `separate` selects q/k/v_proj_weight. */

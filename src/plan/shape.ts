@@ -5,6 +5,7 @@ import { InvalidArgumentError } from '../errors.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
 import { plainScore } from './checks.ts';
 import { geometryOf } from './geometry.ts';
+import { resolvePositions } from './head-transform.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
 const NO_DATA = new Float32Array(0);
@@ -16,6 +17,7 @@ export function shapePlan(spec: LayerSpec, shape: { batchSize: number; seqLen: n
   return {
     layer: spec,
     mode,
+    positions: spec.rotary ? resolvePositions('AttentionEngine.warmup', spec.rotary, { batchSize, seqLen, start: kvSeqLen - seqLen, cuSeqlens: null }, undefined) : null,
     batchSize,
     seqLen,
     kvSeqLen,

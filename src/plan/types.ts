@@ -3,6 +3,7 @@
 // nothing below them checks arguments again.
 
 import type { KvCache } from '../kv-cache.ts';
+import type { QkNormPlan, RotaryPlan } from './head-transform.ts';
 
 /** The sizes of one multi-head attention layer. */
 export interface LayerSpec {
@@ -13,6 +14,10 @@ export interface LayerSpec {
   kdim: number; // channels of `key` (E unless given)
   vdim: number; // channels of `value` (E unless given)
   bias: boolean;
+  /** Rotary embeddings of every query and key head (config.rotary), or null. */
+  rotary: RotaryPlan | null;
+  /** RMS norm of every query and key head (config.qkNorm), or null. */
+  qkNorm: QkNormPlan | null;
 }
 
 /** A layer's weights, in PyTorch's layout. */
@@ -87,6 +92,8 @@ export interface ForwardPlan {
   needWeights: boolean;
   masks: MaskPlan;
   score: ScorePlan;
+  /** With rotary: each query token's position (batch-major, the projections' row order); else null. */
+  positions: Int32Array | null;
   /** varlen: [n + 1] offsets, 0 … T; else null. */
   cuSeqlens: Int32Array | null;
   /** Where the call's rows live, built once (geometry.ts). */

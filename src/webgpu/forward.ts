@@ -9,6 +9,7 @@ import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import { type BufferPool, MAP_MODE_READ, Usage } from './buffers.ts';
 import { encodeAttentionProbs } from './kernels/attention-probs.ts';
 import { encodeFlashAttention } from './kernels/flash-attention.ts';
+import { encodeHeadTransform } from './kernels/head-transform.ts';
 import { uploadMasks } from './kernels/masks.ts';
 import { encodeOutputProjection } from './kernels/output-projection.ts';
 import { encodeQkvProjection, type QkvTargets, qkvBufferTargets, qkvLayout } from './kernels/qkv-projection.ts';
@@ -117,6 +118,7 @@ export async function forwardWebGPU(
     const encoder = device.createCommandEncoder({ label: 'MultiHeadAttention.forward' });
     const stages = new PassStages(device, encoder, 'MultiHeadAttention.forward', profile);
     stages.run('qkv_projection', (pass) => encodeQkvProjection(pass, scratch, plan, { query, key, value }, weights.projection, targets, choice.qkv_projection));
+    if (plan.layer.rotary || plan.layer.qkNorm) stages.run('head_transform', (pass) => encodeHeadTransform(pass, scratch, plan, targets));
     stages.run('flash_attention', (pass) => encodeFlashAttention(pass, scratch, plan, { q, kv, attention, rowStats }, masks, choice.flash_attention));
     if (probs) stages.run('attention_probs', (pass) => encodeAttentionProbs(pass, scratch, plan, { q, kv, rowStats, probs }, masks));
     stages.run('output_projection', (pass) =>

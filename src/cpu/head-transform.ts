@@ -1,0 +1,41 @@
+// QK-norm and rotary embeddings in float64: what shaders/head_transform.wgsl does to every query and
+// key head after the projection, pass 1½ of the reference. An RMS norm with the head's weights
+// (config.qkNorm), then the rotation of the first `dim` features by position·θ_i (config.rotary).
+
+import { type ForwardPlan, rotaryAngle } from '../plan/index.ts';
+
+/**
+ * Transforms `heads` [batches, count, rows, Dh] in place: the query heads (kind 'query') or the key
+ * heads ('key') of the call's tokens, token m = b·rows + s at plan.positions[m].
+ */
+export function transformHeads(plan: ForwardPlan, heads: Float64Array, kind: 'query' | 'key', count: number, rows: number): void {
+  const { rotary, qkNorm, headDim: Dh } = plan.layer;
+  if (!rotary && !qkNorm) return;
+  const batches = heads.length / (count * rows * Dh);
+  for (let b = 0; b < batches; b++) {
+    for (let h = 0; h < count; h++) {
+      for (let s = 0; s < rows; s++) {
+        const base = ((b * count + h) * rows + s) * Dh;
+        if (qkNorm) {
+          const weight = kind === 'query' ? qkNorm.query : qkNorm.key;
+          let squares = 0;
+          for (let d = 0; d < Dh; d++) squares += heads[base + d] ** 2;
+          const r = 1 / Math.sqrt(squares / Dh + qkNorm.eps);
+          for (let d = 0; d < Dh; d++) heads[base + d] *= r * weight[d];
+        }
+        if (rotary) {
+          const position = plan.positions![b * rows + s];
+          const half = rotary.dim / 2;
+          for (let i = 0; i < half; i++) {
+            const [c, sn] = rotaryAngle(rotary, position, i);
+            const [a, z] = rotary.interleaved ? [base + 2 * i, base + 2 * i + 1] : [base + i, base + i + half];
+            const x = heads[a];
+            const y = heads[z];
+            heads[a] = x * c - y * sn;
+            heads[z] = y * c + x * sn;
+          }
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,155 @@
+// Rotary position embeddings and QK-norm: what a layer does to every query and key head after the
+// projection (and bias), before attention and before K enters a KV cache. Resolved from the layer
+// config (createMultiHeadAttention's `rotary`, `qkNorm`) and, per call, the positions of its tokens.
+// The kernel is shaders/head_transform.wgsl; the reference cpu/head-transform.ts.
+
+import { InvalidArgumentError, ShapeMismatchError } from '../errors.ts';
+import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
+
+/** Rotary embeddings, resolved: rotate the first `dim` features of each head by position·θ_i. */
+export interface RotaryPlan {
+  /** Features rotated (even, ≤ Dh). */
+  dim: number;
+  /** θ_i = base^(−2i/dim), when no tables are given. */
+  base: number;
+  /** false: halves (i, i + dim/2), Llama / GPT-NeoX; true: pairs (2i, 2i + 1), GPT-J. */
+  interleaved: boolean;
+  /** Given tables [maxPositions, dim/2] (Llama 3, YaRN, NTK scaling), or null: computed from base. */
+  cos: Float32Array | null;
+  sin: Float32Array | null;
+}
+
+/** QK-norm, resolved: an RMS norm of every query and key head with these weights [Dh]. */
+export interface QkNormPlan {
+  query: Float32Array;
+  key: Float32Array;
+  eps: number;
+}
+
+/** The layer config's `rotary`, checked for head size Dh. */
+export function resolveRotary(where: string, value: unknown, Dh: number): RotaryPlan | null {
+  if (value === undefined) return null;
+  const r = requireObject(where, 'config.rotary', value, 'Pass { dim?, base?, interleaved?, cos?, sin? }.');
+  rejectUnknownKeys(where, 'config.rotary', r, ['dim', 'base', 'interleaved', 'cos', 'sin']);
+  const dim = r.dim === undefined ? Dh : requirePositiveInteger(where, 'config.rotary.dim', r.dim);
+  if (dim % 2 !== 0 || dim > Dh) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'config.rotary.dim',
+      expected: `an even number ≤ the head size (${Dh})`,
+      given: String(dim),
+      fix: 'Rotary rotates pairs of features of each head.',
+    });
+  }
+  let base = 10000;
+  if (r.base !== undefined) {
+    if (typeof r.base !== 'number' || !Number.isFinite(r.base) || r.base <= 1) {
+      throw new InvalidArgumentError({ where, argument: 'config.rotary.base', expected: 'a finite number > 1 (default 10000)', given: describe(r.base) });
+    }
+    base = r.base;
+  }
+  const interleaved = r.interleaved === undefined ? false : requireBoolean(where, 'config.rotary.interleaved', r.interleaved);
+  if ((r.cos === undefined) !== (r.sin === undefined)) {
+    const missing = r.cos === undefined ? 'cos' : 'sin';
+    throw new InvalidArgumentError({
+      where,
+      argument: `config.rotary.${missing}`,
+      expected: `given with config.rotary.${missing === 'cos' ? 'sin' : 'cos'}`,
+      given: 'nothing',
+    });
+  }
+  let cos: Float32Array | null = null;
+  let sin: Float32Array | null = null;
+  if (r.cos !== undefined) {
+    const half = dim / 2;
+    const shape = `[maxPositions, dim / 2] (dim / 2 = ${half})`;
+    if (!(r.cos instanceof Float32Array))
+      throw new InvalidArgumentError({ where, argument: 'config.rotary.cos', expected: `a Float32Array ${shape}`, given: describe(r.cos) });
+    if (r.cos.length === 0 || r.cos.length % half !== 0) {
+      throw new ShapeMismatchError({
+        where,
+        argument: 'config.rotary.cos',
+        expected: `a positive multiple of dim / 2 = ${half} elements ${shape}`,
+        given: `length ${r.cos.length}`,
+        fix: "Hugging Face's cos/sin are [S, dim] with the halves duplicated: pass their first dim / 2 columns.",
+      });
+    }
+    cos = r.cos.slice();
+    sin = requireFloat32Array(where, 'config.rotary.sin', r.sin, cos.length, `${shape}, the length of cos (${cos.length})`).slice();
+  }
+  return { dim, base, interleaved, cos, sin };
+}
+
+/** The layer config's `qkNorm`, checked for head size Dh. */
+export function resolveQkNorm(where: string, value: unknown, Dh: number): QkNormPlan | null {
+  if (value === undefined) return null;
+  const q = requireObject(where, 'config.qkNorm', value, 'Pass { query, key, eps? }: RMS-norm weights [headDim] for query and key heads.');
+  rejectUnknownKeys(where, 'config.qkNorm', q, ['query', 'key', 'eps']);
+  const query = requireFloat32Array(where, 'config.qkNorm.query', q.query, Dh, `[headDim] = ${Dh}`).slice();
+  const key = requireFloat32Array(where, 'config.qkNorm.key', q.key, Dh, `[headDim] = ${Dh}`).slice();
+  let eps = 1e-6;
+  if (q.eps !== undefined) {
+    if (typeof q.eps !== 'number' || !Number.isFinite(q.eps) || q.eps <= 0) {
+      throw new InvalidArgumentError({ where, argument: 'config.qkNorm.eps', expected: 'a finite number > 0 (default 1e-6)', given: describe(q.eps) });
+    }
+    eps = q.eps;
+  }
+  return { query, key, eps };
+}
+
+/** Positions of rotated tokens, above which given tables have no rows. */
+export function maxPositions(rotary: RotaryPlan): number {
+  return rotary.cos ? rotary.cos.length / (rotary.dim / 2) : Number.POSITIVE_INFINITY;
+}
+
+/**
+ * The position of every query token of a call (the order of the projections' rows: batch-major),
+ * from `positionIds` [B, Sq], or 0 … Sq − 1 (+ the cache's length; within each sequence for varlen).
+ */
+export function resolvePositions(
+  where: string,
+  rotary: RotaryPlan,
+  shape: { batchSize: number; seqLen: number; start: number; cuSeqlens: Int32Array | null },
+  positionIds: unknown,
+): Int32Array {
+  const { batchSize: B, seqLen: S, start, cuSeqlens } = shape;
+  let positions: Int32Array;
+  if (positionIds !== undefined) {
+    if (!(positionIds instanceof Int32Array)) {
+      throw new InvalidArgumentError({ where, argument: 'options.positionIds', expected: `an Int32Array [B, Sq] = [${B}, ${S}]`, given: describe(positionIds) });
+    }
+    if (positionIds.length !== B * S)
+      throw new ShapeMismatchError({ where, argument: 'options.positionIds', expected: `of length B·Sq = ${B * S}`, given: `length ${positionIds.length}` });
+    const bad = positionIds.findIndex((p) => p < 0);
+    if (bad >= 0) throw new InvalidArgumentError({ where, argument: `options.positionIds[${bad}]`, expected: 'a position ≥ 0', given: String(positionIds[bad]) });
+    positions = positionIds.slice();
+  } else if (cuSeqlens) {
+    positions = new Int32Array(S);
+    for (let b = 0; b + 1 < cuSeqlens.length; b++) for (let t = cuSeqlens[b]; t < cuSeqlens[b + 1]; t++) positions[t] = t - cuSeqlens[b];
+  } else {
+    positions = Int32Array.from({ length: B * S }, (_, m) => start + (m % S));
+  }
+  const limit = maxPositions(rotary);
+  let last = 0;
+  for (const p of positions) last = Math.max(last, p);
+  if (last >= limit) {
+    throw new InvalidArgumentError({
+      where,
+      argument: positionIds !== undefined ? 'options.positionIds' : 'the positions of this call',
+      expected: `positions below the rotary tables' ${limit} rows (config.rotary.cos / sin [maxPositions, dim / 2])`,
+      given: `position ${last}`,
+      fix: 'Give longer cos/sin tables, or leave them out to compute angles from rotary.base.',
+    });
+  }
+  return positions;
+}
+
+/** cos and sin of position·θ_i for pair i of `rotary` (from its tables, else θ_i = base^(−2i/dim)), in float64. */
+export function rotaryAngle(rotary: RotaryPlan, position: number, i: number): [number, number] {
+  if (rotary.cos && rotary.sin) {
+    const at = position * (rotary.dim / 2) + i;
+    return [rotary.cos[at], rotary.sin[at]];
+  }
+  const angle = position * rotary.base ** ((-2 * i) / rotary.dim);
+  return [Math.cos(angle), Math.sin(angle)];
+}

@@ -1,0 +1,99 @@
+// Host side of shaders/head_transform.wgsl: QK-norm and rotary embeddings of the query heads and the
+// key heads of a call, in place, between the QKV projection and attention. Only for layers with
+// config.rotary or config.qkNorm.
+
+import source from '../../../shaders/head_transform.wgsl?raw';
+import { type ForwardPlan, rotaryAngle } from '../../plan/index.ts';
+import type { Precision } from '../buffers.ts';
+import { getPipeline, type PipelineSpec } from '../pipelines.ts';
+import type { CallScratch } from '../scratch.ts';
+import { defineParams, shaderCode } from '../shader.ts';
+import type { QkvTargets } from './qkv-projection.ts';
+
+/** head_transform.wgsl's uniforms. */
+export const TRANSFORM_PARAMS = defineParams([
+  ['rows', 'u32', 'tokens transformed (the rope table has as many rows)'],
+  ['S', 'u32', 'tokens per batch'],
+  ['heads', 'u32', 'heads of this kind: H (queries) or G (keys)'],
+  ['base4', 'u32', 'where these heads start in their buffer, in vec4s'],
+  ['stride', 'u32', 'rows per (batch, head) block'],
+  ['row0', 'u32', "the block's row of the first token: 0, or a KV cache's length"],
+  ['hasNorm', 'u32', '1: RMS norm with normWeight'],
+  ['normOffset', 'u32', '0: the query weights; Dh: the key weights'],
+  ['eps', 'f32', 'RMS norm epsilon'],
+  ['pairs', 'u32', 'rotary: dim / 2 pairs rotated; 0: no rotary'],
+  ['interleaved', 'u32', '1: pairs (2i, 2i + 1); 0: halves (i, i + dim/2)'],
+]);
+
+export function headTransformPipeline(precision: Precision, headDim: number): PipelineSpec {
+  return { label: 'HeadTransform', code: shaderCode({ precision, params: TRANSFORM_PARAMS, sizes: { DH4: headDim / 4 }, sources: [source] }) };
+}
+
+/** Each query token's cos and sin of position·θ_i, [tokens, dim/2] then [tokens, dim/2], float64 on the host, stored f32. */
+function ropeTable(plan: ForwardPlan): Float32Array {
+  const rotary = plan.layer.rotary!;
+  const pairs = rotary.dim / 2;
+  const positions = plan.positions!;
+  const out = new Float32Array(2 * positions.length * pairs);
+  positions.forEach((position, m) => {
+    for (let i = 0; i < pairs; i++) {
+      const [c, s] = rotaryAngle(rotary, position, i);
+      out[m * pairs + i] = c;
+      out[(positions.length + m) * pairs + i] = s;
+    }
+  });
+  return out;
+}
+
+export function encodeHeadTransform(pass: GPUComputePassEncoder, scratch: CallScratch, plan: ForwardPlan, targets: QkvTargets): void {
+  const { numHeads: H, numKvHeads: G, headDim: Dh, rotary, qkNorm } = plan.layer;
+  const { batches, qRows, kvRows } = plan.geometry;
+  const device = scratch.device;
+  const pipeline = getPipeline(device, headTransformPipeline(scratch.precision, Dh));
+  const upload = (data: Float32Array, role: string) => {
+    const buffer = scratch.storage(Math.max(16, data.byteLength), role);
+    device.queue.writeBuffer(buffer, 0, data.buffer, data.byteOffset, data.byteLength);
+    return buffer;
+  };
+  const norm = upload(qkNorm ? Float32Array.from([...qkNorm.query, ...qkNorm.key]) : new Float32Array(4), 'HeadTransform.normWeight');
+  const rope = upload(rotary ? ropeTable(plan) : new Float32Array(4), 'HeadTransform.rope');
+  const { kv } = targets;
+  // Self-attention and KV caches: the new keys are the query tokens' (same rows, same positions);
+  // cross-attention (QK-norm only: rotary is refused there) has kvRows of its own.
+  const kinds = [
+    { buffer: targets.q, heads: H, base4: 0, S: qRows, stride: qRows, row0: 0, normOffset: 0 },
+    { buffer: kv.buffer, heads: G, base4: kv.kBase / 4, S: kvRows === qRows || plan.cache ? qRows : kvRows, stride: kv.stride, row0: kv.row0, normOffset: Dh },
+  ];
+  for (const k of kinds) {
+    const rows = batches * k.S;
+    const params = scratch.uniforms(
+      TRANSFORM_PARAMS.pack({
+        rows,
+        S: k.S,
+        heads: k.heads,
+        base4: k.base4,
+        stride: k.stride,
+        row0: k.row0,
+        hasNorm: qkNorm ? 1 : 0,
+        normOffset: k.normOffset,
+        eps: qkNorm?.eps ?? 1e-6,
+        pairs: rotary ? rotary.dim / 2 : 0,
+        interleaved: rotary?.interleaved ? 1 : 0,
+      }),
+      'HeadTransform.params',
+    );
+    const bindGroup = device.createBindGroup({
+      label: 'HeadTransform.bindGroup',
+      layout: pipeline.getBindGroupLayout(0),
+      entries: [
+        { binding: 0, resource: { buffer: params } },
+        { binding: 1, resource: { buffer: k.buffer } },
+        { binding: 2, resource: { buffer: norm } },
+        { binding: 3, resource: { buffer: rope } },
+      ],
+    });
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, bindGroup);
+    pass.dispatchWorkgroups(Math.ceil(rows / 64), k.heads);
+  }
+}

@@ -1,0 +1,168 @@
+// Rotary embeddings and QK-norm (layer config `rotary`, `qkNorm`): WebGPU against the float64
+// reference (halves and interleaved, partial dims, given tables, positionIds, GQA, varlen positions
+// within each sequence, KV-cache decoding at cache.length + i, QK-norm alone, with rotary and with
+// cross-attention), the reference against a hand-computed rotation, and the typed errors.
+
+import { describe, expect, test } from 'vitest';
+import { InvalidArgumentError, type MultiHeadAttentionConfig, referenceMultiHeadAttention, ShapeMismatchError, UnsupportedError } from '../src/index.ts';
+import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
+import { useEngines } from './helpers/engines.ts';
+import { withErrorScopes } from './helpers/gpu.ts';
+
+const engines = useEngines();
+const base = { embedDim: 48, numHeads: 4, numKvHeads: 2 };
+const Dh = 12;
+const sd = randomStateDict(base, 41);
+const r = mulberry32(42);
+const qkNorm = { query: uniform(Dh, 1, r).map((v) => 1 + 0.5 * v), key: uniform(Dh, 1, r).map((v) => 1 + 0.5 * v), eps: 1e-5 };
+const tables = (positions: number, dim: number) => {
+  const cos = new Float32Array(positions * (dim / 2));
+  const sin = new Float32Array(positions * (dim / 2));
+  for (let p = 0; p < positions; p++) {
+    for (let i = 0; i < dim / 2; i++) {
+      const angle = (p * 0.5) / 500 ** ((2 * i) / dim); // a "scaled" schedule the base alone would not give
+      cos[p * (dim / 2) + i] = Math.cos(angle);
+      sin[p * (dim / 2) + i] = Math.sin(angle);
+    }
+  }
+  return { cos, sin };
+};
+
+const configs: [string, Partial<MultiHeadAttentionConfig>][] = [
+  ['rotary halves', { rotary: {} }],
+  ['rotary interleaved, dim 8, base 500', { rotary: { dim: 8, interleaved: true, base: 500 } }],
+  ['rotary from tables', { rotary: { dim: 12, ...tables(64, 12) } }],
+  ['qkNorm', { qkNorm }],
+  ['qkNorm and rotary', { qkNorm, rotary: { dim: 6 } }],
+];
+
+async function both(config: MultiHeadAttentionConfig, run: (mha: ReturnType<typeof engines.gpu.createMultiHeadAttention>) => Promise<Float32Array>) {
+  const outputs: Float32Array[] = [];
+  for (const engine of [engines.gpu, engines.cpu]) {
+    const mha = engine.createMultiHeadAttention(config, sd);
+    outputs.push(await withErrorScopes(engines.gpu.device!, () => run(mha)));
+    mha.dispose();
+  }
+  return outputs;
+}
+
+describe.each(configs)('%s', (_name, extra) => {
+  const config = { ...base, ...extra } as MultiHeadAttentionConfig;
+
+  test.each([
+    [1, 1],
+    [2, 9],
+    [1, 37],
+  ])('B=%i S=%i, causal; and with positionIds', async (B, S) => {
+    const x = uniform(B * S * base.embedDim, 1, mulberry32(S));
+    const options = { batchSize: B, seqLen: S, isCausal: true };
+    const [g, c] = await both(config, async (mha) => (await mha.forward(x, options)).output);
+    expectClose(g, c, f32Tolerance([base.embedDim, S, base.embedDim]), 'output');
+    if (config.rotary) {
+      // Left padding: each sequence's positions start where its tokens do.
+      const positionIds = Int32Array.from({ length: B * S }, (_, m) => Math.max(0, (m % S) - (m < S ? 0 : 2)));
+      const [gp, cp] = await both(config, async (mha) => (await mha.forward(x, { ...options, positionIds })).output);
+      expectClose(gp, cp, f32Tolerance([base.embedDim, S, base.embedDim]), 'output with positionIds');
+    }
+  });
+
+  test('varlen: positions within each sequence', async () => {
+    const cuSeqlens = Int32Array.from([0, 4, 15, 16]);
+    const x = uniform(16 * base.embedDim, 1, mulberry32(7));
+    const [g, c] = await both(config, async (mha) => (await mha.forward(x, { cuSeqlens, isCausal: true })).output);
+    expectClose(g, c, f32Tolerance([base.embedDim, 11, base.embedDim]), 'output');
+    // The same as each sequence alone.
+    const alone = referenceMultiHeadAttention(config, sd, x.subarray(4 * base.embedDim, 15 * base.embedDim), { batchSize: 1, seqLen: 11, isCausal: true }).output;
+    expectClose(c.subarray(4 * base.embedDim, 15 * base.embedDim), alone, f32Tolerance([base.embedDim, 11, base.embedDim]), 'sequence 1 alone');
+  });
+
+  test('KV-cache decoding equals one causal forward (keys rotated before they are cached)', async () => {
+    const S = 14;
+    const x = uniform(S * base.embedDim, 1, mulberry32(8));
+    const whole = referenceMultiHeadAttention(config, sd, x, { batchSize: 1, seqLen: S, isCausal: true }).output;
+    for (const engine of [engines.gpu, engines.cpu]) {
+      const mha = engine.createMultiHeadAttention(config, sd);
+      const cache = mha.createKvCache({ batchSize: 1, maxSeqLen: S });
+      const out = new Float32Array(S * base.embedDim);
+      out.set((await mha.forward(x.subarray(0, 10 * base.embedDim), { batchSize: 1, seqLen: 10, kvCache: cache, isCausal: true })).output);
+      for (let t = 10; t < S; t++) {
+        out.set(
+          (await mha.forward(x.subarray(t * base.embedDim, (t + 1) * base.embedDim), { batchSize: 1, seqLen: 1, kvCache: cache, isCausal: true })).output,
+          t * base.embedDim,
+        );
+      }
+      expectClose(out, whole, f32Tolerance([base.embedDim, S, base.embedDim]), `${engine.backend} decode`);
+      mha.dispose();
+    }
+  });
+});
+
+test('qkNorm with cross-attention (keys from their own input)', async () => {
+  const config = { ...base, qkNorm };
+  const [B, Sq, Skv] = [2, 5, 9];
+  const x = uniform(B * Sq * base.embedDim, 1, mulberry32(9));
+  const kv = uniform(B * Skv * base.embedDim, 1, mulberry32(10));
+  const options = { batchSize: B, seqLen: Sq, key: kv, value: kv, kvSeqLen: Skv };
+  const [g, c] = await both(config, async (mha) => (await mha.forward(x, options)).output);
+  expectClose(g, c, f32Tolerance([base.embedDim, Skv, base.embedDim]), 'output');
+});
+
+test('the reference rotates by hand: position p turns pair i by p·base^(−2i/dim)', () => {
+  // One head of 4 features, identity projections: q = k = x; dim 4, halves: pairs (0, 2) and (1, 3).
+  const E = 4;
+  const eye = new Float32Array(3 * E * E);
+  for (let n = 0; n < 3 * E; n++) eye[n * E + (n % E)] = 1;
+  const identity = { in_proj_weight: eye, 'out_proj.weight': eye.subarray(0, E * E) };
+  const config = { embedDim: E, numHeads: 1, bias: false, rotary: { base: 100 } };
+  const x = Float32Array.from([0, 0, 0, 0, 1, 2, 3, 4]); // token 1 (position 1)
+  const { q } = referenceMultiHeadAttention(config, identity, x, { batchSize: 1, seqLen: 2 });
+  const [t0, t1] = [1, 100 ** -0.5]; // θ_0 = 1, θ_1 = base^(−2/4)
+  expect(q[4]).toBeCloseTo(1 * Math.cos(t0) - 3 * Math.sin(t0), 12);
+  expect(q[6]).toBeCloseTo(3 * Math.cos(t0) + 1 * Math.sin(t0), 12);
+  expect(q[5]).toBeCloseTo(2 * Math.cos(t1) - 4 * Math.sin(t1), 12);
+  expect(q[7]).toBeCloseTo(4 * Math.cos(t1) + 2 * Math.sin(t1), 12);
+});
+
+describe('bad rotary and qkNorm arguments', () => {
+  test.each([
+    [{ rotary: { dim: 7 } }, InvalidArgumentError, 'config.rotary.dim'],
+    [{ rotary: { dim: 14 } }, InvalidArgumentError, 'config.rotary.dim'],
+    [{ rotary: { base: 0 } }, InvalidArgumentError, 'config.rotary.base'],
+    [{ rotary: { cos: new Float32Array(12) } }, InvalidArgumentError, 'config.rotary.sin'],
+    [{ rotary: { cos: new Float32Array(7), sin: new Float32Array(7) } }, ShapeMismatchError, 'config.rotary.cos'],
+    [{ rotary: { speed: 1 } }, InvalidArgumentError, 'config.rotary'],
+    [{ qkNorm: { query: new Float32Array(Dh) } }, InvalidArgumentError, 'config.qkNorm.key'],
+    [{ qkNorm: { query: new Float32Array(3), key: new Float32Array(Dh) } }, ShapeMismatchError, 'config.qkNorm.query'],
+    [{ qkNorm: { ...qkNorm, eps: -1 } }, InvalidArgumentError, 'config.qkNorm.eps'],
+  ])('%o', (extra, kind, argument) => {
+    for (const engine of [engines.gpu, engines.cpu]) {
+      expect(() => engine.createMultiHeadAttention({ ...base, ...extra } as never, sd)).toThrow(kind);
+      expect(() => engine.createMultiHeadAttention({ ...base, ...extra } as never, sd)).toThrow(argument);
+    }
+  });
+
+  test('positionIds: wrong length, negative, past the tables, or without rotary; rotary with cross-attention', async () => {
+    const x = new Float32Array(2 * 3 * base.embedDim);
+    const call = { batchSize: 2, seqLen: 3 };
+    const rotary = engines.cpu.createMultiHeadAttention({ ...base, rotary: { dim: 12, ...tables(4, 12) } }, sd);
+    const plain = engines.cpu.createMultiHeadAttention(base, sd);
+    const cases: [Promise<unknown>, typeof InvalidArgumentError, string][] = [
+      [rotary.forward(x, { ...call, positionIds: new Int32Array(5) }), ShapeMismatchError, 'options.positionIds'],
+      [rotary.forward(x, { ...call, positionIds: Int32Array.from([0, 1, 2, 0, -1, 2]) }), InvalidArgumentError, 'options.positionIds[4]'],
+      [rotary.forward(x, { ...call, positionIds: Int32Array.from([0, 1, 2, 0, 1, 4]) }), InvalidArgumentError, 'options.positionIds'],
+      [plain.forward(x, { ...call, positionIds: new Int32Array(6) }), InvalidArgumentError, 'options.positionIds'],
+      [rotary.forward(x, { ...call, key: x, value: x }), UnsupportedError, 'options.key'],
+    ];
+    for (const [promise, kind, argument] of cases) {
+      const error = await promise.then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(error, argument).toBeInstanceOf(kind);
+      expect((error as Error).message).toContain(argument);
+    }
+    rotary.dispose();
+    plain.dispose();
+  });
+});

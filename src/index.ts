@@ -24,6 +24,7 @@ export type {
   BatchedForwardOptions,
   PackedForwardOptions,
   MaskOptions,
+  RotaryOptions,
   KvCacheOptions,
   ScoreOptions,
   ScaledDotProductAttentionOptions,

@@ -148,7 +148,7 @@ export interface MultiHeadAttentionConfig {
    * dim/2] replace the computed angles (Llama 3, YaRN, NTK scaling). Positions: 0 … S − 1, after a
    * KV cache's length, within each sequence with cuSeqlens, or forward's `positionIds`.
    */
-  rotary?: { dim?: number; base?: number; interleaved?: boolean; cos?: Float32Array; sin?: Float32Array };
+  rotary?: RotaryOptions;
   /** An RMS norm of every query and key head with these weights [headDim], after the projection and before rotary (Qwen3, Gemma 3, OLMo 2). eps default 1e-6. */
   qkNorm?: { query: Float32Array; key: Float32Array; eps?: number };
 }
@@ -159,6 +159,19 @@ export interface MultiHeadAttentionConfig {
  *   out_proj.weight [E, E], out_proj.bias [E]. Linear layers compute y = x·Wᵀ + b.
  */
 export type StateDict = Record<string, Float32Array>;
+
+/** Rotary position embeddings (MultiHeadAttentionConfig.rotary, ScaledDotProductAttentionOptions.rotary). */
+export interface RotaryOptions {
+  /** Features rotated, from the first: even, ≤ the head size. Default the head size. */
+  dim?: number;
+  /** θ_i = base^(−2i/dim). Default 10000. */
+  base?: number;
+  /** true: pairs (2i, 2i + 1) (GPT-J); false (default): halves (i, i + dim/2) (Llama, GPT-NeoX). */
+  interleaved?: boolean;
+  /** cos and sin of position·θ_i, [maxPositions, dim/2] each, in place of the computed angles (Llama 3, YaRN, NTK). */
+  cos?: Float32Array;
+  sin?: Float32Array;
+}
 
 /** How scores are made before the softmax: options of MultiHeadAttention.forward and scaledDotProductAttention. */
 export interface ScoreOptions {
@@ -253,6 +266,14 @@ export interface ScaledDotProductAttentionOptions extends MaskOptions, ScoreOpti
   headDim: number;
   needWeights?: boolean;
   dropout?: number;
+  /**
+   * Rotates the queries and the last Sq keys by their positions (positionIds [B, Sq], default
+   * Skv − Sq + i); keys before them are taken as already rotated (ONNX Runtime's GroupQueryAttention,
+   * Hugging Face's past_key_values). Needs kvSeqLen ≥ seqLen.
+   */
+  rotary?: RotaryOptions;
+  /** With rotary: each query's position, Int32Array [B, Sq]. */
+  positionIds?: Int32Array;
 }
 
 /** mha.createKvCache's options. */

@@ -166,3 +166,44 @@ describe('bad rotary and qkNorm arguments', () => {
     plain.dispose();
   });
 });
+
+describe('scaledDotProductAttention with rotary: the queries and the last Sq keys turn', () => {
+  test.each([
+    [3, 3, {}],
+    [2, 9, { interleaved: true, dim: 4 }],
+  ] as const)('Sq=%i Skv=%i %o; GPU equals CPU; positionIds; earlier keys untouched', async (Sq, Skv, rotaryExtra) => {
+    const [B, H, G, D] = [2, 4, 2, 8];
+    const rr = mulberry32(Sq * 7 + Skv);
+    const q = uniform(B * H * Sq * D, 1, rr);
+    const k = uniform(B * G * Skv * D, 1, rr);
+    const v = uniform(B * G * Skv * D, 1, rr);
+    const opts = { batchSize: B, numHeads: H, numKvHeads: G, seqLen: Sq, kvSeqLen: Skv, headDim: D, isCausal: true, needWeights: true, rotary: { ...rotaryExtra } };
+    const g = await withErrorScopes(engines.gpu.device!, () => engines.gpu.scaledDotProductAttention(q, k, v, opts));
+    const c = await engines.cpu.scaledDotProductAttention(q, k, v, opts);
+    expectClose(g.output, c.output, f32Tolerance([D, Skv]), 'output');
+    const positionIds = Int32Array.from({ length: B * Sq }, (_, m) => 5 + (m % Sq));
+    const gp = await withErrorScopes(engines.gpu.device!, () => engines.gpu.scaledDotProductAttention(q, k, v, { ...opts, positionIds }));
+    const cp = await engines.cpu.scaledDotProductAttention(q, k, v, { ...opts, positionIds });
+    expectClose(gp.output, cp.output, f32Tolerance([D, Skv]), 'output with positionIds');
+  });
+
+  test("a layer's rotary equals scaledDotProductAttention's rotary on the layer's unrotated Q, K, V", async () => {
+    const S = 7;
+    const x = uniform(S * base.embedDim, 1, mulberry32(12));
+    const plain = referenceMultiHeadAttention(base, sd, x, { batchSize: 1, seqLen: S, isCausal: true });
+    const turned = referenceMultiHeadAttention({ ...base, rotary: { dim: 8 } }, sd, x, { batchSize: 1, seqLen: S, isCausal: true });
+    const opts = { batchSize: 1, numHeads: 4, numKvHeads: 2, seqLen: S, headDim: Dh, isCausal: true, rotary: { dim: 8 } };
+    const [q, k, v] = [plain.q, plain.k, plain.v].map((a) => Float32Array.from(a));
+    const g = await withErrorScopes(engines.gpu.device!, () => engines.gpu.scaledDotProductAttention(q, k, v, opts));
+    expectClose(g.output, turned.attention, f32Tolerance([base.embedDim, S]), 'attention');
+  });
+
+  test('kvSeqLen < seqLen with rotary, and positionIds without rotary, are refused', async () => {
+    const q = new Float32Array(1 * 1 * 4 * 4);
+    const k = new Float32Array(1 * 1 * 2 * 4);
+    const base = { batchSize: 1, numHeads: 1, seqLen: 4, headDim: 4 };
+    await expect(engines.cpu.scaledDotProductAttention(q, k, k, { ...base, kvSeqLen: 2, rotary: {} })).rejects.toThrow(/options\.kvSeqLen/);
+    await expect(engines.cpu.scaledDotProductAttention(q, q, q, { ...base, positionIds: new Int32Array(4) })).rejects.toThrow(/options\.positionIds/);
+    await expect(engines.cpu.scaledDotProductAttention(q, q, q, { ...base, rotary: { dim: 3 } })).rejects.toThrow(/options\.rotary\.dim/);
+  });
+});

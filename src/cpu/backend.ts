@@ -5,6 +5,7 @@ import { UnsupportedError } from '../errors.ts';
 import { copyWeights, type ForwardPlan, geometryOf, type LayerSpec, type LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import type { KvCacheStorage } from '../kv-cache.ts';
+import { transformHeads } from './head-transform.ts';
 import { attention, outputProjection, qkvProjection, referenceForward } from './reference.ts';
 
 /** A KV cache on the CPU backend: K and V [B, G, maxSeqLen, Dh] in float64, as the reference computes them. */
@@ -121,7 +122,12 @@ export class CpuBackend implements Backend {
     const keep = plan.needWeights
       ? { scores: new Float64Array(B * plan.layer.numHeads * Sq * Skv), probs: new Float64Array(B * plan.layer.numHeads * Sq * Skv) }
       : undefined;
-    const o = attention(plan, Float64Array.from(plan.query), Float64Array.from(plan.key), Float64Array.from(plan.value), keep);
+    const q = Float64Array.from(plan.query);
+    const k = Float64Array.from(plan.key);
+    // With rotary: the queries and the last Sq keys turn by their positions (earlier keys are taken as turned).
+    transformHeads(plan, q, 'query', plan.layer.numHeads, Sq);
+    transformHeads(plan, k, 'key', plan.layer.numKvHeads, Sq, Skv, Skv - Sq);
+    const o = attention(plan, q, k, Float64Array.from(plan.value), keep);
     const output = Float32Array.from(o);
     return keep ? { output, attentionWeights: Float32Array.from(keep.probs) } : { output };
   }

@@ -5,17 +5,17 @@
 import { type ForwardPlan, rotaryAngle } from '../plan/index.ts';
 
 /**
- * Transforms `heads` [batches, count, rows, Dh] in place: the query heads (kind 'query') or the key
- * heads ('key') of the call's tokens, token m = b·rows + s at plan.positions[m].
+ * Transforms `heads` [batches, count, stride, Dh] in place: the query heads (kind 'query') or the key
+ * heads ('key') of rows row0 … row0 + rows − 1 of each block, token m = b·rows + s at plan.positions[m].
  */
-export function transformHeads(plan: ForwardPlan, heads: Float64Array, kind: 'query' | 'key', count: number, rows: number): void {
+export function transformHeads(plan: ForwardPlan, heads: Float64Array, kind: 'query' | 'key', count: number, rows: number, stride = rows, row0 = 0): void {
   const { rotary, qkNorm, headDim: Dh } = plan.layer;
   if (!rotary && !qkNorm) return;
-  const batches = heads.length / (count * rows * Dh);
+  const batches = heads.length / (count * stride * Dh);
   for (let b = 0; b < batches; b++) {
     for (let h = 0; h < count; h++) {
       for (let s = 0; s < rows; s++) {
-        const base = ((b * count + h) * rows + s) * Dh;
+        const base = ((b * count + h) * stride + row0 + s) * Dh;
         if (qkNorm) {
           const weight = kind === 'query' ? qkNorm.query : qkNorm.key;
           let squares = 0;

@@ -2,9 +2,10 @@
 
 import { InvalidArgumentError } from '../errors.ts';
 import type { ScaledDotProductAttentionOptions } from '../types.ts';
-import { rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
+import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { clampWindow, refuseDropout, resolveMasks, resolveScore, resolveWindow } from './checks.ts';
 import { geometryOf } from './geometry.ts';
+import { resolvePositions, resolveRotary } from './head-transform.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
 const SDPA_KEYS = [
@@ -25,6 +26,8 @@ const SDPA_KEYS = [
   'softcap',
   'sinks',
   'alibiSlopes',
+  'rotary',
+  'positionIds',
 ] as const;
 
 /**
@@ -53,11 +56,31 @@ export function resolveAttentionPlan(query: unknown, key: unknown, value: unknow
   const k = requireFloat32Array(where, 'key', key, B * G * Skv * Dh, `[B, G, Skv, Dh] = [${B}, ${G}, ${Skv}, ${Dh}] = ${B * G * Skv * Dh}`);
   const v = requireFloat32Array(where, 'value', value, B * G * Skv * Dh, `[B, G, Skv, Dh] = [${B}, ${G}, ${Skv}, ${Dh}] = ${B * G * Skv * Dh}`);
   const E = H * Dh;
-  const layer: LayerSpec = { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh, kdim: E, vdim: E, bias: false, rotary: null, qkNorm: null };
+  // Rotary here rotates the queries and the last Sq keys at their positions (default Skv − Sq + i);
+  // the keys before them are taken as already rotated (ONNX Runtime's GroupQueryAttention, Hugging Face's past_key_values).
+  const rotary = resolveRotary(where, o.rotary, Dh, 'options.rotary');
+  if (rotary && Skv < Sq) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.kvSeqLen',
+      expected: `at least seqLen (${Sq}) with rotary: the last Sq keys are the queries' own`,
+      given: String(Skv),
+    });
+  }
+  if (o.positionIds !== undefined && !rotary) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.positionIds',
+      expected: 'left out without options.rotary',
+      given: describe(o.positionIds),
+      fix: 'positionIds place tokens for rotary embeddings.',
+    });
+  }
+  const layer: LayerSpec = { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh, kdim: E, vdim: E, bias: false, rotary, qkNorm: null };
   return {
     layer,
     mode: 'cross',
-    positions: null,
+    positions: rotary ? resolvePositions(where, rotary, { batchSize: B, seqLen: Sq, start: Skv - Sq, cuSeqlens: null }, o.positionIds) : null,
     batchSize: B,
     seqLen: Sq,
     kvSeqLen: Skv,

@@ -26,16 +26,16 @@ export interface QkNormPlan {
   eps: number;
 }
 
-/** The layer config's `rotary`, checked for head size Dh. */
-export function resolveRotary(where: string, value: unknown, Dh: number): RotaryPlan | null {
+/** The layer config's `rotary` (or scaledDotProductAttention's, `name` = 'options.rotary'), checked for head size Dh. */
+export function resolveRotary(where: string, value: unknown, Dh: number, name = 'config.rotary'): RotaryPlan | null {
   if (value === undefined) return null;
-  const r = requireObject(where, 'config.rotary', value, 'Pass { dim?, base?, interleaved?, cos?, sin? }.');
-  rejectUnknownKeys(where, 'config.rotary', r, ['dim', 'base', 'interleaved', 'cos', 'sin']);
-  const dim = r.dim === undefined ? Dh : requirePositiveInteger(where, 'config.rotary.dim', r.dim);
+  const r = requireObject(where, name, value, 'Pass { dim?, base?, interleaved?, cos?, sin? }.');
+  rejectUnknownKeys(where, name, r, ['dim', 'base', 'interleaved', 'cos', 'sin']);
+  const dim = r.dim === undefined ? Dh : requirePositiveInteger(where, `${name}.dim`, r.dim);
   if (dim % 2 !== 0 || dim > Dh) {
     throw new InvalidArgumentError({
       where,
-      argument: 'config.rotary.dim',
+      argument: `${name}.dim`,
       expected: `an even number ≤ the head size (${Dh})`,
       given: String(dim),
       fix: 'Rotary rotates pairs of features of each head.',
@@ -44,17 +44,17 @@ export function resolveRotary(where: string, value: unknown, Dh: number): Rotary
   let base = 10000;
   if (r.base !== undefined) {
     if (typeof r.base !== 'number' || !Number.isFinite(r.base) || r.base <= 1) {
-      throw new InvalidArgumentError({ where, argument: 'config.rotary.base', expected: 'a finite number > 1 (default 10000)', given: describe(r.base) });
+      throw new InvalidArgumentError({ where, argument: `${name}.base`, expected: 'a finite number > 1 (default 10000)', given: describe(r.base) });
     }
     base = r.base;
   }
-  const interleaved = r.interleaved === undefined ? false : requireBoolean(where, 'config.rotary.interleaved', r.interleaved);
+  const interleaved = r.interleaved === undefined ? false : requireBoolean(where, `${name}.interleaved`, r.interleaved);
   if ((r.cos === undefined) !== (r.sin === undefined)) {
     const missing = r.cos === undefined ? 'cos' : 'sin';
     throw new InvalidArgumentError({
       where,
-      argument: `config.rotary.${missing}`,
-      expected: `given with config.rotary.${missing === 'cos' ? 'sin' : 'cos'}`,
+      argument: `${name}.${missing}`,
+      expected: `given with ${name}.${missing === 'cos' ? 'sin' : 'cos'}`,
       given: 'nothing',
     });
   }
@@ -63,19 +63,18 @@ export function resolveRotary(where: string, value: unknown, Dh: number): Rotary
   if (r.cos !== undefined) {
     const half = dim / 2;
     const shape = `[maxPositions, dim / 2] (dim / 2 = ${half})`;
-    if (!(r.cos instanceof Float32Array))
-      throw new InvalidArgumentError({ where, argument: 'config.rotary.cos', expected: `a Float32Array ${shape}`, given: describe(r.cos) });
+    if (!(r.cos instanceof Float32Array)) throw new InvalidArgumentError({ where, argument: `${name}.cos`, expected: `a Float32Array ${shape}`, given: describe(r.cos) });
     if (r.cos.length === 0 || r.cos.length % half !== 0) {
       throw new ShapeMismatchError({
         where,
-        argument: 'config.rotary.cos',
+        argument: `${name}.cos`,
         expected: `a positive multiple of dim / 2 = ${half} elements ${shape}`,
         given: `length ${r.cos.length}`,
         fix: "Hugging Face's cos/sin are [S, dim] with the halves duplicated: pass their first dim / 2 columns.",
       });
     }
     cos = r.cos.slice();
-    sin = requireFloat32Array(where, 'config.rotary.sin', r.sin, cos.length, `${shape}, the length of cos (${cos.length})`).slice();
+    sin = requireFloat32Array(where, `${name}.sin`, r.sin, cos.length, `${shape}, the length of cos (${cos.length})`).slice();
   }
   return { dim, base, interleaved, cos, sin };
 }

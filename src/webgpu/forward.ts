@@ -209,6 +209,8 @@ export async function attendWebGPU(
     const { q: qBuffer, kv } = qkvBufferTargets(plan, qkv);
     const encoder = device.createCommandEncoder({ label: 'scaledDotProductAttention' });
     const stages = new PassStages(device, encoder, 'scaledDotProductAttention', false);
+    // With rotary, the queries and the last Sq keys turn by their positions first.
+    if (plan.layer.rotary) stages.run('head_transform', (pass) => encodeHeadTransform(pass, scratch, plan, { q: qBuffer, kv }));
     stages.run('flash_attention', (pass) => encodeFlashAttention(pass, scratch, plan, { q: qBuffer, kv, attention, rowStats }, masks, variant));
     if (probs) stages.run('attention_probs', (pass) => encodeAttentionProbs(pass, scratch, plan, { q: qBuffer, kv, rowStats, probs }, masks));
     stages.end(scratch);

@@ -58,11 +58,21 @@ export function encodeHeadTransform(pass: GPUComputePassEncoder, scratch: CallSc
   const norm = upload(qkNorm ? Float32Array.from([...qkNorm.query, ...qkNorm.key]) : new Float32Array(4), 'HeadTransform.normWeight');
   const rope = upload(rotary ? ropeTable(plan) : new Float32Array(4), 'HeadTransform.rope');
   const { kv } = targets;
-  // Self-attention and KV caches: the new keys are the query tokens' (same rows, same positions);
-  // cross-attention (QK-norm only: rotary is refused there) has kvRows of its own.
+  // With a KV cache, and with rotary, the keys transformed are the query tokens' own (same count, same
+  // positions): a cache's new rows, or scaledDotProductAttention's last Sq keys. Otherwise all keys
+  // (cross-attention with QK-norm: kvRows of its own).
+  const ownKeys = plan.cache !== null || rotary !== null;
   const kinds = [
     { buffer: targets.q, heads: H, base4: 0, S: qRows, stride: qRows, row0: 0, normOffset: 0 },
-    { buffer: kv.buffer, heads: G, base4: kv.kBase / 4, S: kvRows === qRows || plan.cache ? qRows : kvRows, stride: kv.stride, row0: kv.row0, normOffset: Dh },
+    {
+      buffer: kv.buffer,
+      heads: G,
+      base4: kv.kBase / 4,
+      S: ownKeys ? qRows : kvRows,
+      stride: kv.stride,
+      row0: kv.row0 + (ownKeys && !plan.cache ? kvRows - qRows : 0),
+      normOffset: Dh,
+    },
   ];
   for (const k of kinds) {
     const rows = batches * k.S;

@@ -35,7 +35,7 @@ export interface Backend {
   /** Measures, now, which kernel variants are fastest for these shapes. */
   tune(plans: readonly ForwardPlan[], onProgress?: WarmupOptions['onProgress']): Promise<void>;
   /** The attention kernel alone on plan.query [B, H, Sq, Dh], plan.key and plan.value [B, G, Skv, Dh]: O [B, H, Sq, Dh]. */
-  attend(plan: ForwardPlan): Promise<ForwardResult>;
+  attend(plan: ForwardPlan): Promise<ForwardResult | BufferForwardResult>;
   /** Throws (before any GPU work) if this backend cannot run a layer of this spec. */
   createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer;
   stats(): EngineStats;

@@ -8,6 +8,7 @@ import { type LayerSpec, resolveAttentionPlan, resolveLayerSpec, resolveShapeCal
 import type {
   AdapterInfo,
   BackendKind,
+  BufferForwardResult,
   EngineOptions,
   EngineStats,
   ForwardResult,
@@ -97,7 +98,24 @@ export class AttentionEngine {
    * say), as PyTorch's F.scaled_dot_product_attention: query [B, H, Sq, Dh], key and value
    * [B, G, Skv, Dh] → `{ output }` [B, H, Sq, Dh] (and `attentionWeights` [B, H, Sq, Skv] with needWeights).
    */
-  async scaledDotProductAttention(query: Float32Array, key: Float32Array, value: Float32Array, options: ScaledDotProductAttentionOptions): Promise<ForwardResult> {
+  scaledDotProductAttention(
+    query: Float32Array | GPUBuffer,
+    key: Float32Array | GPUBuffer,
+    value: Float32Array | GPUBuffer,
+    options: ScaledDotProductAttentionOptions & { returnBuffer: true },
+  ): Promise<BufferForwardResult>;
+  scaledDotProductAttention(
+    query: Float32Array | GPUBuffer,
+    key: Float32Array | GPUBuffer,
+    value: Float32Array | GPUBuffer,
+    options: ScaledDotProductAttentionOptions,
+  ): Promise<ForwardResult>;
+  async scaledDotProductAttention(
+    query: Float32Array | GPUBuffer,
+    key: Float32Array | GPUBuffer,
+    value: Float32Array | GPUBuffer,
+    options: ScaledDotProductAttentionOptions,
+  ): Promise<ForwardResult | BufferForwardResult> {
     const impl = this.live('scaledDotProductAttention');
     return impl.attend(resolveAttentionPlan(query, key, value, options));
   }

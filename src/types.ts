@@ -274,6 +274,11 @@ export interface ScaledDotProductAttentionOptions extends MaskOptions, ScoreOpti
   rotary?: RotaryOptions;
   /** With rotary: each query's position, Int32Array [B, Sq]. */
   positionIds?: Int32Array;
+  /**
+   * Leave the output [B, H, Sq, Dh] (and, with needWeights, the probabilities) in new GPUBuffers the
+   * caller owns, without a readback: resolves to { outputBuffer, attentionWeightsBuffer? }. WebGPU only.
+   */
+  returnBuffer?: boolean;
 }
 
 /** mha.createKvCache's options. */

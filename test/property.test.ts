@@ -18,6 +18,7 @@ import {
   type MultiHeadAttentionConfig,
   referenceMultiHeadAttention,
   type StateDict,
+  type ScaledDotProductAttentionOptions,
 } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { expectClose, f32Tolerance, maxAbsFinite, probabilityTolerance } from '../src/util/tolerance.ts';
@@ -530,7 +531,7 @@ describe('garbage arguments: typed errors only, nothing reaches the GPU', () => 
     await fc.assert(
       fc.asyncProperty(tensor, tensor, tensor, garbageObject(SDPA_KEYS, { batchSize: 1, numHeads: 2, seqLen: 3, headDim: 4 }), async (q, k, v, options) => {
         const ok = await onlyTypedErrors(
-          (e) => e.scaledDotProductAttention(q as Float32Array, k as Float32Array, v as Float32Array, options as never),
+          (e) => e.scaledDotProductAttention(q as Float32Array, k as Float32Array, v as Float32Array, options as ScaledDotProductAttentionOptions),
           'scaledDotProductAttention',
         );
         if (ok) expectLengths(ok, (q as Float32Array).length); // output [B, H, Sq, Dh], as the query

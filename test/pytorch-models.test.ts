@@ -8,7 +8,7 @@
 // and the Llama case also as KV-cache decoding.
 
 import { describe, expect, test } from 'vitest';
-import type { AttentionEngine, ForwardResult, MultiHeadAttentionConfig, StateDict } from '../src/index.ts';
+import type { AttentionEngine, ForwardResult, MultiHeadAttentionConfig, ScaledDotProductAttentionOptions, StateDict } from '../src/index.ts';
 import { expectClose, maxAbsFinite, outputTolerance, probabilityTolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
 import { expectFixturesPresent, loadJsonFixtures } from './helpers/fixtures.ts';
@@ -60,7 +60,7 @@ async function run(engine: AttentionEngine, f: ModelFixture): Promise<ForwardRes
   const options = optionsOf(f);
   if (f.kind === 'sdpa') {
     const [q, k, v] = [f.query, f.key!, f.value!].map((a) => Float32Array.from(a));
-    return withErrorScopes(engines.gpu.device!, () => engine.scaledDotProductAttention(q, k, v, options as never));
+    return withErrorScopes(engines.gpu.device!, () => engine.scaledDotProductAttention(q, k, v, options as unknown as ScaledDotProductAttentionOptions));
   }
   const sd: StateDict = Object.fromEntries(Object.entries(f.stateDict!).map(([k, v]) => [k, Float32Array.from(v)]));
   const mha = engine.createMultiHeadAttention(configOf(f), sd);

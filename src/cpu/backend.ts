@@ -88,15 +88,7 @@ export class CpuBackend implements Backend {
     return {
       createCacheStorage: (B, maxSeqLen) => new CpuKvCache(B, G, maxSeqLen, Dh),
       forward: async (plan) => {
-        if (plan.gpu || plan.returnBuffer) {
-          throw new UnsupportedError({
-            where: 'MultiHeadAttention.forward',
-            argument: plan.gpu ? 'a GPUBuffer input' : 'options.returnBuffer',
-            expected: 'used on the WebGPU backend only',
-            given: 'an engine on the CPU backend',
-            fix: 'Pass Float32Arrays and read output, or run on WebGPU.',
-          });
-        }
+        refuseGpuBuffers('MultiHeadAttention.forward', plan);
         if (plan.cache) {
           // Project the new tokens, append their K and V, attend over every cached position.
           const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
@@ -118,6 +110,7 @@ export class CpuBackend implements Backend {
   }
 
   async attend(plan: ForwardPlan): Promise<ForwardResult> {
+    refuseGpuBuffers('scaledDotProductAttention', plan);
     const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
     const keep = plan.needWeights
       ? { scores: new Float64Array(B * plan.layer.numHeads * Sq * Skv), probs: new Float64Array(B * plan.layer.numHeads * Sq * Skv) }
@@ -137,4 +130,16 @@ export class CpuBackend implements Backend {
   }
 
   dispose(): void {}
+}
+
+/** GPU buffers in or out are WebGPU's: the CPU backend refuses them, saying so. */
+function refuseGpuBuffers(where: string, plan: ForwardPlan): void {
+  if (!plan.gpu && !plan.returnBuffer) return;
+  throw new UnsupportedError({
+    where,
+    argument: plan.gpu ? 'a GPUBuffer input' : 'options.returnBuffer',
+    expected: 'used on the WebGPU backend only',
+    given: 'an engine on the CPU backend',
+    fix: 'Pass Float32Arrays and read output, or run on WebGPU.',
+  });
 }

@@ -2,8 +2,8 @@
 
 import { InvalidArgumentError } from '../errors.ts';
 import type { ScaledDotProductAttentionOptions } from '../types.ts';
-import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
-import { clampWindow, refuseDropout, resolveMasks, resolveScore, resolveWindow } from './checks.ts';
+import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
+import { clampWindow, refuseDropout, resolveMasks, resolveScore, resolveWindow, tensorInput } from './checks.ts';
 import { geometryOf } from './geometry.ts';
 import { resolvePositions, resolveRotary } from './head-transform.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
@@ -28,6 +28,7 @@ const SDPA_KEYS = [
   'alibiSlopes',
   'rotary',
   'positionIds',
+  'returnBuffer',
 ] as const;
 
 /**
@@ -52,9 +53,11 @@ export function resolveAttentionPlan(query: unknown, key: unknown, value: unknow
   const isCausal = o.isCausal === undefined ? false : requireBoolean(where, 'options.isCausal', o.isCausal);
   const needWeights = o.needWeights === undefined ? false : requireBoolean(where, 'options.needWeights', o.needWeights);
   refuseDropout(where, 'options.dropout', o.dropout);
-  const q = requireFloat32Array(where, 'query', query, B * H * Sq * Dh, `[B, H, Sq, Dh] = [${B}, ${H}, ${Sq}, ${Dh}] = ${B * H * Sq * Dh}`);
-  const k = requireFloat32Array(where, 'key', key, B * G * Skv * Dh, `[B, G, Skv, Dh] = [${B}, ${G}, ${Skv}, ${Dh}] = ${B * G * Skv * Dh}`);
-  const v = requireFloat32Array(where, 'value', value, B * G * Skv * Dh, `[B, G, Skv, Dh] = [${B}, ${G}, ${Skv}, ${Dh}] = ${B * G * Skv * Dh}`);
+  // Float32Arrays, or GPUBuffers on the engine's device (their sizes are checked by the WebGPU backend, which knows the element size).
+  const q = tensorInput(where, 'query', query, B * H * Sq * Dh, `[B, H, Sq, Dh] = [${B}, ${H}, ${Sq}, ${Dh}] = ${B * H * Sq * Dh}`);
+  const k = tensorInput(where, 'key', key, B * G * Skv * Dh, `[B, G, Skv, Dh] = [${B}, ${G}, ${Skv}, ${Dh}] = ${B * G * Skv * Dh}`);
+  const v = tensorInput(where, 'value', value, B * G * Skv * Dh, `[B, G, Skv, Dh] = [${B}, ${G}, ${Skv}, ${Dh}] = ${B * G * Skv * Dh}`);
+  const returnBuffer = o.returnBuffer === undefined ? false : requireBoolean(where, 'options.returnBuffer', o.returnBuffer);
   const E = H * Dh;
   // Rotary here rotates the queries and the last Sq keys at their positions (default Skv − Sq + i);
   // the keys before them are taken as already rotated (ONNX Runtime's GroupQueryAttention, Hugging Face's past_key_values).
@@ -90,11 +93,11 @@ export function resolveAttentionPlan(query: unknown, key: unknown, value: unknow
     score: resolveScore(where, o, H, Dh),
     cuSeqlens: null,
     geometry: geometryOf('cross', B, Sq, Skv),
-    query: q,
-    key: k,
-    value: v,
+    query: q.host,
+    key: k.host,
+    value: v.host,
     cache: null,
-    gpu: null,
-    returnBuffer: false,
+    gpu: q.gpu || k.gpu || v.gpu ? { query: q.gpu, key: k.gpu, value: v.gpu } : null,
+    returnBuffer,
   };
 }

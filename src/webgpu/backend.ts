@@ -10,11 +10,11 @@
 import type { Backend } from '../backend.ts';
 import { DeviceLimitError, DeviceLostError, UnsupportedError } from '../errors.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
-import type { AdapterInfo, ForwardResult, TuningReport } from '../types.ts';
+import type { AdapterInfo, BufferForwardResult, ForwardResult, TuningReport } from '../types.ts';
 import { BufferPool, type Precision } from './buffers.ts';
 import { type EngineLimits, mergeResults, splitPlan } from './chunking.ts';
 import { acquireDevice, type DeviceState } from './device.ts';
-import { attendWebGPU } from './forward.ts';
+import { attendWebGPU } from './attend.ts';
 import { WebGPULayer } from './layer.ts';
 import { constant } from './shader.ts';
 import { flashAttentionPipeline } from './kernels/flash-attention.ts';
@@ -232,15 +232,26 @@ export class WebGPUBackend implements Backend {
     }
   }
 
-  async attend(plan: ForwardPlan): Promise<ForwardResult> {
+  async attend(plan: ForwardPlan): Promise<ForwardResult | BufferForwardResult> {
     checkHeadDim('scaledDotProductAttention', 'options.headDim', String(plan.layer.headDim), plan.layer.headDim);
     const parts = splitPlan(plan, this.limits());
+    if ((plan.gpu || plan.returnBuffer) && parts.length > 1) {
+      throw new DeviceLimitError({
+        where: 'scaledDotProductAttention',
+        argument: 'a call with GPU buffers (inputs or returnBuffer)',
+        expected: 'within the device limits in one piece',
+        given: `a batch that would need ${parts.length} pieces`,
+        fix: 'Split the batch yourself (calls with GPU buffers are not split).',
+      });
+    }
     return this.call(() =>
       this.run('scaledDotProductAttention', async (state) => {
         const results: ForwardResult[] = [];
         for (const p of parts) {
           const { flash_attention } = await this.chooseKernels(state, p, ['flash_attention']);
-          results.push(await attendWebGPU(state.pool, p, p.query, p.key, p.value, flash_attention));
+          const result = await attendWebGPU(state.pool, p, flash_attention);
+          if (parts.length === 1) return result;
+          results.push(result as ForwardResult);
         }
         return mergeResults(results);
       }),

@@ -1,6 +1,6 @@
 // One forward on the GPU, its kernel variants already chosen: encoded as one command buffer (QKV
 // projection → flash attention → output projection, and the probabilities when asked) with one
-// readback. `attendWebGPU` runs the attention kernel alone on given Q, K, V. Nothing here chooses
+// readback (attend.ts: the attention kernel alone on given Q, K, V). Nothing here chooses
 // variants or compiles ahead: the caller passes the choice (backend.ts, from tuning/).
 
 import type { ForwardPlan } from '../plan/index.ts';
@@ -16,11 +16,11 @@ import { encodeQkvProjection, type QkvTargets, qkvBufferTargets, qkvLayout } fro
 import { fromF16 } from './f16.ts';
 import { PassStages } from './profiler.ts';
 import { CallScratch } from './scratch.ts';
-import type { AttentionVariant, KernelChoice } from './variants.ts';
+import type { KernelChoice } from './variants.ts';
 import type { GpuLayerWeights } from './weights.ts';
 
 /** Where the attention output and each row's softmax statistics go. */
-function attentionBuffers(scratch: CallScratch, plan: ForwardPlan): { attention: GPUBuffer; rowStats: GPUBuffer } {
+export function attentionBuffers(scratch: CallScratch, plan: ForwardPlan): { attention: GPUBuffer; rowStats: GPUBuffer } {
   const { batches, qRows } = plan.geometry;
   const { numHeads: H, headDim: Dh } = plan.layer;
   const rows = batches * H * qRows;
@@ -31,13 +31,17 @@ function attentionBuffers(scratch: CallScratch, plan: ForwardPlan): { attention:
 }
 
 /** The probabilities' buffer, when asked for: P [B, H, Sq, Skv] (f32). */
-function probsBuffer(scratch: CallScratch, plan: ForwardPlan): { probs: GPUBuffer | null; probsBytes: number } {
+export function probsBuffer(scratch: CallScratch, plan: ForwardPlan): { probs: GPUBuffer | null; probsBytes: number } {
   const probsBytes = plan.needWeights ? plan.batchSize * plan.layer.numHeads * plan.seqLen * plan.kvSeqLen * 4 : 0;
   return { probs: plan.needWeights ? scratch.storage(probsBytes, 'probs') : null, probsBytes };
 }
 
 /** Copies `sources` into one staging buffer, submits, maps once, and returns each as float32 (f16 sources converted). */
-async function readBack(scratch: CallScratch, encoder: GPUCommandEncoder, sources: { buffer: GPUBuffer; bytes: number; f16?: boolean }[]): Promise<Float32Array[]> {
+export async function readBack(
+  scratch: CallScratch,
+  encoder: GPUCommandEncoder,
+  sources: { buffer: GPUBuffer; bytes: number; f16?: boolean }[],
+): Promise<Float32Array[]> {
   const total = sources.reduce((a, s) => a + s.bytes, 0);
   const readback = scratch.readback(total, 'readback');
   let offset = 0;
@@ -172,55 +176,16 @@ function checkInputSizes(plan: ForwardPlan, g: NonNullable<ForwardPlan['gpu']>, 
 }
 
 /** Pops the validation scope pushed for GPU-resident inputs; turns an error into the caller's mistake. */
-async function rejectInvalidBuffers(device: GPUDevice, scoped: boolean, created: (GPUBuffer | null)[]): Promise<void> {
+export async function rejectInvalidBuffers(device: GPUDevice, scoped: boolean, created: (GPUBuffer | null)[], where = 'MultiHeadAttention.forward'): Promise<void> {
   if (!scoped) return;
   const error = await device.popErrorScope();
   if (!error) return;
   for (const b of created) b?.destroy();
   throw new InvalidArgumentError({
-    where: 'MultiHeadAttention.forward',
+    where,
     argument: 'a GPUBuffer input',
     expected: "a buffer of this engine's device (engine.device) with STORAGE usage",
     given: `one WebGPU refused: ${error.message.split('\n')[0]}`,
     fix: 'Create input buffers on engine.device, or pass your device to createAttentionEngine({ device }).',
   });
-}
-
-/** The attention kernel alone: Q [B, H, Sq, Dh], K, V [B, G, Skv, Dh] given → O [B, H, Sq, Dh]. */
-export async function attendWebGPU(
-  pool: BufferPool,
-  plan: ForwardPlan,
-  q: Float32Array,
-  k: Float32Array,
-  v: Float32Array,
-  variant: AttentionVariant,
-): Promise<ForwardResult> {
-  const device = pool.device;
-  const scratch = new CallScratch(pool);
-  try {
-    const layout = qkvLayout(plan);
-    const qkv = scratch.storage(layout.total * scratch.elementBytes, 'qkv');
-    scratch.writeTensorAt(qkv, 0, q);
-    scratch.writeTensorAt(qkv, layout.kBase, k);
-    scratch.writeTensorAt(qkv, layout.vBase, v);
-    const masks = uploadMasks(scratch, plan);
-    const { attention, rowStats } = attentionBuffers(scratch, plan);
-    const { probs, probsBytes } = probsBuffer(scratch, plan);
-    const { q: qBuffer, kv } = qkvBufferTargets(plan, qkv);
-    const encoder = device.createCommandEncoder({ label: 'scaledDotProductAttention' });
-    const stages = new PassStages(device, encoder, 'scaledDotProductAttention', false);
-    // With rotary, the queries and the last Sq keys turn by their positions first.
-    if (plan.layer.rotary) stages.run('head_transform', (pass) => encodeHeadTransform(pass, scratch, plan, { q: qBuffer, kv }));
-    stages.run('flash_attention', (pass) => encodeFlashAttention(pass, scratch, plan, { q: qBuffer, kv, attention, rowStats }, masks, variant));
-    if (probs) stages.run('attention_probs', (pass) => encodeAttentionProbs(pass, scratch, plan, { q: qBuffer, kv, rowStats, probs }, masks));
-    stages.end(scratch);
-    const sources = [
-      { buffer: attention, bytes: q.length * scratch.elementBytes, f16: scratch.precision === 'f16' },
-      ...(probs ? [{ buffer: probs, bytes: probsBytes }] : []),
-    ];
-    const [output, attentionWeights] = await readBack(scratch, encoder, sources);
-    return attentionWeights ? { output, attentionWeights } : { output };
-  } finally {
-    scratch.releaseAll();
-  }
 }

@@ -43,7 +43,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
       dotv += (vec4<f32>(qkv[qOffset + d]) * params.scaleLog2e) * vec4<f32>(kv[kOffset + d]);
     }
     let ip = i32(i) + i32(params.Skv) - i32(params.Sq);
-    let score = modifyScore(dotv.x + dotv.y + dotv.z + dotv.w, h, ip, j) + bias * LOG2E;
+    let score = modifyScore(dotv.x + dotv.y + dotv.z + dotv.w, b, h, ip, j) + bias * LOG2E;
     p = exp2(score - stats.x) / stats.y * headScale(b, h);
   }
   probs[(bh * params.Sq + i) * params.Skv + j] = p;

@@ -67,7 +67,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
         for (var d = 0u; d < dh4; d++) {
           dotv += q[d] * kTile[c * DH4 + d];
         }
-        score = modifyScore(dotv.x + dotv.y + dotv.z + dotv.w, h, ip, j) + bias * LOG2E;
+        score = modifyScore(dotv.x + dotv.y + dotv.z + dotv.w, b, h, ip, j) + bias * LOG2E;
         tileMax = max(tileMax, score);
       }
       s[c] = score;

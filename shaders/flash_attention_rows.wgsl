@@ -88,7 +88,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
         let bias = keyBias(b, j, band[r], maskRow[r], Skv);
         var score = NO_SCORE;
         if (bias > MASKED_BELOW) {
-          score = modifyScore(dotv[r].x + dotv[r].y + dotv[r].z + dotv[r].w, h, ip[r], j) + bias * LOG2E;
+          score = modifyScore(dotv[r].x + dotv[r].y + dotv[r].z + dotv[r].w, b, h, ip[r], j) + bias * LOG2E;
           tileMax[r] = max(tileMax[r], score);
         }
         s[r * BC + c] = score;

@@ -75,16 +75,21 @@ fn headScale(b: u32, h: u32) -> f32 {
   return 1.0;
 }
 
-// The score of key j for the row at aligned position ip = i + Skv − Sq of head h, from s = scale·q·k
+// The score of key j for the row at aligned position ip = i + Skv − Sq of head h (batch element b), from s = scale·q·k
 // in log2 units: soft-capped (softcapLog2 = softcap·log2(e), so c·tanh(s/c) keeps its units), then
 // with the ALiBi term −slope·|ip − j| (in log2 units).
-fn modifyScore(s: f32, h: u32, ip: i32, j: u32) -> f32 {
+// Then the custom scoreMod (config.scoreMod), which the host prepends (an identity one without it,
+// HAS_SCORE_MOD = 0), in natural-log units on the row's batch element b.
+fn modifyScore(s: f32, b: u32, h: u32, ip: i32, j: u32) -> f32 {
   var score = s;
   if (params.softcapLog2 > 0.0) {
     score = params.softcapLog2 * tanh(score / params.softcapLog2);
   }
   if (params.hasAlibi != 0u) {
     score -= headData[h] * LOG2E * f32(abs(ip - i32(j)));
+  }
+  if (HAS_SCORE_MOD == 1u) {
+    score = scoreMod(score / LOG2E, b, h, u32(max(ip, 0)), j) * LOG2E;
   }
   return score;
 }

@@ -25,6 +25,7 @@ export type {
   PackedForwardOptions,
   MaskOptions,
   RotaryOptions,
+  ScoreMod,
   KvCacheOptions,
   ScoreOptions,
   ScaledDotProductAttentionOptions,

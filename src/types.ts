@@ -149,6 +149,8 @@ export interface MultiHeadAttentionConfig {
    * KV cache's length, within each sequence with cuSeqlens, or forward's `positionIds`.
    */
   rotary?: RotaryOptions;
+  /** A custom score modification for every call of the layer (see ScoreMod). */
+  scoreMod?: ScoreMod;
   /** An RMS norm of every query and key head with these weights [headDim], after the projection and before rotary (Qwen3, Gemma 3, OLMo 2). eps default 1e-6. */
   qkNorm?: { query: Float32Array; key: Float32Array; eps?: number };
 }
@@ -159,6 +161,19 @@ export interface MultiHeadAttentionConfig {
  *   out_proj.weight [E, E], out_proj.bias [E]. Linear layers compute y = x·Wᵀ + b.
  */
 export type StateDict = Record<string, Float32Array>;
+
+/**
+ * A custom score modification (what FlexAttention's score_mod is to PyTorch): applied to every score
+ * after scale, softcap and ALiBi and before masks. `wgsl` defines
+ * `fn scoreMod(score: f32, b: u32, h: u32, i: u32, j: u32) -> f32`, compiled into the attention
+ * kernels; `reference` computes the same in JavaScript for the CPU backend. i is the query's position
+ * i' = i + Skv − Sq (the cache included; 0 if negative), j the key's; both within the sequence with
+ * cuSeqlens; b the batch element (the sequence with cuSeqlens), h the query head.
+ */
+export interface ScoreMod {
+  wgsl: string;
+  reference: (score: number, b: number, h: number, i: number, j: number) => number;
+}
 
 /** Rotary position embeddings (MultiHeadAttentionConfig.rotary, ScaledDotProductAttentionOptions.rotary). */
 export interface RotaryOptions {
@@ -279,6 +294,8 @@ export interface ScaledDotProductAttentionOptions extends MaskOptions, ScoreOpti
    * caller owns, without a readback: resolves to { outputBuffer, attentionWeightsBuffer? }. WebGPU only.
    */
   returnBuffer?: boolean;
+  /** A custom score modification (see ScoreMod). */
+  scoreMod?: ScoreMod;
 }
 
 /** mha.createKvCache's options. */

@@ -102,7 +102,7 @@ export function attention(plan: ForwardPlan, q: Float64Array, k: Float64Array, v
           // ±Infinity in a masked key still poisons the row (NaN + −∞ = NaN).
           let dot = 0;
           for (let d = 0; d < Dh; d++) dot += q[qBase + d] * k[kvBase + j * Dh + d];
-          const s = modifyScore(plan, dot * scale, h, i + Skv - Sq, j) + keyBias(plan, band, b, h, i, j, Sq, Skv);
+          const s = modifyScore(plan, dot * scale, b, h, i + Skv - Sq, j) + keyBias(plan, band, b, h, i, j, Sq, Skv);
           row[j] = s;
           seen[j] = s === -Infinity ? 0 : 1;
           if (s > max) max = s;

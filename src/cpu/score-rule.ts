@@ -42,10 +42,11 @@ export function headScale(plan: ForwardPlan, b: number, h: number): number {
   return plan.masks.headMask ? plan.masks.headMask[b * plan.layer.numHeads + h] : 1;
 }
 
-/** The scaled score s = scale·q·k of key j for row i' (aligned) of head h, soft-capped, then with its ALiBi term. */
-export function modifyScore(plan: ForwardPlan, s: number, h: number, ip: number, j: number): number {
+/** The scaled score s = scale·q·k of key j for row i' (aligned) of head h of batch b: soft-capped, with its ALiBi term, then the custom scoreMod. */
+export function modifyScore(plan: ForwardPlan, s: number, b: number, h: number, ip: number, j: number): number {
   const { softcap, alibiSlopes } = plan.score;
   let score = softcap > 0 ? softcap * Math.tanh(s / softcap) : s;
   if (alibiSlopes) score -= alibiSlopes[h] * Math.abs(ip - j);
+  if (plan.layer.scoreMod) score = plan.layer.scoreMod.reference(score, b, h, Math.max(ip, 0), j);
   return score;
 }

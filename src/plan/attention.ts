@@ -3,7 +3,7 @@
 import { InvalidArgumentError } from '../errors.ts';
 import type { ScaledDotProductAttentionOptions } from '../types.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
-import { clampWindow, refuseDropout, resolveMasks, resolveScore, resolveWindow, tensorInput } from './checks.ts';
+import { clampWindow, refuseDropout, resolveMasks, resolveScore, resolveScoreMod, resolveWindow, tensorInput } from './checks.ts';
 import { geometryOf } from './geometry.ts';
 import { resolvePositions, resolveRotary } from './head-transform.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
@@ -29,6 +29,7 @@ const SDPA_KEYS = [
   'rotary',
   'positionIds',
   'returnBuffer',
+  'scoreMod',
 ] as const;
 
 /**
@@ -79,7 +80,18 @@ export function resolveAttentionPlan(query: unknown, key: unknown, value: unknow
       fix: 'positionIds place tokens for rotary embeddings.',
     });
   }
-  const layer: LayerSpec = { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh, kdim: E, vdim: E, bias: false, rotary, qkNorm: null };
+  const layer: LayerSpec = {
+    embedDim: E,
+    numHeads: H,
+    numKvHeads: G,
+    headDim: Dh,
+    kdim: E,
+    vdim: E,
+    bias: false,
+    rotary,
+    qkNorm: null,
+    scoreMod: resolveScoreMod(where, 'options.scoreMod', o.scoreMod),
+  };
   return {
     layer,
     mode: 'cross',

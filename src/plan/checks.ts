@@ -1,6 +1,7 @@
 // Checks shared by the entry points: tensor arguments (arrays or GPU buffers), dropout, masks and windows.
 
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
+import type { ScoreMod } from '../types.ts';
 import { describe, requireFloat32Array } from '../validate.ts';
 import type { MaskPlan, ScorePlan } from './types.ts';
 
@@ -146,4 +147,32 @@ export function resolveScore(where: string, o: Record<string, unknown>, H: numbe
 /** The score options of a call that has none: 1/√Dh. */
 export function plainScore(Dh: number): ScorePlan {
   return { scale: 1 / Math.sqrt(Dh), softcap: 0, sinks: null, alibiSlopes: null };
+}
+
+/** A custom score modification: { wgsl, reference } (types.ts ScoreMod). Its WGSL is compiled on the GPU before its first use. */
+export function resolveScoreMod(where: string, argument: string, value: unknown): ScoreMod | null {
+  if (value === undefined) return null;
+  if (typeof value !== 'object' || value === null) {
+    throw new InvalidArgumentError({ where, argument, expected: '{ wgsl, reference }', given: describe(value) });
+  }
+  const { wgsl, reference, ...rest } = value as Record<string, unknown>;
+  const unknown = Object.keys(rest);
+  if (unknown.length) throw new InvalidArgumentError({ where, argument: `${argument}.${unknown[0]}`, expected: 'one of wgsl, reference', given: 'an unknown key' });
+  if (typeof wgsl !== 'string' || !/\bfn\s+scoreMod\s*\(/.test(wgsl)) {
+    throw new InvalidArgumentError({
+      where,
+      argument: `${argument}.wgsl`,
+      expected: 'WGSL source defining fn scoreMod(score: f32, b: u32, h: u32, i: u32, j: u32) -> f32',
+      given: typeof wgsl === 'string' ? 'source without fn scoreMod' : describe(wgsl),
+    });
+  }
+  if (typeof reference !== 'function') {
+    throw new InvalidArgumentError({
+      where,
+      argument: `${argument}.reference`,
+      expected: 'a function (score, b, h, i, j) => number: what the CPU backend runs',
+      given: describe(reference),
+    });
+  }
+  return { wgsl, reference: reference as ScoreMod['reference'] };
 }

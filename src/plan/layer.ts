@@ -2,11 +2,11 @@
 
 import { InvalidArgumentError, MissingWeightError } from '../errors.ts';
 import { rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
-import { refuseDropout } from './checks.ts';
+import { refuseDropout, resolveScoreMod } from './checks.ts';
 import { resolveQkNorm, resolveRotary } from './head-transform.ts';
 import type { LayerSpec, LayerWeights } from './types.ts';
 
-const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'dropout', 'rotary', 'qkNorm'] as const;
+const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'dropout', 'rotary', 'qkNorm', 'scoreMod'] as const;
 
 export function resolveLayerSpec(config: unknown): LayerSpec {
   const where = 'createMultiHeadAttention';
@@ -48,6 +48,7 @@ export function resolveLayerSpec(config: unknown): LayerSpec {
     bias,
     rotary: resolveRotary(where, c.rotary, headDim),
     qkNorm: resolveQkNorm(where, c.qkNorm, headDim),
+    scoreMod: resolveScoreMod(where, 'config.scoreMod', c.scoreMod),
   };
 }
 

@@ -3,6 +3,7 @@
 // nothing below them checks arguments again.
 
 import type { KvCache } from '../kv-cache.ts';
+import type { ScoreMod } from '../types.ts';
 import type { QkNormPlan, RotaryPlan } from './head-transform.ts';
 
 /** The sizes of one multi-head attention layer. */
@@ -18,6 +19,8 @@ export interface LayerSpec {
   rotary: RotaryPlan | null;
   /** RMS norm of every query and key head (config.qkNorm), or null. */
   qkNorm: QkNormPlan | null;
+  /** A custom score modification (config.scoreMod, or scaledDotProductAttention's option), or null. */
+  scoreMod: ScoreMod | null;
 }
 
 /** A layer's weights, in PyTorch's layout. */

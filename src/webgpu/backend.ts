@@ -16,6 +16,7 @@ import { type EngineLimits, mergeResults, splitPlan } from './chunking.ts';
 import { acquireDevice, type DeviceState } from './device.ts';
 import { attendWebGPU } from './attend.ts';
 import { WebGPULayer } from './layer.ts';
+import { checkScoreMod } from './score-mod.ts';
 import { constant } from './shader.ts';
 import { flashAttentionPipeline } from './kernels/flash-attention.ts';
 import { outputProjectionPipeline } from './kernels/output-projection.ts';
@@ -246,6 +247,7 @@ export class WebGPUBackend implements Backend {
     }
     return this.call(() =>
       this.run('scaledDotProductAttention', async (state) => {
+        await checkScoreMod(state.device, state.pool.precision, plan.layer.scoreMod, 'scaledDotProductAttention', 'options.scoreMod');
         const results: ForwardResult[] = [];
         for (const p of parts) {
           const { flash_attention } = await this.chooseKernels(state, p, ['flash_attention']);
@@ -314,7 +316,7 @@ function pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, v
     case 'output_projection':
       return outputProjectionPipeline(precision, variant as ProjectionVariant);
     case 'flash_attention':
-      return flashAttentionPipeline(state.device, precision, plan.layer.headDim, variant as AttentionVariant);
+      return flashAttentionPipeline(state.device, precision, plan.layer.headDim, variant as AttentionVariant, plan.layer.scoreMod?.wgsl);
   }
 }
 

@@ -10,6 +10,7 @@ import { type EngineLimits, mergeResults, splitPlan } from './chunking.ts';
 import type { DeviceState } from './device.ts';
 import { forwardWebGPU } from './forward.ts';
 import { type CacheHost, WebGPUKvCache } from './kv-cache.ts';
+import { checkScoreMod } from './score-mod.ts';
 import type { KernelChoice } from './variants.ts';
 import { GpuLayerWeights } from './weights.ts';
 
@@ -64,6 +65,7 @@ export class WebGPULayer implements BackendLayer {
 
   private run(plan: ForwardPlan, parts: ForwardPlan[]): Promise<ForwardResult | BufferForwardResult> {
     return this.backend.run('MultiHeadAttention.forward', async (state) => {
+      await checkScoreMod(state.device, state.pool.precision, this.spec.scoreMod, 'MultiHeadAttention.forward', 'config.scoreMod');
       const gpu = this.weightsOn(state);
       const cache = plan.cache ? (plan.cache.cache.storage as WebGPUKvCache).live(state.generation) : null;
       if (parts.length === 1) {

@@ -111,3 +111,11 @@ export function shaderCode(spec: ShaderSpec): string {
   ];
   return [...prelude, ...(spec.params ? [spec.params.wgsl] : []), ...spec.sources].join('\n');
 }
+
+/** The identity scoreMod the attention kernels get when a layer has none (HAS_SCORE_MOD = 0 skips its call). */
+const NO_SCORE_MOD = 'fn scoreMod(score: f32, b: u32, h: u32, i: u32, j: u32) -> f32 { return score; }';
+
+/** The sources and size constant that put a custom score modification (or none) into an attention kernel. */
+export function scoreModParts(wgsl: string | undefined): { source: string; HAS_SCORE_MOD: number } {
+  return wgsl === undefined ? { source: NO_SCORE_MOD, HAS_SCORE_MOD: 0 } : { source: `// config.scoreMod (the caller's WGSL):\n${wgsl}`, HAS_SCORE_MOD: 1 };
+}

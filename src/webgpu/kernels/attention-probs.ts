@@ -7,7 +7,7 @@ import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
 import { getPipeline, type PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-import { defineParams, shaderCode } from '../shader.ts';
+import { defineParams, scoreModParts, shaderCode } from '../shader.ts';
 import { SCORE_FIELDS, type MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
 
@@ -24,8 +24,12 @@ export const PROBS_PARAMS = defineParams([
   ['kvStride', 'u32', "rows per (b, g) block of K (Skv, or a KV cache's maxSeqLen)"],
 ]);
 
-export function attentionProbsPipeline(precision: Precision): PipelineSpec {
-  return { label: 'AttentionProbs', code: shaderCode({ precision, params: PROBS_PARAMS, sources: [scoreRule, source] }) };
+export function attentionProbsPipeline(precision: Precision, scoreMod?: string): PipelineSpec {
+  const mod = scoreModParts(scoreMod);
+  return {
+    label: 'AttentionProbs',
+    code: shaderCode({ precision, params: PROBS_PARAMS, sizes: { HAS_SCORE_MOD: mod.HAS_SCORE_MOD }, sources: [mod.source, scoreRule, source] }),
+  };
 }
 
 const TILE = 16; // the shader's @workgroup_size(16, 16): 16 keys × 16 query rows
@@ -41,7 +45,7 @@ export function encodeAttentionProbs(
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
   const { kv } = buffers;
   const device = scratch.device;
-  const pipeline = getPipeline(device, attentionProbsPipeline(scratch.precision));
+  const pipeline = getPipeline(device, attentionProbsPipeline(scratch.precision, plan.layer.scoreMod?.wgsl));
   const params = scratch.uniforms(
     PROBS_PARAMS.pack({ H, G, Sq, Skv, Dh4: Dh / 4, kBase4: kv.kBase / 4, ...masks.fields, scaleLog2e: plan.score.scale * Math.LOG2E, kvStride: kv.stride }),
     'AttentionProbs.params',

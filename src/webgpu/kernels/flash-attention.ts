@@ -9,7 +9,7 @@ import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
 import { getPipeline, type PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-import { defineParams, shaderCode } from '../shader.ts';
+import { defineParams, scoreModParts, shaderCode } from '../shader.ts';
 import { type AttentionVariant, attentionShape } from '../variants.ts';
 import { encodeDecodeMerge } from './decode-merge.ts';
 import { SCORE_FIELDS, type MaskBuffers } from './masks.ts';
@@ -67,16 +67,25 @@ export function flashTiles(device: GPUDevice, Dh: number, variant: AttentionVari
 }
 
 /** The pipeline of `variant` for head size Dh at this precision on this device. */
-export function flashAttentionPipeline(device: GPUDevice, precision: Precision, headDim: number, variant: AttentionVariant): PipelineSpec {
+export function flashAttentionPipeline(device: GPUDevice, precision: Precision, headDim: number, variant: AttentionVariant, scoreMod?: string): PipelineSpec {
   const { BR, BC, RPI } = flashTiles(device, headDim, variant);
   const { loop } = attentionShape(variant);
   // One row per invocation has its own body (scalars, no per-row arrays), which drivers that do not
   // unroll constant loops (SwiftShader's JIT) run faster than the RPI body at RPI = 1; the tuner measures which.
   const label = `FlashAttention.${variant}`;
-  const sources = [scoreRule, source, RPI === 1 ? oneRowBody : rowsBody];
+  const mod = scoreModParts(scoreMod);
+  const sources = [mod.source, scoreRule, source, RPI === 1 ? oneRowBody : rowsBody];
   return RPI === 1
-    ? { label, code: shaderCode({ precision, params: FLASH_PARAMS, sizes: { DH4: headDim / 4, BC, LOOP: loop ? 1 : 0 }, sources }), constants: { BR } }
-    : { label, code: shaderCode({ precision, params: FLASH_PARAMS, sizes: { DH4: headDim / 4, BC, RPI }, sources }), constants: { WG: BR / RPI } };
+    ? {
+        label,
+        code: shaderCode({ precision, params: FLASH_PARAMS, sizes: { DH4: headDim / 4, BC, LOOP: loop ? 1 : 0, HAS_SCORE_MOD: mod.HAS_SCORE_MOD }, sources }),
+        constants: { BR },
+      }
+    : {
+        label,
+        code: shaderCode({ precision, params: FLASH_PARAMS, sizes: { DH4: headDim / 4, BC, RPI, HAS_SCORE_MOD: mod.HAS_SCORE_MOD }, sources }),
+        constants: { WG: BR / RPI },
+      };
 }
 
 export function encodeFlashAttention(
@@ -94,7 +103,7 @@ export function encodeFlashAttention(
   const { kv } = buffers;
   const device = scratch.device;
   const { BR, BC } = flashTiles(device, Dh, variant);
-  const pipeline = getPipeline(device, flashAttentionPipeline(device, scratch.precision, Dh, variant));
+  const pipeline = getPipeline(device, flashAttentionPipeline(device, scratch.precision, Dh, variant, plan.layer.scoreMod?.wgsl));
   const rows = batches * H * qRows;
   // Split-KV writes partial results to scratch, then decode_merge.wgsl combines them.
   const split = splitKv(plan, BC, BR);

@@ -176,3 +176,10 @@ export function resolveScoreMod(where: string, argument: string, value: unknown)
   }
   return { wgsl, reference: reference as ScoreMod['reference'] };
 }
+
+/** Two arguments that come together (key and value, cos and sin): both given or neither, else the missing one is named. */
+export function requireBothOrNeither(where: string, prefix: string, o: Record<string, unknown>, first: string, second: string, fix?: string): void {
+  if ((o[first] === undefined) === (o[second] === undefined)) return;
+  const [missing, given] = o[first] === undefined ? [first, second] : [second, first];
+  throw new InvalidArgumentError({ where, argument: `${prefix}.${missing}`, expected: `given with ${prefix}.${given}`, given: 'nothing', ...(fix ? { fix } : {}) });
+}

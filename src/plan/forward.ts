@@ -4,7 +4,7 @@
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import type { ForwardOptions } from '../types.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
-import { clampWindow, refuseDropout, resolveHeadMask, resolveMasks, resolveScore, resolveWindow, tensorInput } from './checks.ts';
+import { clampWindow, refuseDropout, requireBothOrNeither, resolveHeadMask, resolveMasks, resolveScore, resolveWindow, tensorInput } from './checks.ts';
 import { geometryOf } from './geometry.ts';
 import { resolvePositions } from './head-transform.ts';
 import { resolveCachedPlan } from './kv-cache.ts';
@@ -193,16 +193,14 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
       fix: 'Rotary positions belong to self-attention; make a layer without rotary for cross-attention.',
     });
   }
-  if ((o.key === undefined) !== (o.value === undefined)) {
-    const missing = o.key === undefined ? 'key' : 'value';
-    throw new InvalidArgumentError({
-      where,
-      argument: `options.${missing}`,
-      expected: `given with options.${missing === 'key' ? 'value' : 'key'}`,
-      given: 'nothing',
-      fix: 'Cross-attention takes both key [B, Skv, kdim] and value [B, Skv, vdim] (pass the same array twice if they are one tensor).',
-    });
-  }
+  requireBothOrNeither(
+    where,
+    'options',
+    o,
+    'key',
+    'value',
+    'Cross-attention takes both key [B, Skv, kdim] and value [B, Skv, vdim] (pass the same array twice if they are one tensor).',
+  );
   if (!cross && (spec.kdim !== E || spec.vdim !== E)) {
     throw new InvalidArgumentError({
       where,

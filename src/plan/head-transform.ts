@@ -5,6 +5,7 @@
 
 import { InvalidArgumentError, ShapeMismatchError } from '../errors.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
+import { requireBothOrNeither } from './checks.ts';
 
 /** Rotary embeddings, resolved: rotate the first `dim` features of each head by position·θ_i. */
 export interface RotaryPlan {
@@ -49,15 +50,7 @@ export function resolveRotary(where: string, value: unknown, Dh: number, name = 
     base = r.base;
   }
   const interleaved = r.interleaved === undefined ? false : requireBoolean(where, `${name}.interleaved`, r.interleaved);
-  if ((r.cos === undefined) !== (r.sin === undefined)) {
-    const missing = r.cos === undefined ? 'cos' : 'sin';
-    throw new InvalidArgumentError({
-      where,
-      argument: `${name}.${missing}`,
-      expected: `given with ${name}.${missing === 'cos' ? 'sin' : 'cos'}`,
-      given: 'nothing',
-    });
-  }
+  requireBothOrNeither(where, name, r, 'cos', 'sin');
   let cos: Float32Array | null = null;
   let sin: Float32Array | null = null;
   if (r.cos !== undefined) {

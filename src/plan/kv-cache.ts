@@ -4,7 +4,7 @@
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import { KvCache } from '../kv-cache.ts';
 import { describe, rejectUnknownKeys, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
-import { clampWindow, resolveMasks, resolveScore } from './checks.ts';
+import { clampWindow, requireBothOrNeither, resolveMasks, resolveScore } from './checks.ts';
 import { geometryOf } from './geometry.ts';
 import { resolvePositions } from './head-transform.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
@@ -122,16 +122,7 @@ export function resolveKvCacheOptions(
     }
     return { batchSize, maxSeqLen, past: null };
   }
-  if ((o.key === undefined) !== (o.value === undefined)) {
-    const missing = o.key === undefined ? 'key' : 'value';
-    throw new InvalidArgumentError({
-      where,
-      argument: `options.${missing}`,
-      expected: `given with options.${missing === 'key' ? 'value' : 'key'}`,
-      given: 'nothing',
-      fix: 'A past is both its keys and its values.',
-    });
-  }
+  requireBothOrNeither(where, 'options', o, 'key', 'value', 'A past is both its keys and its values.');
   const block = batchSize * spec.numKvHeads * spec.headDim; // elements per position
   const shape = (n: number | string) => `[B, G, length, Dh] = [${batchSize}, ${spec.numKvHeads}, ${n}, ${spec.headDim}]`;
   if (!(o.key instanceof Float32Array))

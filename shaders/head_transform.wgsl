@@ -8,7 +8,8 @@
 //              (float64, from config.rotary's base or its tables) at the token's position
 //
 // One invocation per (token m, head h); token m is row s = m % S of batch b = m / S. The head's Dh
-// values come into an array; an RMS norm x·rsqrt(mean(x²) + eps)·weight if hasNorm; then pairs
+// values come into an array; an RMS norm x·rsqrt(mean(x²) + eps)·weight if hasNorm (the mean over
+// normDim = Dh features: padded heads' extra lanes are zeros, padding.ts); then pairs
 // rotate by the token's angles: (i, i + dim/2) ("halves": Llama, GPT-NeoX) or (2i, 2i + 1)
 // (interleaved: GPT-J), x' = x·cos − y·sin, y' = y·cos + x·sin. Features past dim are left alone.
 //
@@ -43,7 +44,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     for (var d = 0u; d < DH4 * 4u; d++) {
       squares += x[d] * x[d];
     }
-    let r = inverseSqrt(squares / f32(DH4 * 4u) + params.eps);
+    let r = inverseSqrt(squares / f32(params.normDim) + params.eps);
     for (var d = 0u; d < DH4 * 4u; d++) {
       x[d] = x[d] * r * normWeight[params.normOffset + d];
     }

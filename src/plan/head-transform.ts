@@ -25,6 +25,8 @@ export interface QkNormPlan {
   query: Float32Array;
   key: Float32Array;
   eps: number;
+  /** Features the mean of squares runs over: Dh (the GPU's padded heads have more lanes, zeros). */
+  dim: number;
 }
 
 /** The layer config's `rotary` (or scaledDotProductAttention's, `name` = 'options.rotary'), checked for head size Dh. */
@@ -86,7 +88,7 @@ export function resolveQkNorm(where: string, value: unknown, Dh: number): QkNorm
     }
     eps = q.eps;
   }
-  return { query, key, eps };
+  return { query, key, eps, dim: Dh };
 }
 
 /** Positions of rotated tokens, above which given tables have no rows. */

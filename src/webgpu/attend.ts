@@ -8,18 +8,25 @@ import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import { type BufferPool, Usage } from './buffers.ts';
 import { attentionBuffers, probsBuffer, readBack, rejectInvalidBuffers } from './forward.ts';
 import { encodeAttentionProbs } from './kernels/attention-probs.ts';
-import { encodeCopyTensor } from './kernels/copy-tensor.ts';
+import { encodeCopyRows, encodeCopyTensor } from './kernels/copy-tensor.ts';
 import { encodeFlashAttention } from './kernels/flash-attention.ts';
 import { encodeHeadTransform } from './kernels/head-transform.ts';
 import { uploadMasks } from './kernels/masks.ts';
 import { qkvBufferTargets, qkvLayout } from './kernels/qkv-projection.ts';
+import { cropColumns } from './padding.ts';
 import { PassStages } from './profiler.ts';
 import { CallScratch } from './scratch.ts';
 import type { AttentionVariant } from './variants.ts';
 
 const WHERE = 'scaledDotProductAttention';
 
-export async function attendWebGPU(pool: BufferPool, plan: ForwardPlan, variant: AttentionVariant): Promise<ForwardResult | BufferForwardResult> {
+/** `userDh`: the caller's head size, when the plan's heads are padded to Dp lanes (padding.ts). */
+export async function attendWebGPU(
+  pool: BufferPool,
+  plan: ForwardPlan,
+  variant: AttentionVariant,
+  userDh = plan.layer.headDim,
+): Promise<ForwardResult | BufferForwardResult> {
   const device = pool.device;
   const scratch = new CallScratch(pool);
   try {
@@ -30,7 +37,7 @@ export async function attendWebGPU(pool: BufferPool, plan: ForwardPlan, variant:
     const qBytes = B * H * Sq * Dh * el;
     const kvBytes = B * G * Skv * Dh * el;
     const g = plan.gpu;
-    if (g) checkSizes(plan, g, el);
+    if (g) checkSizes(plan, g, el, userDh);
     const qkv = scratch.storage(layout.total * el, 'qkv');
     if (!g?.query) scratch.writeTensorAt(qkv, 0, plan.query);
     if (!g?.key) scratch.writeTensorAt(qkv, layout.kBase, plan.key);
@@ -45,22 +52,31 @@ export async function attendWebGPU(pool: BufferPool, plan: ForwardPlan, variant:
     const stages = new PassStages(device, encoder, WHERE, false);
     // The caller's buffers are read in a compute pass (they need STORAGE usage only), into Q ++ K ++ V.
     if (g) {
+      // Padded heads (userDh < Dh): each row of userDh widened to Dh lanes on the way.
+      const copy = (src: GPUBuffer, count: number, offset: number) =>
+        userDh === Dh
+          ? (pass: GPUComputePassEncoder) => encodeCopyTensor(pass, scratch, src, qkv, count, offset)
+          : (pass: GPUComputePassEncoder) => encodeCopyRows(pass, scratch, src, qkv, { rows: count / Dh, srcCols: userDh, dstCols: Dh, dstOffset: offset });
       stages.run('copy_inputs', (pass) => {
-        if (g.query) encodeCopyTensor(pass, scratch, g.query, qkv, qBytes / el, 0);
-        if (g.key) encodeCopyTensor(pass, scratch, g.key, qkv, kvBytes / el, layout.kBase);
-        if (g.value) encodeCopyTensor(pass, scratch, g.value, qkv, kvBytes / el, layout.vBase);
+        if (g.query) copy(g.query, qBytes / el, 0)(pass);
+        if (g.key) copy(g.key, kvBytes / el, layout.kBase)(pass);
+        if (g.value) copy(g.value, kvBytes / el, layout.vBase)(pass);
       });
     }
     // With rotary, the queries and the last Sq keys turn by their positions first.
     if (plan.layer.rotary) stages.run('head_transform', (pass) => encodeHeadTransform(pass, scratch, plan, { q: qBuffer, kv }));
     stages.run('flash_attention', (pass) => encodeFlashAttention(pass, scratch, plan, { q: qBuffer, kv, attention, rowStats }, masks, variant));
     if (probs) stages.run('attention_probs', (pass) => encodeAttentionProbs(pass, scratch, plan, { q: qBuffer, kv, rowStats, probs }, masks));
+    const owned = (bytes: number, label: string) =>
+      device.createBuffer({ label, size: Math.max(16, Math.ceil(bytes / 4) * 4), usage: Usage.STORAGE | Usage.COPY_SRC | Usage.COPY_DST });
+    const rows = B * H * Sq;
+    const outputBuffer = plan.returnBuffer ? owned(rows * userDh * el, `${WHERE}.outputBuffer`) : null;
+    if (outputBuffer && userDh !== Dh)
+      stages.run('crop_output', (pass) => encodeCopyRows(pass, scratch, attention, outputBuffer, { rows, srcCols: Dh, dstCols: userDh }));
     stages.end(scratch);
-    if (plan.returnBuffer) {
+    if (outputBuffer) {
       // The output (and probabilities) in new buffers the caller owns: no readback.
-      const owned = (bytes: number, label: string) => device.createBuffer({ label, size: Math.max(16, bytes), usage: Usage.STORAGE | Usage.COPY_SRC | Usage.COPY_DST });
-      const outputBuffer = owned(qBytes, `${WHERE}.outputBuffer`);
-      encoder.copyBufferToBuffer(attention, 0, outputBuffer, 0, qBytes);
+      if (userDh === Dh) encoder.copyBufferToBuffer(attention, 0, outputBuffer, 0, qBytes);
       const weightsBuffer = probs ? owned(probsBytes, `${WHERE}.attentionWeightsBuffer`) : null;
       if (probs && weightsBuffer) encoder.copyBufferToBuffer(probs, 0, weightsBuffer, 0, probsBytes);
       device.queue.submit([encoder.finish()]);
@@ -72,7 +88,8 @@ export async function attendWebGPU(pool: BufferPool, plan: ForwardPlan, variant:
     const [verdict, read] = await Promise.allSettled([rejectInvalidBuffers(device, !!g, [], WHERE), reading]);
     if (verdict.status === 'rejected') throw verdict.reason;
     if (read.status === 'rejected') throw read.reason;
-    const [output, attentionWeights] = read.value;
+    const [padded, attentionWeights] = read.value;
+    const output = cropColumns(padded, rows, Dh, userDh);
     return attentionWeights ? { output, attentionWeights } : { output };
   } finally {
     scratch.releaseAll();
@@ -80,9 +97,9 @@ export async function attendWebGPU(pool: BufferPool, plan: ForwardPlan, variant:
 }
 
 /** GPU-resident Q, K, V must hold their tensors at the engine's precision (4 bytes an element, or 2 with f16). */
-function checkSizes(plan: ForwardPlan, g: NonNullable<ForwardPlan['gpu']>, el: number): void {
+function checkSizes(plan: ForwardPlan, g: NonNullable<ForwardPlan['gpu']>, el: number, Dh: number): void {
   const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
-  const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
+  const { numHeads: H, numKvHeads: G } = plan.layer;
   const type = el === 2 ? "float16 (the engine's precision is f16)" : 'float32';
   for (const [argument, buffer, shape, n] of [
     ['query', g.query, `[B, H, Sq, Dh] = [${B}, ${H}, ${Sq}, ${Dh}]`, B * H * Sq * Dh],

@@ -16,6 +16,7 @@ import { type EngineLimits, mergeResults, splitPlan } from './chunking.ts';
 import { acquireDevice, type DeviceState } from './device.ts';
 import { attendWebGPU } from './attend.ts';
 import { WebGPULayer } from './layer.ts';
+import { padAttentionPlan, padForwardPlan } from './padding.ts';
 import { checkScoreMod } from './score-mod.ts';
 import { constant } from './shader.ts';
 import { flashAttentionPipeline } from './kernels/flash-attention.ts';
@@ -135,11 +136,11 @@ export class WebGPUBackend implements Backend {
   }
 
   warmup(plans: readonly ForwardPlan[], onProgress?: Progress): Promise<void> {
-    return this.run('AttentionEngine.warmup', (state) => this.scheduler.warmup(state, plans, KERNEL_NAMES, onProgress));
+    return this.run('AttentionEngine.warmup', (state) => this.scheduler.warmup(state, plans.map(padForwardPlan), KERNEL_NAMES, onProgress));
   }
 
   tune(plans: readonly ForwardPlan[], onProgress?: Progress): Promise<void> {
-    return this.run('AttentionEngine.tune', (state) => this.scheduler.tune(state, plans, KERNEL_NAMES, onProgress));
+    return this.run('AttentionEngine.tune', (state) => this.scheduler.tune(state, plans.map(padForwardPlan), KERNEL_NAMES, onProgress));
   }
 
   /** Whether forwards report kernel timings (profile asked for, and the device has timestamp-query). */
@@ -233,8 +234,10 @@ export class WebGPUBackend implements Backend {
     }
   }
 
-  async attend(plan: ForwardPlan): Promise<ForwardResult | BufferForwardResult> {
-    checkHeadDim('scaledDotProductAttention', 'options.headDim', String(plan.layer.headDim), plan.layer.headDim);
+  async attend(callPlan: ForwardPlan): Promise<ForwardResult | BufferForwardResult> {
+    const userDh = callPlan.layer.headDim;
+    checkHeadDim('scaledDotProductAttention', 'options.headDim', String(userDh), userDh);
+    const plan = padAttentionPlan(callPlan);
     const parts = splitPlan(plan, this.limits());
     if ((plan.gpu || plan.returnBuffer) && parts.length > 1) {
       throw new DeviceLimitError({
@@ -251,7 +254,7 @@ export class WebGPUBackend implements Backend {
         const results: ForwardResult[] = [];
         for (const p of parts) {
           const { flash_attention } = await this.chooseKernels(state, p, ['flash_attention']);
-          const result = await attendWebGPU(state.pool, p, flash_attention);
+          const result = await attendWebGPU(state.pool, p, flash_attention, userDh);
           if (parts.length === 1) return result;
           results.push(result as ForwardResult);
         }
@@ -262,20 +265,6 @@ export class WebGPUBackend implements Backend {
 
   createLayer(spec: LayerSpec, weights: LayerWeights): WebGPULayer {
     checkHeadDim('createMultiHeadAttention', 'embedDim / numHeads (the head size)', `${spec.embedDim} / ${spec.numHeads} = ${spec.headDim}`, spec.headDim);
-    for (const [name, dim] of [
-      ['kdim', spec.kdim],
-      ['vdim', spec.vdim],
-    ] as const) {
-      if (dim % 4 !== 0) {
-        throw new UnsupportedError({
-          where: 'createMultiHeadAttention',
-          argument: `config.${name}`,
-          expected: 'a multiple of 4 on the WebGPU backend (the projections read vec4s)',
-          given: String(dim),
-          fix: "Pad the key/value channels to a multiple of 4, or use createAttentionEngine({ backend: 'cpu' }).",
-        });
-      }
-    }
     const maxBinding = Math.min(this.limits().maxStorageBufferBindingSize, this.limits().maxBufferSize);
     for (const [name, w] of Object.entries({ in_proj_weight: weights.inProjWeight ?? weights.qProjWeight, 'out_proj.weight': weights.outProjWeight })) {
       if (w.byteLength > maxBinding) {
@@ -320,12 +309,13 @@ function pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, v
   }
 }
 
+/** Heads of any size up to MAX_HEAD_DIM (q and the accumulator live in registers); sizes not multiples of 4 run padded (padding.ts). */
 function checkHeadDim(where: string, argument: string, given: string, Dh: number): void {
-  if (Dh % 4 === 0 && Dh <= MAX_HEAD_DIM) return;
+  if (Dh <= MAX_HEAD_DIM) return;
   throw new UnsupportedError({
     where,
     argument,
-    expected: `a multiple of 4 from 4 to ${MAX_HEAD_DIM} on the WebGPU backend`,
+    expected: `at most ${MAX_HEAD_DIM} on the WebGPU backend`,
     given,
     fix: "Choose sizes so the head size fits, or use createAttentionEngine({ backend: 'cpu' }), which takes any size.",
   });

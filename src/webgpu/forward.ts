@@ -8,12 +8,14 @@ import { InvalidArgumentError, ShapeMismatchError } from '../errors.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import { type BufferPool, MAP_MODE_READ, Usage } from './buffers.ts';
 import { encodeAttentionProbs } from './kernels/attention-probs.ts';
+import { encodeCopyRows } from './kernels/copy-tensor.ts';
 import { encodeFlashAttention } from './kernels/flash-attention.ts';
 import { encodeHeadTransform } from './kernels/head-transform.ts';
 import { uploadMasks } from './kernels/masks.ts';
 import { encodeOutputProjection } from './kernels/output-projection.ts';
 import { encodeQkvProjection, type QkvTargets, qkvBufferTargets, qkvLayout } from './kernels/qkv-projection.ts';
 import { fromF16 } from './f16.ts';
+import { cropColumns, type Unpadded } from './padding.ts';
 import { PassStages } from './profiler.ts';
 import { CallScratch } from './scratch.ts';
 import type { KernelChoice } from './variants.ts';
@@ -72,7 +74,10 @@ export interface GpuKvCache {
   vBase: number;
 }
 
-/** Runs one planned forward on the GPU and reads the output [B, Sq, E] (and P [B, H, Sq, Skv] if asked) back. */
+/**
+ * Runs one planned forward on the GPU and reads the output [B, Sq, E] (and P [B, H, Sq, Skv] if asked)
+ * back. `unpadded`: the caller's sizes when the plan's layer is padded (padding.ts), else null.
+ */
 export async function forwardWebGPU(
   pool: BufferPool,
   weights: GpuLayerWeights,
@@ -80,20 +85,31 @@ export async function forwardWebGPU(
   cache: GpuKvCache | null,
   profile: boolean,
   choice: KernelChoice,
+  unpadded: Unpadded | null = null,
 ): Promise<ForwardResult | BufferForwardResult> {
   const device = pool.device;
-  const { batches, qRows } = plan.geometry;
-  const E = plan.layer.embedDim;
+  const { batches, qRows, kvRows } = plan.geometry;
+  const E = plan.layer.embedDim; // Ep when padded
+  const userE = unpadded?.embedDim ?? E;
   const scratch = new CallScratch(pool);
   try {
-    // Inputs: the caller's GPUBuffers where given (read in place), else uploads of the arrays (at the engine's precision).
+    // Inputs: the caller's GPUBuffers where given (read in place, or copied to padded rows), else
+    // uploads of the arrays (at the engine's precision).
     const g = plan.gpu;
-    if (g) checkInputSizes(plan, g, scratch.elementBytes);
-    const query = g?.query ?? scratch.tensor(plan.query, 'query'); // [B, Sq, E]
-    const key = plan.mode !== 'cross' ? query : (g?.key ?? scratch.tensor(plan.key, 'key')); // [B, Skv, kdim]
+    if (g) checkInputSizes(plan, g, scratch.elementBytes, unpadded);
+    const copies: { src: GPUBuffer; dst: GPUBuffer; rows: number; srcCols: number; dstCols: number }[] = [];
+    const caller = (buffer: GPUBuffer, rows: number, cols: number, colsTo: number, role: string): GPUBuffer => {
+      if (cols === colsTo) return buffer;
+      const dst = scratch.storage(rows * colsTo * scratch.elementBytes, role);
+      copies.push({ src: buffer, dst, rows, srcCols: cols, dstCols: colsTo });
+      return dst;
+    };
+    const { kdim, vdim } = plan.layer;
+    const query = g?.query ? caller(g.query, batches * qRows, userE, E, 'query') : scratch.tensor(plan.query, 'query'); // [B, Sq, E]
+    const key = plan.mode !== 'cross' ? query : g?.key ? caller(g.key, batches * kvRows, unpadded?.kdim ?? kdim, kdim, 'key') : scratch.tensor(plan.key, 'key'); // [B, Skv, kdim]
     let value = query; // [B, Skv, vdim]
     if (plan.mode === 'cross') {
-      if (g?.value) value = g.value;
+      if (g?.value) value = caller(g.value, batches * kvRows, unpadded?.vdim ?? vdim, vdim, 'value');
       else if (plan.value === plan.key && !g?.key)
         value = key; // one array for both: one upload
       else value = scratch.tensor(plan.value, 'value');
@@ -110,9 +126,11 @@ export async function forwardWebGPU(
     const masks = uploadMasks(scratch, plan);
     const f16 = scratch.precision === 'f16';
     const outputBytes = batches * qRows * E * scratch.elementBytes; // Y stored at the engine's precision
-    // With returnBuffer the output goes straight into a buffer the caller will own.
-    const owned = (bytes: number, label: string) => device.createBuffer({ label, size: Math.max(16, bytes), usage: Usage.STORAGE | Usage.COPY_SRC | Usage.COPY_DST });
-    const y = plan.returnBuffer ? owned(outputBytes, 'MultiHeadAttention.outputBuffer') : scratch.storage(outputBytes, 'y'); // Y [B, Sq, E]
+    // With returnBuffer the output goes straight into a buffer the caller will own (cropped into it when padded).
+    const owned = (bytes: number, label: string) =>
+      device.createBuffer({ label, size: Math.max(16, Math.ceil(bytes / 4) * 4), usage: Usage.STORAGE | Usage.COPY_SRC | Usage.COPY_DST });
+    const ownedY = plan.returnBuffer ? owned(batches * qRows * userE * scratch.elementBytes, 'MultiHeadAttention.outputBuffer') : null;
+    const y = ownedY && userE === E ? ownedY : scratch.storage(outputBytes, 'y'); // Y [B, Sq, E]
 
     const { attention, rowStats } = attentionBuffers(scratch, plan);
     const { probs, probsBytes } = probsBuffer(scratch, plan);
@@ -121,6 +139,11 @@ export async function forwardWebGPU(
     if (g) device.pushErrorScope('validation');
     const encoder = device.createCommandEncoder({ label: 'MultiHeadAttention.forward' });
     const stages = new PassStages(device, encoder, 'MultiHeadAttention.forward', profile);
+    if (copies.length > 0) {
+      stages.run('copy_inputs', (pass) => {
+        for (const c of copies) encodeCopyRows(pass, scratch, c.src, c.dst, c);
+      });
+    }
     stages.run('qkv_projection', (pass) => encodeQkvProjection(pass, scratch, plan, { query, key, value }, weights.projection, targets, choice.qkv_projection));
     if (plan.layer.rotary || plan.layer.qkNorm) stages.run('head_transform', (pass) => encodeHeadTransform(pass, scratch, plan, targets));
     stages.run('flash_attention', (pass) => encodeFlashAttention(pass, scratch, plan, { q, kv, attention, rowStats }, masks, choice.flash_attention));
@@ -128,14 +151,15 @@ export async function forwardWebGPU(
     stages.run('output_projection', (pass) =>
       encodeOutputProjection(pass, scratch, plan, { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y }, choice.output_projection),
     );
+    if (ownedY && ownedY !== y) stages.run('crop_output', (pass) => encodeCopyRows(pass, scratch, y, ownedY, { rows: batches * qRows, srcCols: E, dstCols: userE }));
     const timestamps = stages.end(scratch);
-    if (plan.returnBuffer) {
+    if (plan.returnBuffer && ownedY) {
       const weightsBuffer = probs ? owned(probsBytes, 'MultiHeadAttention.attentionWeightsBuffer') : null;
       if (probs && weightsBuffer) encoder.copyBufferToBuffer(probs, 0, weightsBuffer, 0, probsBytes);
       device.queue.submit([encoder.finish()]);
       stages.destroyAfter(device.queue);
-      await rejectInvalidBuffers(device, !!g, [y, weightsBuffer]);
-      return weightsBuffer ? { outputBuffer: y, attentionWeightsBuffer: weightsBuffer } : { outputBuffer: y };
+      await rejectInvalidBuffers(device, !!g, [ownedY, weightsBuffer]);
+      return weightsBuffer ? { outputBuffer: ownedY, attentionWeightsBuffer: weightsBuffer } : { outputBuffer: ownedY };
     }
     const sources = [{ buffer: y, bytes: outputBytes, f16 }, ...(probs ? [{ buffer: probs, bytes: probsBytes }] : []), ...(timestamps ? [timestamps] : [])];
     // Submit (readBack's synchronous part) before popping the validation scope, then wait for both,
@@ -145,7 +169,7 @@ export async function forwardWebGPU(
     stages.destroyAfter(device.queue);
     if (verdict.status === 'rejected') throw verdict.reason;
     if (read.status === 'rejected') throw read.reason;
-    const output = read.value[0];
+    const output = cropColumns(read.value[0], batches * qRows, E, userE);
     const attentionWeights = probs ? read.value[1] : undefined;
     const timings = timestamps ? stages.timings(read.value[read.value.length - 1].buffer) : undefined;
     return { output, ...(attentionWeights ? { attentionWeights } : {}), ...(timings ? { timings } : {}) };
@@ -155,9 +179,9 @@ export async function forwardWebGPU(
 }
 
 /** GPU-resident inputs must hold their tensors at the engine's precision (4 bytes an element, or 2 with f16). */
-function checkInputSizes(plan: ForwardPlan, g: NonNullable<ForwardPlan['gpu']>, el: number): void {
+function checkInputSizes(plan: ForwardPlan, g: NonNullable<ForwardPlan['gpu']>, el: number, unpadded: Unpadded | null): void {
   const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
-  const { embedDim: E, kdim, vdim } = plan.layer;
+  const { embedDim: E, kdim, vdim } = unpadded ?? plan.layer;
   const type = el === 2 ? "float16 (the engine's precision is f16)" : 'float32';
   for (const [argument, buffer, shape, n] of [
     ['query', g.query, `[B, Sq, E] = [${B}, ${Sq}, ${E}]`, B * Sq * E],

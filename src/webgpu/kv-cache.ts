@@ -1,10 +1,12 @@
-// A KV cache's storage on the GPU: one buffer, K then V [B, G, maxSeqLen, Dh], at the engine's precision.
+// A KV cache's storage on the GPU: one buffer, K then V [B, G, maxSeqLen, Dp], at the engine's precision
+// (Dp = Dh rounded up to a multiple of 4, padding.ts; read() and write() take and give Dh).
 
 import { DeviceLimitError, DeviceLostError } from '../errors.ts';
 import type { KvCacheStorage } from '../kv-cache.ts';
 import { type BufferPool, MAP_MODE_READ, Usage, writeTensor } from './buffers.ts';
 import { fromF16, toF16 } from './f16.ts';
 import type { GpuKvCache } from './forward.ts';
+import { cropColumns, padColumns, up4 } from './padding.ts';
 
 /** What a cache needs of its backend: the current device generation and pool, and the limits it obeys. */
 export interface CacheHost {
@@ -20,6 +22,8 @@ export class WebGPUKvCache implements KvCacheStorage {
   private buffer: GPUBuffer | null = null;
   private generation = -1;
   private readonly bytes: number;
+  /** Lanes a row: Dh rounded up to a multiple of 4 (zeros past Dh). */
+  private readonly lanes: number;
 
   constructor(
     private readonly host: CacheHost,
@@ -29,7 +33,8 @@ export class WebGPUKvCache implements KvCacheStorage {
     private readonly capacity: number,
     private readonly Dh: number,
   ) {
-    this.bytes = 2 * B * G * capacity * Dh * host.current().pool.elementBytes;
+    this.lanes = up4(Dh);
+    this.bytes = 2 * B * G * capacity * this.lanes * host.current().pool.elementBytes;
     const maxBinding = Math.min(host.limits().maxStorageBufferBindingSize, host.limits().maxBufferSize);
     if (this.bytes > maxBinding) {
       throw new DeviceLimitError({
@@ -58,7 +63,7 @@ export class WebGPUKvCache implements KvCacheStorage {
         'destroyed',
       );
     }
-    return { buffer: this.buffer, capacity: this.capacity, vBase: this.B * this.G * this.capacity * this.Dh };
+    return { buffer: this.buffer, capacity: this.capacity, vBase: this.B * this.G * this.capacity * this.lanes };
   }
 
   /** Copies rows 0 … length − 1 of every (b, g) block of K and of V to one staging buffer and reads it back. */
@@ -67,7 +72,7 @@ export class WebGPUKvCache implements KvCacheStorage {
     const live = this.live(generation);
     const el = pool.elementBytes;
     const blocks = this.B * this.G;
-    const rowBytes = this.Dh * el;
+    const rowBytes = this.lanes * el;
     const half = blocks * length * rowBytes; // K, then V
     const empty = () => new Float32Array(0);
     if (half === 0) return { key: empty(), value: empty() };
@@ -77,13 +82,13 @@ export class WebGPUKvCache implements KvCacheStorage {
       const encoder = device.createCommandEncoder({ label: 'KvCache.read' });
       for (let bg = 0; bg < blocks; bg++) {
         encoder.copyBufferToBuffer(live.buffer, bg * this.capacity * rowBytes, staging, bg * length * rowBytes, length * rowBytes);
-        encoder.copyBufferToBuffer(live.buffer, (live.vBase + bg * this.capacity * this.Dh) * el, staging, half + bg * length * rowBytes, length * rowBytes);
+        encoder.copyBufferToBuffer(live.buffer, (live.vBase + bg * this.capacity * this.lanes) * el, staging, half + bg * length * rowBytes, length * rowBytes);
       }
       device.queue.submit([encoder.finish()]);
       await staging.mapAsync(MAP_MODE_READ);
       const bytes = staging.getMappedRange().slice(0);
       staging.unmap();
-      const convert = (b: ArrayBuffer) => (el === 2 ? fromF16(new Uint16Array(b)) : new Float32Array(b));
+      const convert = (b: ArrayBuffer) => cropColumns(el === 2 ? fromF16(new Uint16Array(b)) : new Float32Array(b), blocks * length, this.lanes, this.Dh);
       return { key: convert(bytes.slice(0, half)), value: convert(bytes.slice(half)) };
     } finally {
       staging.destroy();
@@ -95,12 +100,15 @@ export class WebGPUKvCache implements KvCacheStorage {
     const { pool, generation } = this.host.current();
     const live = this.live(generation);
     const el = pool.elementBytes;
-    const n = length * this.Dh; // elements of one block's rows
-    for (let bg = 0; bg < this.B * this.G; bg++) {
-      const k = key.subarray(bg * n, (bg + 1) * n);
-      const v = value.subarray(bg * n, (bg + 1) * n);
-      writeTensor(pool.device, live.buffer, bg * this.capacity * this.Dh * el, el === 2 ? toF16(k) : k);
-      writeTensor(pool.device, live.buffer, (live.vBase + bg * this.capacity * this.Dh) * el, el === 2 ? toF16(v) : v);
+    const n = length * this.lanes; // elements of one block's rows
+    const blocks = this.B * this.G;
+    const keys = padColumns(key, blocks * length, this.Dh, this.lanes);
+    const values = padColumns(value, blocks * length, this.Dh, this.lanes);
+    for (let bg = 0; bg < blocks; bg++) {
+      const k = keys.subarray(bg * n, (bg + 1) * n);
+      const v = values.subarray(bg * n, (bg + 1) * n);
+      writeTensor(pool.device, live.buffer, bg * this.capacity * this.lanes * el, el === 2 ? toF16(k) : k);
+      writeTensor(pool.device, live.buffer, (live.vBase + bg * this.capacity * this.lanes) * el, el === 2 ? toF16(v) : v);
     }
   }
 

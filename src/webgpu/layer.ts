@@ -1,6 +1,6 @@
 // A MultiHeadAttention layer on the WebGPU backend: its weights (a host copy, and the GPU copy of the
-// current device generation), its KV caches' storage, and its forward: split to the device's limits,
-// kernel variants chosen, then encoded (forward.ts).
+// current device generation), its KV caches' storage, and its forward: padded when its sizes are not
+// multiples of 4 (padding.ts), split to the device's limits, kernel variants chosen, then encoded (forward.ts).
 
 import type { BackendLayer } from '../backend.ts';
 import { DeviceLimitError } from '../errors.ts';
@@ -12,6 +12,7 @@ import { forwardWebGPU } from './forward.ts';
 import { type CacheHost, WebGPUKvCache } from './kv-cache.ts';
 import { checkScoreMod } from './score-mod.ts';
 import type { KernelChoice } from './variants.ts';
+import { padForwardPlan, paddedSpec, padWeights, type Unpadded, unpaddedOf } from './padding.ts';
 import { GpuLayerWeights } from './weights.ts';
 
 /** What a layer needs of its backend. */
@@ -28,8 +29,12 @@ export interface LayerHost extends CacheHost {
 }
 
 export class WebGPULayer implements BackendLayer {
-  /** The host copy outlives a device loss; the GPU copy is made for each device generation. */
+  /** The host copy (padded) outlives a device loss; the GPU copy is made for each device generation. */
   private readonly weights: LayerWeights;
+  /** The layer as the kernels see it: sizes rounded up to multiples of 4 (the caller's spec when they are). */
+  private readonly padded: LayerSpec;
+  /** The caller's sizes when padded, else null. */
+  private readonly unpadded: Unpadded | null;
   private gpu: GpuLayerWeights;
   private generation: number;
 
@@ -38,9 +43,11 @@ export class WebGPULayer implements BackendLayer {
     private readonly spec: LayerSpec,
     weights: LayerWeights,
   ) {
-    this.weights = copyWeights(weights);
+    this.padded = paddedSpec(spec);
+    this.unpadded = unpaddedOf(spec);
+    this.weights = this.unpadded ? padWeights(spec, weights) : copyWeights(weights);
     const { pool, generation } = backend.current();
-    this.gpu = new GpuLayerWeights(pool, spec, this.weights);
+    this.gpu = new GpuLayerWeights(pool, this.padded, this.weights);
     this.generation = generation;
   }
 
@@ -48,7 +55,8 @@ export class WebGPULayer implements BackendLayer {
     return new WebGPUKvCache(this.backend, batchSize, this.spec.numKvHeads, maxSeqLen, this.spec.headDim);
   }
 
-  forward(plan: ForwardPlan): Promise<ForwardResult | BufferForwardResult> {
+  forward(callPlan: ForwardPlan): Promise<ForwardResult | BufferForwardResult> {
+    const plan = padForwardPlan(callPlan);
     const parts = splitPlan(plan, this.backend.limits());
     if ((plan.cache || plan.gpu || plan.returnBuffer) && parts.length > 1) {
       const what = plan.cache ? 'a call with kvCache' : 'a call with GPU buffers (inputs or returnBuffer)';
@@ -69,10 +77,12 @@ export class WebGPULayer implements BackendLayer {
       const gpu = this.weightsOn(state);
       const cache = plan.cache ? (plan.cache.cache.storage as WebGPUKvCache).live(state.generation) : null;
       if (parts.length === 1) {
-        return forwardWebGPU(state.pool, gpu, parts[0], cache, this.backend.profiling, await this.backend.chooseKernels(state, parts[0]));
+        return forwardWebGPU(state.pool, gpu, parts[0], cache, this.backend.profiling, await this.backend.chooseKernels(state, parts[0]), this.unpadded);
       }
       const results: ForwardResult[] = [];
-      for (const p of parts) results.push((await forwardWebGPU(state.pool, gpu, p, cache, false, await this.backend.chooseKernels(state, p))) as ForwardResult);
+      for (const p of parts) {
+        results.push((await forwardWebGPU(state.pool, gpu, p, cache, false, await this.backend.chooseKernels(state, p), this.unpadded)) as ForwardResult);
+      }
       return mergeResults(results);
     });
   }
@@ -86,7 +96,7 @@ export class WebGPULayer implements BackendLayer {
   /** The weights on the device of `state`, uploaded again after a device loss. */
   private weightsOn(state: DeviceState): GpuLayerWeights {
     if (this.generation !== state.generation) {
-      this.gpu = new GpuLayerWeights(state.pool, this.spec, this.weights);
+      this.gpu = new GpuLayerWeights(state.pool, this.padded, this.weights);
       this.generation = state.generation;
     }
     return this.gpu;

@@ -91,7 +91,7 @@ export function defineParams<const F extends readonly ParamField[]>(fields: F): 
 
 /** How a shader is specialised: text, because `override` constants reach neither types nor array lengths. */
 export interface ShaderSpec {
-  /** Storage type of tensors: ST4 = vec4<f32>, or vec4<f16> with `enable f16;`; SM4 the matching mat4x4. */
+  /** Storage type of tensors: ST = f32 and ST4 = vec4<f32>, or f16 and vec4<f16> with `enable f16;`; SM4 the matching mat4x4. */
   precision: Precision;
   /** The kernel's uniform struct (binding 0), if it has one. */
   params?: Params<string>;
@@ -104,7 +104,9 @@ export interface ShaderSpec {
 /** The complete WGSL of a kernel: prelude (storage type, shared constants, sizes), its Params, its sources. */
 export function shaderCode(spec: ShaderSpec): string {
   const prelude = [
-    ...(spec.precision === 'f16' ? ['enable f16;', 'alias ST4 = vec4<f16>;', 'alias SM4 = mat4x4<f16>;'] : ['alias ST4 = vec4<f32>;', 'alias SM4 = mat4x4<f32>;']),
+    ...(spec.precision === 'f16'
+      ? ['enable f16;', 'alias ST = f16;', 'alias ST4 = vec4<f16>;', 'alias SM4 = mat4x4<f16>;']
+      : ['alias ST = f32;', 'alias ST4 = vec4<f32>;', 'alias SM4 = mat4x4<f32>;']),
     '// Shared constants, declared in src/webgpu/shader.ts (SHADER_CONSTANTS).',
     ...Object.entries(SHADER_CONSTANTS).map(([name, { type, value }]) => `const ${name}: ${type} = ${literal(type, value)};`),
     ...Object.entries(spec.sizes ?? {}).map(([name, value]) => `const ${name}: u32 = ${value}u;`),

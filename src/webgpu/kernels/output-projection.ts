@@ -43,8 +43,8 @@ export function encodeOutputProjection(
     layout: pipeline.getBindGroupLayout(0),
     entries: [
       { binding: 0, resource: { buffer: params } },
-      { binding: 1, resource: { buffer: buffers.attention, size: M * E * el } }, // O [B, H, S, Dh]
-      { binding: 2, resource: { buffer: buffers.weight, size: E * E * el } }, // W_O [E, E]
+      { binding: 1, resource: { buffer: buffers.attention, size: M * H * Dh * el } }, // O [B, H, S, Dh]
+      { binding: 2, resource: { buffer: buffers.weight, size: E * H * Dh * el } }, // W_O [E, H·Dh] (H·Dh = E unless padded)
       { binding: 3, resource: { buffer: buffers.bias, size: E * el } }, // b_O [E]
       { binding: 4, resource: { buffer: buffers.y, size: M * E * el } }, // Y [B, S, E]
     ],

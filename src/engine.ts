@@ -4,7 +4,7 @@ import type { Backend } from './backend.ts';
 import { CpuBackend } from './cpu/backend.ts';
 import { DisposedError, InvalidArgumentError, WebGPUUnavailableError } from './errors.ts';
 import { MultiHeadAttention } from './layer.ts';
-import { type LayerSpec, resolveAttentionPlan, resolveLayerSpec, resolveShapeCalls, resolveWeights } from './plan/index.ts';
+import { type LayerSpec, resolveAttentionPlan, resolveLayerSpec, resolveLinearPlan, resolveShapeCalls, resolveWeights } from './plan/index.ts';
 import type {
   AdapterInfo,
   BackendKind,
@@ -13,6 +13,7 @@ import type {
   EngineStats,
   ForwardResult,
   MultiHeadAttentionConfig,
+  LinearAttentionOptions,
   ScaledDotProductAttentionOptions,
   StateDict,
   TuningReport,
@@ -118,6 +119,18 @@ export class AttentionEngine {
   ): Promise<ForwardResult | BufferForwardResult> {
     const impl = this.live('scaledDotProductAttention');
     return impl.attend(resolveAttentionPlan(query, key, value, options));
+  }
+
+  /**
+   * Linear attention (Katharopoulos et al. 2020) on projected tensors, query [B, H, Sq, Dh], key and
+   * value [B, G, Skv, Dh] → `{ output }` [B, H, Sq, Dh], with φ(x) = elu(x) + 1:
+   * out_i = φ(q_i)·Σ_j φ(k_j)ᵀ v_j / (φ(q_i)·Σ_j φ(k_j) + eps), eps default 1e-6, no 1/√Dh scaling.
+   * Causal: j ≤ i' = i + Skv − Sq. Padded keys (keyPaddingMask) leave both sums. O(S·Dh²) work,
+   * never an S×S matrix (so no needWeights). A whole layer: config.attention = 'linear'.
+   */
+  async linearAttention(query: Float32Array, key: Float32Array, value: Float32Array, options: LinearAttentionOptions): Promise<ForwardResult> {
+    const impl = this.live('linearAttention');
+    return (await impl.attend(resolveLinearPlan(query, key, value, options))) as ForwardResult;
   }
 
   /**

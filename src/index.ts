@@ -28,6 +28,7 @@ export type {
   ScoreMod,
   KvCacheOptions,
   ScoreOptions,
+  LinearAttentionOptions,
   ScaledDotProductAttentionOptions,
   ForwardResult,
   BufferForwardResult,

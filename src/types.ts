@@ -153,6 +153,13 @@ export interface MultiHeadAttentionConfig {
   scoreMod?: ScoreMod;
   /** An RMS norm of every query and key head with these weights [headDim], after the projection and before rotary (Qwen3, Gemma 3, OLMo 2). eps default 1e-6. */
   qkNorm?: { query: Float32Array; key: Float32Array; eps?: number };
+  /**
+   * 'softmax' (default): softmax(q·kᵀ·scale)·v. 'linear': linear attention with φ(x) = elu(x) + 1 on
+   * the projected queries and keys (see AttentionEngine.linearAttention; ε 1e-6), O(S·Dh²) rather
+   * than O(S²·Dh); isCausal, keyPaddingMask, KV caches, GQA, rotary and QK-norm apply, the options
+   * that shape a softmax (attnMask, window, scale, softcap, sinks, ALiBi, scoreMod, needWeights) do not.
+   */
+  attention?: 'softmax' | 'linear';
 }
 
 /**
@@ -269,6 +276,26 @@ export interface PackedForwardOptions extends Pick<MaskOptions, 'isCausal' | 'wi
 }
 
 export type ForwardOptions = BatchedForwardOptions | PackedForwardOptions;
+
+/** engine.linearAttention's options: the sizes of query [B, H, Sq, Dh] and key, value [B, G, Skv, Dh]. */
+export interface LinearAttentionOptions {
+  batchSize: number;
+  numHeads: number;
+  /** Key/value heads; query head h uses h / (numHeads / numKvHeads). Default numHeads. */
+  numKvHeads?: number;
+  seqLen: number;
+  /** Default seqLen. */
+  kvSeqLen?: number;
+  headDim: number;
+  /** Row i sums keys j ≤ i' = i + Skv − Sq only. */
+  isCausal?: boolean;
+  /** [B, Skv], nonzero = leave this key out of both sums. */
+  keyPaddingMask?: Uint8Array;
+  /** Added to the denominator φ(q)·Σφ(k). Default 1e-6. */
+  eps?: number;
+  /** Refused when true: linear attention never forms probabilities. */
+  needWeights?: boolean;
+}
 
 export interface ScaledDotProductAttentionOptions extends MaskOptions, ScoreOptions {
   batchSize: number;

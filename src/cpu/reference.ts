@@ -9,6 +9,7 @@
 // scores either. Ask for `keepScores` to get the scores and probabilities [B, H, Sq, Skv] as well
 // (tests and learners do; the backend does not).
 
+import { linearAttention } from './linear.ts';
 import { type ForwardPlan, type LayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../plan/index.ts';
 import { transformHeads } from './head-transform.ts';
 import { headScale, keyBand, keyBias, modifyScore } from './score-rule.ts';
@@ -76,6 +77,7 @@ export function qkvProjection(plan: ForwardPlan, weights: LayerWeights): { q: Fl
  * `keep` (not for varlen plans) receives the scores (−Infinity where masked) and p.
  */
 export function attention(plan: ForwardPlan, q: Float64Array, k: Float64Array, v: Float64Array, keep?: { scores: Float64Array; probs: Float64Array }): Float64Array {
+  if (plan.layer.attention === 'linear') return linearAttention(plan, q, k, v); // linear.ts: no scores, no softmax
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
   const { qRows, kvRows, longestSequence } = plan.geometry;
   const varlen = plan.mode === 'varlen';

@@ -91,6 +91,7 @@ export function resolveAttentionPlan(query: unknown, key: unknown, value: unknow
     rotary,
     qkNorm: null,
     scoreMod: resolveScoreMod(where, 'options.scoreMod', o.scoreMod),
+    attention: 'softmax',
   };
   return {
     layer,

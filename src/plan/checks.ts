@@ -141,12 +141,13 @@ export function resolveScore(where: string, o: Record<string, unknown>, H: numbe
     softcap: positive('softcap', 'scores become softcap·tanh(score / softcap)') ?? 0,
     sinks: perHead('sinks', "each head's sink logit"),
     alibiSlopes: perHead('alibiSlopes', "each head's ALiBi slope"),
+    eps: 1e-6,
   };
 }
 
 /** The score options of a call that has none: 1/√Dh. */
 export function plainScore(Dh: number): ScorePlan {
-  return { scale: 1 / Math.sqrt(Dh), softcap: 0, sinks: null, alibiSlopes: null };
+  return { scale: 1 / Math.sqrt(Dh), softcap: 0, sinks: null, alibiSlopes: null, eps: 1e-6 };
 }
 
 /** A custom score modification: { wgsl, reference } (types.ts ScoreMod). Its WGSL is compiled on the GPU before its first use. */

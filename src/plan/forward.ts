@@ -8,6 +8,7 @@ import { clampWindow, refuseDropout, requireBothOrNeither, resolveHeadMask, reso
 import { geometryOf } from './geometry.ts';
 import { resolvePositions } from './head-transform.ts';
 import { resolveCachedPlan } from './kv-cache.ts';
+import { refuseForLinear } from './linear.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
 const FORWARD_KEYS = [
@@ -92,6 +93,7 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
   const needWeights = o.needWeights === undefined ? false : requireBoolean(where, 'options.needWeights', o.needWeights);
   refuseDropout(where, 'options.dropout', o.dropout);
   const window = resolveWindow(where, o.window);
+  if (spec.attention === 'linear') refuseForLinear(where, o);
   if (o.positionIds !== undefined && !spec.rotary) {
     throw new InvalidArgumentError({
       where,

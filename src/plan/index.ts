@@ -8,6 +8,7 @@ export { copyWeights, expectedWeights, resolveLayerSpec, resolveWeights } from '
 export { resolveForwardPlan } from './forward.ts';
 export { resolveKvCacheOptions } from './kv-cache.ts';
 export { resolveAttentionPlan } from './attention.ts';
+export { resolveLinearPlan } from './linear.ts';
 export { resolveShapeCalls, shapePlan } from './shape.ts';
 export type { QkNormPlan, RotaryPlan } from './head-transform.ts';
 export { rotaryAngle } from './head-transform.ts';

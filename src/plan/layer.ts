@@ -1,12 +1,12 @@
 // createMultiHeadAttention's checks: a layer's sizes (LayerSpec) and its weights (LayerWeights).
 
-import { InvalidArgumentError, MissingWeightError } from '../errors.ts';
-import { rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
+import { InvalidArgumentError, MissingWeightError, UnsupportedError } from '../errors.ts';
+import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { refuseDropout, resolveScoreMod } from './checks.ts';
 import { resolveQkNorm, resolveRotary } from './head-transform.ts';
 import type { LayerSpec, LayerWeights } from './types.ts';
 
-const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'dropout', 'rotary', 'qkNorm', 'scoreMod'] as const;
+const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'dropout', 'rotary', 'qkNorm', 'scoreMod', 'attention'] as const;
 
 export function resolveLayerSpec(config: unknown): LayerSpec {
   const where = 'createMultiHeadAttention';
@@ -38,6 +38,17 @@ export function resolveLayerSpec(config: unknown): LayerSpec {
   const bias = c.bias === undefined ? true : requireBoolean(where, 'config.bias', c.bias);
   refuseDropout(where, 'config.dropout', c.dropout);
   const headDim = embedDim / numHeads;
+  const attention = resolveAttentionKind(where, c.attention);
+  const scoreMod = resolveScoreMod(where, 'config.scoreMod', c.scoreMod);
+  if (attention === 'linear' && scoreMod) {
+    throw new UnsupportedError({
+      where,
+      argument: 'config.scoreMod',
+      expected: "left out with config.attention = 'linear'",
+      given: 'a scoreMod',
+      fix: 'A score modification changes softmax scores; linear attention forms none.',
+    });
+  }
   return {
     embedDim,
     numHeads,
@@ -48,8 +59,14 @@ export function resolveLayerSpec(config: unknown): LayerSpec {
     bias,
     rotary: resolveRotary(where, c.rotary, headDim),
     qkNorm: resolveQkNorm(where, c.qkNorm, headDim),
-    scoreMod: resolveScoreMod(where, 'config.scoreMod', c.scoreMod),
+    scoreMod,
+    attention,
   };
+}
+
+function resolveAttentionKind(where: string, value: unknown): 'softmax' | 'linear' {
+  if (value === undefined || value === 'softmax' || value === 'linear') return value ?? 'softmax';
+  throw new InvalidArgumentError({ where, argument: 'config.attention', expected: '"softmax" (default) or "linear"', given: describe(value) });
 }
 
 /** The state_dict entries a layer takes, with their shapes; `separate` selects q/k/v_proj_weight. */

@@ -21,6 +21,10 @@ export interface LayerSpec {
   qkNorm: QkNormPlan | null;
   /** A custom score modification (config.scoreMod, or scaledDotProductAttention's option), or null. */
   scoreMod: ScoreMod | null;
+  /** softmax(q·kᵀ·scale)·v, or linear attention with φ = elu + 1 (config.attention; engine.linearAttention). */
+  attention: 'softmax' | 'linear';
+  /** Set on the GPU's padded copy of a spec only (webgpu/padding.ts): the caller's head size, headDim being rounded up. */
+  unpaddedHeadDim?: number;
 }
 
 /** A layer's weights, in PyTorch's layout. */
@@ -80,6 +84,8 @@ export interface ScorePlan {
   sinks: Float32Array | null;
   /** [H] ALiBi slopes: −slope·|i' − j| added to the scores; null: none. */
   alibiSlopes: Float32Array | null;
+  /** Linear attention: added to the denominator φ(q)·Σφ(k) (1e-6 unless engine.linearAttention's eps). */
+  eps: number;
 }
 
 /** One forward call, resolved. */

@@ -11,6 +11,7 @@ import { encodeAttentionProbs } from './kernels/attention-probs.ts';
 import { encodeCopyRows, encodeCopyTensor } from './kernels/copy-tensor.ts';
 import { encodeFlashAttention } from './kernels/flash-attention.ts';
 import { encodeHeadTransform } from './kernels/head-transform.ts';
+import { encodeLinearAttention } from './kernels/linear-attention.ts';
 import { uploadMasks } from './kernels/masks.ts';
 import { qkvBufferTargets, qkvLayout } from './kernels/qkv-projection.ts';
 import { cropColumns } from './padding.ts';
@@ -65,7 +66,8 @@ export async function attendWebGPU(
     }
     // With rotary, the queries and the last Sq keys turn by their positions first.
     if (plan.layer.rotary) stages.run('head_transform', (pass) => encodeHeadTransform(pass, scratch, plan, { q: qBuffer, kv }));
-    stages.run('flash_attention', (pass) => encodeFlashAttention(pass, scratch, plan, { q: qBuffer, kv, attention, rowStats }, masks, variant));
+    if (plan.layer.attention === 'linear') stages.run('linear_attention', (pass) => encodeLinearAttention(pass, scratch, plan, { q: qBuffer, kv, attention }, masks));
+    else stages.run('flash_attention', (pass) => encodeFlashAttention(pass, scratch, plan, { q: qBuffer, kv, attention, rowStats }, masks, variant));
     if (probs) stages.run('attention_probs', (pass) => encodeAttentionProbs(pass, scratch, plan, { q: qBuffer, kv, rowStats, probs }, masks));
     const owned = (bytes: number, label: string) =>
       device.createBuffer({ label, size: Math.max(16, Math.ceil(bytes / 4) * 4), usage: Usage.STORAGE | Usage.COPY_SRC | Usage.COPY_DST });

@@ -253,7 +253,7 @@ export class WebGPUBackend implements Backend {
         await checkScoreMod(state.device, state.pool.precision, plan.layer.scoreMod, 'scaledDotProductAttention', 'options.scoreMod');
         const results: ForwardResult[] = [];
         for (const p of parts) {
-          const { flash_attention } = await this.chooseKernels(state, p, ['flash_attention']);
+          const { flash_attention } = await this.chooseKernels(state, p, ['flash_attention']); // linear attention: none chosen (variants.ts kernelsOf)
           const result = await attendWebGPU(state.pool, p, flash_attention, userDh);
           if (parts.length === 1) return result;
           results.push(result as ForwardResult);

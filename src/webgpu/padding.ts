@@ -7,6 +7,8 @@
 //   - q·k over Dp lanes equals q·k over Dh (the added terms are 0·0); the scale stays the caller's or
 //     1/√Dh, fixed when the call was planned; p·v leaves the added lanes of the output at 0;
 //   - QK-norm divides by Dh, not Dp (head_transform.wgsl's normDim); rotary touches dim ≤ Dh lanes;
+//   - linear attention's φ(0) = 1 is not 0: its kernel zeroes φ(q) past Dh (LINEAR_PARAMS.features),
+//     which takes the added lanes of φ(k) out of every product;
 //   - inputs are padded as they are uploaded (arrays) or copied (GPU buffers, copy_rows.wgsl), and
 //     outputs cropped as they are read back or handed over; a KV cache stores Dp lanes a row and
 //     reads and writes Dh.
@@ -47,6 +49,7 @@ export function paddedSpec(spec: LayerSpec): LayerSpec {
       ...spec,
       embedDim: up4(spec.embedDim),
       headDim: Dp,
+      unpaddedHeadDim: Dh,
       kdim: up4(spec.kdim),
       vdim: up4(spec.vdim),
       qkNorm: norm ? { ...norm, query: padColumns(norm.query, 1, Dh, Dp), key: padColumns(norm.key, 1, Dh, Dp) } : null,
@@ -137,7 +140,7 @@ export function padAttentionPlan(plan: ForwardPlan): ForwardPlan {
   if (Dh % 4 === 0) return plan;
   const Dp = up4(Dh);
   const { numHeads: H } = plan.layer;
-  const layer: LayerSpec = { ...plan.layer, headDim: Dp, embedDim: H * Dp, kdim: H * Dp, vdim: H * Dp };
+  const layer: LayerSpec = { ...plan.layer, headDim: Dp, unpaddedHeadDim: Dh, embedDim: H * Dp, kdim: H * Dp, vdim: H * Dp };
   const pad = (a: Float32Array) => padColumns(a, a.length / Dh, Dh, Dp);
   return { ...plan, layer, query: pad(plan.query), key: pad(plan.key), value: pad(plan.value) };
 }

@@ -43,6 +43,11 @@ export interface KernelChoice {
 export type KernelName = keyof KernelChoice;
 export const KERNEL_NAMES: readonly KernelName[] = ['qkv_projection', 'flash_attention', 'output_projection'];
 
+/** Of `kernels`, those a call of `plan` runs: linear attention has no flash_attention (its own kernels compile in line, untuned). */
+export function kernelsOf(plan: { layer: { attention: 'softmax' | 'linear' } }, kernels: readonly KernelName[]): readonly KernelName[] {
+  return plan.layer.attention === 'linear' ? kernels.filter((k) => k !== 'flash_attention') : kernels;
+}
+
 /** The variants of each kernel. */
 export const VARIANTS: { readonly [K in KernelName]: readonly KernelChoice[K][] } = {
   qkv_projection: PROJECTION_VARIANTS,

@@ -20,7 +20,7 @@
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { DeviceState } from '../device.ts';
 import { compilePipeline, hasRun, markRun, type PipelineSpec } from '../pipelines.ts';
-import { type AdapterKind, defaultChoice, type KernelChoice, type KernelName, TIER0 } from '../variants.ts';
+import { type AdapterKind, defaultChoice, type KernelChoice, type KernelName, kernelsOf, TIER0 } from '../variants.ts';
 import { shapeClass, type Tuner } from './tuner.ts';
 
 /** What the scheduler needs of its backend. */
@@ -87,7 +87,8 @@ export class KernelScheduler {
   }
 
   /** The variants a call of `plan` runs now (see the top of this file); schedules what makes later calls faster. */
-  async choose(state: DeviceState, plan: ForwardPlan, kernels: readonly KernelName[]): Promise<KernelChoice> {
+  async choose(state: DeviceState, plan: ForwardPlan, all: readonly KernelName[]): Promise<KernelChoice> {
+    const kernels = kernelsOf(plan, all);
     const { mode, forced } = this.tuner.options;
     if (mode === 'off') return this.finalChoice(plan, state, kernels);
     await this.tuner.load();
@@ -117,7 +118,7 @@ export class KernelScheduler {
     const work: { plan: ForwardPlan; kernel: KernelName; variant: string }[] = [];
     for (const plan of plans) {
       const target = this.finalChoice(plan, state, kernels);
-      for (const kernel of kernels) work.push({ plan, kernel, variant: target[kernel] });
+      for (const kernel of kernelsOf(plan, kernels)) work.push({ plan, kernel, variant: target[kernel] });
     }
     let done = 0;
     for (const { plan, kernel, variant } of work) {
@@ -130,7 +131,11 @@ export class KernelScheduler {
   async tune(state: DeviceState, plans: readonly ForwardPlan[], kernels: readonly KernelName[], onProgress?: Progress): Promise<void> {
     await this.tuner.load();
     const { forced } = this.tuner.options;
-    const work = plans.flatMap((plan) => kernels.filter((k) => !forced[k]).map((kernel) => ({ plan, kernel })));
+    const work = plans.flatMap((plan) =>
+      kernelsOf(plan, kernels)
+        .filter((k) => !forced[k])
+        .map((kernel) => ({ plan, kernel })),
+    );
     let done = 0;
     for (const { plan, kernel } of work) {
       await this.scheduleSweep(state, plan, kernel);

@@ -1,0 +1,121 @@
+// Host side of linear attention (config.attention = 'linear', engine.linearAttention): Q, K, V
+// (head-split, as the softmax kernels read them) → O [B, H, Sq, Dh] in O(S·Dh²), never an S×S matrix.
+// Three passes (shaders/linear_state.wgsl, linear_prefix.wgsl, linear_attention.wgsl): each chunk
+// of CHUNK keys summed as a Dh×Dh matrix and a vector, the sums turned into prefix sums along the
+// chunks, then each query row reads the sums before its chunk and adds its own chunk's keys one by
+// one. A call with few query rows (a decode step) skips the sums and loops over its keys directly,
+// as does one whose sums would not fit a storage binding.
+
+import prefixSource from '../../../shaders/linear_prefix.wgsl?raw';
+import outputSource from '../../../shaders/linear_attention.wgsl?raw';
+import stateSource from '../../../shaders/linear_state.wgsl?raw';
+import type { ForwardPlan } from '../../plan/index.ts';
+import type { Precision } from '../buffers.ts';
+import { getPipeline, type PipelineSpec } from '../pipelines.ts';
+import type { CallScratch } from '../scratch.ts';
+import { defineParams, shaderCode } from '../shader.ts';
+import type { MaskBuffers } from './masks.ts';
+import type { KvTarget } from './qkv-projection.ts';
+
+/** The three kernels' uniforms (one struct). */
+export const LINEAR_PARAMS = defineParams([
+  ['H', 'u32', 'query heads'],
+  ['G', 'u32', 'key/value heads'],
+  ['Sq', 'u32', 'query rows'],
+  ['Skv', 'u32', 'keys'],
+  ['kBase4', 'u32', 'where K starts in kv, in vec4s'],
+  ['vBase4', 'u32', 'where V starts in kv, in vec4s'],
+  ['kvStride', 'u32', 'rows per (b, g) block of K and V'],
+  ['causal', 'u32', "1: row i sums keys j ≤ i' = i + Skv − Sq"],
+  ['hasPadding', 'u32', '1: padding [B, Skv] leaves keys out'],
+  ['chunks', 'u32', 'chunks of CHUNK keys with sums in state; 0: direct (no state)'],
+  ['eps', 'f32', 'added to the denominator'],
+  ['features', 'u32', "the caller's head size: φ(q) is 0 past it (padded heads, padding.ts)"],
+]);
+
+/** Keys per chunk: a query row adds up to this many keys one by one besides reading the sums. */
+export const CHUNK = 64;
+/** Calls with at most this many query rows loop over their keys directly (O(Sq·Skv·Dh) beats O(Skv·Dh²) there). */
+const DIRECT_ROWS = 16;
+
+type Pass = 'state' | 'prefix' | 'output';
+const SOURCES: Record<Pass, string> = { state: stateSource, prefix: prefixSource, output: outputSource };
+
+export function linearAttentionPipeline(precision: Precision, headDim: number, pass: Pass): PipelineSpec {
+  return { label: `LinearAttention.${pass}`, code: shaderCode({ precision, params: LINEAR_PARAMS, sizes: { DH4: headDim / 4, CHUNK }, sources: [SOURCES[pass]] }) };
+}
+
+/** Chunks with sums for this call, or 0 for the direct loop. */
+export function linearChunks(plan: ForwardPlan, maxBinding: number): number {
+  const { numKvHeads: G, headDim: Dh } = plan.layer;
+  const chunks = Math.ceil(plan.kvSeqLen / CHUNK);
+  const stateBytes = plan.geometry.batches * G * (chunks + 1) * (Dh + 1) * Dh * 4;
+  return plan.seqLen <= DIRECT_ROWS || stateBytes > maxBinding ? 0 : chunks;
+}
+
+export function encodeLinearAttention(
+  pass: GPUComputePassEncoder,
+  scratch: CallScratch,
+  plan: ForwardPlan,
+  buffers: { q: GPUBuffer; kv: KvTarget; attention: GPUBuffer },
+  masks: MaskBuffers,
+): void {
+  const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
+  const { batches } = plan.geometry;
+  const { kv } = buffers;
+  const device = scratch.device;
+  const chunks = linearChunks(plan, Math.min(device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize));
+  const params = scratch.uniforms(
+    LINEAR_PARAMS.pack({
+      H,
+      G,
+      Sq: plan.seqLen,
+      Skv: plan.kvSeqLen,
+      kBase4: kv.kBase / 4,
+      vBase4: kv.vBase / 4,
+      kvStride: kv.stride,
+      causal: plan.isCausal ? 1 : 0,
+      hasPadding: masks.fields.hasPadding,
+      chunks,
+      eps: plan.score.eps,
+      features: plan.layer.unpaddedHeadDim ?? Dh,
+    }),
+    'LinearAttention.params',
+  );
+  const slotVec4s = (Dh + 1) * (Dh / 4);
+  const state = chunks > 0 ? scratch.storage(batches * G * (chunks + 1) * slotVec4s * 16, 'linearState') : masks.padding; // unread when direct
+  const run = (which: Pass, entries: GPUBindGroupEntry[], groups: [number, number, number]) => {
+    const pipeline = getPipeline(device, linearAttentionPipeline(scratch.precision, Dh, which));
+    const bindGroup = device.createBindGroup({
+      label: `LinearAttention.${which}.bindGroup`,
+      layout: pipeline.getBindGroupLayout(0),
+      entries: [{ binding: 0, resource: { buffer: params } }, ...entries],
+    });
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, bindGroup);
+    pass.dispatchWorkgroups(...groups);
+  };
+  if (chunks > 0) {
+    run(
+      'state',
+      [
+        { binding: 1, resource: { buffer: kv.buffer } }, // K ++ V [B, G, stride, Dh]
+        { binding: 2, resource: { buffer: masks.padding } },
+        { binding: 3, resource: { buffer: state } }, // [B·G, chunks + 1, Dh + 1, Dh/4]
+      ],
+      [Math.ceil(slotVec4s / 64), chunks, batches * G],
+    );
+    run('prefix', [{ binding: 1, resource: { buffer: state } }], [Math.ceil(slotVec4s / 64), 1, batches * G]);
+  }
+  run(
+    'output',
+    [
+      { binding: 1, resource: { buffer: buffers.q } }, // Q [B, H, Sq, Dh]
+      { binding: 2, resource: { buffer: kv.buffer } },
+      { binding: 3, resource: { buffer: masks.padding } },
+      { binding: 4, resource: { buffer: state } },
+      { binding: 5, resource: { buffer: buffers.attention } }, // O [B, H, Sq, Dh]
+    ],
+    [Math.ceil(plan.seqLen / 64), H, batches],
+  );
+}

@@ -10,6 +10,10 @@ export interface AcquiredDevice {
   adapterInfo: { vendor: string; architecture: string; device: string; description: string };
 }
 
+// The Dawn package a Node user installs next to this one: package.json's peerDependencies.webgpu
+// (optional, so browser apps never download it); test/node-setup.test.ts keeps the two equal.
+export const DAWN_PACKAGE = 'webgpu@0.6.2';
+
 // Dawn's GPU object must outlive its adapters and devices, so it is kept here once created.
 let nodeGpu: GPU | null = null;
 let nodeGpuError: string | null = null;
@@ -29,7 +33,7 @@ async function findGpu(): Promise<{ gpu: GPU | null; why: string }> {
       const mod = (await importNodeOnly('webgpu')) as { create: (flags: string[]) => GPU };
       nodeGpu = mod.create([]);
     } catch (e) {
-      nodeGpuError = `the "webgpu" npm package (Dawn) could not be loaded: ${(e as Error).message}. Install it with: npm install webgpu`;
+      nodeGpuError = `the "webgpu" npm package (Dawn) could not be loaded: ${(e as Error).message}. In Node, install it beside webgpu-attention: npm install ${DAWN_PACKAGE}`;
     }
   }
   return { gpu: nodeGpu, why: nodeGpuError ?? '' };

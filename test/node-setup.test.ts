@@ -1,9 +1,10 @@
 // What a Node user is told to do when WebGPU is missing: the `webgpu` package (Dawn) is an optional
 // peer dependency, so it may not be installed. The import of Dawn is replaced here, so these tests
-// need no GPU; each loads the engine afresh, since the engine keeps Dawn once it has loaded it.
+// need no GPU; each loads the engine afresh, since the engine keeps Dawn once it has loaded it. Where
+// Dawn finds no adapter, the message names the step for the platform (a package user has no scripts/).
 
 import { readFileSync } from 'node:fs';
-import { beforeEach, describe, expect, test, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 
 const importNodeOnly = vi.hoisted(() => vi.fn<(specifier: string) => Promise<unknown>>());
 vi.mock('../src/node-only.ts', () => ({ importNodeOnly }));
@@ -57,5 +58,27 @@ describe('without the webgpu package', () => {
     expect(engine.backend).toBe('cpu');
     expect(engine.fallbackReason).toContain('npm install webgpu@');
     engine.dispose();
+  });
+});
+
+describe('with Dawn but no adapter: the step for the platform, nothing from this repository', () => {
+  const platform = Object.getOwnPropertyDescriptor(process, 'platform')!;
+  beforeEach(() => {
+    importNodeOnly.mockResolvedValue({ create: () => ({ requestAdapter: async () => null }) });
+  });
+  afterEach(() => {
+    Object.defineProperty(process, 'platform', platform);
+  });
+
+  test.for([
+    { os: 'linux', says: ['Vulkan', 'sudo apt-get install mesa-vulkan-drivers', 'bookworm-backports'] },
+    { os: 'darwin', says: ['Metal', 'nothing installed'] },
+    { os: 'win32', says: ['Direct3D 12', 'update the GPU driver'] },
+  ])('$os', async ({ os, says }) => {
+    Object.defineProperty(process, 'platform', { ...platform, value: os });
+    const message = await whyNoWebGPU();
+    expect(message).toContain('requestAdapter() returned null');
+    for (const s of says) expect(message).toContain(s);
+    expect(message).not.toContain('scripts/');
   });
 });

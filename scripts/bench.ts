@@ -17,8 +17,10 @@
 // the real GPU elsewhere), with navigator.gpu set to Dawn's GPU. ONNX Runtime Web's WebGPU EP does not
 // run on Dawn in Node (its writeBuffer from a SharedArrayBuffer view fails), so it reports as failed.
 
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { chromium } from '@playwright/test';
 import { createServer } from 'vite';
@@ -27,35 +29,46 @@ import { PRESETS } from '../demo/bench/presets.ts';
 import type { BenchProgress, BenchShape, SystemResult } from '../demo/bench/types.ts';
 
 const ALL_SYSTEMS = ['engine', 'naive', 'tfjs', 'ort', 'cpu'];
-const { values } = parseArgs({
-  options: {
-    preset: { type: 'string' },
-    batch: { type: 'string' },
-    seq: { type: 'string' },
-    embed: { type: 'string' },
-    heads: { type: 'string' },
-    causal: { type: 'boolean', default: false },
-    systems: { type: 'string', default: ALL_SYSTEMS.join(',') },
-    warmup: { type: 'string', default: '2' },
-    runs: { type: 'string', default: '5' },
-    seed: { type: 'string', default: '1' },
-    out: { type: 'string' },
-    port: { type: 'string', default: '5181' },
-    node: { type: 'boolean', default: false },
-    cold: { type: 'boolean', default: false },
-    help: { type: 'boolean', short: 'h', default: false },
-  },
-});
 
 function fail(message: string): never {
   console.error(`bench: ${message}`);
   process.exit(2);
+}
+
+// The arguments come first: --help and a bad argument end the run before anything is installed.
+const parse = () =>
+  parseArgs({
+    options: {
+      preset: { type: 'string' },
+      batch: { type: 'string' },
+      seq: { type: 'string' },
+      embed: { type: 'string' },
+      heads: { type: 'string' },
+      causal: { type: 'boolean', default: false },
+      systems: { type: 'string', default: ALL_SYSTEMS.join(',') },
+      warmup: { type: 'string', default: '2' },
+      runs: { type: 'string', default: '5' },
+      seed: { type: 'string', default: '1' },
+      out: { type: 'string' },
+      port: { type: 'string', default: '5181' },
+      node: { type: 'boolean', default: false },
+      cold: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+let values: ReturnType<typeof parse>['values'];
+try {
+  ({ values } = parse());
+} catch (e) {
+  fail(`${(e as Error).message} (npm run bench -- --help lists them)`);
 }
 if (values.help) {
   console.log(`usage: npm run bench -- [--preset ${PRESETS.map((p) => p.id).join(',')} | all] [--batch B --seq S --embed E --heads H [--causal]]
        [--systems ${ALL_SYSTEMS.join(',')}] [--warmup N] [--runs N] [--seed N] [--out file.json] [--node] [--cold]
   --cold: a new user's first call (fresh shader caches) beside TensorFlow.js's, then the steady state
           once settled (default presets s128-e256,s512-e512; Chromium, or Node with --node)
+  A run first checks the system packages it needs (scripts/setup-system.sh: lavapipe, and Chromium
+  unless --node) and installs those missing on Debian 12 as root; elsewhere it names them and stops.
   all: every preset but ${PRESETS.filter((p) => p.inAll === false)
     .map((p) => p.id)
     .join(', ')} (name those to run them, e.g. with --systems engine)`);
@@ -93,6 +106,13 @@ const runs = int('runs', values.runs);
 const seed = int('seed', values.seed, 0);
 const out = values.out ?? `bench-results/bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`;
 const port = int('port', values.port);
+
+// The arguments are good: now the system packages this run needs (lavapipe for Dawn; Chromium, with
+// SwiftShader, unless --node), installed by scripts/setup-system.sh on Debian 12 as root, else named.
+const setup = spawnSync('bash', [fileURLToPath(new URL('./setup-system.sh', import.meta.url)), 'lavapipe', ...(values.node ? [] : ['chromium'])], {
+  stdio: ['ignore', 2, 2],
+});
+if (setup.status !== 0) fail(`scripts/setup-system.sh failed (${setup.error?.message ?? `exit ${setup.status ?? setup.signal}`}); see above`);
 
 if (values.cold) {
   // A new user's first call against TensorFlow.js's, each in a fresh process or browser profile (bench-cold.ts).

@@ -1,7 +1,8 @@
 // `npm run bench`: the demo's benchmark, headless. Serves the repo with Vite, opens the benchmark
 // page in Chromium (WebGPU: SwiftShader on GPU-less machines, the real adapter elsewhere), runs each
-// preset with every system one after another on that one adapter, shows progress, prints a table
-// per shape and the project's performance goals (scripts/bench-report.ts) and writes everything to JSON.
+// preset with every system one after another on that one adapter, shows progress (redrawn in place
+// on a terminal; elsewhere a line per system measured), prints a table per shape and the project's
+// performance goals (scripts/bench-report.ts) and writes everything to JSON.
 //
 //   npm run bench -- [--preset tiny,s128-e256 | --preset all] [--batch B --seq S --embed E --heads H [--causal]]
 //                    [--systems engine,naive,tfjs,ort,cpu] [--warmup 2] [--runs 5] [--seed 1] [--out bench-results/x.json]
@@ -127,7 +128,7 @@ function progressLine(p: BenchProgress, label: string): void {
   const filled = Math.round(p.fraction * width);
   const line = `  [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${(p.fraction * 100).toFixed(0).padStart(3)}% ${label}: ${p.message}`;
   if (process.stdout.isTTY) process.stdout.write(`\r${line.slice(0, process.stdout.columns - 1).padEnd(process.stdout.columns - 1)}`);
-  else console.log(line);
+  else if (p.phase === 'done') console.log(`  ${label}: ${p.message}`); // a pipe or a log: one plain line per system measured
 }
 
 const reports: (HeadlessReport & { id: string })[] = [];

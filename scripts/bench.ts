@@ -1,7 +1,8 @@
 // `npm run bench`: the demo's benchmark, headless. Serves the repo with Vite, opens the benchmark
 // page in Chromium (WebGPU: SwiftShader on GPU-less machines, the real adapter elsewhere), runs each
-// preset with every system one after another on that one adapter, shows progress, prints a table
-// per shape and writes everything to JSON.
+// preset with every system one after another on that one adapter, shows progress (redrawn in place
+// on a terminal; elsewhere a line per system measured), prints a table per shape and the project's
+// performance goals (scripts/bench-report.ts) and writes everything to JSON.
 //
 //   npm run bench -- [--preset tiny,s128-e256 | --preset all] [--batch B --seq S --embed E --heads H [--causal]]
 //                    [--systems engine,naive,tfjs,ort,cpu] [--warmup 2] [--runs 5] [--seed 1] [--out bench-results/x.json]
@@ -17,45 +18,59 @@
 // the real GPU elsewhere), with navigator.gpu set to Dawn's GPU. ONNX Runtime Web's WebGPU EP does not
 // run on Dawn in Node (its writeBuffer from a SharedArrayBuffer view fails), so it reports as failed.
 
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { chromium } from '@playwright/test';
 import { createServer } from 'vite';
 import type { HeadlessReport, HeadlessRequest } from '../demo/bench/headless.ts';
 import { PRESETS } from '../demo/bench/presets.ts';
-import type { BenchProgress, BenchShape, SystemResult } from '../demo/bench/types.ts';
+import type { BenchProgress, BenchShape } from '../demo/bench/types.ts';
+import { describeShape, goalTable, goalsText, table } from './bench-report.ts';
 
 const ALL_SYSTEMS = ['engine', 'naive', 'tfjs', 'ort', 'cpu'];
-const { values } = parseArgs({
-  options: {
-    preset: { type: 'string' },
-    batch: { type: 'string' },
-    seq: { type: 'string' },
-    embed: { type: 'string' },
-    heads: { type: 'string' },
-    causal: { type: 'boolean', default: false },
-    systems: { type: 'string', default: ALL_SYSTEMS.join(',') },
-    warmup: { type: 'string', default: '2' },
-    runs: { type: 'string', default: '5' },
-    seed: { type: 'string', default: '1' },
-    out: { type: 'string' },
-    port: { type: 'string', default: '5181' },
-    node: { type: 'boolean', default: false },
-    cold: { type: 'boolean', default: false },
-    help: { type: 'boolean', short: 'h', default: false },
-  },
-});
 
 function fail(message: string): never {
   console.error(`bench: ${message}`);
   process.exit(2);
+}
+
+// The arguments come first: --help and a bad argument end the run before anything is installed.
+const parse = () =>
+  parseArgs({
+    options: {
+      preset: { type: 'string' },
+      batch: { type: 'string' },
+      seq: { type: 'string' },
+      embed: { type: 'string' },
+      heads: { type: 'string' },
+      causal: { type: 'boolean', default: false },
+      systems: { type: 'string', default: ALL_SYSTEMS.join(',') },
+      warmup: { type: 'string', default: '2' },
+      runs: { type: 'string', default: '5' },
+      seed: { type: 'string', default: '1' },
+      out: { type: 'string' },
+      port: { type: 'string', default: '5181' },
+      node: { type: 'boolean', default: false },
+      cold: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+let values: ReturnType<typeof parse>['values'];
+try {
+  ({ values } = parse());
+} catch (e) {
+  fail(`${(e as Error).message} (npm run bench -- --help lists them)`);
 }
 if (values.help) {
   console.log(`usage: npm run bench -- [--preset ${PRESETS.map((p) => p.id).join(',')} | all] [--batch B --seq S --embed E --heads H [--causal]]
        [--systems ${ALL_SYSTEMS.join(',')}] [--warmup N] [--runs N] [--seed N] [--out file.json] [--node] [--cold]
   --cold: a new user's first call (fresh shader caches) beside TensorFlow.js's, then the steady state
           once settled (default presets s128-e256,s512-e512; Chromium, or Node with --node)
+  A run first checks the system packages it needs (scripts/setup-system.sh: lavapipe, and Chromium
+  unless --node) and installs those missing on Debian 12 as root; elsewhere it names them and stops.
   all: every preset but ${PRESETS.filter((p) => p.inAll === false)
     .map((p) => p.id)
     .join(', ')} (name those to run them, e.g. with --systems engine)`);
@@ -94,6 +109,13 @@ const seed = int('seed', values.seed, 0);
 const out = values.out ?? `bench-results/bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`;
 const port = int('port', values.port);
 
+// The arguments are good: now the system packages this run needs (lavapipe for Dawn; Chromium, with
+// SwiftShader, unless --node), installed by scripts/setup-system.sh on Debian 12 as root, else named.
+const setup = spawnSync('bash', [fileURLToPath(new URL('./setup-system.sh', import.meta.url)), 'lavapipe', ...(values.node ? [] : ['chromium'])], {
+  stdio: ['ignore', 2, 2],
+});
+if (setup.status !== 0) fail(`scripts/setup-system.sh failed (${setup.error?.message ?? `exit ${setup.status ?? setup.signal}`}); see above`);
+
 if (values.cold) {
   // A new user's first call against TensorFlow.js's, each in a fresh process or browser profile (bench-cold.ts).
   const { benchCold } = await import('./bench-cold.ts');
@@ -101,51 +123,12 @@ if (values.cold) {
   process.exit(0);
 }
 
-const describeShape = (s: BenchShape) => `B=${s.batchSize} S=${s.seqLen} E=${s.embedDim} H=${s.numHeads}${s.isCausal ? ' causal' : ''}`;
-
 function progressLine(p: BenchProgress, label: string): void {
   const width = 30;
   const filled = Math.round(p.fraction * width);
   const line = `  [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${(p.fraction * 100).toFixed(0).padStart(3)}% ${label}: ${p.message}`;
   if (process.stdout.isTTY) process.stdout.write(`\r${line.slice(0, process.stdout.columns - 1).padEnd(process.stdout.columns - 1)}`);
-  else console.log(line);
-}
-
-/** Bytes in MB (10⁶ bytes, the unit of the issue's "< 200 MB"), one decimal. */
-const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
-const bytesText = (bytes: number) => (bytes >= 1e6 ? `${mb(bytes)} MB` : `${(bytes / 1e3).toFixed(1)} kB`);
-
-function table(report: HeadlessReport): string {
-  const rows = report.result.systems.map((s) => [
-    s.label,
-    s.status === 'ok' ? (s.medianMs ?? 0).toFixed(1) : 'failed',
-    s.gflops !== undefined ? s.gflops.toFixed(2) : '',
-    s.ratioToEngine !== undefined ? `${s.ratioToEngine.toFixed(2)}x` : '',
-    s.maxAbsError !== undefined ? s.maxAbsError.toExponential(1) : '',
-    s.status === 'ok'
-      ? [
-          s.kernelMs
-            ? `GPU kernels: ${Object.entries(s.kernelMs)
-                .map(([k, v]) => `${k} ${v.toFixed(1)}`)
-                .join(', ')} ms`
-            : '',
-          s.kernelVariants?.length ? `variants: ${s.kernelVariants.map((v) => `${v.kernel} ${v.variant} (${v.source})`).join(', ')}` : '',
-          s.gpuMemory
-            ? `GPU peak ${bytesText(s.gpuMemory.peakBytes)} (weights ${bytesText(s.gpuMemory.weightBytes)} + scratch ${bytesText(s.gpuMemory.scratchPeakBytes)})`
-            : '',
-        ]
-          .filter(Boolean)
-          .join('; ')
-      : (s.error ?? '').split('\n')[0].slice(0, 100),
-  ]);
-  const header = ['system', 'median ms', 'GFLOP/s', 'vs engine', 'max err', 'note'];
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const fmt = (r: string[]) =>
-    r
-      .map((c, i) => (i === 0 || i === 5 ? c.padEnd(widths[i]) : c.padStart(widths[i])))
-      .join('  ')
-      .trimEnd();
-  return [fmt(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(fmt)].join('\n');
+  else if (p.phase === 'done') console.log(`  ${label}: ${p.message}`); // a pipe or a log: one plain line per system measured
 }
 
 const reports: (HeadlessReport & { id: string })[] = [];
@@ -219,107 +202,8 @@ if (values.node) {
   }
 }
 
-// The performance issue's targets, for the shapes this run measured. Peer ratios are (peer median) /
-// (engine median) from the same run on the same adapter; the causal ratios compare the engine on the
-// twin presets long (non-causal) and long-causal; the memory row reads the engine's peak GPU memory.
-interface TargetRow {
-  target: string;
-  figure: string;
-  status: 'met' | 'missed' | 'not measured';
-  /** Why a row is not measured (or what failed). */
-  note?: string;
-}
-function targetTable(): TargetRow[] {
-  const find = (s: number, e: number, h: number, causal = false) =>
-    reports.find(
-      (r) =>
-        r.result.shape.seqLen === s &&
-        r.result.shape.embedDim === e &&
-        r.result.shape.numHeads === h &&
-        r.result.shape.batchSize === 1 &&
-        r.result.shape.isCausal === causal,
-    );
-  const engineOf = (r: ReturnType<typeof find>) => r?.result.systems.find((x) => x.id === 'engine');
-  const rows: TargetRow[] = [];
-  const ratio = (report: ReturnType<typeof find>, peer: string, want: number, target: string) => {
-    const p = report?.result.systems.find((x) => x.id === peer);
-    if (!report || !p || p.status !== 'ok' || p.ratioToEngine === undefined) {
-      rows.push({ target, figure: p?.status === 'failed' ? `${peer} failed` : '', status: 'not measured' });
-    } else {
-      rows.push({ target, figure: `${p.ratioToEngine.toFixed(2)}×`, status: p.ratioToEngine >= want ? 'met' : 'missed' });
-    }
-  };
-  const s512 = find(512, 512, 8);
-  ratio(s512, 'tfjs', 3, 'B=1 S=512 E=512 H=8: ≥ 3× faster than TensorFlow.js');
-  ratio(s512, 'ort', 1.5, 'B=1 S=512 E=512 H=8: ≥ 1.5× faster than ONNX Runtime Web');
-  ratio(s512, 'naive', 5, 'B=1 S=512 E=512 H=8: ≥ 5× faster than the naive per-head loop');
-  ratio(find(128, 256, 4), 'tfjs', 3, 'B=1 S=128 E=256 H=4: ≥ 3× faster than TensorFlow.js');
-
-  // Causal against non-causal at S=2048: the attention kernel alone (timestamp queries) and end to end.
-  const full = find(2048, 512, 8, false);
-  const causal = find(2048, 512, 8, true);
-  type Measured = { engine: SystemResult; report: HeadlessReport };
-  const pair = (want: number, target: string, get: (m: Measured) => number | string) => {
-    const missing = [!full && 'long', !causal && 'long-causal'].filter(Boolean);
-    if (!full || !causal)
-      return rows.push({ target, figure: '', status: 'not measured', note: `needs both presets long and long-causal in one run; missing: ${missing.join(', ')}` });
-    const measured: Measured[] = [];
-    const problems: string[] = [];
-    for (const report of [full, causal]) {
-      const engine = engineOf(report);
-      if (engine?.status === 'ok') measured.push({ engine, report });
-      else
-        problems.push(
-          `engine ${engine ? 'failed' : 'not run'} at ${describeShape(report.result.shape)}${engine?.error ? `: ${engine.error.split('\n')[0].slice(0, 80)}` : ''}`,
-        );
-    }
-    if (problems.length) return rows.push({ target, figure: '', status: 'not measured', note: problems.join('; ') });
-    const [a, b] = measured.map(get);
-    if (typeof a === 'string' || typeof b === 'string') return rows.push({ target, figure: '', status: 'not measured', note: typeof a === 'string' ? a : String(b) });
-    const r = a / b;
-    return rows.push({ target, figure: `${r.toFixed(2)}×`, status: r >= want ? 'met' : 'missed', note: `${a.toFixed(1)} ms non-causal / ${b.toFixed(1)} ms causal` });
-  };
-  pair(1.7, 'B=1 S=2048 E=512 H=8, causal: attention kernel alone ≥ 1.7× faster than non-causal', ({ engine: e, report }) => {
-    const ms = e.kernelMs?.flash_attention;
-    if (ms !== undefined) return ms;
-    if (!report.features.includes('timestamp-query')) return "the adapter lacks 'timestamp-query', so there are no kernel timings";
-    return e.kernelMs
-      ? `no flash_attention in the kernel timings (${Object.keys(e.kernelMs).join(', ')})`
-      : "no kernel timings from the engine's profiled run (createAttentionEngine({ profile: true }) failed or gave none)";
-  });
-  pair(1.35, 'B=1 S=2048 E=512 H=8, causal: end to end ≥ 1.35× faster than non-causal', ({ engine: e }) => e.medianMs!);
-
-  // S=8192 runs, and the engine's peak GPU memory over its runs (weights + one call's scratch) stays under 200 MB.
-  const memTarget = 'B=1 S=8192 E=512 H=8 runs, engine peak GPU memory < 200 MB';
-  const s8192 = find(8192, 512, 8);
-  const e8192 = engineOf(s8192);
-  if (!s8192 || !e8192) {
-    rows.push({
-      target: memTarget,
-      figure: '',
-      status: 'not measured',
-      note: s8192 ? 'the engine was not among the systems run' : 'not in this run (preset s8192-e512)',
-    });
-  } else if (s8192.backend !== 'webgpu') {
-    rows.push({ target: memTarget, figure: '', status: 'not measured', note: `no WebGPU: ${s8192.fallbackReason ?? 'CPU backend'}` });
-  } else if (e8192.status !== 'ok') {
-    rows.push({ target: memTarget, figure: 'failed', status: 'missed', note: (e8192.error ?? '').split('\n')[0].slice(0, 120) });
-  } else if (!e8192.gpuMemory) {
-    rows.push({ target: memTarget, figure: '', status: 'not measured', note: 'the engine system reported no GPU memory' });
-  } else {
-    const m = e8192.gpuMemory;
-    rows.push({
-      target: memTarget,
-      figure: `${mb(m.peakBytes)} MB`,
-      status: m.peakBytes < 200e6 ? 'met' : 'missed',
-      note: `weights ${mb(m.weightBytes)} MB + scratch ${mb(m.scratchPeakBytes)} MB; median ${e8192.medianMs!.toFixed(0)} ms`,
-    });
-  }
-  return rows;
-}
-const targets = targetTable();
-console.log(`\ntargets (${values.node ? 'Node, Dawn' : 'Chromium'}):`);
-for (const t of targets) console.log(`  ${t.status.padEnd(12)} ${t.figure.padStart(8)}  ${t.target}${t.note ? ` (${t.note})` : ''}`);
+const goals = goalTable(reports);
+console.log(`\n${goalsText(goals, values.node ? 'Node, Dawn' : 'Chromium')}`);
 
 mkdirSync(dirname(out), { recursive: true });
 writeFileSync(
@@ -333,7 +217,7 @@ writeFileSync(
         'wall time of one forward with a Float32Array in and out (upload, dispatch, readback), median of the timed runs after warm-ups; every system on the same adapter in the same page',
       flopFormula: '8·B·S·E² + 4·B·S²·E (causal: half the S² term)',
       options: { warmup, runs, seed, systems: systemIds },
-      targets,
+      goals,
       shapes: reports,
     },
     null,

@@ -3,8 +3,11 @@
 // a temp dir, and run a forward pass in each against the CPU backend.
 //
 //   1. `npm run build`, then `npm pack`; the tarball must hold dist/ (JS, .d.ts) and no sources.
-//   2. test/pack/ is copied to a temp dir; `npm install <tarball>` in node/ (the optional `webgpu`
-//      dependency, Dawn, comes along) and `npm install <tarball> vite@<the repo's version>` in vite/.
+//   2. test/pack/ is copied to a temp dir; `npm install <tarball>` in node/ with npm's default flags
+//      must leave node_modules at MAX_INSTALL_MB or less and without `webgpu` (Dawn, an optional peer
+//      dependency of 132 MB); then `npm install webgpu@<the peer version>` there, as the README tells
+//      a Node user. In vite/ `npm install <tarball> vite@<the repo's version>`, which must not bring
+//      `webgpu` either.
 //   3. Both consumers are type-checked with the repo's tsc (node/: nodenext, no DOM; vite/: bundler,
 //      DOM, skipLibCheck off): the published .d.ts must work with no tsconfig `types` entry.
 //   4. Node: node/forward.mjs runs createAttentionEngine() on real WebGPU (Dawn on lavapipe) and
@@ -13,11 +16,12 @@
 //      preview` on 127.0.0.1, Chromium through Playwright (--enable-unsafe-webgpu, CHROMIUM_PATH or
 //      /usr/bin/chromium); the page runs the same check on navigator.gpu; no .wgsl may be fetched.
 //
-//   node scripts/pack-test.mjs [--no-build] [--keep] [--dev]
+//   node scripts/pack-test.mjs [--no-build] [--keep] [--dev] [--no-browser]
 //     --no-build   pack the dist/ already there (npm pack runs no scripts here)
+//     --no-browser steps 1–4 only: no Vite build, no Chromium (a check of the install and Node alone)
 //     --keep       leave the temp dir for inspection (also PACK_TEST_KEEP=1)
-//     --dev        also open the app on Vite's dev server with the optional `webgpu` package removed
-//                  (as after `npm install --omit=optional`; also PACK_TEST_DEV=1). Vite pre-bundles
+//     --dev        also open the app on Vite's dev server, which runs without the `webgpu` package
+//                  (as every browser app's install is; also PACK_TEST_DEV=1). Vite pre-bundles
 //                  the package, and its bundler folds `const name = 'webgpu'; import(name)` into
 //                  `import("webgpu")`, which the dev server then fails to resolve: this passes once
 //                  src/webgpu/device.ts passes the specifier through a function parameter.
@@ -26,7 +30,7 @@
 // Packages come from npm's cache when it has them (--prefer-offline), else from the registry.
 // Exits 0 when every step passed; otherwise 1, with the failing step, its output and what to do.
 import { spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -37,9 +41,12 @@ const argv = new Set(process.argv.slice(2));
 const KEEP = argv.has('--keep') || process.env.PACK_TEST_KEEP === '1';
 const BUILD = !argv.has('--no-build');
 const DEV = argv.has('--dev') || process.env.PACK_TEST_DEV === '1';
+const BROWSER = !argv.has('--no-browser');
 const TOTAL_S = Number(process.env.PACK_TEST_TIMEOUT_S ?? 180);
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+/** The most `npm install <tarball>` may put in an empty folder's node_modules, in MB (as `du -sm` counts). */
+const MAX_INSTALL_MB = 20;
 const t0 = performance.now();
 const deadline = Date.now() + TOTAL_S * 1000;
 
@@ -160,9 +167,10 @@ function checkManifest() {
   if (pkg.types && !pkg.types.includes('dist/')) problems.push(`"types" is ${pkg.types}, not ./dist/index.d.ts`);
   if (pkg.main && !pkg.main.includes('dist/')) problems.push(`"main" is ${pkg.main}, not ./dist/index.js`);
   if (!pkg.scripts?.build && BUILD) problems.push('no "build" script (expected "node scripts/build.mjs")');
-  if (!pkg.optionalDependencies?.webgpu) problems.push('"webgpu" is not an optionalDependency');
-  if (pkg.dependencies?.webgpu) problems.push('"webgpu" must not be a (required) dependency');
-  if (!existsSync(CHROMIUM)) problems.push(`no Chromium at ${CHROMIUM}: set CHROMIUM_PATH or run scripts/setup-system.sh chromium`);
+  if (!pkg.peerDependencies?.webgpu || pkg.peerDependenciesMeta?.webgpu?.optional !== true)
+    problems.push('"webgpu" must be a peerDependency marked optional in peerDependenciesMeta (browser apps must not download Dawn)');
+  if (pkg.dependencies?.webgpu || pkg.optionalDependencies?.webgpu) problems.push('"webgpu" must not be a dependency or optionalDependency: npm installs those');
+  if (BROWSER && !existsSync(CHROMIUM)) problems.push(`no Chromium at ${CHROMIUM}: set CHROMIUM_PATH or run scripts/setup-system.sh chromium`);
   if (problems.length) {
     throw new StepError(`cannot start:\n  - ${problems.join('\n  - ')}\n(package.json must publish dist/: see the exports, files, types and scripts.build it needs)`);
   }
@@ -201,19 +209,43 @@ async function buildAndPack(pkg) {
 }
 
 // ── 2. Throwaway consumers.
-async function installConsumers(tarball) {
+/** Disk space under `dir` in MB, as `du -sm` counts it (allocated blocks; file sizes where there are none, as on Windows). */
+function diskMB(dir) {
+  const bytes = (path) => {
+    const st = lstatSync(path);
+    const own = st.blocks !== undefined ? st.blocks * 512 : st.size;
+    return st.isDirectory() ? own + readdirSync(path).reduce((sum, name) => sum + bytes(join(path, name)), 0) : own;
+  };
+  return bytes(dir) / 2 ** 20;
+}
+
+async function installConsumers(tarball, pkg) {
   cpSync(join(root, 'test/pack'), join(tmp, 'pack'), { recursive: true });
   const viteVersion = JSON.parse(readFileSync(join(root, 'node_modules/vite/package.json'), 'utf8')).version;
   const flags = ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'];
+  const nodeApp = join(tmp, 'pack/node');
+  const dawn = `webgpu@${pkg.peerDependencies.webgpu}`;
+  const installNode = async () => {
+    await mustRun('npm install <tarball> (Node consumer)', npm, [...flags, tarball], { cwd: nodeApp, timeoutMs: 120_000 });
+    // What every user downloads, a browser app's included: the package and its required dependencies only.
+    const mb = diskMB(join(nodeApp, 'node_modules'));
+    const installed = readdirSync(join(nodeApp, 'node_modules'));
+    if (installed.includes('webgpu')) throw new StepError(`npm install <tarball> installed 'webgpu' (Dawn): it must stay an optional peer dependency`);
+    if (mb > MAX_INSTALL_MB) {
+      throw new StepError(`npm install <tarball> left ${mb.toFixed(1)} MB in an empty folder's node_modules, over ${MAX_INSTALL_MB} MB: ${installed.join(', ')}`);
+    }
+    log(`npm install <tarball> in an empty folder: node_modules ${mb.toFixed(1)} MB (limit ${MAX_INSTALL_MB} MB), no webgpu`);
+    // Then what the README's Install tells a Node user to add.
+    await mustRun(`npm install ${dawn} (Node consumer)`, npm, [...flags, dawn], { cwd: nodeApp, timeoutMs: 120_000 });
+  };
   await Promise.all([
-    mustRun('npm install <tarball> (Node consumer)', npm, [...flags, tarball], { cwd: join(tmp, 'pack/node'), timeoutMs: 120_000 }),
+    installNode(),
     mustRun(`npm install <tarball> vite@${viteVersion} (Vite app)`, npm, [...flags, tarball, `vite@${viteVersion}`], { cwd: join(tmp, 'pack/vite'), timeoutMs: 120_000 }),
   ]);
-  const nodeModules = readdirSync(join(tmp, 'pack/node/node_modules'));
-  if (!nodeModules.includes('webgpu')) {
-    throw new StepError("npm install <tarball> did not install the optional dependency 'webgpu' (Dawn) in the Node consumer");
-  }
-  log(`installed the tarball into pack/node (with webgpu) and pack/vite (with vite@${viteVersion})`);
+  if (!existsSync(join(nodeApp, 'node_modules/webgpu/package.json'))) throw new StepError(`npm install ${dawn} did not install 'webgpu' in the Node consumer`);
+  if (existsSync(join(tmp, 'pack/vite/node_modules/webgpu')))
+    throw new StepError("the Vite app's install brought 'webgpu' (Dawn): it must stay an optional peer dependency");
+  log(`installed the tarball into pack/node (then ${dawn}) and pack/vite (with vite@${viteVersion}, without webgpu)`);
 }
 
 // ── 3. Consumers' type checks.
@@ -380,12 +412,11 @@ async function runBrowser() {
   log(summarise('Chromium', result));
 
   if (DEV) {
-    // A browser-only app that skipped optional dependencies (npm install --omit=optional): Vite's
-    // dev server pre-bundles the package and must not need the Node-only `webgpu` package.
-    rmSync(join(app, 'node_modules/webgpu'), { recursive: true, force: true });
+    // A browser-only app has no `webgpu` package (an optional peer dependency, never installed for it):
+    // Vite's dev server pre-bundles the package and must not need the Node-only module.
     const dev = await startVite(app, 'vite (dev server)', ['--force']);
     try {
-      const devResult = await checkPage(dev.url, 'browser consumer (vite dev server without the optional webgpu package, Chromium)');
+      const devResult = await checkPage(dev.url, 'browser consumer (vite dev server without the webgpu package, Chromium)');
       log(summarise('Chromium, vite dev without webgpu', devResult));
     } catch (e) {
       if (e instanceof StepError) e.message += `\nvite dev server output:\n${tail(dev.output(), 15)}`;
@@ -402,11 +433,11 @@ try {
   tmp = mkdtempSync(join(tmpdir(), 'webgpu-attention-pack-'));
   log(`temp dir ${tmp}`);
   const { tarball } = await buildAndPack(pkg);
-  await installConsumers(tarball);
+  await installConsumers(tarball, pkg);
   // The type checks and the Node forward each use one core; the browser then has both.
   await Promise.all([typecheckConsumers(), runNode()]);
-  await runBrowser();
-  log('PASS: the packed tarball installs and runs in Node (Dawn) and in a Vite app in Chromium');
+  if (BROWSER) await runBrowser();
+  log(`PASS: the packed tarball installs and runs in Node (Dawn)${BROWSER ? ' and in a Vite app in Chromium' : '; browser not tested (--no-browser)'}`);
 } catch (e) {
   exitCode = 1;
   const msg = e instanceof StepError ? e.message : `unexpected error: ${e?.stack ?? e}`;

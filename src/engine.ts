@@ -103,8 +103,20 @@ export class AttentionEngine {
     query: Float32Array | GPUBuffer,
     key: Float32Array | GPUBuffer,
     value: Float32Array | GPUBuffer,
+    options: ScaledDotProductAttentionOptions & { returnBuffer: true; needWeights: true },
+  ): Promise<BufferForwardResult & { attentionWeightsBuffer: GPUBuffer }>;
+  scaledDotProductAttention(
+    query: Float32Array | GPUBuffer,
+    key: Float32Array | GPUBuffer,
+    value: Float32Array | GPUBuffer,
     options: ScaledDotProductAttentionOptions & { returnBuffer: true },
   ): Promise<BufferForwardResult>;
+  scaledDotProductAttention(
+    query: Float32Array | GPUBuffer,
+    key: Float32Array | GPUBuffer,
+    value: Float32Array | GPUBuffer,
+    options: ScaledDotProductAttentionOptions & { needWeights: true; returnBuffer?: false },
+  ): Promise<ForwardResult & { attentionWeights: Float32Array }>;
   scaledDotProductAttention(
     query: Float32Array | GPUBuffer,
     key: Float32Array | GPUBuffer,

@@ -40,7 +40,15 @@ export class MultiHeadAttention {
    * `attentionWeights` [B, H, S, S] (per-head probabilities) with `needWeights: true`.
    * Rejects with a typed error, before any GPU work, when an argument is wrong.
    */
+  forward(
+    query: Float32Array | GPUBuffer,
+    options: BatchedForwardOptions & { returnBuffer: true; needWeights: true },
+  ): Promise<BufferForwardResult & { attentionWeightsBuffer: GPUBuffer }>;
   forward(query: Float32Array | GPUBuffer, options: BatchedForwardOptions & { returnBuffer: true }): Promise<BufferForwardResult>;
+  forward(
+    query: Float32Array | GPUBuffer,
+    options: BatchedForwardOptions & { needWeights: true; returnBuffer?: false },
+  ): Promise<ForwardResult & { attentionWeights: Float32Array }>;
   forward(query: Float32Array | GPUBuffer, options: ForwardOptions): Promise<ForwardResult>;
   async forward(query: Float32Array | GPUBuffer, options: ForwardOptions): Promise<ForwardResult | BufferForwardResult> {
     if (!this.impl) {

@@ -40,7 +40,7 @@ $stale"
 fi
 
 [ -d node_modules/vite ] || die "node_modules/vite is missing: run npm ci first (the bundle is built with Vite)"
-[ -f node_modules/webgpu/dist/linux-x64/dawn.node ] || die "node_modules/webgpu/dist/linux-x64/dawn.node is missing: run npm ci (webgpu is an optional dependency)"
+[ -f node_modules/webgpu/dist/linux-x64/dawn.node ] || die "node_modules/webgpu/dist/linux-x64/dawn.node is missing: run npm ci (webgpu is a devDependency here)"
 command -v xz >/dev/null || die "xz is missing here (apt-get install xz-utils)"
 
 # 1. The bundle (always rebuilt: it is what gets measured).

@@ -10,6 +10,10 @@ export interface AcquiredDevice {
   adapterInfo: { vendor: string; architecture: string; device: string; description: string };
 }
 
+// The Dawn package a Node user installs next to this one: package.json's peerDependencies.webgpu
+// (optional, so browser apps never download it); test/node-setup.test.ts keeps the two equal.
+export const DAWN_PACKAGE = 'webgpu@0.6.2';
+
 // Dawn's GPU object must outlive its adapters and devices, so it is kept here once created.
 let nodeGpu: GPU | null = null;
 let nodeGpuError: string | null = null;
@@ -29,18 +33,28 @@ async function findGpu(): Promise<{ gpu: GPU | null; why: string }> {
       const mod = (await importNodeOnly('webgpu')) as { create: (flags: string[]) => GPU };
       nodeGpu = mod.create([]);
     } catch (e) {
-      nodeGpuError = `the "webgpu" npm package (Dawn) could not be loaded: ${(e as Error).message}. Install it with: npm install webgpu`;
+      nodeGpuError = `the "webgpu" npm package (Dawn) could not be loaded: ${(e as Error).message}. In Node, install it beside webgpu-attention: npm install ${DAWN_PACKAGE}`;
     }
   }
   return { gpu: nodeGpu, why: nodeGpuError ?? '' };
 }
 
+/** What to do when there is no adapter: the step for this browser, or for the platform Node runs on. */
 function noAdapterHelp(): string {
   const isNode = typeof process !== 'undefined' && !!process.versions?.node;
-  return isNode
-    ? 'Dawn found no usable Vulkan driver. On Debian 12 install lavapipe from bookworm-backports ' +
-        '(apt-get install -t bookworm-backports mesa-vulkan-drivers), or run scripts/setup-system.sh.'
-    : 'The browser has WebGPU but no adapter: check chrome://gpu (on Linux Chromium needs --enable-unsafe-webgpu).';
+  if (!isNode) return 'The browser has WebGPU but no adapter: check chrome://gpu (on Linux Chromium needs --enable-unsafe-webgpu).';
+  switch (process.platform) {
+    case 'darwin':
+      return 'Dawn uses Metal on macOS, which needs nothing installed; a Mac without a Metal GPU (some virtual machines) has no adapter.';
+    case 'win32':
+      return 'Dawn uses Direct3D 12 on Windows: update the GPU driver (a virtual machine may have none with D3D12).';
+    default:
+      return (
+        "Dawn found no usable Vulkan driver. On Debian or Ubuntu install a GPU driver with Vulkan, or Mesa's software " +
+        "driver (lavapipe): sudo apt-get install mesa-vulkan-drivers. Debian 12's own Mesa 22 is too old for Dawn: there " +
+        'run sudo apt-get install -t bookworm-backports mesa-vulkan-drivers.'
+      );
+  }
 }
 
 /** Requests an adapter and a device with the limits this engine uses raised to what the adapter allows. */

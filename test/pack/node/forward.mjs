@@ -1,6 +1,7 @@
 // A throwaway Node consumer of the packed tarball (scripts/pack-test.mjs copies it to a temp dir next
-// to case.mjs and installs the tarball there). WebGPU comes from the package's optional dependency
-// `webgpu` (Dawn), which the engine imports on its own. Prints one JSON line; exits 1 on failure.
+// to case.mjs and installs the tarball there, then `webgpu`, as the README's Install tells a Node
+// user). WebGPU comes from that package (Dawn), which the engine imports on its own. Prints one JSON
+// line; exits 1 on failure.
 import * as lib from 'webgpu-attention';
 import { runPackCase } from '../case.mjs';
 

@@ -183,6 +183,64 @@ test('attention maps: one heatmap per head from needWeights, heads differ, causa
   await demo.expectClean(mark);
 });
 
+test('correctness with the attention options: linear attention, then rotary + softcap + sinks + ALiBi, each against the float64 reference', async ({ demo }) => {
+  await demo.requireWebGPU();
+  const { page } = demo;
+  const mark = demo.mark();
+  await page.fill('#cfg-b', '2');
+  await page.fill('#cfg-s', '70');
+  await page.fill('#cfg-e', '48');
+  await page.fill('#cfg-h', '4');
+  await page.check('#cfg-causal');
+  await page.selectOption('#cfg-attention', 'linear');
+  await page.click('#correctness-run');
+  expect(await demo.settled('correctness')).toBe('done');
+  await expect(page.locator('#correctness-options')).toHaveText('linear');
+  await expect(page.locator('#correctness-verdict')).toHaveText('PASS');
+  // Linear attention takes no score options: the form says so.
+  await page.check('#cfg-sinks');
+  await expect(page.locator('#cfg-message')).toContainText('softmax attention only');
+  await page.selectOption('#cfg-attention', 'softmax');
+  await page.check('#cfg-rotary');
+  await page.fill('#cfg-softcap', '30');
+  await page.check('#cfg-alibi');
+  await page.click('#correctness-run');
+  expect(await demo.settled('correctness')).toBe('done');
+  await expect(page.locator('#correctness-options')).toHaveText('softmax, rotary, softcap 30, sinks, ALiBi');
+  await expect(page.locator('#correctness-verdict')).toHaveText('PASS');
+  // Back to plain attention for the tests after this one.
+  for (const id of ['#cfg-rotary', '#cfg-sinks', '#cfg-alibi', '#cfg-causal']) await page.uncheck(id);
+  await page.fill('#cfg-softcap', '0');
+  await demo.expectClean(mark);
+});
+
+test("attention maps beside linear attention: a linear map per head, and the engine's linear layer matches the reference", async ({ demo }, testInfo) => {
+  await demo.requireWebGPU();
+  const { page } = demo;
+  const mark = demo.mark();
+  const panel = page.locator('#attention-maps');
+  await page.selectOption('#maps-sentence', 'en');
+  await page.selectOption('#maps-heads', '2');
+  await page.uncheck('#maps-causal');
+  await page.check('#maps-linear');
+  await expect(panel.locator('figure.head[data-linear]')).toHaveCount(2);
+  expect(await demo.settled('attention-maps')).toBe('done');
+  await expect(panel.locator('figure.head')).toHaveCount(4);
+  const check = (await page.locator('#maps-linear-check').textContent()) ?? '';
+  const diff = Number(/= ([\d.e+-]+)\./.exec(check)?.[1]);
+  expect(diff, check).toBeLessThan(1e-4);
+  // The linear maps are flatter than the softmax ones on average (higher row entropy).
+  const mean = async (sel: string) =>
+    (await panel.locator(sel).evaluateAll((els) => els.map((e) => Number((e as HTMLElement).dataset.meanEntropy)))).reduce((a, b) => a + b, 0);
+  expect(await mean('figure.head[data-linear]')).toBeGreaterThan(await mean('figure.head:not([data-linear])'));
+  const shot = testInfo.outputPath('attention-maps-linear.png');
+  await panel.screenshot({ path: shot });
+  await testInfo.attach('softmax beside linear attention (en, 2 heads)', { path: shot, contentType: 'image/png' });
+  await page.uncheck('#maps-linear');
+  await expect(panel.locator('figure.head[data-linear]')).toHaveCount(0);
+  await demo.expectClean(mark);
+});
+
 test('benchmark: tiny preset, 1 warm-up, 1 run: every system shows a time or an explicit failure; JSON downloads', async ({ demo }, testInfo) => {
   test.setTimeout(240_000);
   await demo.requireWebGPU();

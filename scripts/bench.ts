@@ -55,6 +55,7 @@ const parse = () =>
       port: { type: 'string', default: '5181' },
       node: { type: 'boolean', default: false },
       cold: { type: 'boolean', default: false },
+      options: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -66,7 +67,10 @@ try {
 }
 if (values.help) {
   console.log(`usage: npm run bench -- [--preset ${PRESETS.map((p) => p.id).join(',')} | all] [--batch B --seq S --embed E --heads H [--causal]]
-       [--systems ${ALL_SYSTEMS.join(',')}] [--warmup N] [--runs N] [--seed N] [--out file.json] [--node] [--cold]
+       [--systems ${ALL_SYSTEMS.join(',')}] [--warmup N] [--runs N] [--seed N] [--out file.json] [--node] [--cold] [--options]
+  --options: what the attention options cost, in Node on Dawn: softcap, sinks, ALiBi and rotary against
+          plain attention at B=1 S=2048 E=512 H=8 (kernel time), and linear against softmax attention
+          at B=1 S=8192 E=512 H=8 (kernels and whole layer); a few minutes on a software adapter
   --cold: a new user's first call (fresh shader caches) beside TensorFlow.js's, then the steady state
           once settled (default presets s128-e256,s512-e512; Chromium, or Node with --node)
   A run first checks the system packages it needs (scripts/setup-system.sh: lavapipe, and Chromium
@@ -111,10 +115,17 @@ const port = int('port', values.port);
 
 // The arguments are good: now the system packages this run needs (lavapipe for Dawn; Chromium, with
 // SwiftShader, unless --node), installed by scripts/setup-system.sh on Debian 12 as root, else named.
-const setup = spawnSync('bash', [fileURLToPath(new URL('./setup-system.sh', import.meta.url)), 'lavapipe', ...(values.node ? [] : ['chromium'])], {
+const setup = spawnSync('bash', [fileURLToPath(new URL('./setup-system.sh', import.meta.url)), 'lavapipe', ...(values.node || values.options ? [] : ['chromium'])], {
   stdio: ['ignore', 2, 2],
 });
 if (setup.status !== 0) fail(`scripts/setup-system.sh failed (${setup.error?.message ?? `exit ${setup.status ?? setup.signal}`}); see above`);
+
+if (values.options) {
+  // The attention options' cost, in Node (bench-options.ts).
+  const { benchOptions } = await import('./bench-options.ts');
+  await benchOptions(values.out ?? out.replace(/bench-(?=[^/]*$)/, 'options-'));
+  process.exit(0);
+}
 
 if (values.cold) {
   // A new user's first call against TensorFlow.js's, each in a fresh process or browser profile (bench-cold.ts).

@@ -3,7 +3,7 @@
 // gate: a wrong system is reported failed with its error, never timed), warm-ups, timed runs, dispose.
 // Used by the demo page; nothing here touches the DOM.
 
-import type { AdapterInfo, StateDict } from 'webgpu-attention';
+import type { AdapterInfo, ForwardOptions, MultiHeadAttentionConfig, StateDict } from 'webgpu-attention';
 import { attention, outputProjection, qkvProjection } from '../../src/cpu/reference.ts';
 import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../../src/plan/index.ts';
 import { attentionFlops } from '../../src/util/flops.ts';
@@ -46,10 +46,12 @@ export async function referenceOutput(
   stateDict: StateDict,
   query: Float32Array,
   between: (passDone: 1 | 2 | 3) => Promise<void> | void = () => {},
+  /** The layer's config and forward options when it has attention options (rotary, softcap, linear, …). */
+  layer?: { config: MultiHeadAttentionConfig; options: ForwardOptions },
 ): Promise<Float64Array> {
-  const spec = resolveLayerSpec({ embedDim: shape.embedDim, numHeads: shape.numHeads });
+  const spec = resolveLayerSpec(layer?.config ?? { embedDim: shape.embedDim, numHeads: shape.numHeads });
   const weights = resolveWeights(spec, stateDict);
-  const plan = resolveForwardPlan(spec, query, { batchSize: shape.batchSize, seqLen: shape.seqLen, isCausal: shape.isCausal });
+  const plan = resolveForwardPlan(spec, query, layer?.options ?? { batchSize: shape.batchSize, seqLen: shape.seqLen, isCausal: shape.isCausal });
   const { q, k, v } = qkvProjection(plan, weights);
   await between(1);
   const o = attention(plan, q, k, v);

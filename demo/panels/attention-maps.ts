@@ -5,6 +5,7 @@
 // show they agree.
 
 import { type AttentionEngine, type MultiHeadAttention, referenceMultiHeadAttention } from 'webgpu-attention';
+import { linearFeature } from '../../src/cpu/linear.ts';
 import { mulberry32, randomStateDict } from '../../src/util/random.ts';
 import { checkboxField, errorMessage, h, hiDpiCanvas, numberField, readInt, setState } from './dom.ts';
 
@@ -47,6 +48,29 @@ export function embedTokens(tokens: string[], E: number, seed: number, std: numb
 async function engineAttentionWeights(layer: MultiHeadAttention, query: Float32Array, seqLen: number, isCausal: boolean): Promise<Float32Array | undefined> {
   const result = await layer.forward(query, { batchSize: 1, seqLen, isCausal, needWeights: true });
   return result.attentionWeights;
+}
+
+/**
+ * Linear attention's weights, for the comparison: out_i = Σ_j w_ij v_j with
+ * w_ij = φ(q_i)·φ(k_j) / (Σ_j' φ(q_i)·φ(k_j') + 1e-6), φ = elu + 1, from the head-split Q, K [H, S, Dh]
+ * of the float64 reference. The engine never forms these (that is the point of linear attention).
+ */
+export function linearWeights(q: ArrayLike<number>, k: ArrayLike<number>, H: number, S: number, Dh: number, isCausal: boolean): Float64Array {
+  const w = new Float64Array(H * S * S);
+  for (let h = 0; h < H; h++) {
+    for (let i = 0; i < S; i++) {
+      let sum = 1e-6;
+      const row = (h * S + i) * S;
+      for (let j = 0; j < (isCausal ? i + 1 : S); j++) {
+        let dot = 0;
+        for (let d = 0; d < Dh; d++) dot += linearFeature(q[(h * S + i) * Dh + d]) * linearFeature(k[(h * S + j) * Dh + d]);
+        w[row + j] = dot;
+        sum += dot;
+      }
+      for (let j = 0; j < S; j++) w[row + j] /= sum;
+    }
+  }
+  return w;
 }
 
 /** Entropy in bits of each row of one head's [S, S] probabilities. */
@@ -161,6 +185,12 @@ export function mountAttentionMapsPanel(section: HTMLElement, engine: AttentionE
     title: 'standard deviation of the random token embeddings: larger → sharper softmax',
   });
   const causal = checkboxField('causal', 'maps-causal', false, 'token i attends only to tokens j ≤ i');
+  const linear = checkboxField(
+    'beside linear attention',
+    'maps-linear',
+    false,
+    "each head's softmax map beside the weights linear attention (φ = elu + 1) gives the same Q and K",
+  );
   const status = h('p', { class: 'status', id: 'maps-status', 'aria-live': 'polite' });
   const grid = h('div', { class: 'maps', id: 'maps-grid' });
   body.append(
@@ -170,7 +200,15 @@ export function mountAttentionMapsPanel(section: HTMLElement, engine: AttentionE
       h('label', { class: 'field', for: 'maps-sentence' }, h('span', {}, 'sentence'), select),
       h('label', { class: 'field grow', for: 'maps-text' }, h('span', {}, 'tokens (split on spaces)'), text),
     ),
-    h('div', { class: 'form-row' }, h('label', { class: 'field', for: 'maps-heads' }, h('span', {}, 'H (heads)'), heads), seed.field, std.field, causal.field),
+    h(
+      'div',
+      { class: 'form-row' },
+      h('label', { class: 'field', for: 'maps-heads' }, h('span', {}, 'H (heads)'), heads),
+      seed.field,
+      std.field,
+      causal.field,
+      linear.field,
+    ),
     status,
     grid,
   );
@@ -201,6 +239,23 @@ export function mountAttentionMapsPanel(section: HTMLElement, engine: AttentionE
       } finally {
         layer.dispose();
       }
+      // Linear attention on the same layer: the engine's output against the float64 reference's, and
+      // the weights it implies, computed from the reference's Q and K.
+      let compare: { weights: Float64Array; maxDiff: number } | null = null;
+      if (linear.input.checked) {
+        const linearConfig = { ...config, attention: 'linear' as const };
+        const options = { batchSize: 1, seqLen: S, isCausal };
+        const ref = referenceMultiHeadAttention(linearConfig, stateDict, query, options);
+        const linearLayer = engine.createMultiHeadAttention(linearConfig, stateDict);
+        try {
+          const { output } = await linearLayer.forward(query, options);
+          let maxDiff = 0;
+          for (let k = 0; k < output.length; k++) maxDiff = Math.max(maxDiff, Math.abs(output[k] - ref.output[k]));
+          compare = { weights: linearWeights(ref.q, ref.k, H, S, EMBED_DIM / H, isCausal), maxDiff };
+        } finally {
+          linearLayer.dispose();
+        }
+      }
       if (mine !== generation) return; // a newer render started meanwhile
 
       let source: string;
@@ -230,16 +285,40 @@ export function mountAttentionMapsPanel(section: HTMLElement, engine: AttentionE
           h(
             'figure',
             { class: 'head', 'data-head': hh, 'data-mass-above-diagonal': above, 'data-mean-entropy': mean },
-            h('figcaption', {}, h('strong', {}, `head ${hh}`), ` · mean row entropy ${mean.toFixed(2)} bits`),
+            h('figcaption', {}, h('strong', {}, `head ${hh}`), compare ? ' · softmax' : '', ` · mean row entropy ${mean.toFixed(2)} bits`),
             canvas,
           ),
         );
+        if (compare) {
+          const lin = rowEntropies(compare.weights, offset, S);
+          const linMean = lin.reduce((a, b) => a + b, 0) / S;
+          const linCanvas = h('canvas', { class: 'heatmap', role: 'img', 'aria-label': `linear attention weights of head ${hh}` });
+          drawHead(linCanvas, tokens, compare.weights, offset, lin, isCausal);
+          cards.push(
+            h(
+              'figure',
+              { class: 'head linear', 'data-head': hh, 'data-linear': 'true', 'data-mean-entropy': linMean },
+              h('figcaption', {}, h('strong', {}, `head ${hh}`), ` · linear (elu + 1) · mean row entropy ${linMean.toFixed(2)} bits`),
+              linCanvas,
+            ),
+          );
+        }
       }
       const uniformBits = isCausal ? tokens.reduce((a, _, i) => a + Math.log2(i + 1), 0) / S : Math.log2(S);
       status.replaceChildren(
         `${S} tokens, E = ${EMBED_DIM}, H = ${H} (Dh = ${EMBED_DIM / H}). Rows are queries, columns keys; each row sums to 1 and each map is coloured up to its own largest probability. `,
         `A uniform row would have ${uniformBits.toFixed(2)} bits on average; these heads have ${means.map((m) => m.toFixed(2)).join(', ')}. `,
         source,
+        ...(compare
+          ? [
+              ` Beside each head: the weights linear attention gives the same Q and K (φ(q)·φ(k), normalised per row; float64, from the reference's Q and K: the engine never forms them), usually flatter than the softmax's. `,
+              h(
+                'span',
+                { id: 'maps-linear-check' },
+                `The engine's linear-attention layer output: max |engine − float64 reference| = ${compare.maxDiff.toExponential(2)}.`,
+              ),
+            ]
+          : []),
       );
       grid.replaceChildren(...cards);
       setState(section, 'done');
@@ -267,7 +346,8 @@ export function mountAttentionMapsPanel(section: HTMLElement, engine: AttentionE
     select.value = s ? s.id : 'custom';
     later();
   });
-  for (const el of [heads, seed.input, std.input, causal.input]) el.addEventListener('input', later);
+  for (const el of [heads, seed.input, std.input, causal.input, linear.input]) el.addEventListener('input', later);
+  linear.input.addEventListener('change', later);
   heads.addEventListener('change', later);
   causal.input.addEventListener('change', later);
   return { render };

@@ -5,7 +5,7 @@ import type { AttentionEngine } from 'webgpu-attention';
 import { benchInputs, engineTolerance, referenceOutput } from '../bench/runner.ts';
 import { compareArrays } from '../../src/util/tolerance.ts';
 import { errorMessage, h, setState } from './dom.ts';
-import type { LayerConfig } from './layer-config.ts';
+import { describeOptions, forwardOptionsOf, type LayerConfig, layerConfigOf } from './layer-config.ts';
 
 const nextFrame = () => new Promise<void>((r) => requestAnimationFrame(() => setTimeout(r, 0)));
 
@@ -43,7 +43,7 @@ export function mountCorrectnessPanel(section: HTMLElement, engine: AttentionEng
     progress.value = 0;
     warmStatus.textContent = 'compiling…';
     const t0 = performance.now();
-    const layer = engine.createMultiHeadAttention({ embedDim: shape.embedDim, numHeads: shape.numHeads }, benchInputs(shape, shape.seed).stateDict);
+    const layer = engine.createMultiHeadAttention(layerConfigOf(shape), benchInputs(shape, shape.seed).stateDict);
     try {
       await engine.warmup([{ layer, batchSize: shape.batchSize, seqLen: shape.seqLen, isCausal: shape.isCausal }], {
         onProgress: ({ done, total, kernel, variant }) => {
@@ -75,7 +75,8 @@ export function mountCorrectnessPanel(section: HTMLElement, engine: AttentionEng
     result.replaceChildren();
     try {
       const { stateDict, query } = benchInputs(shape, shape.seed);
-      const options = { batchSize: shape.batchSize, seqLen: shape.seqLen, isCausal: shape.isCausal };
+      const config = layerConfigOf(shape);
+      const options = forwardOptionsOf(shape);
       status.textContent = `Running the layer on ${engine.backend}…`;
       await nextFrame();
       const device = engine.device;
@@ -85,7 +86,7 @@ export function mountCorrectnessPanel(section: HTMLElement, engine: AttentionEng
       let thrown: unknown = null;
       const t0 = performance.now();
       try {
-        const layer = engine.createMultiHeadAttention({ embedDim: shape.embedDim, numHeads: shape.numHeads }, stateDict);
+        const layer = engine.createMultiHeadAttention(config, stateDict);
         try {
           output = (await layer.forward(query, options)).output;
         } finally {
@@ -103,10 +104,16 @@ export function mountCorrectnessPanel(section: HTMLElement, engine: AttentionEng
       status.textContent = 'Computing the float64 CPU reference…';
       await nextFrame();
       const t1 = performance.now();
-      const reference = await referenceOutput(shape, stateDict, query, (pass) => {
-        status.textContent = `Computing the float64 CPU reference… pass ${pass} of 3 done`;
-        return nextFrame();
-      });
+      const reference = await referenceOutput(
+        shape,
+        stateDict,
+        query,
+        (pass) => {
+          status.textContent = `Computing the float64 CPU reference… pass ${pass} of 3 done`;
+          return nextFrame();
+        },
+        { config, options },
+      );
       const refMs = performance.now() - t1;
 
       const tol = engineTolerance(shape);
@@ -114,6 +121,7 @@ export function mountCorrectnessPanel(section: HTMLElement, engine: AttentionEng
       const pass = cmp.ok && scopeErrors.length === 0;
       const rows: [string, Node | string][] = [
         ['backend', engine.backend === 'webgpu' ? 'WebGPU' : 'CPU backend (no WebGPU here: this compares the reference with itself)'],
+        ['attention', h('span', { id: 'correctness-options' }, describeOptions(shape.options))],
         ['elements compared', `${output!.length.toLocaleString('en-US')}  ([B, S, E] = [${shape.batchSize}, ${shape.seqLen}, ${shape.embedDim}])`],
         ['max abs error', h('span', { id: 'correctness-max-abs' }, cmp.maxAbs.toExponential(3))],
         ['max rel error', h('span', { id: 'correctness-max-rel' }, `${cmp.maxRel.toExponential(3)}  (large where |ref| ≈ 0; the rule below allows for it)`)],

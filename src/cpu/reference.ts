@@ -164,7 +164,11 @@ export function referenceForward(plan: ForwardPlan, weights: LayerWeights, optio
   const { q, k, v } = qkvProjection(plan, weights);
   const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
   const H = plan.layer.numHeads;
-  const keep = options.keepScores && plan.mode !== 'varlen' ? { scores: new Float64Array(B * H * Sq * Skv), probs: new Float64Array(B * H * Sq * Skv) } : undefined;
+  // Linear attention forms no scores or probabilities: nothing to keep.
+  const keep =
+    options.keepScores && plan.mode !== 'varlen' && plan.layer.attention === 'softmax'
+      ? { scores: new Float64Array(B * H * Sq * Skv), probs: new Float64Array(B * H * Sq * Skv) }
+      : undefined;
   const o = attention(plan, q, k, v, keep);
   const output = outputProjection(plan, weights, o);
   return { q, k, v, scores: keep?.scores ?? null, probs: keep?.probs ?? null, attention: o, output };

@@ -30,8 +30,8 @@ async function measure(S: number, cases: Case[], rounds: number, log: (line: str
   const stateDict = randomStateDict({ embedDim: E, numHeads: H }, 1);
   const x = uniform(S * E, 1, mulberry32(2));
   const layers = cases.map((c) => ({ c, mha: engine.createMultiHeadAttention({ embedDim: E, numHeads: H, ...c.config }, stateDict) }));
-  const kernel: Record<string, number[]> = {};
-  const wall: Record<string, number[]> = {};
+  const kernel: Record<string, number[]> = Object.fromEntries(cases.map((c) => [c.name, []]));
+  const wall: Record<string, number[]> = Object.fromEntries(cases.map((c) => [c.name, []]));
   const run = async (c: Case, mha: (typeof layers)[number]['mha']) => {
     const t0 = performance.now();
     const { timings } = await mha.forward(x, { batchSize: 1, seqLen: S, ...c.options } as ForwardOptions);
@@ -46,8 +46,8 @@ async function measure(S: number, cases: Case[], rounds: number, log: (line: str
   for (let r = 0; r < rounds; r++) {
     for (const { c, mha } of layers) {
       const { ms, attention } = await run(c, mha);
-      (kernel[c.name] ??= []).push(attention);
-      (wall[c.name] ??= []).push(ms);
+      kernel[c.name].push(attention);
+      wall[c.name].push(ms);
     }
     log(`  S=${S} round ${r + 1} of ${rounds}`);
   }

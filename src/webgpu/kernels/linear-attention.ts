@@ -30,6 +30,7 @@ export const LINEAR_PARAMS = defineParams([
   ['hasPadding', 'u32', '1: padding [B, Skv] leaves keys out'],
   ['chunks', 'u32', 'chunks of CHUNK keys with sums in state; 0: direct (no state)'],
   ['eps', 'f32', 'added to the denominator'],
+  ['Dh4', 'u32', 'head size / 4 (DH4, as a value the compiler does not unroll loops over)'],
   ['features', 'u32', "the caller's head size: φ(q) is 0 past it (padded heads, padding.ts)"],
 ]);
 
@@ -78,6 +79,7 @@ export function encodeLinearAttention(
       hasPadding: masks.fields.hasPadding,
       chunks,
       eps: plan.score.eps,
+      Dh4: Dh / 4,
       features: plan.layer.unpaddedHeadDim ?? Dh,
     }),
     'LinearAttention.params',

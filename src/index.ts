@@ -48,7 +48,7 @@ export { referenceMultiHeadAttention } from './cpu/reference.ts';
 export type { ReferenceResult } from './cpu/reference.ts';
 export { parseSafetensors, WeightFileError } from './weights/safetensors.ts';
 export type { SafetensorsFile, SafetensorsTensor, WeightFileProblem } from './weights/safetensors.ts';
-export { stateDictFromSafetensors, loadSafetensors } from './weights/layouts.ts';
+export { stateDictFromSafetensors, attentionLayerFromSafetensors, loadSafetensors } from './weights/layouts.ts';
 export type { SafetensorsLayoutOptions, WeightLayout } from './weights/layouts.ts';
 export { stateDictFromMatmulWeights } from './weights/numpy-style.ts';
 export type { MatmulWeights, MatmulProjection, MatmulBias } from './weights/numpy-style.ts';

@@ -1,5 +1,6 @@
 // From the tensor names and layouts of real checkpoints to the engine's state_dict (PyTorch
-// nn.MultiheadAttention's names and [out, in] layout), and loading files from wherever they are.
+// nn.MultiheadAttention's names and [out, in] layout), with custom names (options.names) and the
+// sizes the options leave out read from the file's shapes (./load.ts reads the file itself).
 //
 //   layout     tensors read, under `prefix`                                   → engine state_dict
 //   'pytorch'  in_proj_weight [(H+2G)·Dh, E], in_proj_bias, out_proj.weight    the same names, as they are
@@ -15,44 +16,14 @@
 // the order q, k, v are the same.
 
 import { InvalidArgumentError, MissingWeightError, ShapeMismatchError } from '../errors.ts';
-import { importNodeOnly } from '../node-only.ts';
-import type { StateDict } from '../types.ts';
-import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
-import { type SafetensorsFile, type SafetensorsTensor, WeightFileError, parseSafetensors } from './safetensors.ts';
+import type { MultiHeadAttentionConfig, StateDict } from '../types.ts';
+import { LAYOUT_MARKERS, type ResolvedLayoutOptions, type SafetensorsLayoutOptions, type WeightLayout, resolveLayoutOptions } from './layout-options.ts';
+import { type SafetensorsFile, type SafetensorsTensor, parseSafetensors } from './safetensors.ts';
 
-export type WeightLayout = 'pytorch' | 'bert' | 'gpt2';
-
-export interface SafetensorsLayoutOptions {
-  /** Whose names and layout the file uses (see the module's comment). */
-  layout: WeightLayout;
-  /**
-   * Prepended to every name: e.g. 'encoder.layers.0.self_attn.' (pytorch), 'encoder.layer.3.' or
-   * 'bert.encoder.layer.3.' (bert), 'h.0.' or 'transformer.h.0.' (gpt2). A missing final '.' is added.
-   * Default ''.
-   */
-  prefix?: string;
-  /** E. */
-  embedDim: number;
-  /** H. */
-  numHeads: number;
-  /** G (grouped-query attention: key/value projections of G·Dh rows). Default numHeads. */
-  numKvHeads?: number;
-  /** Whether to read biases. Default true; 'pytorch' only may say false (a layer built with bias=False). */
-  bias?: boolean;
-  /** 'pytorch' only: channels of key/value when they differ from E (then q/k/v_proj_weight are read). */
-  kdim?: number;
-  vdim?: number;
-}
+export type { SafetensorsLayoutOptions, WeightLayout } from './layout-options.ts';
+export { loadSafetensors } from './load.ts';
 
 const WHERE = 'stateDictFromSafetensors';
-const OPTION_KEYS = ['layout', 'prefix', 'embedDim', 'numHeads', 'numKvHeads', 'bias', 'kdim', 'vdim'] as const;
-
-/** Names that identify a layout, to say which one a file looks like. */
-const LAYOUT_MARKERS: Record<WeightLayout, string> = {
-  pytorch: 'in_proj_weight',
-  bert: 'attention.self.query.weight',
-  gpt2: 'attn.c_attn.weight',
-};
 
 interface Sizes {
   E: number;
@@ -64,63 +35,89 @@ interface Sizes {
   bias: boolean;
 }
 
-function resolveOptions(options: unknown): { layout: WeightLayout; prefix: string } & Sizes {
-  const o = requireObject(WHERE, 'options', options, "Pass { layout: 'pytorch' | 'bert' | 'gpt2', embedDim, numHeads }.");
-  rejectUnknownKeys(WHERE, 'options', o, OPTION_KEYS);
-  const layout = o.layout as WeightLayout;
-  if (!(Object.keys(LAYOUT_MARKERS) as unknown[]).includes(layout)) {
-    throw new InvalidArgumentError({
-      where: WHERE,
-      argument: 'options.layout',
-      expected: "'pytorch', 'bert' or 'gpt2'",
-      given: describe(o.layout),
-      fix: "'pytorch': nn.MultiheadAttention names; 'bert': Hugging Face BERT (attention.self.query…); 'gpt2': Hugging Face GPT-2 (attn.c_attn…).",
-    });
-  }
-  if (o.prefix !== undefined && typeof o.prefix !== 'string') {
-    throw new InvalidArgumentError({ where: WHERE, argument: 'options.prefix', expected: "a string such as 'encoder.layer.0.'", given: describe(o.prefix) });
-  }
-  let prefix = (o.prefix as string | undefined) ?? '';
-  if (prefix && !prefix.endsWith('.')) prefix += '.';
-  const E = requirePositiveInteger(WHERE, 'options.embedDim', o.embedDim);
-  const H = requirePositiveInteger(WHERE, 'options.numHeads', o.numHeads);
-  if (E % H !== 0) {
-    throw new InvalidArgumentError({ where: WHERE, argument: 'options.embedDim', expected: `divisible by numHeads (${H})`, given: String(E) });
-  }
-  const G = o.numKvHeads === undefined ? H : requirePositiveInteger(WHERE, 'options.numKvHeads', o.numKvHeads);
-  if (H % G !== 0) {
-    throw new InvalidArgumentError({ where: WHERE, argument: 'options.numKvHeads', expected: `a divisor of numHeads (${H})`, given: String(G) });
-  }
-  const bias = o.bias === undefined ? true : requireBoolean(WHERE, 'options.bias', o.bias);
-  if (!bias && layout !== 'pytorch') {
-    throw new InvalidArgumentError({
-      where: WHERE,
-      argument: 'options.bias',
-      expected: `true or left out with layout '${layout}'`,
-      given: 'false',
-      fix: `${layout === 'bert' ? 'BERT' : 'GPT-2'} attention always has biases.`,
-    });
-  }
-  for (const k of ['kdim', 'vdim'] as const) {
-    if (o[k] !== undefined && layout !== 'pytorch') {
+/** Where a layout reads E from: a tensor and the axis that holds E (the first present is used). */
+const EMBED_DIM_SOURCES: Record<WeightLayout, [string, number][]> = {
+  pytorch: [
+    ['out_proj.weight', 0],
+    ['in_proj_weight', 1],
+    ['q_proj_weight', 0],
+  ],
+  bert: [
+    ['attention.output.dense.weight', 0],
+    ['attention.self.query.weight', 1],
+  ],
+  gpt2: [
+    ['attn.c_proj.weight', 0],
+    ['attn.c_attn.weight', 0],
+  ],
+};
+
+/** The file's name of the layout's tensor `suffix`: options.names, else prefix + suffix. */
+const nameIn = (o: ResolvedLayoutOptions, suffix: string) => o.names[suffix] ?? o.prefix + suffix;
+
+/**
+ * The sizes the options left out, read from the file's shapes. `infer` says whether numKvHeads, bias,
+ * kdim and vdim are read too (attentionLayerFromSafetensors) or take their defaults (stateDictFromSafetensors).
+ */
+function resolveSizes(where: string, o: ResolvedLayoutOptions, file: SafetensorsFile, infer: boolean): Sizes {
+  const { layout, H } = o;
+  const shapeOf = (suffix: string) => file.get(nameIn(o, suffix))?.shape;
+  let E = o.E;
+  if (E === undefined) {
+    const sources = EMBED_DIM_SOURCES[layout];
+    const found = sources.find(([suffix]) => shapeOf(suffix)?.length === 2);
+    if (!found) {
+      const [suffix] = sources[0];
+      throw new MissingWeightError({
+        where,
+        argument: `tensor "${nameIn(o, suffix)}"`,
+        expected: `present, to read embedDim from (layout '${layout}'); or options.embedDim`,
+        given: 'no such tensor in the file',
+        fix: whatTheFileHas(file, o, suffix),
+      });
+    }
+    E = shapeOf(found[0])![found[1]];
+    if (E % H !== 0) {
+      const divisors = [];
+      for (let h = 1; h <= E && divisors.length < 12; h++) if (E % h === 0) divisors.push(h);
       throw new InvalidArgumentError({
-        where: WHERE,
-        argument: `options.${k}`,
-        expected: `left out with layout '${layout}'`,
-        given: describe(o[k]),
-        fix: 'Only the pytorch layout has separate key/value widths.',
+        where,
+        argument: 'options.numHeads',
+        expected: `a divisor of embedDim ${E} (read from tensor "${nameIn(o, found[0])}" ${shapeText(shapeOf(found[0])!)})`,
+        given: String(H),
+        fix: `Heads that divide ${E}: ${divisors.join(', ')}${divisors.length === 12 ? ', …' : ''}; take the model's num_attention_heads / n_head.`,
       });
     }
   }
-  const kdim = o.kdim === undefined ? E : requirePositiveInteger(WHERE, 'options.kdim', o.kdim);
-  const vdim = o.vdim === undefined ? E : requirePositiveInteger(WHERE, 'options.vdim', o.vdim);
-  return { layout, prefix, E, H, G, Dh: E / H, kdim, vdim, bias };
+  const Dh = E / H;
+  const separate = layout === 'pytorch' && !file.has(nameIn(o, 'in_proj_weight')) && file.has(nameIn(o, 'q_proj_weight'));
+  let G = o.G;
+  if (G === undefined && infer) {
+    // Rows of the key projection (G·Dh), or of the fused one ((H + 2G)·Dh); a count that is not a divisor of H is left to the shape checks.
+    const kvRows =
+      layout === 'bert'
+        ? shapeOf('attention.self.key.weight')?.[0]
+        : separate
+          ? shapeOf('k_proj_weight')?.[0]
+          : (() => {
+              const rows = layout === 'gpt2' ? shapeOf('attn.c_attn.weight')?.[1] : shapeOf('in_proj_weight')?.[0];
+              return rows === undefined ? undefined : (rows - H * Dh) / 2;
+            })();
+    const g = kvRows === undefined ? H : kvRows / Dh;
+    G = Number.isInteger(g) && g >= 1 && H % g === 0 ? g : H;
+  }
+  const bias =
+    o.bias ??
+    (infer && layout === 'pytorch' ? file.has(nameIn(o, 'in_proj_bias')) || file.has(nameIn(o, 'out_proj.bias')) || !file.has(nameIn(o, 'out_proj.weight')) : true);
+  const width = (value: number | undefined, suffix: string) => value ?? (infer && separate ? (shapeOf(suffix)?.[1] ?? E) : E);
+  return { E, H, G: G ?? H, Dh, kdim: width(o.kdim, 'k_proj_weight'), vdim: width(o.vdim, 'v_proj_weight'), bias };
 }
 
 const shapeText = (shape: readonly number[]) => `[${shape.join(', ')}]`;
 
 /** A few names of the file, those under `prefix` first; and the prefixes under which `suffix` occurs. */
-function whatTheFileHas(file: SafetensorsFile, prefix: string, suffix: string, layout: WeightLayout): string {
+function whatTheFileHas(file: SafetensorsFile, o: ResolvedLayoutOptions, suffix: string): string {
+  const { prefix, layout } = o;
   const names = [...file.keys()];
   const under = names.filter((n) => n.startsWith(prefix));
   const list = (xs: string[]) =>
@@ -129,11 +126,15 @@ function whatTheFileHas(file: SafetensorsFile, prefix: string, suffix: string, l
       .map((n) => `"${n}" ${shapeText(file.get(n)!.shape)}`)
       .join(', ') + (xs.length > 6 ? `, … (${xs.length} in all)` : '');
   const parts: string[] = [];
+  const mapped = o.names[suffix];
+  if (mapped !== undefined) parts.push(`options.names["${suffix}"] is "${mapped}", which the file lacks.`);
   if (names.length === 0) parts.push('The file has no tensors.');
   else if (prefix && under.length === 0) parts.push(`The file has nothing under the prefix "${prefix}"; it has ${list(names)}.`);
   else parts.push(`Under ${prefix ? `"${prefix}"` : 'no prefix'} the file has ${list(under)}.`);
   const prefixes = [...new Set(names.filter((n) => n.endsWith(suffix)).map((n) => n.slice(0, n.length - suffix.length)))];
-  if (prefixes.length && !prefixes.includes(prefix)) {
+  if (mapped !== undefined) {
+    // the map names the tensor: a prefix would not help
+  } else if (prefixes.length && !prefixes.includes(prefix)) {
     parts.push(
       `"${suffix}" is in the file under the prefix${prefixes.length > 1 ? 'es' : ''} ${prefixes
         .slice(0, 4)
@@ -147,9 +148,10 @@ function whatTheFileHas(file: SafetensorsFile, prefix: string, suffix: string, l
   return parts.join(' ');
 }
 
-/** Reads `prefix + suffix` and checks its shape; throws MissingWeightError / ShapeMismatchError. */
-function take(file: SafetensorsFile, prefix: string, suffix: string, shape: number[], layout: WeightLayout, hint: (found: number[]) => string): Float32Array {
-  const name = prefix + suffix;
+/** Reads the layout's tensor `suffix` (options.names, else prefix + suffix) and checks its shape; throws MissingWeightError / ShapeMismatchError. */
+function take(file: SafetensorsFile, o: ResolvedLayoutOptions, suffix: string, shape: number[], hint: (found: number[]) => string): Float32Array {
+  const { layout } = o;
+  const name = nameIn(o, suffix);
   const tensor: SafetensorsTensor | undefined = file.get(name);
   if (!tensor) {
     throw new MissingWeightError({
@@ -157,7 +159,7 @@ function take(file: SafetensorsFile, prefix: string, suffix: string, shape: numb
       argument: `tensor "${name}"`,
       expected: `present (layout '${layout}', shape ${shapeText(shape)})`,
       given: 'no such tensor in the file',
-      fix: whatTheFileHas(file, prefix, suffix, layout),
+      fix: whatTheFileHas(file, o, suffix),
     });
   }
   const ok = tensor.shape.length === shape.length && tensor.shape.every((d, i) => d === shape[i]);
@@ -205,15 +207,44 @@ export function transpose(m: Float32Array, rows: number, cols: number): Float32A
  * sizes need, WeightFileError for a file that cannot be parsed.
  */
 export function stateDictFromSafetensors(file: SafetensorsFile | ArrayBuffer | Uint8Array, options: SafetensorsLayoutOptions): StateDict {
-  const s = resolveOptions(options);
+  const o = resolveLayoutOptions(WHERE, options);
   const tensors = file instanceof Map ? file : parseSafetensors(file);
-  const { layout, prefix, E, H, G, Dh } = s;
+  return readLayer(tensors, o, resolveSizes(WHERE, o, tensors, false));
+}
+
+/**
+ * One attention layer of a safetensors file as the config and state_dict of createMultiHeadAttention:
+ * the same options as stateDictFromSafetensors, but only numHeads is needed (it cannot be read from
+ * the weights); embedDim, numKvHeads, bias and (pytorch) kdim/vdim are read from the file's shapes
+ * when left out. `engine.createMultiHeadAttention(config, stateDict)` then takes them as they are.
+ * Throws as stateDictFromSafetensors does, and InvalidArgumentError when numHeads does not divide
+ * the file's embedDim (listing the head counts that do).
+ */
+export function attentionLayerFromSafetensors(
+  file: SafetensorsFile | ArrayBuffer | Uint8Array,
+  options: SafetensorsLayoutOptions,
+): { config: MultiHeadAttentionConfig; stateDict: StateDict } {
+  const where = 'attentionLayerFromSafetensors';
+  const o = resolveLayoutOptions(where, options);
+  const tensors = file instanceof Map ? file : parseSafetensors(file);
+  const s = resolveSizes(where, o, tensors, true);
+  const stateDict = readLayer(tensors, o, s);
+  const config: MultiHeadAttentionConfig = { embedDim: s.E, numHeads: s.H, bias: s.bias };
+  if (s.G !== s.H) config.numKvHeads = s.G;
+  if (s.kdim !== s.E) config.kdim = s.kdim;
+  if (s.vdim !== s.E) config.vdim = s.vdim;
+  return { config, stateDict };
+}
+
+function readLayer(tensors: SafetensorsFile, o: ResolvedLayoutOptions, s: Sizes): StateDict {
+  const { layout } = o;
+  const { E, H, G, Dh } = s;
   const N = (H + 2 * G) * Dh; // rows of in_proj_weight
   const sd: StateDict = {};
 
   if (layout === 'pytorch') {
     const get = (suffix: string, shape: number[]) =>
-      take(tensors, prefix, suffix, shape, layout, (f) =>
+      take(tensors, o, suffix, shape, (f) =>
         sizesHint(
           s,
           f,
@@ -222,7 +253,7 @@ export function stateDictFromSafetensors(file: SafetensorsFile | ArrayBuffer | U
           suffix === 'in_proj_bias' && s.G === s.H ? 3 : 1,
         ),
       );
-    const separate = s.kdim !== E || s.vdim !== E || (!tensors.has(`${prefix}in_proj_weight`) && tensors.has(`${prefix}q_proj_weight`));
+    const separate = s.kdim !== E || s.vdim !== E || (!tensors.has(nameIn(o, 'in_proj_weight')) && tensors.has(nameIn(o, 'q_proj_weight')));
     if (separate) {
       sd.q_proj_weight = get('q_proj_weight', [H * Dh, E]);
       sd.k_proj_weight = get('k_proj_weight', [G * Dh, s.kdim]);
@@ -232,10 +263,10 @@ export function stateDictFromSafetensors(file: SafetensorsFile | ArrayBuffer | U
     }
     sd['out_proj.weight'] = get('out_proj.weight', [E, E]);
     if (s.bias) {
-      if (!tensors.has(`${prefix}in_proj_bias`) && !tensors.has(`${prefix}out_proj.bias`) && tensors.has(`${prefix}out_proj.weight`)) {
+      if (!tensors.has(nameIn(o, 'in_proj_bias')) && !tensors.has(nameIn(o, 'out_proj.bias')) && tensors.has(nameIn(o, 'out_proj.weight'))) {
         throw new MissingWeightError({
           where: WHERE,
-          argument: `tensor "${prefix}in_proj_bias"`,
+          argument: `tensor "${nameIn(o, 'in_proj_bias')}"`,
           expected: `present (layout 'pytorch', shape [${N}])`,
           given: 'no biases in the file',
           fix: 'The layer was saved with bias=False: pass bias: false here and to createMultiHeadAttention.',
@@ -250,14 +281,14 @@ export function stateDictFromSafetensors(file: SafetensorsFile | ArrayBuffer | U
   if (layout === 'bert') {
     const linear = (name: string, rows: number) => {
       return {
-        weight: take(tensors, prefix, `${name}.weight`, [rows, E], layout, (f) => sizesHint(s, f, `${name}.weight`, 1)),
-        bias: take(tensors, prefix, `${name}.bias`, [rows], layout, (f) => sizesHint(s, f, `${name}.bias`, rows === E ? 0 : -1)),
+        weight: take(tensors, o, `${name}.weight`, [rows, E], (f) => sizesHint(s, f, `${name}.weight`, 1)),
+        bias: take(tensors, o, `${name}.bias`, [rows], (f) => sizesHint(s, f, `${name}.bias`, rows === E ? 0 : -1)),
       };
     };
     const q = linear('attention.self.query', H * Dh);
     const k = linear('attention.self.key', G * Dh);
     const v = linear('attention.self.value', G * Dh);
-    const o = linear('attention.output.dense', E);
+    const out = linear('attention.output.dense', E);
     // nn.Linear stores [out, in] like in_proj_weight: stack the rows, q then k then v.
     const w = new Float32Array(N * E);
     w.set(q.weight, 0);
@@ -269,8 +300,8 @@ export function stateDictFromSafetensors(file: SafetensorsFile | ArrayBuffer | U
     b.set(v.bias, (H + G) * Dh);
     sd.in_proj_weight = w;
     sd.in_proj_bias = b;
-    sd['out_proj.weight'] = o.weight;
-    sd['out_proj.bias'] = o.bias;
+    sd['out_proj.weight'] = out.weight;
+    sd['out_proj.bias'] = out.bias;
     return sd;
   }
 
@@ -279,93 +310,13 @@ export function stateDictFromSafetensors(file: SafetensorsFile | ArrayBuffer | U
     f.length === 2 && f[0] === out && f[1] === E && out !== E
       ? `It is [out, in] = [${out}, ${E}], nn.Linear's layout, not GPT-2 Conv1D's [in, out] = [${E}, ${out}]: the weights were already transposed; build the state_dict with layout 'pytorch' names, or transpose back.`
       : sizesHint(s, f, name, 0);
-  const cAttnW = take(tensors, prefix, 'attn.c_attn.weight', [E, N], layout, conv1dHint('attn.c_attn.weight', N));
-  const cAttnB = take(tensors, prefix, 'attn.c_attn.bias', [N], layout, (f) => sizesHint(s, f, 'attn.c_attn.bias', 0, s.G === s.H ? 3 : 1));
-  const cProjW = take(tensors, prefix, 'attn.c_proj.weight', [E, E], layout, conv1dHint('attn.c_proj.weight', E));
-  const cProjB = take(tensors, prefix, 'attn.c_proj.bias', [E], layout, (f) => sizesHint(s, f, 'attn.c_proj.bias', 0));
+  const cAttnW = take(tensors, o, 'attn.c_attn.weight', [E, N], conv1dHint('attn.c_attn.weight', N));
+  const cAttnB = take(tensors, o, 'attn.c_attn.bias', [N], (f) => sizesHint(s, f, 'attn.c_attn.bias', 0, s.G === s.H ? 3 : 1));
+  const cProjW = take(tensors, o, 'attn.c_proj.weight', [E, E], conv1dHint('attn.c_proj.weight', E));
+  const cProjB = take(tensors, o, 'attn.c_proj.bias', [E], (f) => sizesHint(s, f, 'attn.c_proj.bias', 0));
   sd.in_proj_weight = transpose(cAttnW, E, N);
   sd.in_proj_bias = cAttnB;
   sd['out_proj.weight'] = transpose(cProjW, E, E);
   sd['out_proj.bias'] = cProjB;
   return sd;
-}
-
-// ——— Loading a file ———
-
-const isNode = () => typeof process !== 'undefined' && !!process.versions?.node;
-/** 'https://…', 'http://…', 'file:…', 'blob:…', 'data:…': a URL rather than a path. */
-const looksLikeUrl = (s: string) => /^[a-z][a-z0-9+.-]*:/i.test(s) && !/^[a-z]:[\\/]/i.test(s); // not a Windows drive path
-
-async function fetchBytes(url: string): Promise<ArrayBuffer> {
-  let response: Response;
-  try {
-    response = await fetch(url);
-  } catch (e) {
-    throw new WeightFileError({
-      where: 'loadSafetensors',
-      argument: 'source',
-      expected: 'a URL that can be fetched',
-      given: JSON.stringify(url),
-      fix: `fetch failed (${(e as Error).message}${(e as { cause?: Error }).cause ? `: ${(e as { cause: Error }).cause.message}` : ''}); check the URL, the network and CORS.`,
-      problem: 'read',
-    });
-  }
-  return responseBytes(response, url);
-}
-
-async function responseBytes(response: Response, what: string): Promise<ArrayBuffer> {
-  if (!response.ok) {
-    throw new WeightFileError({
-      where: 'loadSafetensors',
-      argument: 'source',
-      expected: 'a successful HTTP response (2xx)',
-      given: `HTTP ${response.status} ${response.statusText} for ${what}`,
-      fix: 'Check the URL (a Hugging Face file is at https://huggingface.co/<repo>/resolve/main/model.safetensors).',
-      problem: 'read',
-    });
-  }
-  return response.arrayBuffer();
-}
-
-async function readPath(path: string | URL): Promise<Uint8Array> {
-  const fs = (await importNodeOnly('node:fs/promises')) as { readFile: (p: string | URL) => Promise<Uint8Array> };
-  try {
-    return await fs.readFile(path);
-  } catch (e) {
-    const code = (e as { code?: string }).code;
-    throw new WeightFileError({
-      where: 'loadSafetensors',
-      argument: 'source',
-      expected: 'a readable file',
-      given: JSON.stringify(String(path)),
-      fix:
-        code === 'ENOENT'
-          ? `There is no such file (relative paths are resolved against the current directory, ${process.cwd()}).`
-          : `Reading it failed: ${(e as Error).message}.`,
-      problem: 'read',
-    });
-  }
-}
-
-/**
- * Reads and parses a .safetensors file from bytes (ArrayBuffer, Uint8Array), a fetch Response, a
- * Blob/File (an <input type=file>), a URL (fetched; in Node, file: URLs are read from disk), or — in
- * Node only — a file path. Throws WeightFileError when it cannot be read or parsed.
- */
-export async function loadSafetensors(source: ArrayBuffer | Uint8Array | Response | Blob | URL | string): Promise<SafetensorsFile> {
-  if (source instanceof ArrayBuffer || source instanceof Uint8Array) return parseSafetensors(source);
-  if (typeof Response !== 'undefined' && source instanceof Response) return parseSafetensors(await responseBytes(source, source.url || 'the response'));
-  if (typeof Blob !== 'undefined' && source instanceof Blob) return parseSafetensors(await source.arrayBuffer());
-  if (source instanceof URL || typeof source === 'string') {
-    const text = String(source);
-    if (isNode() && (source instanceof URL ? source.protocol === 'file:' : /^file:/i.test(text))) return parseSafetensors(await readPath(new URL(text)));
-    if (looksLikeUrl(text) || !isNode()) return parseSafetensors(await fetchBytes(text)); // a browser resolves a relative path against the page
-    return parseSafetensors(await readPath(text));
-  }
-  throw new InvalidArgumentError({
-    where: 'loadSafetensors',
-    argument: 'source',
-    expected: 'an ArrayBuffer, Uint8Array, Response, Blob, URL, or a path/URL string',
-    given: describe(source),
-  });
 }

@@ -1,13 +1,14 @@
 // Attention-maps panel: a short sentence, seeded random token embeddings (plus sinusoidal positions),
 // a layer with seeded random weights, and the attention probabilities of every head as a heatmap with
-// the row entropies beside it. The probabilities come from the engine (needWeights: PyTorch's
+// the row entropies beside it (./heatmap.ts: colour scale, hover, one scale or each head's own). The probabilities come from the engine (needWeights: PyTorch's
 // need_weights=True, average_attn_weights=False); the float64 reference is computed alongside to
 // show they agree.
 
 import { type AttentionEngine, type MultiHeadAttention, referenceMultiHeadAttention } from 'webgpu-attention';
 import { linearFeature } from '../../src/cpu/linear.ts';
 import { mulberry32, randomStateDict } from '../../src/util/random.ts';
-import { checkboxField, errorMessage, h, hiDpiCanvas, numberField, readInt, setState } from './dom.ts';
+import { checkboxField, errorMessage, h, numberField, readInt, setState } from './dom.ts';
+import { colourScale, headCanvas, hoverTip, maxOf, rowEntropies, scaleSelect } from './heatmap.ts';
 
 const SENTENCES = [
   { id: 'zh', label: 'Chinese: 我 爱 自然 语言 处理', text: '我 爱 自然 语言 处理' },
@@ -73,100 +74,6 @@ export function linearWeights(q: ArrayLike<number>, k: ArrayLike<number>, H: num
   return w;
 }
 
-/** Entropy in bits of each row of one head's [S, S] probabilities. */
-export function rowEntropies(p: ArrayLike<number>, offset: number, S: number): number[] {
-  const out: number[] = [];
-  for (let i = 0; i < S; i++) {
-    let e = 0;
-    for (let j = 0; j < S; j++) {
-      const v = p[offset + i * S + j];
-      if (v > 0) e -= v * Math.log2(v);
-    }
-    out.push(e);
-  }
-  return out;
-}
-
-// Viridis, sampled at 9 points and interpolated.
-const VIRIDIS = [
-  [68, 1, 84],
-  [71, 44, 122],
-  [59, 81, 139],
-  [44, 113, 142],
-  [33, 144, 141],
-  [39, 173, 129],
-  [92, 200, 99],
-  [170, 220, 50],
-  [253, 231, 37],
-];
-function viridis(t: number): string {
-  const x = Math.max(0, Math.min(1, t)) * (VIRIDIS.length - 1);
-  const i = Math.min(VIRIDIS.length - 2, Math.floor(x));
-  const f = x - i;
-  const c = VIRIDIS[i].map((a, k) => Math.round(a + (VIRIDIS[i + 1][k] - a) * f));
-  return `rgb(${c[0]},${c[1]},${c[2]})`;
-}
-
-const FONT = '12px system-ui, "Noto Sans CJK SC", "WenQuanYi Zen Hei", "Microsoft YaHei", "PingFang SC", sans-serif';
-
-/** One head: heatmap (rows: queries, columns: keys) with token labels, and row entropies to the right. */
-function drawHead(canvas: HTMLCanvasElement, tokens: string[], p: ArrayLike<number>, offset: number, entropies: number[], isCausal: boolean): void {
-  const S = tokens.length;
-  const probe = canvas.getContext('2d')!;
-  probe.font = FONT;
-  const labelW = Math.ceil(Math.max(...tokens.map((t) => probe.measureText(t).width))) + 8;
-  const cell = Math.max(16, Math.min(34, Math.floor(300 / S)));
-  const left = labelW;
-  const top = labelW * 0.75 + 8; // column labels are drawn at −45°
-  const gridW = cell * S;
-  const barW = 70;
-  const width = left + gridW + 10 + barW + 40;
-  const height = top + gridW + 4;
-  const ctx = hiDpiCanvas(canvas, width, height);
-  ctx.font = FONT;
-
-  // Cells; colour scaled to this head's largest probability so each map uses the whole ramp.
-  let max = 0;
-  for (let k = 0; k < S * S; k++) max = Math.max(max, p[offset + k]);
-  for (let i = 0; i < S; i++) {
-    for (let j = 0; j < S; j++) {
-      const masked = isCausal && j > i;
-      ctx.fillStyle = masked ? '#eee' : viridis(max > 0 ? p[offset + i * S + j] / max : 0);
-      ctx.fillRect(left + j * cell, top + i * cell, cell - 1, cell - 1);
-    }
-  }
-  // Row labels (queries), right-aligned.
-  ctx.fillStyle = '#222';
-  ctx.textAlign = 'right';
-  ctx.textBaseline = 'middle';
-  for (const [i, t] of tokens.entries()) ctx.fillText(t, left - 6, top + i * cell + cell / 2);
-  // Column labels (keys), rotated.
-  ctx.textAlign = 'left';
-  tokens.forEach((t, j) => {
-    ctx.save();
-    ctx.translate(left + j * cell + cell / 2, top - 6);
-    ctx.rotate(-Math.PI / 4);
-    ctx.fillText(t, 0, 0);
-    ctx.restore();
-  });
-  // Row entropies: a bar against the row's maximum log2(visible keys), and the value.
-  const bx = left + gridW + 10;
-  ctx.textAlign = 'left';
-  ctx.fillStyle = '#555';
-  ctx.fillText('entropy (bits)', bx, top - 8);
-  entropies.forEach((e, i) => {
-    const visible = isCausal ? i + 1 : S;
-    const maxBits = Math.log2(visible);
-    const y = top + i * cell;
-    ctx.fillStyle = '#e6e9ef';
-    ctx.fillRect(bx, y + 3, barW, cell - 7);
-    ctx.fillStyle = '#4e79a7';
-    ctx.fillRect(bx, y + 3, maxBits > 0 ? (barW * e) / maxBits : 0, cell - 7);
-    ctx.fillStyle = '#222';
-    ctx.fillText(e.toFixed(2), bx + barW + 4, y + cell / 2);
-  });
-}
-
 export function mountAttentionMapsPanel(section: HTMLElement, engine: AttentionEngine): { render: () => Promise<void> } {
   const body = section.querySelector<HTMLElement>('.panel-body')!;
   const select = h(
@@ -191,8 +98,11 @@ export function mountAttentionMapsPanel(section: HTMLElement, engine: AttentionE
     false,
     "each head's softmax map beside the weights linear attention (φ = elu + 1) gives the same Q and K",
   );
+  const scale = scaleSelect('maps-scale');
   const status = h('p', { class: 'status', id: 'maps-status', 'aria-live': 'polite' });
+  const legend = h('div', { id: 'maps-legend' });
   const grid = h('div', { class: 'maps', id: 'maps-grid' });
+  const tip = hoverTip('maps-tip');
   body.append(
     h(
       'div',
@@ -208,9 +118,12 @@ export function mountAttentionMapsPanel(section: HTMLElement, engine: AttentionE
       std.field,
       causal.field,
       linear.field,
+      h('label', { class: 'field', for: 'maps-scale' }, h('span', {}, 'colour scale'), scale),
     ),
     status,
+    legend,
     grid,
+    tip,
   );
 
   let generation = 0;
@@ -270,43 +183,54 @@ export function mountAttentionMapsPanel(section: HTMLElement, engine: AttentionE
         probs = reference;
       }
 
+      // The brightest colour: each map's own largest probability, or the largest of all the maps shown.
+      const shared = scale.value === 'shared';
+      const all = Math.max(maxOf(probs, 0, H * S * S), compare ? maxOf(compare.weights, 0, H * S * S) : 0);
+      const card = (p: ArrayLike<number>, hh: number, kind: string, attrs: Record<string, string | number>, caption: string) => {
+        const offset = hh * S * S;
+        const max = shared ? all : maxOf(p, offset, S * S);
+        const canvas = headCanvas({ tokens, p, offset, isCausal, max, tip }, `${kind} of head ${hh}`);
+        return h(
+          'figure',
+          { class: 'head', 'data-head': hh, ...attrs },
+          h('figcaption', {}, h('strong', {}, `head ${hh}`), caption),
+          canvas,
+          shared ? null : colourScale(max, 'probability'),
+        );
+      };
       const cards: HTMLElement[] = [];
       const means: number[] = [];
       for (let hh = 0; hh < H; hh++) {
         const offset = hh * S * S;
-        const ent = rowEntropies(probs, offset, S);
-        const mean = ent.reduce((a, b) => a + b, 0) / S;
+        const mean = rowEntropies(probs, offset, S).reduce((a, b) => a + b, 0) / S;
         means.push(mean);
         let above = 0; // probability mass on keys after the query: exactly 0 when causal
         for (let i = 0; i < S; i++) for (let j = i + 1; j < S; j++) above += probs[offset + i * S + j];
-        const canvas = h('canvas', { class: 'heatmap', role: 'img', 'aria-label': `attention probabilities of head ${hh}` });
-        drawHead(canvas, tokens, probs, offset, ent, isCausal);
         cards.push(
-          h(
-            'figure',
-            { class: 'head', 'data-head': hh, 'data-mass-above-diagonal': above, 'data-mean-entropy': mean },
-            h('figcaption', {}, h('strong', {}, `head ${hh}`), compare ? ' · softmax' : '', ` · mean row entropy ${mean.toFixed(2)} bits`),
-            canvas,
+          card(
+            probs,
+            hh,
+            'attention probabilities',
+            { 'data-mass-above-diagonal': above, 'data-mean-entropy': mean },
+            `${compare ? ' · softmax' : ''} · mean row entropy ${mean.toFixed(2)} bits`,
           ),
         );
         if (compare) {
-          const lin = rowEntropies(compare.weights, offset, S);
-          const linMean = lin.reduce((a, b) => a + b, 0) / S;
-          const linCanvas = h('canvas', { class: 'heatmap', role: 'img', 'aria-label': `linear attention weights of head ${hh}` });
-          drawHead(linCanvas, tokens, compare.weights, offset, lin, isCausal);
-          cards.push(
-            h(
-              'figure',
-              { class: 'head linear', 'data-head': hh, 'data-linear': 'true', 'data-mean-entropy': linMean },
-              h('figcaption', {}, h('strong', {}, `head ${hh}`), ` · linear (elu + 1) · mean row entropy ${linMean.toFixed(2)} bits`),
-              linCanvas,
-            ),
+          const linMean = rowEntropies(compare.weights, offset, S).reduce((a, b) => a + b, 0) / S;
+          const linCard = card(
+            compare.weights,
+            hh,
+            'linear attention weights',
+            { 'data-linear': 'true', 'data-mean-entropy': linMean },
+            ` · linear (elu + 1) · mean row entropy ${linMean.toFixed(2)} bits`,
           );
+          linCard.classList.add('linear');
+          cards.push(linCard);
         }
       }
       const uniformBits = isCausal ? tokens.reduce((a, _, i) => a + Math.log2(i + 1), 0) / S : Math.log2(S);
       status.replaceChildren(
-        `${S} tokens, E = ${EMBED_DIM}, H = ${H} (Dh = ${EMBED_DIM / H}). Rows are queries, columns keys; each row sums to 1 and each map is coloured up to its own largest probability. `,
+        `${S} tokens, E = ${EMBED_DIM}, H = ${H} (Dh = ${EMBED_DIM / H}). Rows are queries, columns keys; each row sums to 1 and ${shared ? 'every map is coloured on the one scale above' : 'each map is coloured up to its own largest probability (its scale under it)'}; hover a cell for its query, key and probability. `,
         `A uniform row would have ${uniformBits.toFixed(2)} bits on average; these heads have ${means.map((m) => m.toFixed(2)).join(', ')}. `,
         source,
         ...(compare
@@ -320,11 +244,13 @@ export function mountAttentionMapsPanel(section: HTMLElement, engine: AttentionE
             ]
           : []),
       );
+      legend.replaceChildren(...(shared ? [colourScale(all, 'probability, all heads')] : []));
       grid.replaceChildren(...cards);
       setState(section, 'done');
     } catch (e) {
       if (mine !== generation) return;
       grid.replaceChildren();
+      legend.replaceChildren();
       status.replaceChildren(h('span', { class: 'error-text' }, errorMessage(e)));
       setState(section, 'error');
     }
@@ -349,6 +275,7 @@ export function mountAttentionMapsPanel(section: HTMLElement, engine: AttentionE
   for (const el of [heads, seed.input, std.input, causal.input, linear.input]) el.addEventListener('input', later);
   linear.input.addEventListener('change', later);
   heads.addEventListener('change', later);
+  scale.addEventListener('change', later);
   causal.input.addEventListener('change', later);
   return { render };
 }

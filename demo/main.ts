@@ -10,6 +10,7 @@ import { mountAttentionMapsPanel } from './panels/attention-maps.ts';
 import { mountBenchmarkPanel } from './panels/benchmark.ts';
 import { mountCorrectnessPanel } from './panels/correctness.ts';
 import { mountDecodePanel } from './panels/decode.ts';
+import { mountLoadWeightsPanel } from './panels/load-weights.ts';
 import { mountScalingPanel } from './panels/scaling.ts';
 import { errorMessage, h } from './panels/dom.ts';
 import { LayerConfig } from './panels/layer-config.ts';
@@ -60,6 +61,7 @@ async function main(): Promise<void> {
   const correctness = mountCorrectnessPanel(panel('correctness'), engine, config);
   mountShapeFlowPanel(panel('shape-flow'), config);
   const maps = mountAttentionMapsPanel(panel('attention-maps'), engine);
+  mountLoadWeightsPanel(panel('load-weights'), engine);
 
   const systems = await benchSystems();
   mountBenchmarkPanel(panel('benchmark'), engine, systems);

@@ -5,66 +5,9 @@
 //
 // All tests share one page (one engine, pipelines compiled once), in order.
 
-import { test as base, expect } from '@playwright/test';
+import { expect } from '@playwright/test';
 import { readFileSync } from 'node:fs';
-import { LoggedPage, sharedPage, WEBGPU_CHECKLIST } from './helpers.ts';
-
-class DemoPage extends LoggedPage {
-  /** The WebGPU errors the page caught on its engine's device (uncapturederror, device lost). */
-  async gpuErrors(): Promise<string[]> {
-    return this.page.locator('#gpu-error-list li').allTextContents();
-  }
-
-  async expectClean(mark: number): Promise<void> {
-    const problems = this.problemsSince(mark);
-    expect(problems, `console errors / page errors:\n${problems.join('\n')}`).toEqual([]);
-    const gpu = await this.gpuErrors();
-    expect(gpu, `uncaptured WebGPU errors shown by the page:\n${gpu.join('\n')}`).toEqual([]);
-  }
-
-  /** Waits until a panel's data-state leaves 'running' (and is not 'idle'); returns it. */
-  async settled(panelId: string, timeout = 60_000): Promise<string> {
-    await this.page.waitForFunction(
-      (id) => {
-        const s = document.getElementById(id)?.dataset.state;
-        return s === 'done' || s === 'error';
-      },
-      panelId,
-      { timeout },
-    );
-    return (await this.page.locator(`#${panelId}`).getAttribute('data-state')) ?? '';
-  }
-
-  async requireWebGPU(): Promise<void> {
-    const backend = await this.page.locator('body').getAttribute('data-backend');
-    if (backend !== 'webgpu') {
-      const reason = await this.page
-        .locator('#backend-status')
-        .textContent()
-        .catch(() => '(no #backend-status)');
-      throw new Error(
-        [
-          `The demo runs on the "${backend}" backend, not WebGPU; these tests need WebGPU.`,
-          `  page says: ${reason}`,
-          ...WEBGPU_CHECKLIST,
-          'The flag is set in playwright.config.ts.',
-        ].join('\n'),
-      );
-    }
-  }
-}
-
-const test = base.extend<object, { demo: DemoPage }>({
-  demo: [
-    sharedPage(
-      (page) => new DemoPage(page),
-      // Ready: every panel mounted, the first attention maps drawn and the first correctness run done.
-      (demo) => demo.open('/demo/index.html', () => document.body.dataset.ready === 'true', 90_000, 'demo/index.html did not become ready'),
-      { viewport: { width: 1200, height: 900 }, acceptDownloads: true },
-    ),
-    { scope: 'worker', timeout: 120_000 },
-  ],
-});
+import { test } from './demo-page.ts';
 
 test('the page loads on WebGPU and the adapter panel describes the adapter', async ({ demo }) => {
   await demo.requireWebGPU();

@@ -1,0 +1,63 @@
+// The demo page as the specs drive it: one page per worker (demo/index.html on the e2e dev server),
+// shared by a spec's tests in order, with its log of console and page errors and the WebGPU errors
+// the page lists (#gpu-errors), a wait for a panel to settle, and the WebGPU requirement.
+
+import { test as base, expect } from '@playwright/test';
+import { LoggedPage, sharedPage, WEBGPU_CHECKLIST } from './helpers.ts';
+
+export class DemoPage extends LoggedPage {
+  /** The WebGPU errors the page caught on its engine's device (uncapturederror, device lost). */
+  async gpuErrors(): Promise<string[]> {
+    return this.page.locator('#gpu-error-list li').allTextContents();
+  }
+
+  async expectClean(mark: number): Promise<void> {
+    const problems = this.problemsSince(mark);
+    expect(problems, `console errors / page errors:\n${problems.join('\n')}`).toEqual([]);
+    const gpu = await this.gpuErrors();
+    expect(gpu, `uncaptured WebGPU errors shown by the page:\n${gpu.join('\n')}`).toEqual([]);
+  }
+
+  /** Waits until a panel's data-state leaves 'running' (and is not 'idle'); returns it. */
+  async settled(panelId: string, timeout = 60_000): Promise<string> {
+    await this.page.waitForFunction(
+      (id) => {
+        const s = document.getElementById(id)?.dataset.state;
+        return s === 'done' || s === 'error';
+      },
+      panelId,
+      { timeout },
+    );
+    return (await this.page.locator(`#${panelId}`).getAttribute('data-state')) ?? '';
+  }
+
+  async requireWebGPU(): Promise<void> {
+    const backend = await this.page.locator('body').getAttribute('data-backend');
+    if (backend !== 'webgpu') {
+      const reason = await this.page
+        .locator('#backend-status')
+        .textContent()
+        .catch(() => '(no #backend-status)');
+      throw new Error(
+        [
+          `The demo runs on the "${backend}" backend, not WebGPU; these tests need WebGPU.`,
+          `  page says: ${reason}`,
+          ...WEBGPU_CHECKLIST,
+          'The flag is set in playwright.config.ts.',
+        ].join('\n'),
+      );
+    }
+  }
+}
+
+export const test = base.extend<object, { demo: DemoPage }>({
+  demo: [
+    sharedPage(
+      (page) => new DemoPage(page),
+      // Ready: every panel mounted, the first attention maps drawn and the first correctness run done.
+      (demo) => demo.open('/demo/index.html', () => document.body.dataset.ready === 'true', 90_000, 'demo/index.html did not become ready'),
+      { viewport: { width: 1200, height: 900 }, acceptDownloads: true },
+    ),
+    { scope: 'worker', timeout: 120_000 },
+  ],
+});

@@ -3,7 +3,7 @@
 import type { Backend } from './backend.ts';
 import { CpuBackend } from './cpu/backend.ts';
 import { DisposedError, InvalidArgumentError, WebGPUUnavailableError } from './errors.ts';
-import { MultiHeadAttention } from './layer.ts';
+import { MultiHeadAttention, withOutputType } from './layer.ts';
 import { type LayerSpec, resolveAttentionPlan, resolveLayerSpec, resolveLinearPlan, resolveShapeCalls, resolveWeights } from './plan/index.ts';
 import type {
   AdapterInfo,
@@ -12,10 +12,12 @@ import type {
   EngineOptions,
   EngineStats,
   ForwardResult,
+  HalfForwardResult,
   MultiHeadAttentionConfig,
   LinearAttentionOptions,
   ScaledDotProductAttentionOptions,
   StateDict,
+  TensorArray,
   TuningReport,
   TuningStore,
   WarmupCall,
@@ -100,37 +102,43 @@ export class AttentionEngine {
    * [B, G, Skv, Dh] → `{ output }` [B, H, Sq, Dh] (and `attentionWeights` [B, H, Sq, Skv] with needWeights).
    */
   scaledDotProductAttention(
-    query: Float32Array | GPUBuffer,
-    key: Float32Array | GPUBuffer,
-    value: Float32Array | GPUBuffer,
+    query: TensorArray | GPUBuffer,
+    key: TensorArray | GPUBuffer,
+    value: TensorArray | GPUBuffer,
+    options: ScaledDotProductAttentionOptions & { outputType: 'f16'; returnBuffer?: false },
+  ): Promise<HalfForwardResult>;
+  scaledDotProductAttention(
+    query: TensorArray | GPUBuffer,
+    key: TensorArray | GPUBuffer,
+    value: TensorArray | GPUBuffer,
     options: ScaledDotProductAttentionOptions & { returnBuffer: true; needWeights: true },
   ): Promise<BufferForwardResult & { attentionWeightsBuffer: GPUBuffer }>;
   scaledDotProductAttention(
-    query: Float32Array | GPUBuffer,
-    key: Float32Array | GPUBuffer,
-    value: Float32Array | GPUBuffer,
+    query: TensorArray | GPUBuffer,
+    key: TensorArray | GPUBuffer,
+    value: TensorArray | GPUBuffer,
     options: ScaledDotProductAttentionOptions & { returnBuffer: true },
   ): Promise<BufferForwardResult>;
   scaledDotProductAttention(
-    query: Float32Array | GPUBuffer,
-    key: Float32Array | GPUBuffer,
-    value: Float32Array | GPUBuffer,
+    query: TensorArray | GPUBuffer,
+    key: TensorArray | GPUBuffer,
+    value: TensorArray | GPUBuffer,
     options: ScaledDotProductAttentionOptions & { needWeights: true; returnBuffer?: false },
   ): Promise<ForwardResult & { attentionWeights: Float32Array }>;
   scaledDotProductAttention(
-    query: Float32Array | GPUBuffer,
-    key: Float32Array | GPUBuffer,
-    value: Float32Array | GPUBuffer,
+    query: TensorArray | GPUBuffer,
+    key: TensorArray | GPUBuffer,
+    value: TensorArray | GPUBuffer,
     options: ScaledDotProductAttentionOptions,
   ): Promise<ForwardResult>;
   async scaledDotProductAttention(
-    query: Float32Array | GPUBuffer,
-    key: Float32Array | GPUBuffer,
-    value: Float32Array | GPUBuffer,
+    query: TensorArray | GPUBuffer,
+    key: TensorArray | GPUBuffer,
+    value: TensorArray | GPUBuffer,
     options: ScaledDotProductAttentionOptions,
-  ): Promise<ForwardResult | BufferForwardResult> {
+  ): Promise<ForwardResult | HalfForwardResult | BufferForwardResult> {
     const impl = this.live('scaledDotProductAttention');
-    return impl.attend(resolveAttentionPlan(query, key, value, options));
+    return withOutputType(await impl.attend(resolveAttentionPlan(query, key, value, options)), options);
   }
 
   /**

@@ -6,7 +6,14 @@ import { DisposedError } from './errors.ts';
 import { KvCache } from './kv-cache.ts';
 import { type LayerSpec, resolveForwardPlan } from './plan/index.ts';
 import { resolveKvCacheOptions } from './plan/index.ts';
-import type { BatchedForwardOptions, BufferForwardResult, ForwardOptions, ForwardResult, KvCacheOptions } from './types.ts';
+import type { BatchedForwardOptions, BufferForwardResult, ForwardOptions, ForwardResult, HalfForwardResult, KvCacheOptions, TensorArray } from './types.ts';
+import { toF16 } from './webgpu/f16.ts';
+
+/** The result as options.outputType asks (checked with the plan): 'f16' narrows the output to binary16 bits. */
+export function withOutputType(result: ForwardResult | BufferForwardResult, options: unknown): ForwardResult | HalfForwardResult | BufferForwardResult {
+  if ((options as { outputType?: unknown }).outputType !== 'f16' || !('output' in result)) return result;
+  return { ...result, output: toF16(result.output) };
+}
 
 export class MultiHeadAttention {
   /** E */
@@ -35,33 +42,35 @@ export class MultiHeadAttention {
   }
 
   /**
-   * Attention over `query` [B, S, E] (batch first; a Float32Array, or a GPUBuffer on the engine's
-   * device that the caller keeps owning). Resolves to `{ output }` [B, S, E], plus
-   * `attentionWeights` [B, H, S, S] (per-head probabilities) with `needWeights: true`.
+   * Attention over `query` [B, S, E] (batch first; a Float32Array, half precision as a Uint16Array of
+   * binary16 bits or a Float16Array, or a GPUBuffer on the engine's device that the caller keeps
+   * owning). Resolves to `{ output }` [B, S, E] (a Float32Array; binary16 bits with `outputType: 'f16'`),
+   * plus `attentionWeights` [B, H, S, S] (per-head probabilities) with `needWeights: true`.
    * Rejects with a typed error, before any GPU work, when an argument is wrong.
    */
+  forward(query: TensorArray | GPUBuffer, options: ForwardOptions & { outputType: 'f16'; returnBuffer?: false }): Promise<HalfForwardResult>;
   forward(
-    query: Float32Array | GPUBuffer,
+    query: TensorArray | GPUBuffer,
     options: BatchedForwardOptions & { returnBuffer: true; needWeights: true },
   ): Promise<BufferForwardResult & { attentionWeightsBuffer: GPUBuffer }>;
-  forward(query: Float32Array | GPUBuffer, options: BatchedForwardOptions & { returnBuffer: true }): Promise<BufferForwardResult>;
+  forward(query: TensorArray | GPUBuffer, options: BatchedForwardOptions & { returnBuffer: true }): Promise<BufferForwardResult>;
   forward(
-    query: Float32Array | GPUBuffer,
+    query: TensorArray | GPUBuffer,
     options: BatchedForwardOptions & { needWeights: true; returnBuffer?: false },
   ): Promise<ForwardResult & { attentionWeights: Float32Array }>;
-  forward(query: Float32Array | GPUBuffer, options: ForwardOptions): Promise<ForwardResult>;
-  async forward(query: Float32Array | GPUBuffer, options: ForwardOptions): Promise<ForwardResult | BufferForwardResult> {
+  forward(query: TensorArray | GPUBuffer, options: ForwardOptions): Promise<ForwardResult>;
+  async forward(query: TensorArray | GPUBuffer, options: ForwardOptions): Promise<ForwardResult | HalfForwardResult | BufferForwardResult> {
     if (!this.impl) {
       throw new DisposedError('MultiHeadAttention.forward: this layer', 'Create a new layer with engine.createMultiHeadAttention().');
     }
     const plan = resolveForwardPlan(this.spec, query, options, this);
-    if (!plan.cache) return this.impl.forward(plan);
+    if (!plan.cache) return withOutputType(await this.impl.forward(plan), options);
     const cache = plan.cache.cache;
     cache.busy = true;
     try {
       const result = await this.impl.forward(plan);
       cache.advance(plan.seqLen);
-      return result;
+      return withOutputType(result, options);
     } finally {
       cache.busy = false;
     }

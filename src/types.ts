@@ -229,16 +229,44 @@ export interface MaskOptions {
   headMask?: Float32Array;
 }
 
+/**
+ * A Float16Array (ES2025; Node 20 has none), typed by shape so that this package compiles without
+ * the ES2025 library: any real Float16Array fits it.
+ */
+export interface Float16ArrayLike extends ArrayBufferView {
+  readonly length: number;
+  readonly [Symbol.toStringTag]: 'Float16Array';
+  [index: number]: number;
+}
+
+/**
+ * A tensor given as an array: float32, or float16 as a Uint16Array of IEEE binary16 bits or a
+ * Float16Array where the runtime has one. Half inputs are widened to float32 exactly, whatever the
+ * engine's precision.
+ */
+export type TensorArray = Float32Array | Uint16Array | Float16ArrayLike;
+
+/** How outputs read back are returned: 'f32' (Float32Array, the default) or 'f16' (Uint16Array of IEEE binary16 bits). */
+export interface OutputTypeOption {
+  /**
+   * 'f16': `output` is a Uint16Array of IEEE binary16 bits, rounded to nearest even (view it as
+   * `new Float16Array(output.buffer)` where the runtime has Float16Array); with precision 'f16' the
+   * GPU's float16 values are returned as they are. Probabilities (needWeights) stay Float32Array.
+   * Not with returnBuffer (a returned buffer holds the engine's precision). Default 'f32'.
+   */
+  outputType?: 'f32' | 'f16';
+}
+
 /** A batch of sequences of one length, [B, S, E]; self-attention, or cross-attention with key and value. */
-export interface BatchedForwardOptions extends MaskOptions, ScoreOptions {
+export interface BatchedForwardOptions extends MaskOptions, ScoreOptions, OutputTypeOption {
   /** B. */
   batchSize: number;
   /** Sq. */
   seqLen: number;
   /** Cross-attention: [B, Skv, kdim]; with `value`. */
-  key?: Float32Array;
+  key?: TensorArray;
   /** Cross-attention: [B, Skv, vdim]; with `key`. */
-  value?: Float32Array;
+  value?: TensorArray;
   /** Skv for cross-attention. Default seqLen. */
   kvSeqLen?: number;
   /**
@@ -269,7 +297,7 @@ export interface BatchedForwardOptions extends MaskOptions, ScoreOptions {
  * [T, E], cuSeqlens an Int32Array [n + 1] of offsets from 0 to T. Attention stays within each
  * sequence; no work is spent on padding.
  */
-export interface PackedForwardOptions extends Pick<MaskOptions, 'isCausal' | 'window' | 'headMask'>, ScoreOptions {
+export interface PackedForwardOptions extends Pick<MaskOptions, 'isCausal' | 'window' | 'headMask'>, ScoreOptions, OutputTypeOption {
   cuSeqlens: Int32Array;
   /** Refused unless 0: this engine is inference only. */
   dropout?: number;
@@ -297,7 +325,7 @@ export interface LinearAttentionOptions {
   needWeights?: boolean;
 }
 
-export interface ScaledDotProductAttentionOptions extends MaskOptions, ScoreOptions {
+export interface ScaledDotProductAttentionOptions extends MaskOptions, ScoreOptions, OutputTypeOption {
   batchSize: number;
   numHeads: number;
   /** Key/value heads; query head h uses h / (numHeads / numKvHeads). Default numHeads. */
@@ -345,6 +373,12 @@ export interface BufferForwardResult {
   outputBuffer: GPUBuffer;
   /** [B, H, Sq, Skv] float32, with needWeights. */
   attentionWeightsBuffer?: GPUBuffer;
+}
+
+/** What forward and scaledDotProductAttention resolve to with `outputType: 'f16'`. */
+export interface HalfForwardResult extends Omit<ForwardResult, 'output'> {
+  /** IEEE binary16 bits. */
+  output: Uint16Array;
 }
 
 export interface ForwardResult {

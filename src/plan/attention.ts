@@ -3,7 +3,7 @@
 import { InvalidArgumentError } from '../errors.ts';
 import type { ScaledDotProductAttentionOptions } from '../types.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
-import { clampWindow, refuseDropout, resolveMasks, resolveScore, resolveScoreMod, resolveWindow, tensorInput } from './checks.ts';
+import { clampWindow, refuseDropout, resolveMasks, resolveOutputType, resolveScore, resolveScoreMod, resolveWindow, tensorInput } from './checks.ts';
 import { geometryOf } from './geometry.ts';
 import { resolvePositions, resolveRotary } from './head-transform.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
@@ -30,6 +30,7 @@ const SDPA_KEYS = [
   'positionIds',
   'returnBuffer',
   'scoreMod',
+  'outputType',
 ] as const;
 
 /**
@@ -54,7 +55,8 @@ export function resolveAttentionPlan(query: unknown, key: unknown, value: unknow
   const isCausal = o.isCausal === undefined ? false : requireBoolean(where, 'options.isCausal', o.isCausal);
   const needWeights = o.needWeights === undefined ? false : requireBoolean(where, 'options.needWeights', o.needWeights);
   refuseDropout(where, 'options.dropout', o.dropout);
-  // Float32Arrays, or GPUBuffers on the engine's device (their sizes are checked by the WebGPU backend, which knows the element size).
+  resolveOutputType(where, o); // read by engine.scaledDotProductAttention once the call has run
+  // Float32Arrays (or half arrays, widened), or GPUBuffers on the engine's device (their sizes are checked by the WebGPU backend, which knows the element size).
   const q = tensorInput(where, 'query', query, B * H * Sq * Dh, `[B, H, Sq, Dh] = [${B}, ${H}, ${Sq}, ${Dh}] = ${B * H * Sq * Dh}`);
   const k = tensorInput(where, 'key', key, B * G * Skv * Dh, `[B, G, Skv, Dh] = [${B}, ${G}, ${Skv}, ${Dh}] = ${B * G * Skv * Dh}`);
   const v = tensorInput(where, 'value', value, B * G * Skv * Dh, `[B, G, Skv, Dh] = [${B}, ${G}, ${Skv}, ${Dh}] = ${B * G * Skv * Dh}`);

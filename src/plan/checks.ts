@@ -2,7 +2,8 @@
 
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import type { ScoreMod } from '../types.ts';
-import { describe, requireFloat32Array } from '../validate.ts';
+import { describe } from '../validate.ts';
+import { fromF16 } from '../webgpu/f16.ts';
 import type { MaskPlan, ScorePlan } from './types.ts';
 
 const STORAGE_USAGE = 0x80; // GPUBufferUsage.STORAGE
@@ -18,9 +19,45 @@ export function isGpuBuffer(value: unknown): value is GPUBuffer {
   );
 }
 
-/** A tensor argument: a Float32Array of `length`, or a GPUBuffer holding at least that many f32 with STORAGE usage. */
+/** The runtime's Float16Array (ES2025), or undefined (Node 20). */
+const Float16 = (globalThis as { Float16Array?: new (...args: never[]) => ArrayLike<number> }).Float16Array;
+
+/** Whether `value` is an array requireTensorArray takes (Float32Array, Uint16Array, Float16Array). */
+export function isTensorArray(value: unknown): value is ArrayLike<number> & ArrayBufferView {
+  return value instanceof Float32Array || value instanceof Uint16Array || (Float16 !== undefined && value instanceof Float16);
+}
+
+/**
+ * A tensor array of `length` elements as float32: a Float32Array as it is, half precision (a
+ * Uint16Array of IEEE binary16 bits, or a Float16Array) widened exactly. `shape` says how the length
+ * is made, e.g. "[B, S, E] = [2, 3, 8] = 48".
+ */
+export function requireTensorArray(where: string, argument: string, value: unknown, length: number, shape: string): Float32Array {
+  if (!isTensorArray(value)) {
+    throw new InvalidArgumentError({
+      where,
+      argument,
+      expected: `a Float32Array ${shape}, or half precision: a Uint16Array of IEEE binary16 bits${Float16 ? ' or a Float16Array' : ''}`,
+      given: describe(value),
+      fix:
+        value instanceof Float64Array || Array.isArray(value)
+          ? 'Convert it with Float32Array.from(...).'
+          : 'Convert it with Float32Array.from(...); an Int16Array or another integer array is not half precision.',
+    });
+  }
+  if (value.length !== length) {
+    throw new ShapeMismatchError({ where, argument, expected: `of length ${shape}`, given: `length ${value.length}` });
+  }
+  if (value instanceof Float32Array) return value;
+  return value instanceof Uint16Array ? fromF16(value) : Float32Array.from(value);
+}
+
+/**
+ * A tensor argument: an array of `length` (requireTensorArray: float32, or half converted), or a
+ * GPUBuffer holding at least that many elements at the engine's precision, with STORAGE usage.
+ */
 export function tensorInput(where: string, argument: string, value: unknown, length: number, shape: string): { host: Float32Array; gpu: GPUBuffer | null } {
-  if (!isGpuBuffer(value)) return { host: requireFloat32Array(where, argument, value, length, shape), gpu: null };
+  if (!isGpuBuffer(value)) return { host: requireTensorArray(where, argument, value, length, shape), gpu: null };
   if (!(value.usage & STORAGE_USAGE)) {
     throw new InvalidArgumentError({
       where,
@@ -32,6 +69,25 @@ export function tensorInput(where: string, argument: string, value: unknown, len
   }
   // Its size is checked by the WebGPU backend, which knows the element size (f32, or f16).
   return { host: NO_DATA, gpu: value };
+}
+
+/** options.outputType: 'f32' (default) or 'f16' (a Uint16Array of binary16 bits); not with returnBuffer. */
+export function resolveOutputType(where: string, o: Record<string, unknown>): 'f32' | 'f16' {
+  const value = o.outputType;
+  if (value === undefined || value === 'f32') return 'f32';
+  if (value !== 'f16') {
+    throw new InvalidArgumentError({ where, argument: 'options.outputType', expected: "'f32', 'f16' or left out", given: describe(value) });
+  }
+  if (o.returnBuffer === true) {
+    throw new UnsupportedError({
+      where,
+      argument: 'options.outputType',
+      expected: 'left out with returnBuffer: true',
+      given: "'f16'",
+      fix: "A returned buffer holds the engine's precision (createAttentionEngine({ precision: 'f16' }) for float16 buffers); outputType applies to outputs read back.",
+    });
+  }
+  return 'f16';
 }
 
 export function refuseDropout(where: string, argument: string, value: unknown): void {

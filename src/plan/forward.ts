@@ -3,8 +3,20 @@
 
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import type { ForwardOptions } from '../types.ts';
-import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
-import { clampWindow, refuseDropout, requireBothOrNeither, resolveHeadMask, resolveMasks, resolveScore, resolveWindow, tensorInput } from './checks.ts';
+import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
+import {
+  clampWindow,
+  isTensorArray,
+  refuseDropout,
+  requireBothOrNeither,
+  requireTensorArray,
+  resolveHeadMask,
+  resolveMasks,
+  resolveOutputType,
+  resolveScore,
+  resolveWindow,
+  tensorInput,
+} from './checks.ts';
 import { geometryOf } from './geometry.ts';
 import { resolvePositions } from './head-transform.ts';
 import { resolveCachedPlan } from './kv-cache.ts';
@@ -32,6 +44,7 @@ const FORWARD_KEYS = [
   'sinks',
   'alibiSlopes',
   'positionIds',
+  'outputType',
 ] as const;
 
 function resolveCuSeqlens(where: string, value: unknown, queryLength: unknown, E: number): { cu: Int32Array; maxLen: number } {
@@ -92,6 +105,7 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
   const isCausal = o.isCausal === undefined ? false : requireBoolean(where, 'options.isCausal', o.isCausal);
   const needWeights = o.needWeights === undefined ? false : requireBoolean(where, 'options.needWeights', o.needWeights);
   refuseDropout(where, 'options.dropout', o.dropout);
+  resolveOutputType(where, o); // read by MultiHeadAttention.forward once the call has run
   const window = resolveWindow(where, o.window);
   if (spec.attention === 'linear') refuseForLinear(where, o);
   if (o.positionIds !== undefined && !spec.rotary) {
@@ -130,10 +144,11 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
             : 'With cuSeqlens the sequences and their lengths come from the offsets; attention stays within each sequence (isCausal, window and headMask apply).',
       });
     }
-    if (!(query instanceof Float32Array)) requireFloat32Array(where, 'query', query, 0, '[T, embedDim]');
-    const { cu, maxLen } = resolveCuSeqlens(where, o.cuSeqlens, (query as Float32Array).length, E);
+    if (!isTensorArray(query)) requireTensorArray(where, 'query', query, 0, '[T, embedDim]'); // throws: not an array
+    const { cu, maxLen } = resolveCuSeqlens(where, o.cuSeqlens, (query as ArrayLike<number>).length, E);
     const n = cu.length - 1;
     const T = cu[n];
+    const packed = requireTensorArray(where, 'query', query, T * E, `[T, embedDim] = [${T}, ${E}] = ${T * E}`);
     return {
       layer: spec,
       mode: 'varlen',
@@ -153,9 +168,9 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
       score: resolveScore(where, o, H, spec.headDim),
       cuSeqlens: cu,
       geometry: geometryOf('varlen', n, T, T, maxLen),
-      query: query as Float32Array,
-      key: query as Float32Array,
-      value: query as Float32Array,
+      query: packed,
+      key: packed,
+      value: packed,
       cache: null,
       gpu: null,
       returnBuffer: false,
@@ -165,13 +180,13 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
   const batchSize = requirePositiveInteger(where, 'options.batchSize', o.batchSize);
   const seqLen = requirePositiveInteger(where, 'options.seqLen', o.seqLen);
   const length = batchSize * seqLen * E;
-  if (query instanceof Float32Array && query.length !== length) {
+  if (isTensorArray(query) && query.length !== length) {
     throw new ShapeMismatchError({
       where,
       argument: 'query.length',
       expected: `batchSize·seqLen·embedDim = ${batchSize}·${seqLen}·${E} = ${length}`,
       given: String(query.length),
-      fix: 'Pass a Float32Array laid out [batchSize, seqLen, embedDim] (batch first), or fix batchSize/seqLen.',
+      fix: 'Pass an array laid out [batchSize, seqLen, embedDim] (batch first), or fix batchSize/seqLen.',
     });
   }
   const q = tensorInput(where, 'query', query, length, `[batchSize, seqLen, embedDim] = [${batchSize}, ${seqLen}, ${E}] = ${length}`);

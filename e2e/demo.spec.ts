@@ -349,7 +349,10 @@ test('decode timeline: prefill 8, decode to maxSeqLen 64, a median ms per token 
   await expect(panel).toHaveAttribute('data-state', 'idle');
   await expect(panel).toContainText('split-KV');
   const software = /swiftshader/i.test((await page.locator('#footer-backend').textContent()) ?? '');
-  await expect(page.locator('#decode-max')).toHaveValue(software ? '512' : '2048'); // the default cache size
+  // The defaults show the switch to split-KV with many steps on either side of it.
+  await expect(page.locator('#decode-max')).toHaveValue(software ? '768' : '2048');
+  await expect(page.locator('#decode-prefill')).toHaveValue(software ? '256' : '16');
+  await expect(page.locator('#decode-info')).toContainText(software ? '512 decode steps, 257 of them split-KV' : '2032 decode steps, 1537 of them split-KV');
   await expect(page.locator('#decode-stop')).toBeDisabled();
   await page.fill('#decode-max', '64');
   await expect(page.locator('#decode-preset')).toHaveValue('custom');

@@ -17,7 +17,7 @@ Chart.register(LineController, LineElement, PointElement, CategoryScale, LinearS
  * src/webgpu/kernels/flash-attention.ts (splitKv).
  */
 export const SPLIT_KV_MIN_KEYS = 512;
-const MAX_SEQ_PRESETS = [256, 512, 1024, 2048];
+const MAX_SEQ_PRESETS = [256, 512, 768, 1024, 2048];
 const MAX_SEQ_LIMIT = 8192;
 /** Largest |diff| the check calls a pass: far above float32 rounding (~1e-7), far below a real bug. */
 const DIFF_PASS = 1e-4;
@@ -65,7 +65,12 @@ function rows(x: Float32Array, B: number, S: number, E: number, s0: number, s1: 
 export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine): void {
   const body = section.querySelector<HTMLElement>('.panel-body')!;
   const webgpu = engine.backend === 'webgpu';
-  const defaultMax = isSoftware(engine) ? 512 : 2048; // keep the default run short on software
+  // Defaults that show the switch to split-KV at SPLIT_KV_MIN_KEYS with many steps on either side:
+  // on software a prompt of 256 and a cache of 768 (255 one-pass steps, then 257 split-KV ones, about
+  // as many steps as a short run), elsewhere 16 and 2048.
+  const software = isSoftware(engine);
+  const defaultMax = software ? 768 : 2048;
+  const defaultPrefill = software ? 256 : 16;
 
   const e = numberField('E (embed dim)', 'decode-e', 256, { max: 4096 });
   const hh = numberField('H (heads)', 'decode-h', 4, { max: 64 });
@@ -78,7 +83,7 @@ export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine):
     h('option', { value: 'custom' }, 'custom'),
   );
   const maxSeq = numberField('maxSeqLen', 'decode-max', defaultMax, { min: 2, max: MAX_SEQ_LIMIT, title: 'the cache size: decoding stops when it is full' });
-  const prefill = numberField('prefill tokens', 'decode-prefill', 16, { max: MAX_SEQ_LIMIT - 1 });
+  const prefill = numberField('prefill tokens', 'decode-prefill', defaultPrefill, { max: MAX_SEQ_LIMIT - 1 });
   const seed = numberField('seed', 'decode-seed', 1, { min: 0 });
   const info = h('p', { class: 'muted', id: 'decode-info' });
 

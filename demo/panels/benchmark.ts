@@ -129,6 +129,22 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
 
   let chart: Chart | null = null;
   let last: RunResult | null = null;
+  /** Characters per line of the chart's labels, for its width now; redrawn when a resize changes it. */
+  let labelWidth = 0;
+  new ResizeObserver(() => {
+    if (chart && last && (chartWrap.clientWidth < 520 ? 18 : 28) !== labelWidth) drawChart(last);
+  }).observe(chartWrap);
+
+  /** A label as lines of at most `width` characters, broken at spaces (a longer word keeps its own line). */
+  function wrapLabel(text: string, width: number): string[] {
+    const lines: string[] = [];
+    for (const word of text.split(' ')) {
+      const lastLine = lines[lines.length - 1];
+      if (lastLine !== undefined && lastLine.length + 1 + word.length <= width) lines[lines.length - 1] = `${lastLine} ${word}`;
+      else lines.push(word);
+    }
+    return lines;
+  }
 
   function resultsTable(result: RunResult): HTMLElement {
     const cell = (v: string, cls = 'num') => h('td', { class: cls }, v);
@@ -167,24 +183,28 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
           `${result.warmup} warm-up, ${result.runs} timed runs · seed ${result.seed} · gate: |out − ref| ≤ ${result.tolerance.atol.toExponential(1)}·(1 + |ref|), ×${result.peerToleranceFactor} for peers`,
       ),
       h(
-        'table',
-        { class: 'grid results', id: 'bench-table' },
+        'div',
+        { class: 'table-scroll' },
         h(
-          'thead',
-          {},
+          'table',
+          { class: 'grid results', id: 'bench-table' },
           h(
-            'tr',
+            'thead',
             {},
-            h('th', {}, 'system'),
-            h('th', {}, 'status'),
-            h('th', { class: 'num' }, 'median ms'),
-            h('th', { class: 'num' }, 'GFLOP/s'),
-            h('th', { class: 'num', title: 'median of this system / median of this engine (> 1: slower)' }, 'vs engine'),
-            h('th', { class: 'num', title: 'max |output − float64 reference| of the first run' }, 'max |err|'),
-            h('th', { title: "each timed run; for this engine also the most GPU memory it held (weights + one call's scratch)" }, 'runs / failure'),
+            h(
+              'tr',
+              {},
+              h('th', {}, 'system'),
+              h('th', {}, 'status'),
+              h('th', { class: 'num' }, 'median ms'),
+              h('th', { class: 'num' }, 'GFLOP/s'),
+              h('th', { class: 'num', title: 'median of this system / median of this engine (> 1: slower)' }, 'vs engine'),
+              h('th', { class: 'num', title: 'max |output − float64 reference| of the first run' }, 'max |err|'),
+              h('th', { title: "each timed run; for this engine also the most GPU memory it held (weights + one call's scratch)" }, 'runs / failure'),
+            ),
           ),
+          h('tbody', {}, ...result.systems.map(row)),
         ),
-        h('tbody', {}, ...result.systems.map(row)),
       ),
     );
   }
@@ -195,11 +215,15 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
     chart = null;
     chartWrap.hidden = ok.length === 0;
     if (!ok.length) return;
-    chartWrap.style.height = `${70 + 36 * ok.length}px`;
+    // Labels as lines narrow enough for the chart's width (Chart.js cuts a y label at the canvas's edge).
+    labelWidth = chartWrap.clientWidth < 520 ? 18 : 28;
+    const labels = ok.map((r) => wrapLabel(r.label, labelWidth));
+    const rowHeight = Math.max(36, 15 * Math.max(...labels.map((lines) => lines.length)) + 10); // every row as tall as the tallest label
+    chartWrap.style.height = `${70 + rowHeight * labels.length}px`;
     chart = new Chart(chartCanvas, {
       type: 'bar',
       data: {
-        labels: ok.map((r) => r.label),
+        labels,
         datasets: [
           {
             label: 'median ms',
@@ -216,6 +240,8 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
         scales: {
           x: {
             type: 'logarithmic',
+            // A power of ten below the fastest median, so that its bar has a length even at 0.1 ms.
+            min: 10 ** Math.floor(Math.log10(Math.min(...ok.map((r) => r.medianMs!)) / 1.5)),
             title: { display: true, text: 'median ms per forward (log scale, shorter is faster)' },
             // Only 1, 2 and 5 times a power of ten: the default labels every minor tick and they collide.
             ticks: {

@@ -12,6 +12,7 @@ import type { BenchResult, BenchShape, BenchSystem } from '../bench/types.ts';
 import { attentionFlops } from '../../src/util/flops.ts';
 import { isSoftware } from './adapter.ts';
 import { checkboxField, errorMessage, h, numberField, readInt, setState, si } from './dom.ts';
+import { logTick, spacedLogTicks } from './log-ticks.ts';
 
 Chart.register(LineController, LineElement, PointElement, LogarithmicScale, Legend, Tooltip);
 
@@ -79,15 +80,6 @@ export function parseSeqLens(text: string): number[] {
   }
   if (out.size > MAX_SIZES) throw new Error(`At most ${MAX_SIZES} sizes; got ${out.size}.`);
   return [...out].sort((a, b) => a - b);
-}
-
-/** Log-axis labels: 1, 2 and 5 times a power of ten when the axis spans decades, every tick when it spans less. */
-function logTick(value: number | string, _index: number, ticks: { value: number }[]): string {
-  const v = Number(value);
-  const span = ticks.length > 1 ? ticks[ticks.length - 1].value / ticks[0].value : 1;
-  const m = v / 10 ** Math.floor(Math.log10(v) + 1e-9);
-  const nice = span < 20 ? Math.abs(m - Math.round(m)) < 1e-6 : [1, 2, 5].some((k) => Math.abs(m - k) < 1e-6);
-  return nice ? String(Number(v.toPrecision(3))) : '';
 }
 
 type XY = { x: number; y: number };
@@ -255,10 +247,10 @@ export function mountScalingPanel(section: HTMLElement, engine: AttentionEngine,
           },
           y: {
             type: 'logarithmic',
-            // Grid lines only where there is a label: a log axis otherwise draws every minor tick.
+            // Grid lines only where there is a label (a log axis otherwise draws every minor tick), spaced for the chart's height.
             afterBuildTicks: (axis) => {
               const labelled = axis.ticks.filter((t, i) => logTick(t.value, i, axis.ticks) !== '');
-              if (labelled.length >= 2) axis.ticks = labelled;
+              if (labelled.length >= 2) axis.ticks = spacedLogTicks(labelled, axis);
             },
             ticks: { callback: logTick },
             title: { display: true, text: yTitle },

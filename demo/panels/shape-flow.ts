@@ -148,6 +148,7 @@ function mixingView(c: LayerChoice): HTMLElement {
     'aria-label': 'head of origin of each concat column, and the share of each head in each output column',
   });
   const ctx = hiDpiCanvas(canvas, width + labelW, height);
+  canvas.style.height = 'auto'; // scales with its width (max-width: 100% on a narrow screen), keeping its aspect
   ctx.font = '12px system-ui, sans-serif';
   ctx.fillStyle = '#333';
   ctx.textBaseline = 'alphabetic';

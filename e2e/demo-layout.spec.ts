@@ -100,7 +100,7 @@ test('at 390 px the page is no wider than the screen; the panels as a phone show
   const offenders = await overflowing(page);
   const pageWidth = await page.evaluate(() => document.documentElement.scrollWidth);
   expect(pageWidth, `the page is ${pageWidth} px wide at 390 px; past the edge:\n${offenders.join('\n')}`).toBeLessThanOrEqual(390);
-  for (const id of ['attention-maps', 'load-weights', 'benchmark', 'scaling', 'decode']) await keep(page, testInfo, `#${id}`, `${id}-390`);
+  for (const id of ['adapter', 'shape-flow', 'attention-maps', 'load-weights', 'benchmark', 'scaling', 'decode']) await keep(page, testInfo, `#${id}`, `${id}-390`);
   await page.setViewportSize({ width: 1280, height: 900 });
   await keep(page, testInfo, '#attention-maps', 'attention-maps-1280');
   await keep(page, testInfo, '#load-weights', 'load-weights-1280');

@@ -72,7 +72,7 @@ test('load your own: a .safetensors file through the picker fills a layer and sh
   await demo.expectClean(mark);
 });
 
-test("attention maps: a colour scale with its values, hover names query, key and probability, one scale or each head's own", async ({ demo }) => {
+test("attention maps: a colour scale with its values, hover names query, key and probability, one scale or each head's own", async ({ demo }, testInfo) => {
   await demo.requireWebGPU();
   const { page } = demo;
   const mark = demo.mark();
@@ -114,6 +114,11 @@ test("attention maps: a colour scale with its values, hover names query, key and
   await expect(tip).toContainText('query sat (2)');
   await expect(tip).toContainText('key cat (1)');
   await expect(tip).toContainText('p = ');
+  // The viewport as it is (a panel screenshot would scroll, moving the map from under the pointer).
+  const hoverShot = testInfo.outputPath('attention-maps-hover.png');
+  const figure = (await panel.locator('figure.head').first().boundingBox())!;
+  await page.screenshot({ path: hoverShot, clip: { x: figure.x, y: figure.y, width: figure.width + 160, height: figure.height } });
+  await testInfo.attach("attention maps: hover on (sat, cat), each head's own scale", { path: hoverShot, contentType: 'image/png' });
   const p = Number(await tip.getAttribute('data-probability'));
   expect(p).toBeGreaterThan(0);
   expect(p).toBeLessThanOrEqual(1);

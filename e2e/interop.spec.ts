@@ -42,6 +42,17 @@ test('ONNX Runtime Web (WebGPU EP) → engine → ONNX Runtime Web on ORT’s de
   expectNoPageProblems(interop, mark);
 });
 
+// A page of its own: ORT takes a device only before its first session.
+test('ONNX Runtime Web on the engine’s device (WebGPU EP option device), GPU buffers both ways', async ({ page }, testInfo) => {
+  test.setTimeout(120_000);
+  const logged = new LoggedPage(page);
+  await logged.open('/e2e/interop.html', () => window.interopReady === true, 60_000, 'e2e/interop.html did not load');
+  const r = await page.evaluate(() => window.runOrtInterop('engine'));
+  expect(r.firstLocation).toBe('gpu-buffer');
+  check(r, testInfo);
+  expectNoPageProblems(logged, 0);
+});
+
 test('TensorFlow.js (WebGPU backend) → engine → TensorFlow.js on its device, GPU buffers both ways', async ({ interop }, testInfo) => {
   test.setTimeout(120_000);
   const mark = interop.mark();

@@ -6,7 +6,9 @@
 // ONNX Runtime Web (WebGPU EP): the device is ORT's (`await ort.env.webgpu.device`, read after its
 // first WebGPU session is created: in ORT 1.30 it resolves to undefined before that), the first
 // session leaves its output on the GPU (preferredOutputLocation 'gpu-buffer': `tensor.gpuBuffer`),
-// and the engine's output buffer goes back in through `ort.Tensor.fromGpuBuffer`. TensorFlow.js (WebGPU backend): the device is the backend's
+// and the engine's output buffer goes back in through `ort.Tensor.fromGpuBuffer`. The other way
+// round, ORT runs on the engine's device given in its EP options ({ name: 'webgpu', device }; setting
+// ort.env.webgpu.device has no effect in 1.30). TensorFlow.js (WebGPU backend): the device is the backend's
 // (`tf.backend().device`), `tensor.dataToGPU()` gives a GPU copy of a tensor's buffer, and
 // `tf.tensor({ buffer, zeroCopy: true }, shape)` wraps the engine's output without a copy.
 // Each run returns the library's output beside the same chain in float64 on the CPU.
@@ -32,7 +34,8 @@ export interface InteropResult {
 declare global {
   interface Window {
     interopReady: boolean;
-    runOrtInterop(): Promise<InteropResult>;
+    /** deviceFrom 'ort' (default): the engine on ORT's device; 'engine': ORT on the engine's. */
+    runOrtInterop(deviceFrom?: 'ort' | 'engine'): Promise<InteropResult>;
     runTfjsInterop(): Promise<InteropResult>;
   }
 }
@@ -91,18 +94,25 @@ async function scoped(device: GPUDevice, fn: () => Promise<void>): Promise<strin
   return caught;
 }
 
-window.runOrtInterop = async () => {
+window.runOrtInterop = async (deviceFrom = 'ort') => {
   const { loadOrt } = await import('../demo/bench/systems/ort.ts');
   const { buildDenseModel } = await import('../demo/bench/systems/onnx-model.ts');
   const ort = await loadOrt();
   const inputs = chainInputs(11);
-  const options = { executionProviders: ['webgpu'], extra: { session: { disable_cpu_ep_fallback: '1' } } };
+  // 'engine': the engine's device, given to each ORT session in its WebGPU EP options. (Setting
+  // ort.env.webgpu.device instead has no effect in ORT 1.30: its WebGPU EP creates its own device and
+  // writes that into env.webgpu.device.)
+  const own = deviceFrom === 'engine' ? await createAttentionEngine({ tuning: { mode: 'off' } }) : null;
+  const ep = own ? { name: 'webgpu', device: own.device! } : 'webgpu';
+  const options = { executionProviders: [ep], extra: { session: { disable_cpu_ep_fallback: '1' } } };
   const pre = await ort.InferenceSession.create(await buildDenseModel([1, S, E], inputs.A, inputs.a), { ...options, preferredOutputLocation: 'gpu-buffer' });
   const post = await ort.InferenceSession.create(await buildDenseModel([1, S, E], inputs.C, inputs.c), options);
-  // ORT's device exists once its first WebGPU session does (1.30: read before that, it resolves to undefined).
-  const device = (await ort.env.webgpu.device) as GPUDevice | undefined;
+  // 'ort': ORT's device, which exists once its first WebGPU session does (1.30: read before that, it
+  // resolves to undefined). 'engine': the engine's, which ORT's sessions were given (and forward()
+  // below refuses a buffer of any other device).
+  const device = own ? own.device : ((await ort.env.webgpu.device) as GPUDevice | undefined);
   if (!device) throw new Error('ort.env.webgpu.device resolved to no GPUDevice after a WebGPU session was created');
-  const engine = await createAttentionEngine({ device, tuning: { mode: 'off' } }); // 'off': no background sweeps in a test
+  const engine = own ?? (await createAttentionEngine({ device, tuning: { mode: 'off' } })); // 'off': no background sweeps in a test
   const sameDevice = engine.device === device;
   const mha = engine.createMultiHeadAttention(LAYER, inputs.stateDict);
   let output: Float32Array | null = null;
@@ -121,9 +131,9 @@ window.runOrtInterop = async () => {
     outputBuffer.destroy(); // returned buffers are the caller's
   });
   mha.dispose();
-  engine.dispose(); // does not destroy ORT's device
   await pre.release();
   await post.release();
+  engine.dispose(); // destroys the engine's own device ('engine', after ORT's sessions), never ORT's ('ort')
   return {
     output: Array.from(output ?? []),
     reference: reference(inputs),

@@ -46,7 +46,7 @@ export function mountRealModelPanel(section: HTMLElement, engine: AttentionEngin
   async function render(): Promise<void> {
     const mine = ++generation;
     setState(section, 'running');
-    status.textContent = 'Loading the model…';
+    status.textContent = stateDict ? 'Running the model…' : 'Loading the model (28 MB)…';
     try {
       const model = await loadUseLite();
       stateDict ??= attentionStateDict(model.weights);

@@ -61,3 +61,14 @@ test('TensorFlow.js (WebGPU backend) → engine → TensorFlow.js on its device,
   check(r, testInfo);
   expectNoPageProblems(interop, mark);
 });
+
+// A page of its own: this replaces TF.js's 'webgpu' backend in the page.
+test('TensorFlow.js on the engine’s device (new WebGPUBackend(engine.device)), GPU buffers both ways', async ({ page }, testInfo) => {
+  test.setTimeout(120_000);
+  const logged = new LoggedPage(page);
+  await logged.open('/e2e/interop.html', () => window.interopReady === true, 60_000, 'e2e/interop.html did not load');
+  const r = await page.evaluate(() => window.runTfjsInterop('engine'));
+  expect(r.firstLocation).toBe('gpu');
+  check(r, testInfo);
+  expectNoPageProblems(logged, 0);
+});

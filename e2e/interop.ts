@@ -10,7 +10,8 @@
 // round, ORT runs on the engine's device given in its EP options ({ name: 'webgpu', device }; setting
 // ort.env.webgpu.device has no effect in 1.30). TensorFlow.js (WebGPU backend): the device is the backend's
 // (`tf.backend().device`), `tensor.dataToGPU()` gives a GPU copy of a tensor's buffer, and
-// `tf.tensor({ buffer, zeroCopy: true }, shape)` wraps the engine's output without a copy.
+// `tf.tensor({ buffer, zeroCopy: true }, shape)` wraps the engine's output without a copy; the other
+// way round, `new WebGPUBackend(engine.device)` registered as 'webgpu' in place of TF.js's default.
 // Each run returns the library's output beside the same chain in float64 on the CPU.
 
 import { createAttentionEngine, referenceMultiHeadAttention } from '../src/index.ts';
@@ -36,7 +37,8 @@ declare global {
     interopReady: boolean;
     /** deviceFrom 'ort' (default): the engine on ORT's device; 'engine': ORT on the engine's. */
     runOrtInterop(deviceFrom?: 'ort' | 'engine'): Promise<InteropResult>;
-    runTfjsInterop(): Promise<InteropResult>;
+    /** deviceFrom 'tfjs' (default): the engine on TF.js's device; 'engine': a TF.js WebGPU backend on the engine's. */
+    runTfjsInterop(deviceFrom?: 'tfjs' | 'engine'): Promise<InteropResult>;
   }
 }
 
@@ -144,14 +146,21 @@ window.runOrtInterop = async (deviceFrom = 'ort') => {
   };
 };
 
-window.runTfjsInterop = async () => {
+window.runTfjsInterop = async (deviceFrom = 'tfjs') => {
   const tf = await import('@tensorflow/tfjs-core');
   const { WebGPUBackend } = await import('@tensorflow/tfjs-backend-webgpu');
-  if (!(await tf.setBackend('webgpu'))) throw new Error('TensorFlow.js could not start its WebGPU backend');
+  // 'engine': TF.js's WebGPU backend made on the engine's device, registered as 'webgpu' in place of the
+  // default one (its kernels are registered for the name 'webgpu'; under another name it has none).
+  const own = deviceFrom === 'engine' ? await createAttentionEngine({ tuning: { mode: 'off' } }) : null;
+  if (own) {
+    tf.removeBackend('webgpu');
+    tf.registerBackend('webgpu', () => new WebGPUBackend(own.device!));
+  }
+  if (!(await tf.setBackend('webgpu'))) throw new Error("TensorFlow.js could not start its backend 'webgpu'");
   const backend = tf.backend();
-  if (!(backend instanceof WebGPUBackend)) throw new Error('tf.backend() is not the WebGPU backend');
+  if (!(backend instanceof WebGPUBackend)) throw new Error('tf.backend() is not a WebGPU backend');
   const device = backend.device;
-  const engine = await createAttentionEngine({ device, tuning: { mode: 'off' } });
+  const engine = own ?? (await createAttentionEngine({ device, tuning: { mode: 'off' } }));
   const sameDevice = engine.device === device;
   const inputs = chainInputs(12);
   const mha = engine.createMultiHeadAttention(LAYER, inputs.stateDict);
@@ -163,7 +172,7 @@ window.runTfjsInterop = async () => {
     const y = tf.tidy(() => tf.add(tf.matMul(tf.tensor2d(inputs.x, [S, E]), A), tf.tensor1d(inputs.a)));
     // A GPU copy of y's buffer, its commands submitted: the engine's work queues after them.
     const gpu = y.dataToGPU();
-    firstLocation = 'gpu';
+    firstLocation = gpu.buffer instanceof GPUBuffer ? 'gpu' : `no GPUBuffer (${String(gpu.buffer)})`;
     const { outputBuffer } = await mha.forward(gpu.buffer!, { batchSize: 1, seqLen: S, returnBuffer: true });
     const z = tf.tensor({ buffer: outputBuffer, zeroCopy: true }, [S, E], 'float32'); // wraps the buffer, no copy
     const out = tf.tidy(() => tf.add(tf.matMul(z, C), tf.tensor1d(inputs.c)));
@@ -172,7 +181,8 @@ window.runTfjsInterop = async () => {
     outputBuffer.destroy(); // zeroCopy: TF.js never owned it
   });
   mha.dispose();
-  engine.dispose(); // does not destroy TF.js's device
+  if (own) tf.removeBackend('webgpu'); // disposes the backend on the engine's device before the engine destroys it
+  engine.dispose(); // never destroys TF.js's device ('tfjs')
   return {
     output: Array.from(output ?? []),
     reference: reference(inputs),

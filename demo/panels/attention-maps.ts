@@ -109,8 +109,8 @@ function viridis(t: number): string {
 
 const FONT = '12px system-ui, "Noto Sans CJK SC", "WenQuanYi Zen Hei", "Microsoft YaHei", "PingFang SC", sans-serif';
 
-/** One head: heatmap (rows: queries, columns: keys) with token labels, and row entropies to the right. */
-function drawHead(canvas: HTMLCanvasElement, tokens: string[], p: ArrayLike<number>, offset: number, entropies: number[], isCausal: boolean): void {
+/** One head: heatmap (rows: queries, columns: keys) with token labels, and row entropies to the right (also drawn by real-model.ts). */
+export function drawHead(canvas: HTMLCanvasElement, tokens: string[], p: ArrayLike<number>, offset: number, entropies: number[], isCausal: boolean): void {
   const S = tokens.length;
   const probe = canvas.getContext('2d')!;
   probe.font = FONT;

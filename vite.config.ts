@@ -1,9 +1,11 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import { weightShards } from './scripts/vite-weight-shards.ts';
 
 // One config for the demo page (Vite), the unit tests (vitest in Node) and the e2e harness.
 // WGSL files are imported as strings with `?raw`, so no build step is needed to run the engine.
 export default defineConfig({
+  plugins: [weightShards()], // USE Lite's weight shards (demo/model/load.ts)
   server: { host: '127.0.0.1' },
   resolve: {
     // The demo and the browser tests import the engine by its package name, as a user would.

@@ -5,8 +5,10 @@
 
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vite';
+import { weightShards } from './scripts/vite-weight-shards.ts';
 
 export default defineConfig({
+  plugins: [weightShards()], // USE Lite's weight shards (demo/model/load.ts)
   root: fileURLToPath(new URL('./demo', import.meta.url)),
   resolve: {
     // Imported by its package name, as a user would (same as vite.config.ts).

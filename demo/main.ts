@@ -11,8 +11,9 @@ import { mountBenchmarkPanel } from './panels/benchmark.ts';
 import { mountCorrectnessPanel } from './panels/correctness.ts';
 import { mountDecodePanel } from './panels/decode.ts';
 import { mountLoadWeightsPanel } from './panels/load-weights.ts';
-import { mountScalingPanel } from './panels/scaling.ts';
 import { errorMessage, h } from './panels/dom.ts';
+import { mountRealModelPanel } from './panels/real-model.ts';
+import { mountScalingPanel } from './panels/scaling.ts';
 import { LayerConfig } from './panels/layer-config.ts';
 import { mountShapeFlowPanel } from './panels/shape-flow.ts';
 
@@ -62,6 +63,7 @@ async function main(): Promise<void> {
   mountShapeFlowPanel(panel('shape-flow'), config);
   const maps = mountAttentionMapsPanel(panel('attention-maps'), engine);
   mountLoadWeightsPanel(panel('load-weights'), engine);
+  mountRealModelPanel(panel('real-model'), engine); // runs on request: its model is 28 MB
 
   const systems = await benchSystems();
   mountBenchmarkPanel(panel('benchmark'), engine, systems);

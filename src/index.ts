@@ -28,6 +28,7 @@ export type {
   ScoreMod,
   KvCacheOptions,
   ScoreOptions,
+  HeadShapeOptions,
   LinearAttentionOptions,
   ScaledDotProductAttentionOptions,
   ForwardResult,

@@ -305,8 +305,8 @@ export interface PackedForwardOptions extends Pick<MaskOptions, 'isCausal' | 'wi
 
 export type ForwardOptions = BatchedForwardOptions | PackedForwardOptions;
 
-/** engine.linearAttention's options: the sizes of query [B, H, Sq, Dh] and key, value [B, G, Skv, Dh]. */
-export interface LinearAttentionOptions {
+/** The sizes of projected tensors: query [B, H, Sq, Dh], key and value [B, G, Skv, Dh]. */
+export interface HeadShapeOptions {
   batchSize: number;
   numHeads: number;
   /** Key/value heads; query head h uses h / (numHeads / numKvHeads). Default numHeads. */
@@ -315,6 +315,10 @@ export interface LinearAttentionOptions {
   /** Default seqLen. */
   kvSeqLen?: number;
   headDim: number;
+}
+
+/** engine.linearAttention's options. */
+export interface LinearAttentionOptions extends HeadShapeOptions {
   /** Row i sums keys j ≤ i' = i + Skv − Sq only. */
   isCausal?: boolean;
   /** [B, Skv], nonzero = leave this key out of both sums. */
@@ -325,15 +329,7 @@ export interface LinearAttentionOptions {
   needWeights?: boolean;
 }
 
-export interface ScaledDotProductAttentionOptions extends MaskOptions, ScoreOptions, OutputTypeOption {
-  batchSize: number;
-  numHeads: number;
-  /** Key/value heads; query head h uses h / (numHeads / numKvHeads). Default numHeads. */
-  numKvHeads?: number;
-  seqLen: number;
-  /** Default seqLen. */
-  kvSeqLen?: number;
-  headDim: number;
+export interface ScaledDotProductAttentionOptions extends MaskOptions, ScoreOptions, HeadShapeOptions, OutputTypeOption {
   needWeights?: boolean;
   dropout?: number;
   /**

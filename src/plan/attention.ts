@@ -2,8 +2,8 @@
 
 import { InvalidArgumentError } from '../errors.ts';
 import type { ScaledDotProductAttentionOptions } from '../types.ts';
-import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
-import { clampWindow, refuseDropout, resolveMasks, resolveOutputType, resolveScore, resolveScoreMod, resolveWindow, tensorInput } from './checks.ts';
+import { describe, rejectUnknownKeys, requireBoolean, requireObject } from '../validate.ts';
+import { clampWindow, refuseDropout, resolveHeadShape, resolveMasks, resolveOutputType, resolveScore, resolveScoreMod, resolveWindow, tensorInput } from './checks.ts';
 import { geometryOf } from './geometry.ts';
 import { resolvePositions, resolveRotary } from './head-transform.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
@@ -43,15 +43,7 @@ export function resolveAttentionPlan(query: unknown, key: unknown, value: unknow
   const o = requireObject(where, 'options', options, 'Pass { batchSize, numHeads, seqLen, headDim }.') as Partial<ScaledDotProductAttentionOptions> &
     Record<string, unknown>;
   rejectUnknownKeys(where, 'options', o, SDPA_KEYS);
-  const B = requirePositiveInteger(where, 'options.batchSize', o.batchSize);
-  const H = requirePositiveInteger(where, 'options.numHeads', o.numHeads);
-  const G = o.numKvHeads === undefined ? H : requirePositiveInteger(where, 'options.numKvHeads', o.numKvHeads);
-  if (H % G !== 0) {
-    throw new InvalidArgumentError({ where, argument: 'options.numKvHeads', expected: `a divisor of numHeads (${H})`, given: String(G) });
-  }
-  const Sq = requirePositiveInteger(where, 'options.seqLen', o.seqLen);
-  const Skv = o.kvSeqLen === undefined ? Sq : requirePositiveInteger(where, 'options.kvSeqLen', o.kvSeqLen);
-  const Dh = requirePositiveInteger(where, 'options.headDim', o.headDim);
+  const { B, H, G, Sq, Skv, Dh } = resolveHeadShape(where, o);
   const isCausal = o.isCausal === undefined ? false : requireBoolean(where, 'options.isCausal', o.isCausal);
   const needWeights = o.needWeights === undefined ? false : requireBoolean(where, 'options.needWeights', o.needWeights);
   refuseDropout(where, 'options.dropout', o.dropout);

@@ -2,7 +2,7 @@
 
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import type { ScoreMod } from '../types.ts';
-import { describe } from '../validate.ts';
+import { describe, requirePositiveInteger } from '../validate.ts';
 import { fromF16 } from '../webgpu/f16.ts';
 import type { MaskPlan, ScorePlan } from './types.ts';
 
@@ -239,4 +239,18 @@ export function requireBothOrNeither(where: string, prefix: string, o: Record<st
   if ((o[first] === undefined) === (o[second] === undefined)) return;
   const [missing, given] = o[first] === undefined ? [first, second] : [second, first];
   throw new InvalidArgumentError({ where, argument: `${prefix}.${missing}`, expected: `given with ${prefix}.${given}`, given: 'nothing', ...(fix ? { fix } : {}) });
+}
+
+/** The sizes of projected Q [B, H, Sq, Dh] and K, V [B, G, Skv, Dh] (scaledDotProductAttention's and linearAttention's options). */
+export function resolveHeadShape(where: string, o: Record<string, unknown>): { B: number; H: number; G: number; Sq: number; Skv: number; Dh: number } {
+  const B = requirePositiveInteger(where, 'options.batchSize', o.batchSize);
+  const H = requirePositiveInteger(where, 'options.numHeads', o.numHeads);
+  const G = o.numKvHeads === undefined ? H : requirePositiveInteger(where, 'options.numKvHeads', o.numKvHeads);
+  if (H % G !== 0) {
+    throw new InvalidArgumentError({ where, argument: 'options.numKvHeads', expected: `a divisor of numHeads (${H})`, given: String(G) });
+  }
+  const Sq = requirePositiveInteger(where, 'options.seqLen', o.seqLen);
+  const Skv = o.kvSeqLen === undefined ? Sq : requirePositiveInteger(where, 'options.kvSeqLen', o.kvSeqLen);
+  const Dh = requirePositiveInteger(where, 'options.headDim', o.headDim);
+  return { B, H, G, Sq, Skv, Dh };
 }

@@ -4,8 +4,8 @@
 
 import { InvalidArgumentError, UnsupportedError } from '../errors.ts';
 import type { LinearAttentionOptions } from '../types.ts';
-import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
-import { plainScore, requireUint8Array } from './checks.ts';
+import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject } from '../validate.ts';
+import { plainScore, requireUint8Array, resolveHeadShape } from './checks.ts';
 import { geometryOf } from './geometry.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
@@ -67,15 +67,7 @@ export function resolveLinearPlan(query: unknown, key: unknown, value: unknown, 
   const where = 'linearAttention';
   const o = requireObject(where, 'options', options, 'Pass { batchSize, numHeads, seqLen, headDim }.') as Partial<LinearAttentionOptions> & Record<string, unknown>;
   rejectUnknownKeys(where, 'options', o, LINEAR_KEYS);
-  const B = requirePositiveInteger(where, 'options.batchSize', o.batchSize);
-  const H = requirePositiveInteger(where, 'options.numHeads', o.numHeads);
-  const G = o.numKvHeads === undefined ? H : requirePositiveInteger(where, 'options.numKvHeads', o.numKvHeads);
-  if (H % G !== 0) {
-    throw new InvalidArgumentError({ where, argument: 'options.numKvHeads', expected: `a divisor of numHeads (${H})`, given: String(G) });
-  }
-  const Sq = requirePositiveInteger(where, 'options.seqLen', o.seqLen);
-  const Skv = o.kvSeqLen === undefined ? Sq : requirePositiveInteger(where, 'options.kvSeqLen', o.kvSeqLen);
-  const Dh = requirePositiveInteger(where, 'options.headDim', o.headDim);
+  const { B, H, G, Sq, Skv, Dh } = resolveHeadShape(where, o);
   const isCausal = o.isCausal === undefined ? false : requireBoolean(where, 'options.isCausal', o.isCausal);
   refuseWeights(where, o.needWeights);
   const eps = resolveEps(where, o.eps);

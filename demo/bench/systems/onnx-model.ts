@@ -303,3 +303,35 @@ export async function buildAttentionModel(layer: BenchLayer, graph: OnnxGraph = 
   if (problem) throw new Error(`ort: the ONNX model does not fit onnx.ModelProto: ${problem}`);
   return ModelProto.encode(ModelProto.fromObject(model)).finish();
 }
+
+/**
+ * A one-layer ONNX model y = x·W + b (MatMul, Add): x [...dims, inDim], W [inDim, outDim] row-major,
+ * b [outDim]; input 'x', output 'y'. For e2e/interop.ts, whose ONNX Runtime sessions feed the engine.
+ */
+export async function buildDenseModel(dims: number[], weight: Float32Array, bias: Float32Array): Promise<Uint8Array> {
+  const outDim = bias.length;
+  const inDim = weight.length / outDim;
+  if (!Number.isInteger(inDim) || inDim !== dims[dims.length - 1]) {
+    throw new Error(`buildDenseModel: weight has ${weight.length} values, bias ${outDim}: expected [${dims[dims.length - 1]}, ${outDim}]`);
+  }
+  const model = {
+    ir_version: 8,
+    opset_import: [{ domain: '', version: 17 }],
+    producer_name: 'webgpu-attention interop',
+    producer_version: '0.1.0',
+    graph: {
+      name: 'dense',
+      node: [
+        { name: 'matmul', op_type: 'MatMul', input: ['x', 'weight'], output: ['xw'] },
+        { name: 'add', op_type: 'Add', input: ['xw', 'bias'], output: ['y'] },
+      ],
+      initializer: [initializer('weight', [inDim, outDim], weight), initializer('bias', [outDim], bias)],
+      input: [tensorValueInfo('x', dims)],
+      output: [tensorValueInfo('y', [...dims.slice(0, -1), outDim])],
+    },
+  };
+  const ModelProto = await modelProtoType();
+  const problem = ModelProto.verify(model);
+  if (problem) throw new Error(`buildDenseModel: the ONNX model does not fit onnx.ModelProto: ${problem}`);
+  return ModelProto.encode(ModelProto.fromObject(model)).finish();
+}

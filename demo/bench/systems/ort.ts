@@ -33,7 +33,8 @@ const PINNED_VERSION = '1.30.0';
 
 let ortPromise: Promise<Ort> | null = null;
 
-function loadOrt(): Promise<Ort> {
+/** ONNX Runtime Web's WebGPU build, configured (once per page); also used by e2e/interop.ts. */
+export function loadOrt(): Promise<Ort> {
   ortPromise ??= (async () => {
     const gpu = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
     if (!gpu) {

@@ -21,6 +21,8 @@ import type {
   WarmupCall,
   WarmupOptions,
 } from './types.ts';
+import { compileKernels } from './wasm/kernels.ts';
+import { WasmBackend } from './wasm/backend.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from './validate.ts';
 import { WebGPUBackend } from './webgpu/backend.ts';
 import { type AcquiredDevice, acquireDevice, describeAdapter } from './webgpu/device.ts';
@@ -233,31 +235,31 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
     limits = requireObject(where, 'options.limits', options.limits) as Record<string, number>;
     rejectUnknownKeys(where, 'options.limits', limits, LIMIT_KEYS);
     for (const [name, value] of Object.entries(limits)) requirePositiveInteger(where, `options.limits.${name}`, value);
-    if (backend === 'cpu') {
-      throw new InvalidArgumentError({ where, argument: 'options.limits', expected: "left out with backend: 'cpu'", given: describe(options.limits) });
+    if (backend === 'cpu' || backend === 'wasm') {
+      throw new InvalidArgumentError({ where, argument: 'options.limits', expected: `left out with backend: '${backend}'`, given: describe(options.limits) });
     }
   }
   const tuning = resolveTuning(where, options.tuning);
-  if (options.tuning !== undefined && backend === 'cpu') {
+  if (options.tuning !== undefined && (backend === 'cpu' || backend === 'wasm')) {
     throw new InvalidArgumentError({
       where,
       argument: 'options.tuning',
-      expected: "left out with backend: 'cpu' (it chooses WebGPU kernels)",
+      expected: `left out with backend: '${backend}' (it chooses WebGPU kernels)`,
       given: describe(options.tuning),
     });
   }
-  if (backend !== undefined && backend !== 'webgpu' && backend !== 'cpu') {
-    throw new InvalidArgumentError({ where, argument: 'options.backend', expected: '"webgpu", "cpu" or left out', given: describe(backend) });
+  if (backend !== undefined && backend !== 'webgpu' && backend !== 'wasm' && backend !== 'cpu') {
+    throw new InvalidArgumentError({ where, argument: 'options.backend', expected: '"webgpu", "wasm", "cpu" or left out', given: describe(backend) });
   }
   if (device !== undefined) {
     if (typeof device !== 'object' || device === null || typeof (device as GPUDevice).createBuffer !== 'function') {
       throw new InvalidArgumentError({ where, argument: 'options.device', expected: 'a GPUDevice', given: describe(device) });
     }
-    if (backend === 'cpu') {
+    if (backend === 'cpu' || backend === 'wasm') {
       throw new InvalidArgumentError({
         where,
         argument: 'options.device',
-        expected: "left out with backend: 'cpu'",
+        expected: `left out with backend: '${backend}'`,
         given: 'a GPUDevice',
         fix: "Pass backend: 'webgpu' (or leave it out) to run on this device.",
       });
@@ -268,6 +270,7 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
     );
   }
   if (backend === 'cpu') return new AttentionEngine(new CpuBackend({ precision }), null);
+  if (backend === 'wasm') return new AttentionEngine(new WasmBackend(await compileKernels(), { precision }), null);
 
   let acquired: AcquiredDevice;
   try {

@@ -3,7 +3,7 @@
 import type { KvCache } from './kv-cache.ts';
 import type { MultiHeadAttention } from './layer.ts';
 
-export type BackendKind = 'webgpu' | 'cpu';
+export type BackendKind = 'webgpu' | 'wasm' | 'cpu';
 
 /** The adapter behind an engine's device (GPUAdapterInfo's strings; empty where the browser hides them). */
 export interface AdapterInfo {
@@ -14,7 +14,10 @@ export interface AdapterInfo {
 }
 
 export interface EngineOptions {
-  /** 'webgpu' (fail if no adapter), 'cpu' (float64 reference), or leave out: WebGPU when an adapter exists, else CPU. */
+  /**
+   * 'webgpu' (fail if no adapter), 'wasm' (float32 WebAssembly SIMD kernels on the CPU, one thread),
+   * 'cpu' (float64 reference), or leave out: WebGPU when an adapter exists, else 'cpu'.
+   */
   backend?: BackendKind;
   /** Run on this device (the caller keeps owning it: the engine's dispose() does not destroy it). */
   device?: GPUDevice;

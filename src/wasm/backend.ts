@@ -1,0 +1,86 @@
+// The 'wasm' backend: float32 on the CPU with WebAssembly SIMD kernels (wasm/*.ts, AssemblyScript),
+// for users without a usable GPU. One thread. What its kernels do not cover runs on the float64
+// reference (the CPU backend) instead, correct and slow: layers with a scoreMod (a JavaScript
+// function per score) and linear attention.
+
+import type { Backend, BackendLayer } from '../backend.ts';
+import { CpuBackend, refuseGpuBuffers } from '../cpu/backend.ts';
+import { transformHeads } from '../cpu/head-transform.ts';
+import { copyWeights, type ForwardPlan, type LayerSpec, type LayerWeights } from '../plan/index.ts';
+import type { ForwardResult } from '../types.ts';
+import { headSplit, runAttention } from './attention.ts';
+import { WasmKernels } from './kernels.ts';
+import { WasmLayer } from './layer.ts';
+
+const GIVEN = "an engine on the 'wasm' backend";
+
+export class WasmBackend implements Backend {
+  readonly kind = 'wasm' as const;
+  readonly adapterInfo = null;
+  readonly device = null;
+  readonly precision = 'f32' as const;
+  readonly profiling = false;
+  readonly precisionNote: string | null;
+  /** The float64 reference, for what the kernels do not cover. */
+  private readonly reference: CpuBackend;
+  /** scaledDotProductAttention's instance, made on first use. */
+  private attendKernels: WasmKernels | null = null;
+
+  constructor(
+    private readonly module: WebAssembly.Module,
+    options: { precision?: 'f32' | 'f16' } = {},
+  ) {
+    this.precisionNote = options.precision === 'f16' ? "precision 'f16' applies to WebGPU; the 'wasm' backend computes in float32" : null;
+    this.reference = new CpuBackend();
+  }
+
+  tuningReport(): null {
+    return null;
+  }
+
+  /** Nothing compiles or runs in the background: the module was compiled when the engine was made. */
+  async settled(): Promise<void> {}
+  async warmup(): Promise<void> {}
+  async tune(): Promise<void> {}
+
+  createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
+    if (!coveredByKernels(spec)) return this.reference.createLayer(spec, weights);
+    // Copy, as the other backends do: later changes to the caller's arrays do not leak in.
+    return new WasmLayer(spec, copyWeights(weights), new WasmKernels(this.module), (plan) => refuseGpuBuffers('MultiHeadAttention.forward', plan, GIVEN));
+  }
+
+  async attend(plan: ForwardPlan): Promise<ForwardResult> {
+    refuseGpuBuffers('scaledDotProductAttention', plan, GIVEN);
+    if (!coveredByKernels(plan.layer)) return this.reference.attend(plan);
+    const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
+    const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
+    this.attendKernels ??= new WasmKernels(this.module);
+    const kernels = this.attendKernels;
+    kernels.release(0); // the previous call's buffers
+    // With rotary: the queries and the last Sq keys turn by their positions (as the CPU backend).
+    const q = Float32Array.from(plan.query);
+    const k = Float32Array.from(plan.key);
+    transformHeads(plan, q, 'query', H, Sq);
+    transformHeads(plan, k, 'key', G, Sq, Skv, Skv - Sq);
+    const qView = headSplit(kernels.put(q), Sq, H, Dh);
+    const kView = headSplit(kernels.put(k), Skv, G, Dh);
+    const vView = headSplit(kernels.put(plan.value), Skv, G, Dh);
+    const o = headSplit(kernels.alloc(B * H * Sq * Dh), Sq, H, Dh);
+    const probs = runAttention(kernels, plan, qView, kView, vView, o);
+    const output = kernels.take(o.ptr, B * H * Sq * Dh);
+    return probs ? { output, attentionWeights: kernels.take(probs, B * H * Sq * Skv) } : { output };
+  }
+
+  stats() {
+    return { buffers: 0, bytes: 0, peakBytes: 0 };
+  }
+
+  dispose(): void {
+    this.attendKernels = null;
+  }
+}
+
+/** Whether the WebAssembly kernels run this layer (else the float64 reference does). */
+function coveredByKernels(spec: LayerSpec): boolean {
+  return spec.attention === 'softmax' && !spec.scoreMod;
+}

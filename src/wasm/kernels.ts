@@ -1,0 +1,143 @@
+// The 'wasm' backend's kernels (wasm/*.ts, compiled into module.ts) as the host sees them: the module,
+// compiled once per page or process, and WasmKernels, one instance with its own memory, laid out by
+// the host as a bump arena (weights at the bottom for a layer's life, each call's buffers above).
+
+import { WASM_BASE64 } from './module.ts';
+
+/** What the module exports (wasm/gemm.ts, wasm/attention.ts); pointers are byte addresses. */
+interface KernelExports {
+  memory: WebAssembly.Memory;
+  heapBase(): number;
+  gemm(x: number, ldx: number, M: number, K: number, wp: number, N: number, bias: number, y: number, ldy: number): void;
+  transpose(k: number, ldk: number, rows: number, Dh: number, kt: number, ldkt: number): void;
+  setRule(
+    scale: number,
+    softcap: number,
+    slope: number,
+    sink: number,
+    hasSink: number,
+    headScale: number,
+    causal: number,
+    window: number,
+    pad: number,
+    mask: number,
+  ): void;
+  attend(
+    q: number,
+    ldq: number,
+    kt: number,
+    ldkt: number,
+    v: number,
+    ldv: number,
+    o: number,
+    ldo: number,
+    Sq: number,
+    Skv: number,
+    Dh: number,
+    stats: number,
+    scratch: number,
+  ): void;
+  probabilities(q: number, ldq: number, kt: number, ldkt: number, Sq: number, Skv: number, Dh: number, stats: number, out: number, ldp: number): void;
+}
+
+let compiled: Promise<WebAssembly.Module> | null = null;
+
+/** The kernels' module, compiled once (asynchronously: browsers refuse large synchronous compiles on the main thread). */
+export function compileKernels(): Promise<WebAssembly.Module> {
+  if (!compiled) {
+    const bytes = Uint8Array.from(atob(WASM_BASE64), (c) => c.charCodeAt(0));
+    compiled = WebAssembly.compile(bytes);
+    compiled.catch(() => {
+      compiled = null; // let a later engine try again
+    });
+  }
+  return compiled;
+}
+
+const ALIGN = 64; // bytes: every buffer starts on a cache line
+const PAGE = 65536;
+
+/** One instance of the kernels and its memory. */
+export class WasmKernels {
+  readonly k: KernelExports;
+  private top: number;
+  /** The first byte the host may use. */
+  private readonly bottom: number;
+  private f32View: Float32Array;
+  private u8View: Uint8Array;
+
+  constructor(module: WebAssembly.Module) {
+    this.k = new WebAssembly.Instance(module, {}).exports as unknown as KernelExports;
+    this.bottom = Math.ceil(this.k.heapBase() / ALIGN) * ALIGN;
+    this.top = this.bottom;
+    this.f32View = new Float32Array(this.k.memory.buffer);
+    this.u8View = new Uint8Array(this.k.memory.buffer);
+  }
+
+  /** Reserves `floats` float32s (or bytes, with bytes = true), growing the memory if needed; returns the byte address. */
+  alloc(count: number, bytes = false): number {
+    const ptr = this.top;
+    this.top += Math.ceil((bytes ? count : 4 * count) / ALIGN) * ALIGN;
+    const have = this.k.memory.buffer.byteLength;
+    if (this.top > have) this.k.memory.grow(Math.ceil((this.top - have) / PAGE));
+    return ptr;
+  }
+
+  /** Where the arena ends now: release(mark()) frees everything allocated after it. */
+  mark(): number {
+    return this.top;
+  }
+
+  /** Frees everything allocated after `mark` (0: everything). */
+  release(mark: number): void {
+    this.top = Math.max(mark, this.bottom);
+  }
+
+  /** The memory as float32 (a fresh view after the memory grew). */
+  get f32(): Float32Array {
+    if (this.f32View.buffer !== this.k.memory.buffer) this.f32View = new Float32Array(this.k.memory.buffer);
+    return this.f32View;
+  }
+
+  get u8(): Uint8Array {
+    if (this.u8View.buffer !== this.k.memory.buffer) this.u8View = new Uint8Array(this.k.memory.buffer);
+    return this.u8View;
+  }
+
+  /** Copies `data` into a new buffer; returns its address. */
+  put(data: Float32Array): number {
+    const ptr = this.alloc(data.length);
+    this.f32.set(data, ptr >> 2);
+    return ptr;
+  }
+
+  putBytes(data: Uint8Array): number {
+    const ptr = this.alloc(data.length, true);
+    this.u8.set(data, ptr);
+    return ptr;
+  }
+
+  /** A copy of `length` float32s at ptr. */
+  take(ptr: number, length: number): Float32Array {
+    return this.f32.slice(ptr >> 2, (ptr >> 2) + length);
+  }
+}
+
+/** W [N, K] (row-major) packed for gemm: panels of 8 rows of W, k-major inside a panel, zero past N. */
+export function packWeights(W: Float32Array, N: number, K: number): Float32Array {
+  const P = Math.ceil(N / 8);
+  const out = new Float32Array(P * K * 8);
+  for (let n = 0; n < N; n++) {
+    const p = n >> 3;
+    const c = n & 7;
+    for (let k = 0; k < K; k++) out[(p * K + k) * 8 + c] = W[n * K + k];
+  }
+  return out;
+}
+
+/** A bias of N values (or none: zeros) padded to whole panels of 8. */
+export function packBias(bias: Float32Array | null, offset: number, N: number): Float32Array {
+  const out = new Float32Array(Math.ceil(N / 8) * 8);
+  if (bias) out.set(bias.subarray(offset, offset + N));
+  return out;
+}

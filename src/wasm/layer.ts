@@ -1,0 +1,115 @@
+// A layer on the 'wasm' backend: its own kernel instance, whose memory holds the packed weights for
+// the layer's life and each forward's buffers above them. One forward:
+//
+//   pass 1  gemm ×3     X [T, E] · W_qᵀ, W_kᵀ, W_vᵀ + b  → Q [T, H·Dh], K, V [T', G·Dh]   (token-major)
+//   pass 1½ (rotary, QK-norm: cpu/head-transform.ts's transformHead on each float32 head row)
+//   pass 2  attention   per (sequence, head), online softmax over blocks of 64 keys → O [T, H·Dh]
+//   pass 3  gemm        O [T, E] · W_Oᵀ + b_O → Y [T, E]
+//
+// With a KV cache, the new tokens' K and V go into the cache's arrays (kv-cache.ts), and the
+// attention reads rows 0 … Skv − 1 of it, copied into the arena.
+
+import type { BackendLayer } from '../backend.ts';
+import { transformHead } from '../cpu/head-transform.ts';
+import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
+import type { ForwardResult } from '../types.ts';
+import { headSplit, runAttention, tokenMajor } from './attention.ts';
+import { packBias, packWeights, type WasmKernels } from './kernels.ts';
+import { WasmKvCache } from './kv-cache.ts';
+
+interface Projection {
+  w: number; // packed W [N, K]
+  bias: number; // [⌈N/8⌉·8]
+  N: number;
+  K: number;
+}
+
+export class WasmLayer implements BackendLayer {
+  private readonly q: Projection;
+  private readonly k: Projection;
+  private readonly v: Projection;
+  private readonly out: Projection;
+  /** Where each forward's buffers start. */
+  private readonly base: number;
+
+  constructor(
+    private readonly spec: LayerSpec,
+    weights: LayerWeights,
+    private kernels: WasmKernels | null,
+    private readonly refuse: (plan: ForwardPlan) => void,
+  ) {
+    const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = spec;
+    const bias = weights.inProjBias; // q, then k, then v
+    const project = (W: Float32Array, N: number, K: number, b: Float32Array | null, offset: number): Projection => ({
+      w: kernels!.put(packWeights(W, N, K)),
+      bias: kernels!.put(packBias(b, offset, N)),
+      N,
+      K,
+    });
+    this.q = project(weights.qProjWeight, H * Dh, E, bias, 0);
+    this.k = project(weights.kProjWeight, G * Dh, kdim, bias, H * Dh);
+    this.v = project(weights.vProjWeight, G * Dh, vdim, bias, (H + G) * Dh);
+    this.out = project(weights.outProjWeight, E, E, weights.outProjBias, 0);
+    this.base = kernels!.mark();
+  }
+
+  createCacheStorage(batchSize: number, maxSeqLen: number): WasmKvCache {
+    return new WasmKvCache(batchSize, this.spec.numKvHeads, maxSeqLen, this.spec.headDim);
+  }
+
+  async forward(plan: ForwardPlan): Promise<ForwardResult> {
+    this.refuse(plan);
+    const kernels = this.kernels!;
+    kernels.release(this.base);
+    const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E } = this.spec;
+    const { batches, qRows, tokens } = plan.geometry;
+    // With a cache the new tokens alone are projected: Sq keys and values per batch.
+    const kvRows = plan.cache ? qRows : plan.geometry.kvRows;
+    const x = kernels.put(plan.query);
+    const q = this.project(x, tokens, this.q);
+    const crossInputs = plan.mode === 'cross';
+    const k = this.project(crossInputs ? kernels.put(plan.key) : x, batches * kvRows, this.k);
+    const v = this.project(crossInputs ? kernels.put(plan.value) : x, batches * kvRows, this.v);
+    this.transformHeads(plan, q, tokens, H, 'query');
+    this.transformHeads(plan, k, batches * kvRows, G, 'key');
+
+    let kView = tokenMajor(k, kvRows, G, Dh);
+    let vView = tokenMajor(v, kvRows, G, Dh);
+    if (plan.cache) {
+      const store = plan.cache.cache.storage as WasmKvCache;
+      const { start } = plan.cache;
+      store.append(kernels.f32, k >> 2, v >> 2, start, qRows);
+      const Skv = plan.kvSeqLen;
+      kView = headSplit(kernels.put(store.rows(store.k, Skv)), Skv, G, Dh);
+      vView = headSplit(kernels.put(store.rows(store.v, Skv)), Skv, G, Dh);
+    }
+    const o = kernels.alloc(tokens * H * Dh); // O [T, H·Dh] = concat(heads) [T, E]
+    const probs = runAttention(kernels, plan, tokenMajor(q, qRows, H, Dh), kView, vView, tokenMajor(o, qRows, H, Dh));
+    const y = this.project(o, tokens, this.out);
+    const output = kernels.take(y, tokens * E);
+    return probs ? { output, attentionWeights: kernels.take(probs, plan.batchSize * H * plan.seqLen * plan.kvSeqLen) } : { output };
+  }
+
+  dispose(): void {
+    this.kernels = null; // the instance and its memory go with the last reference
+  }
+
+  /** y [rows, N] = x [rows, K] · Wᵀ + b; returns y's address. */
+  private project(x: number, rows: number, p: Projection): number {
+    const kernels = this.kernels!;
+    const y = kernels.alloc(rows * p.N);
+    kernels.k.gemm(x, p.K, rows, p.K, p.w, p.N, p.bias, y, p.N);
+    return y;
+  }
+
+  /** QK-norm and rotary (if the layer has them) of every head of `rows` token-major rows at `ptr`. */
+  private transformHeads(plan: ForwardPlan, ptr: number, rows: number, heads: number, kind: 'query' | 'key'): void {
+    const { rotary, qkNorm, headDim: Dh } = this.spec;
+    if (!rotary && !qkNorm) return;
+    const f32 = this.kernels!.f32;
+    for (let m = 0; m < rows; m++) {
+      const position = rotary ? plan.positions![m] : 0;
+      for (let h = 0; h < heads; h++) transformHead(this.spec, f32, (ptr >> 2) + (m * heads + h) * Dh, kind, position);
+    }
+  }
+}

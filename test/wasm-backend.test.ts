@@ -4,7 +4,17 @@
 // have scalar tails), grouped-query and multi-query layers, with and without bias, causal or not.
 // The masks, score options, cross-attention, packed batches and needWeights: wasm-options.test.ts.
 
-import { describe, expect, test } from 'vitest';
+import { describe, expect, test, vi } from 'vitest';
+import {
+  AttentionError,
+  type AttentionEngine,
+  createAttentionEngine,
+  InvalidArgumentError,
+  type KvCache,
+  type MultiHeadAttention,
+  UnsupportedError,
+} from '../src/index.ts';
+import { WasmKernels } from '../src/wasm/kernels.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
@@ -92,4 +102,78 @@ test("engine.backend is 'wasm', in float32, with nothing held on a GPU", () => {
   expect(engines.wasm.device).toBeNull();
   expect(engines.wasm.tuning).toBeNull();
   expect(engines.wasm.stats()).toEqual({ buffers: 0, bytes: 0, peakBytes: 0 });
+});
+
+/** What a call throws (or rejects with), to compare between backends. */
+async function thrown(fn: () => unknown): Promise<Error> {
+  try {
+    await fn();
+  } catch (e) {
+    return e as Error;
+  }
+  throw new Error('expected an error, got none');
+}
+
+describe('bad input: the same typed errors as the CPU backend, before any WebAssembly work', () => {
+  const l = { embedDim: 8, numHeads: 2 };
+  const sd = randomStateDict(l, 1);
+  const x = uniform(2 * 3 * 8, 1, mulberry32(1));
+  // Each call gets a layer of its engine, made (and, for the cache, filled) before the spy starts.
+  const calls: [string, (engine: AttentionEngine, mha: MultiHeadAttention, cache: KvCache) => unknown][] = [
+    ['numHeads not dividing embedDim', (e) => e.createMultiHeadAttention({ embedDim: 8, numHeads: 3 }, sd)],
+    ['a weight of the wrong length', (e) => e.createMultiHeadAttention(l, { ...sd, 'out_proj.weight': new Float32Array(3) })],
+    ['query of the wrong length', (_e, mha) => mha.forward(x.subarray(1), { batchSize: 2, seqLen: 3 })],
+    ['attnMask of the wrong length', (_e, mha) => mha.forward(x, { batchSize: 2, seqLen: 3, attnMask: new Float32Array(5) })],
+    ['an unknown option', (_e, mha) => mha.forward(x, { batchSize: 2, seqLen: 3, causal: true } as never)],
+    ['needWeights with cuSeqlens', (_e, mha) => mha.forward(x, { cuSeqlens: Int32Array.from([0, 2, 6]), needWeights: true } as never)],
+    ['a KV cache without room', (_e, mha, cache) => mha.forward(x, { batchSize: 2, seqLen: 3, kvCache: cache })],
+    ['sdpa: headDim not matching', (e) => e.scaledDotProductAttention(x, x, x, { batchSize: 1, numHeads: 2, seqLen: 3, headDim: 5 })],
+  ];
+  test.each(calls)('%s', async (_name, call) => {
+    const prepared = await Promise.all(
+      [engines.wasm, engines.cpu].map(async (engine) => {
+        const mha = engine.createMultiHeadAttention(l, sd);
+        const cache = mha.createKvCache({ batchSize: 2, maxSeqLen: 4 });
+        await mha.forward(x, { batchSize: 2, seqLen: 3, kvCache: cache });
+        return { engine, mha, cache };
+      }),
+    );
+    const put = vi.spyOn(WasmKernels.prototype, 'put');
+    try {
+      const errors: Error[] = [];
+      for (const { engine, mha, cache } of prepared) errors.push(await thrown(() => call(engine, mha, cache)));
+      expect(put).not.toHaveBeenCalled();
+      const [w, c] = errors;
+      expect(w).toBeInstanceOf(AttentionError);
+      expect(w.constructor).toBe(c.constructor);
+      expect(w.message).toBe(c.message);
+    } finally {
+      put.mockRestore();
+      for (const { mha } of prepared) mha.dispose();
+    }
+  });
+
+  test('GPU buffers out are WebGPU only: UnsupportedError naming the backend', async () => {
+    const mha = engines.wasm.createMultiHeadAttention(l, sd);
+    const e = await thrown(() => mha.forward(x, { batchSize: 2, seqLen: 3, returnBuffer: true } as never));
+    expect(e).toBeInstanceOf(UnsupportedError);
+    expect(e.message).toContain("options.returnBuffer must be used on the WebGPU backend only; got an engine on the 'wasm' backend");
+  });
+
+  test.each([
+    [{ backend: 'tpu' }, 'options.backend must be "webgpu", "wasm", "cpu" or left out'],
+    [{ backend: 'wasm', tuning: { mode: 'off' } }, "options.tuning must be left out with backend: 'wasm'"],
+    [{ backend: 'wasm', limits: { maxBufferSize: 1024 } }, "options.limits must be left out with backend: 'wasm'"],
+  ])('createAttentionEngine(%o) is refused', async (options, message) => {
+    const e = await thrown(() => createAttentionEngine(options as never));
+    expect(e).toBeInstanceOf(InvalidArgumentError);
+    expect(e.message).toContain(message);
+  });
+
+  test("precision 'f16' is noted, not obeyed", async () => {
+    const engine = await createAttentionEngine({ backend: 'wasm', precision: 'f16' });
+    expect(engine.precision).toBe('f32');
+    expect(engine.precisionNote).toContain("the 'wasm' backend computes in float32");
+    engine.dispose();
+  });
 });

@@ -2,7 +2,7 @@
 // src/wasm/module.ts. The projections of the 'wasm' backend: one GEMM for Q, K, V and the output.
 //
 //   gemm       y [M, N] (row stride ldy) = x [M, K] (row stride ldx) · Wᵀ + bias
-//   transpose  K [rows, Dh] (row stride ldk) → Kᵀ [Dh, ldkt], zero past `rows` (attention.ts reads keys so)
+//   transpose  K [rows, Dh] (row stride ldk) → Kᵀ in blocks of 64 keys [⌈rows/64⌉, Dh, 64] (attention.ts reads keys so)
 //
 // W [N, K] is packed once, at layer creation (src/wasm/weights.ts), into panels of 8 output columns:
 // wp[(p·K + k)·8 + c] = W[p·8 + c, k], zero for p·8 + c ≥ N; the bias likewise into [P·8] (zeros
@@ -105,16 +105,16 @@ export function gemm(x: usize, ldx: i32, M: i32, K: i32, wp: usize, N: i32, bias
   }
 }
 
-/** kt [Dh, ldkt] = K [rows, Dh]ᵀ (K's row stride ldk), columns rows … ldkt − 1 zero. */
-export function transpose(k: usize, ldk: i32, rows: i32, Dh: i32, kt: usize, ldkt: i32): void {
-  for (let d = 0; d < Dh; d++) {
-    const dst = kt + ((<usize>d * <usize>ldkt) << 2);
-    let src = k + ((<usize>d) << 2);
-    const step = (<usize>ldk) << 2;
-    for (let j = 0; j < rows; j++) {
-      store<f32>(dst + ((<usize>j) << 2), load<f32>(src));
-      src += step;
+/** Kᵀ in blocks of 64 keys, kt [⌈rows/64⌉, Dh, 64] (attention.ts's layout), from K [rows, Dh] (row stride ldk); zero past `rows`. */
+export function transpose(k: usize, ldk: i32, rows: i32, Dh: i32, kt: usize): void {
+  const blocks = (rows + 63) >> 6;
+  for (let jb = 0; jb < blocks; jb++) {
+    for (let d = 0; d < Dh; d++) {
+      const dst = kt + ((<usize>(jb * Dh + d)) << 8);
+      for (let jj = 0; jj < 64; jj++) {
+        const j = (jb << 6) + jj;
+        store<f32>(dst + ((<usize>jj) << 2), j < rows ? load<f32>(k + ((<usize>j * <usize>ldk + <usize>d) << 2)) : 0);
+      }
     }
-    for (let j = rows; j < ldkt; j++) store<f32>(dst + ((<usize>j) << 2), 0);
   }
 }

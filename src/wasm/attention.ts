@@ -33,6 +33,7 @@ function at(v: HeadView, b: number, h: number, row: number): number {
 }
 
 const KEYS_PER_BLOCK = 64; // wasm/attention.ts's BC
+const ROWS_PER_PASS = 16; // wasm/attention.ts's RG
 
 /**
  * O = attention(Q, K, V) for every (sequence, head) of the plan (softmax attention; not linear).
@@ -47,9 +48,8 @@ export function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: HeadVie
   const { attnMask, attnMaskPerHead, keyPaddingMask, headMask, window } = plan.masks;
   const kk = kernels.k;
 
-  const ldkt = Math.ceil(longest / 8) * 8 + 8; // the score micro-kernel reads 8 keys past the last
-  const kt = kernels.alloc(Dh * ldkt); // Kᵀ [Dh, ldkt] of one (sequence, key/value head)
-  const scratch = kernels.alloc(4 * KEYS_PER_BLOCK + 4 * (Dh + 3) + 12);
+  const kt = kernels.alloc(Math.ceil(longest / KEYS_PER_BLOCK) * Dh * KEYS_PER_BLOCK); // Kᵀ [⌈Skv/64⌉, Dh, 64] of one (sequence, key/value head)
+  const scratch = kernels.alloc(ROWS_PER_PASS * (KEYS_PER_BLOCK + Dh + 3 + 5)); // what attend() asks for
   const stats = plan.needWeights ? kernels.alloc(2 * (varlen ? plan.geometry.longestSequence : plan.seqLen)) : 0;
   const probs = plan.needWeights ? kernels.alloc(B * H * plan.seqLen * plan.kvSeqLen) : 0;
   const pad = keyPaddingMask ? kernels.putBytes(keyPaddingMask) : 0;
@@ -62,7 +62,7 @@ export function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: HeadVie
     const Skv = varlen ? Sq : plan.kvSeqLen;
     const batch = varlen ? 0 : b;
     for (let g = 0; g < G; g++) {
-      kk.transpose(at(k, batch, g, start), k.ld, Skv, Dh, kt, ldkt);
+      kk.transpose(at(k, batch, g, start), k.ld, Skv, Dh, kt);
       for (let h = g * (H / G); h < (g + 1) * (H / G); h++) {
         kk.setRule(
           scale,
@@ -77,8 +77,8 @@ export function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: HeadVie
           mask ? mask + 4 * (attnMaskPerHead ? b * H + h : 0) * Sq * Skv : 0,
         );
         const qAt = at(q, batch, h, start);
-        kk.attend(qAt, q.ld, kt, ldkt, at(v, batch, g, start), v.ld, at(o, batch, h, start), o.ld, Sq, Skv, Dh, stats, scratch);
-        if (probs) kk.probabilities(qAt, q.ld, kt, ldkt, Sq, Skv, Dh, stats, probs + 4 * (b * H + h) * Sq * Skv, Skv);
+        kk.attend(qAt, q.ld, kt, at(v, batch, g, start), v.ld, at(o, batch, h, start), o.ld, Sq, Skv, Dh, stats, scratch);
+        if (probs) kk.probabilities(qAt, q.ld, kt, Sq, Skv, Dh, stats, probs + 4 * (b * H + h) * Sq * Skv, Skv);
       }
     }
   }

@@ -9,7 +9,7 @@ interface KernelExports {
   memory: WebAssembly.Memory;
   heapBase(): number;
   gemm(x: number, ldx: number, M: number, K: number, wp: number, N: number, bias: number, y: number, ldy: number): void;
-  transpose(k: number, ldk: number, rows: number, Dh: number, kt: number, ldkt: number): void;
+  transpose(k: number, ldk: number, rows: number, Dh: number, kt: number): void;
   setRule(
     scale: number,
     softcap: number,
@@ -22,22 +22,8 @@ interface KernelExports {
     pad: number,
     mask: number,
   ): void;
-  attend(
-    q: number,
-    ldq: number,
-    kt: number,
-    ldkt: number,
-    v: number,
-    ldv: number,
-    o: number,
-    ldo: number,
-    Sq: number,
-    Skv: number,
-    Dh: number,
-    stats: number,
-    scratch: number,
-  ): void;
-  probabilities(q: number, ldq: number, kt: number, ldkt: number, Sq: number, Skv: number, Dh: number, stats: number, out: number, ldp: number): void;
+  attend(q: number, ldq: number, kt: number, v: number, ldv: number, o: number, ldo: number, Sq: number, Skv: number, Dh: number, stats: number, scratch: number): void;
+  probabilities(q: number, ldq: number, kt: number, Sq: number, Skv: number, Dh: number, stats: number, out: number, ldp: number): void;
 }
 
 let compiled: Promise<WebAssembly.Module> | null = null;

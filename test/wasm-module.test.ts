@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { expect, test } from 'vitest';
-import { WASM_BASE64, WASM_SOURCE_HASH } from '../src/wasm/module.ts';
+import { WASM_BASE64, WASM_SHARED_BASE64, WASM_SOURCE_HASH } from '../src/wasm/module.ts';
 
 const root = new URL('../', import.meta.url);
 
@@ -28,4 +28,19 @@ test('the module validates, imports nothing, and exports the kernels the host ca
       .map((e) => e.name)
       .sort(),
   ).toEqual(['attend', 'gemm', 'heapBase', 'memory', 'probabilities', 'setRule', 'transpose']);
+});
+
+test('the threads module imports one memory, env.memory, and exports the same kernels', () => {
+  const bytes = Uint8Array.from(atob(WASM_SHARED_BASE64), (c) => c.charCodeAt(0));
+  expect(WebAssembly.validate(bytes)).toBe(true);
+  const module = new WebAssembly.Module(bytes);
+  expect(WebAssembly.Module.imports(module)).toEqual([{ module: 'env', name: 'memory', kind: 'memory' }]);
+  expect(
+    WebAssembly.Module.exports(module)
+      .map((e) => e.name)
+      .sort(),
+  ).toEqual(['attend', 'gemm', 'heapBase', 'memory', 'probabilities', 'setRule', 'transpose']);
+  // It needs a shared memory: an unshared one is refused at instantiation.
+  expect(() => new WebAssembly.Instance(module, { env: { memory: new WebAssembly.Memory({ initial: 1, maximum: 65536 }) } })).toThrow();
+  expect(new WebAssembly.Instance(module, { env: { memory: new WebAssembly.Memory({ initial: 1, maximum: 65536, shared: true }) } })).toBeDefined();
 });

@@ -15,7 +15,7 @@ export interface AdapterInfo {
 
 export interface EngineOptions {
   /**
-   * 'webgpu' (fail if no adapter), 'wasm' (float32 WebAssembly SIMD kernels on the CPU, one thread),
+   * 'webgpu' (fail if no adapter), 'wasm' (float32 WebAssembly SIMD kernels on the CPU, `threads`),
    * 'cpu' (float64 reference), or leave out: WebGPU when an adapter exists, else 'cpu'.
    */
   backend?: BackendKind;
@@ -32,6 +32,12 @@ export interface EngineOptions {
    * shader-f16; without it the engine runs in f32 and engine.precisionNote says so. Default 'f32'.
    */
   precision?: 'f32' | 'f16';
+  /**
+   * backend 'wasm' only: the threads a forward is split over (rows of the projections, heads of the
+   * attention). Default: the number of cores, in Node (worker_threads); browsers run one thread for
+   * now, and engine.threadsNote says so.
+   */
+  threads?: number;
   /**
    * Time each kernel on the GPU with timestamp queries, where the adapter has 'timestamp-query':
    * every forward's result then has `timings` (engine.profiling says whether it does). Each kernel

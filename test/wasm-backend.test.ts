@@ -161,7 +161,7 @@ describe('bad input: the same typed errors as the CPU backend, before any WebAss
   });
 
   test.each([
-    [{ backend: 'tpu' }, 'options.backend must be "webgpu", "wasm", "cpu" or left out'],
+    [{ backend: 'tpu' }, 'options.backend must be "webgpu", "cpu", "wasm" or left out'],
     [{ backend: 'wasm', tuning: { mode: 'off' } }, "options.tuning must be left out with backend: 'wasm'"],
     [{ backend: 'wasm', limits: { maxBufferSize: 1024 } }, "options.limits must be left out with backend: 'wasm'"],
   ])('createAttentionEngine(%o) is refused', async (options, message) => {

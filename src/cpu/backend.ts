@@ -66,6 +66,8 @@ export class CpuBackend implements Backend {
   /** The CPU computes in float64 and returns float32. */
   readonly precision = 'f32' as const;
   readonly profiling = false;
+  readonly threads = 1;
+  readonly threadsNote = null;
   readonly precisionNote: string | null;
 
   constructor(options: { precision?: 'f32' | 'f16' } = {}) {

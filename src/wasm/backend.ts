@@ -1,5 +1,5 @@
 // The 'wasm' backend: float32 on the CPU with WebAssembly SIMD kernels (wasm/*.ts, AssemblyScript),
-// for users without a usable GPU. One thread. What its kernels do not cover runs on the float64
+// for users without a usable GPU; in Node on worker threads too (threads.ts). What its kernels do not cover runs on the float64
 // reference (the CPU backend) instead, correct and slow: layers with a scoreMod (a JavaScript
 // function per score) and linear attention.
 
@@ -9,8 +9,9 @@ import { transformHeads } from '../cpu/head-transform.ts';
 import { copyWeights, type ForwardPlan, type LayerSpec, type LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import { headSplit, runAttention } from './attention.ts';
-import { WasmKernels } from './kernels.ts';
+import { compileKernels, WasmKernels } from './kernels.ts';
 import { WasmLayer } from './layer.ts';
+import { resolveThreads, type ThreadPool } from './threads.ts';
 
 const GIVEN = "an engine on the 'wasm' backend";
 
@@ -25,13 +26,29 @@ export class WasmBackend implements Backend {
   private readonly reference: CpuBackend;
   /** scaledDotProductAttention's instance, made on first use. */
   private attendKernels: WasmKernels | null = null;
+  /** The scaledDotProductAttention call before this one (they share attendKernels' arena). */
+  private lastAttend: Promise<unknown> = Promise.resolve();
+  readonly threads: number;
+  readonly threadsNote: string | null;
 
-  constructor(
+  private constructor(
+    /** compileKernels('shared') with a pool, else 'single'. */
     private readonly module: WebAssembly.Module,
-    options: { precision?: 'f32' | 'f16' } = {},
+    private readonly pool: ThreadPool | null,
+    threadsNote: string | null,
+    precision: 'f32' | 'f16',
   ) {
-    this.precisionNote = options.precision === 'f16' ? "precision 'f16' applies to WebGPU; the 'wasm' backend computes in float32" : null;
+    this.precisionNote = precision === 'f16' ? "precision 'f16' applies to WebGPU; the 'wasm' backend computes in float32" : null;
     this.reference = new CpuBackend();
+    this.threads = pool ? pool.size : 1;
+    this.threadsNote = threadsNote;
+  }
+
+  /** Compiles the kernels and starts the threads (`threads`: the number, default the cores; threads.ts). */
+  static async create(options: { precision?: 'f32' | 'f16'; threads?: number } = {}): Promise<WasmBackend> {
+    const { pool, note } = await resolveThreads(options.threads);
+    const module = await compileKernels(pool ? 'shared' : 'single');
+    return new WasmBackend(module, pool, note, options.precision ?? 'f32');
   }
 
   tuningReport(): null {
@@ -46,15 +63,21 @@ export class WasmBackend implements Backend {
   createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
     if (!coveredByKernels(spec)) return this.reference.createLayer(spec, weights);
     // Copy, as the other backends do: later changes to the caller's arrays do not leak in.
-    return new WasmLayer(spec, copyWeights(weights), new WasmKernels(this.module), (plan) => refuseGpuBuffers('MultiHeadAttention.forward', plan, GIVEN));
+    return new WasmLayer(spec, copyWeights(weights), new WasmKernels(this.module, this.pool), (plan) => refuseGpuBuffers('MultiHeadAttention.forward', plan, GIVEN));
   }
 
   async attend(plan: ForwardPlan): Promise<ForwardResult> {
     refuseGpuBuffers('scaledDotProductAttention', plan, GIVEN);
     if (!coveredByKernels(plan.layer)) return this.reference.attend(plan);
+    const run = this.lastAttend.then(() => this.attendNow(plan));
+    this.lastAttend = run.catch(() => {});
+    return run;
+  }
+
+  private async attendNow(plan: ForwardPlan): Promise<ForwardResult> {
     const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
     const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
-    this.attendKernels ??= new WasmKernels(this.module);
+    this.attendKernels ??= new WasmKernels(this.module, this.pool);
     const kernels = this.attendKernels;
     kernels.release(0); // the previous call's buffers
     // With rotary: the queries and the last Sq keys turn by their positions (as the CPU backend).
@@ -66,7 +89,7 @@ export class WasmBackend implements Backend {
     const kView = headSplit(kernels.put(k), Skv, G, Dh);
     const vView = headSplit(kernels.put(plan.value), Skv, G, Dh);
     const o = headSplit(kernels.alloc(B * H * Sq * Dh), Sq, H, Dh);
-    const probs = runAttention(kernels, plan, qView, kView, vView, o);
+    const probs = await runAttention(kernels, plan, qView, kView, vView, o);
     const output = kernels.take(o.ptr, B * H * Sq * Dh);
     return probs ? { output, attentionWeights: kernels.take(probs, B * H * Sq * Skv) } : { output };
   }
@@ -77,6 +100,7 @@ export class WasmBackend implements Backend {
 
   dispose(): void {
     this.attendKernels = null;
+    this.pool?.dispose();
   }
 }
 

@@ -2,11 +2,11 @@
 // compiled once per page or process, and WasmKernels, one instance with its own memory, laid out by
 // the host as a bump arena (weights at the bottom for a layer's life, each call's buffers above).
 
-import { WASM_BASE64 } from './module.ts';
+import { WASM_BASE64, WASM_SHARED_BASE64 } from './module.ts';
+import type { KernelCall, ThreadPool } from './threads.ts';
 
 /** What the module exports (wasm/gemm.ts, wasm/attention.ts); pointers are byte addresses. */
 interface KernelExports {
-  memory: WebAssembly.Memory;
   heapBase(): number;
   gemm(x: number, ldx: number, M: number, K: number, wp: number, N: number, bias: number, y: number, ldy: number): void;
   transpose(k: number, ldk: number, rows: number, Dh: number, kt: number): void;
@@ -26,46 +26,90 @@ interface KernelExports {
   probabilities(q: number, ldq: number, kt: number, Sq: number, Skv: number, Dh: number, stats: number, out: number, ldp: number): void;
 }
 
-let compiled: Promise<WebAssembly.Module> | null = null;
+const compiled: Partial<Record<'single' | 'shared', Promise<WebAssembly.Module>>> = {};
 
-/** The kernels' module, compiled once (asynchronously: browsers refuse large synchronous compiles on the main thread). */
-export function compileKernels(): Promise<WebAssembly.Module> {
-  if (!compiled) {
-    const bytes = Uint8Array.from(atob(WASM_BASE64), (c) => c.charCodeAt(0));
-    compiled = WebAssembly.compile(bytes);
-    compiled.catch(() => {
-      compiled = null; // let a later engine try again
+/**
+ * The kernels' module, compiled once (asynchronously: browsers refuse large synchronous compiles on
+ * the main thread): 'single' owns its memory; 'shared' imports a shared one, for threads.
+ */
+export function compileKernels(kind: 'single' | 'shared' = 'single'): Promise<WebAssembly.Module> {
+  let module = compiled[kind];
+  if (!module) {
+    const bytes = Uint8Array.from(atob(kind === 'single' ? WASM_BASE64 : WASM_SHARED_BASE64), (c) => c.charCodeAt(0));
+    module = WebAssembly.compile(bytes);
+    compiled[kind] = module;
+    module.catch(() => {
+      delete compiled[kind]; // let a later engine try again
     });
   }
-  return compiled;
+  return module;
 }
+
+/** The most memory a threaded instance may grow to: 65536 pages (the shared module's maximum). */
+const SHARED_MAXIMUM_PAGES = 65536;
+let nextId = 0;
 
 const ALIGN = 64; // bytes: every buffer starts on a cache line
 const PAGE = 65536;
 
-/** One instance of the kernels and its memory. */
+/**
+ * One instance of the kernels and its memory; with a thread pool, the memory is shared and every
+ * worker holds an instance on it too.
+ */
 export class WasmKernels {
   readonly k: KernelExports;
+  readonly memory: WebAssembly.Memory;
+  /** Threads a pass is split over (1 without a pool). */
+  readonly threads: number;
+  private readonly id = nextId++;
   private top: number;
   /** The first byte the host may use. */
   private readonly bottom: number;
   private f32View: Float32Array;
   private u8View: Uint8Array;
 
-  constructor(module: WebAssembly.Module) {
-    this.k = new WebAssembly.Instance(module, {}).exports as unknown as KernelExports;
+  /** `module` from compileKernels('single'), or from compileKernels('shared') with a pool. */
+  constructor(
+    module: WebAssembly.Module,
+    private readonly pool: ThreadPool | null = null,
+  ) {
+    if (pool) {
+      this.memory = new WebAssembly.Memory({ initial: 1, maximum: SHARED_MAXIMUM_PAGES, shared: true });
+      this.k = new WebAssembly.Instance(module, { env: { memory: this.memory } }).exports as unknown as KernelExports;
+      pool.open(this.id, module, this.memory);
+    } else {
+      const exports = new WebAssembly.Instance(module, {}).exports;
+      this.k = exports as unknown as KernelExports;
+      this.memory = exports.memory as WebAssembly.Memory;
+    }
+    this.threads = pool ? pool.size : 1;
     this.bottom = Math.ceil(this.k.heapBase() / ALIGN) * ALIGN;
     this.top = this.bottom;
-    this.f32View = new Float32Array(this.k.memory.buffer);
-    this.u8View = new Uint8Array(this.k.memory.buffer);
+    this.f32View = new Float32Array(this.memory.buffer);
+    this.u8View = new Uint8Array(this.memory.buffer);
+  }
+
+  /** Runs lists of kernel calls, list t on thread t (all on this one without a pool); each list's calls in order. */
+  async run(lists: KernelCall[][]): Promise<void> {
+    const local = (calls: KernelCall[]) => {
+      const k = this.k as unknown as Record<string, (...args: number[]) => void>;
+      for (const [name, ...args] of calls) k[name](...args);
+    };
+    if (this.pool) await this.pool.run(this.id, lists, local);
+    else for (const calls of lists) local(calls);
+  }
+
+  /** Drops the workers' instances (this one goes with its last reference). */
+  dispose(): void {
+    this.pool?.close(this.id);
   }
 
   /** Reserves `floats` float32s (or bytes, with bytes = true), growing the memory if needed; returns the byte address. */
   alloc(count: number, bytes = false): number {
     const ptr = this.top;
     this.top += Math.ceil((bytes ? count : 4 * count) / ALIGN) * ALIGN;
-    const have = this.k.memory.buffer.byteLength;
-    if (this.top > have) this.k.memory.grow(Math.ceil((this.top - have) / PAGE));
+    const have = this.memory.buffer.byteLength;
+    if (this.top > have) this.memory.grow(Math.ceil((this.top - have) / PAGE));
     return ptr;
   }
 
@@ -81,12 +125,12 @@ export class WasmKernels {
 
   /** The memory as float32 (a fresh view after the memory grew). */
   get f32(): Float32Array {
-    if (this.f32View.buffer !== this.k.memory.buffer) this.f32View = new Float32Array(this.k.memory.buffer);
+    if (this.f32View.byteLength !== this.memory.buffer.byteLength) this.f32View = new Float32Array(this.memory.buffer);
     return this.f32View;
   }
 
   get u8(): Uint8Array {
-    if (this.u8View.buffer !== this.k.memory.buffer) this.u8View = new Uint8Array(this.k.memory.buffer);
+    if (this.u8View.byteLength !== this.memory.buffer.byteLength) this.u8View = new Uint8Array(this.memory.buffer);
     return this.u8View;
   }
 

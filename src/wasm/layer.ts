@@ -16,6 +16,7 @@ import type { ForwardResult } from '../types.ts';
 import { headSplit, runAttention, tokenMajor } from './attention.ts';
 import { packBias, packWeights, type WasmKernels } from './kernels.ts';
 import { WasmKvCache } from './kv-cache.ts';
+import type { KernelCall } from './threads.ts';
 
 interface Projection {
   w: number; // packed W [N, K]
@@ -57,8 +58,17 @@ export class WasmLayer implements BackendLayer {
     return new WasmKvCache(batchSize, this.spec.numKvHeads, maxSeqLen, this.spec.headDim);
   }
 
+  /** The forward before this one: a layer's calls run one at a time (they share its arena). */
+  private last: Promise<unknown> = Promise.resolve();
+
   async forward(plan: ForwardPlan): Promise<ForwardResult> {
     this.refuse(plan);
+    const run = this.last.then(() => this.run(plan));
+    this.last = run.catch(() => {});
+    return run;
+  }
+
+  private async run(plan: ForwardPlan): Promise<ForwardResult> {
     const kernels = this.kernels!;
     kernels.release(this.base);
     const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E } = this.spec;
@@ -66,10 +76,12 @@ export class WasmLayer implements BackendLayer {
     // With a cache the new tokens alone are projected: Sq keys and values per batch.
     const kvRows = plan.cache ? qRows : plan.geometry.kvRows;
     const x = kernels.put(plan.query);
-    const q = this.project(x, tokens, this.q);
     const crossInputs = plan.mode === 'cross';
-    const k = this.project(crossInputs ? kernels.put(plan.key) : x, batches * kvRows, this.k);
-    const v = this.project(crossInputs ? kernels.put(plan.value) : x, batches * kvRows, this.v);
+    const [q, k, v] = await this.projectAll([
+      [x, tokens, this.q],
+      [crossInputs ? kernels.put(plan.key) : x, batches * kvRows, this.k],
+      [crossInputs ? kernels.put(plan.value) : x, batches * kvRows, this.v],
+    ]);
     this.transformHeads(plan, q, tokens, H, 'query');
     this.transformHeads(plan, k, batches * kvRows, G, 'key');
 
@@ -84,22 +96,32 @@ export class WasmLayer implements BackendLayer {
       vView = headSplit(kernels.put(store.rows(store.v, Skv)), Skv, G, Dh);
     }
     const o = kernels.alloc(tokens * H * Dh); // O [T, H·Dh] = concat(heads) [T, E]
-    const probs = runAttention(kernels, plan, tokenMajor(q, qRows, H, Dh), kView, vView, tokenMajor(o, qRows, H, Dh));
-    const y = this.project(o, tokens, this.out);
+    const probs = await runAttention(kernels, plan, tokenMajor(q, qRows, H, Dh), kView, vView, tokenMajor(o, qRows, H, Dh));
+    const [y] = await this.projectAll([[o, tokens, this.out]]);
     const output = kernels.take(y, tokens * E);
     return probs ? { output, attentionWeights: kernels.take(probs, plan.batchSize * H * plan.seqLen * plan.kvSeqLen) } : { output };
   }
 
   dispose(): void {
-    this.kernels = null; // the instance and its memory go with the last reference
+    this.kernels?.dispose(); // the instance and its memory go with the last reference
+    this.kernels = null;
   }
 
-  /** y [rows, N] = x [rows, K] · Wᵀ + b; returns y's address. */
-  private project(x: number, rows: number, p: Projection): number {
+  /** y [rows, N] = x [rows, K] · Wᵀ + b for each (x, rows, W): the rows split over the threads; returns the y addresses. */
+  private async projectAll(jobs: [x: number, rows: number, p: Projection][]): Promise<number[]> {
     const kernels = this.kernels!;
-    const y = kernels.alloc(rows * p.N);
-    kernels.k.gemm(x, p.K, rows, p.K, p.w, p.N, p.bias, y, p.N);
-    return y;
+    const lists: KernelCall[][] = Array.from({ length: kernels.threads }, () => []);
+    const ys = jobs.map(([x, rows, p]) => {
+      const y = kernels.alloc(rows * p.N);
+      const chunk = Math.ceil(rows / kernels.threads / 4) * 4; // whole micro-kernel steps of 4 rows
+      for (let t = 0, r0 = 0; r0 < rows; t++, r0 += chunk) {
+        const n = Math.min(chunk, rows - r0);
+        lists[t].push(['gemm', x + 4 * r0 * p.K, p.K, n, p.K, p.w, p.N, p.bias, y + 4 * r0 * p.N, p.N]);
+      }
+      return y;
+    });
+    await kernels.run(lists);
+    return ys;
   }
 
   /** QK-norm and rotary (if the layer has them) of every head of `rows` token-major rows at `ptr`. */

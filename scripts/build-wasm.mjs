@@ -28,19 +28,22 @@ const asc = (await import('assemblyscript/asc')).default;
 /** One compile of the sources with these extra flags; returns the module's bytes or exits. */
 async function compile(extra) {
   let binary = null;
-  const { error, stderr } = await asc.main([...sources, '--outFile', 'kernels.wasm', '-O3', '--noAssert', '--runtime', 'stub', '--enable', 'simd', '--initialMemory', '1', ...extra], {
-    readFile: (name, baseDir) => {
-      try {
-        return readFileSync(join(root, baseDir, name), 'utf8');
-      } catch {
-        return null;
-      }
+  const { error, stderr } = await asc.main(
+    [...sources, '--outFile', 'kernels.wasm', '-O3', '--noAssert', '--runtime', 'stub', '--enable', 'simd', '--initialMemory', '1', ...extra],
+    {
+      readFile: (name, baseDir) => {
+        try {
+          return readFileSync(join(root, baseDir, name), 'utf8');
+        } catch {
+          return null;
+        }
+      },
+      writeFile: (name, contents) => {
+        if (name.endsWith('.wasm')) binary = contents;
+      },
+      listFiles: () => [],
     },
-    writeFile: (name, contents) => {
-      if (name.endsWith('.wasm')) binary = contents;
-    },
-    listFiles: () => [],
-  });
+  );
   if (error || !binary) {
     console.error(stderr.toString());
     console.error(`build-wasm: FAILED (${extra.join(' ') || 'single-threaded'}): ${error?.message ?? 'no binary written'}`);

@@ -9,6 +9,7 @@ import {
   AttentionError,
   type AttentionEngine,
   createAttentionEngine,
+  DisposedError,
   InvalidArgumentError,
   type KvCache,
   type MultiHeadAttention,
@@ -168,6 +169,13 @@ describe('bad input: the same typed errors as the CPU backend, before any WebAss
     const e = await thrown(() => createAttentionEngine(options as never));
     expect(e).toBeInstanceOf(InvalidArgumentError);
     expect(e.message).toContain(message);
+  });
+
+  test('calls still waiting when their layer is disposed reject with DisposedError', async () => {
+    const mha = engines.wasm.createMultiHeadAttention(l, sd);
+    const calls = [mha.forward(x, { batchSize: 2, seqLen: 3 }), mha.forward(x, { batchSize: 2, seqLen: 3 })];
+    mha.dispose();
+    for (const call of calls) await expect(call).rejects.toThrow(DisposedError);
   });
 
   test("precision 'f16' is noted, not obeyed", async () => {

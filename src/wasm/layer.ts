@@ -10,6 +10,7 @@
 // attention reads rows 0 … Skv − 1 of it, copied into the arena.
 
 import type { BackendLayer } from '../backend.ts';
+import { DisposedError } from '../errors.ts';
 import { transformHead } from '../cpu/head-transform.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
@@ -69,7 +70,8 @@ export class WasmLayer implements BackendLayer {
   }
 
   private async run(plan: ForwardPlan): Promise<ForwardResult> {
-    const kernels = this.kernels!;
+    const kernels = this.kernels;
+    if (!kernels) throw new DisposedError('MultiHeadAttention.forward: this layer', 'It was disposed while this call waited for the one before it.');
     kernels.release(this.base);
     const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E } = this.spec;
     const { batches, qRows, tokens } = plan.geometry;
@@ -77,13 +79,13 @@ export class WasmLayer implements BackendLayer {
     const kvRows = plan.cache ? qRows : plan.geometry.kvRows;
     const x = kernels.put(plan.query);
     const crossInputs = plan.mode === 'cross';
-    const [q, k, v] = await this.projectAll([
+    const [q, k, v] = await this.projectAll(kernels, [
       [x, tokens, this.q],
       [crossInputs ? kernels.put(plan.key) : x, batches * kvRows, this.k],
       [crossInputs ? kernels.put(plan.value) : x, batches * kvRows, this.v],
     ]);
-    this.transformHeads(plan, q, tokens, H, 'query');
-    this.transformHeads(plan, k, batches * kvRows, G, 'key');
+    this.transformHeads(kernels, plan, q, tokens, H, 'query');
+    this.transformHeads(kernels, plan, k, batches * kvRows, G, 'key');
 
     let kView = tokenMajor(k, kvRows, G, Dh);
     let vView = tokenMajor(v, kvRows, G, Dh);
@@ -97,7 +99,7 @@ export class WasmLayer implements BackendLayer {
     }
     const o = kernels.alloc(tokens * H * Dh); // O [T, H·Dh] = concat(heads) [T, E]
     const probs = await runAttention(kernels, plan, tokenMajor(q, qRows, H, Dh), kView, vView, tokenMajor(o, qRows, H, Dh));
-    const [y] = await this.projectAll([[o, tokens, this.out]]);
+    const [y] = await this.projectAll(kernels, [[o, tokens, this.out]]);
     const output = kernels.take(y, tokens * E);
     return probs ? { output, attentionWeights: kernels.take(probs, plan.batchSize * H * plan.seqLen * plan.kvSeqLen) } : { output };
   }
@@ -108,8 +110,7 @@ export class WasmLayer implements BackendLayer {
   }
 
   /** y [rows, N] = x [rows, K] · Wᵀ + b for each (x, rows, W): the rows split over the threads; returns the y addresses. */
-  private async projectAll(jobs: [x: number, rows: number, p: Projection][]): Promise<number[]> {
-    const kernels = this.kernels!;
+  private async projectAll(kernels: WasmKernels, jobs: [x: number, rows: number, p: Projection][]): Promise<number[]> {
     const lists: KernelCall[][] = Array.from({ length: kernels.threads }, () => []);
     const ys = jobs.map(([x, rows, p]) => {
       const y = kernels.alloc(rows * p.N);
@@ -125,10 +126,10 @@ export class WasmLayer implements BackendLayer {
   }
 
   /** QK-norm and rotary (if the layer has them) of every head of `rows` token-major rows at `ptr`. */
-  private transformHeads(plan: ForwardPlan, ptr: number, rows: number, heads: number, kind: 'query' | 'key'): void {
+  private transformHeads(kernels: WasmKernels, plan: ForwardPlan, ptr: number, rows: number, heads: number, kind: 'query' | 'key'): void {
     const { rotary, qkNorm, headDim: Dh } = this.spec;
     if (!rotary && !qkNorm) return;
-    const f32 = this.kernels!.f32;
+    const f32 = kernels.f32;
     for (let m = 0; m < rows; m++) {
       const position = rotary ? plan.positions![m] : 0;
       for (let h = 0; h < heads; h++) transformHead(this.spec, f32, (ptr >> 2) + (m * heads + h) * Dh, kind, position);

@@ -175,7 +175,20 @@ function pv4(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vSt
  */
 function softmaxRow(row: usize, i: i32, ip: i32, j0: i32, jn: i32, first: i32, last: i32, Skv: i32, mp: usize, lp: usize, ap: usize): void {
   let mx: f32 = -Infinity;
-  for (let jj = 0; jj < jn; jj++) {
+  let jj = 0;
+  // Where the rule is a scale alone (every key of the block in the row's band, no padding, mask,
+  // softcap or ALiBi): four scores per step.
+  if (gPad === 0 && gMask === 0 && gSoftcap <= 0 && gSlope === 0 && j0 >= first && j0 + jn - 1 <= last) {
+    const scale = f32x4.splat(gScale);
+    let mv = f32x4.splat(-Infinity);
+    for (; jj + 4 <= jn; jj += 4) {
+      const s = f32x4.mul(v128.load(row + ((<usize>jj) << 2)), scale);
+      v128.store(row + ((<usize>jj) << 2), s);
+      mv = f32x4.max(mv, s);
+    }
+    mx = max(max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
+  }
+  for (; jj < jn; jj++) {
     const s = score(load<f32>(row + ((<usize>jj) << 2)), i, ip, j0 + jj, first, last, Skv);
     store<f32>(row + ((<usize>jj) << 2), s);
     mx = max(mx, s);

@@ -9,13 +9,14 @@ import {
   AttentionError,
   type AttentionEngine,
   createAttentionEngine,
+  DeviceLimitError,
   DisposedError,
   InvalidArgumentError,
   type KvCache,
   type MultiHeadAttention,
   UnsupportedError,
 } from '../src/index.ts';
-import { WasmKernels } from '../src/wasm/kernels.ts';
+import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
@@ -176,6 +177,15 @@ describe('bad input: the same typed errors as the CPU backend, before any WebAss
     const calls = [mha.forward(x, { batchSize: 2, seqLen: 3 }), mha.forward(x, { batchSize: 2, seqLen: 3 })];
     mha.dispose();
     for (const call of calls) await expect(call).rejects.toThrow(DisposedError);
+  });
+
+  test('a call past the 4 GiB of a WebAssembly memory: DeviceLimitError, and the instance stays usable', async () => {
+    const kernels = new WasmKernels(await compileKernels());
+    const mark = kernels.mark();
+    expect(() => kernels.alloc(2 ** 30)).toThrow(DeviceLimitError);
+    expect(() => kernels.alloc(2 ** 30)).toThrow('Split the batch into smaller calls, or leave out needWeights');
+    expect(kernels.mark()).toBe(mark);
+    expect(kernels.take(kernels.put(Float32Array.of(1, 2, 3)), 3)).toEqual(Float32Array.of(1, 2, 3));
   });
 
   test("precision 'f16' is noted, not obeyed", async () => {

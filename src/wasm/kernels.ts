@@ -2,6 +2,7 @@
 // compiled once per page or process, and WasmKernels, one instance with its own memory, laid out by
 // the host as a bump arena (weights at the bottom for a layer's life, each call's buffers above).
 
+import { DeviceLimitError } from '../errors.ts';
 import { WASM_BASE64, WASM_SHARED_BASE64 } from './module.ts';
 import type { KernelCall, ThreadPool } from './threads.ts';
 
@@ -45,8 +46,8 @@ export function compileKernels(kind: 'single' | 'shared' = 'single'): Promise<We
   return module;
 }
 
-/** The most memory a threaded instance may grow to: 65536 pages (the shared module's maximum). */
-const SHARED_MAXIMUM_PAGES = 65536;
+/** The most memory an instance may grow to: 65536 pages, 4 GiB (wasm32; the shared module's declared maximum). */
+const MAXIMUM_PAGES = 65536;
 let nextId = 0;
 
 const ALIGN = 64; // bytes: every buffer starts on a cache line
@@ -74,7 +75,7 @@ export class WasmKernels {
     private readonly pool: ThreadPool | null = null,
   ) {
     if (pool) {
-      this.memory = new WebAssembly.Memory({ initial: 1, maximum: SHARED_MAXIMUM_PAGES, shared: true });
+      this.memory = new WebAssembly.Memory({ initial: 1, maximum: MAXIMUM_PAGES, shared: true });
       this.k = new WebAssembly.Instance(module, { env: { memory: this.memory } }).exports as unknown as KernelExports;
       pool.open(this.id, module, this.memory);
     } else {
@@ -107,9 +108,23 @@ export class WasmKernels {
   /** Reserves `floats` float32s (or bytes, with bytes = true), growing the memory if needed; returns the byte address. */
   alloc(count: number, bytes = false): number {
     const ptr = this.top;
-    this.top += Math.ceil((bytes ? count : 4 * count) / ALIGN) * ALIGN;
+    const top = ptr + Math.ceil((bytes ? count : 4 * count) / ALIGN) * ALIGN;
     const have = this.memory.buffer.byteLength;
-    if (this.top > have) this.memory.grow(Math.ceil((this.top - have) / PAGE));
+    if (top > have) {
+      try {
+        if (top > MAXIMUM_PAGES * PAGE) throw new RangeError('past the 4 GiB of a 32-bit WebAssembly memory');
+        this.memory.grow(Math.ceil((top - have) / PAGE));
+      } catch (e) {
+        throw new DeviceLimitError({
+          where: "the 'wasm' backend",
+          argument: 'the memory of this call (weights, inputs, Q, K, V, outputs, and with needWeights [B, H, Sq, Skv])',
+          expected: 'within what the WebAssembly memory can grow to (4 GiB at most)',
+          given: `${top} bytes (${(e as Error).message})`,
+          fix: 'Split the batch into smaller calls, or leave out needWeights.',
+        });
+      }
+    }
+    this.top = top;
     return ptr;
   }
 

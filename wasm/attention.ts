@@ -3,7 +3,7 @@
 //
 //   setRule        the call's score rule (src/cpu/score-rule.ts, the float64 twin): scale, softcap,
 //                  ALiBi slope, sink, head-mask factor, causal, window, key padding, attnMask
-//   attend         O [Sq, Dh] = softmax(rule(Q·Kᵀ)) · V, tiled: 16 query rows × 64 keys at a time
+//   attend         O [Sq, Dh] = softmax(rule(Q·Kᵀ)) · V, tiled: 32 query rows × 64 keys at a time
 //                  (scores and P·V 4 rows per micro-kernel step), online softmax (running max m and
 //                  sum l per row), never an Sq × Skv buffer
 //   probabilities  P [Sq, Skv] from Q, Kᵀ and attend's (m, l): only for needWeights
@@ -18,7 +18,7 @@
 // (exp4, Cephes' exp2f polynomial) has a relative error of about 2e-7.
 
 const BC: i32 = 64; // keys per block
-const RG: i32 = 16; // query rows per pass over the keys (4 quads of the score micro-kernel)
+const RG: i32 = 32; // query rows per pass over the keys (8 quads of the score micro-kernel): K and V blocks read once per 32 rows
 const LOG2E: f32 = <f32>Math.LOG2E;
 
 let gScale: f32 = 1;

@@ -34,7 +34,7 @@ function at(v: HeadView, b: number, h: number, row: number): number {
 }
 
 const KEYS_PER_BLOCK = 64; // wasm/attention.ts's BC
-const ROWS_PER_PASS = 16; // wasm/attention.ts's RG
+const ROWS_PER_PASS = 32; // wasm/attention.ts's RG
 
 /**
  * O = attention(Q, K, V) for every (sequence, head) of the plan (softmax attention; not linear),

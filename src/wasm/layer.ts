@@ -109,15 +109,27 @@ export class WasmLayer implements BackendLayer {
     this.kernels = null;
   }
 
-  /** y [rows, N] = x [rows, K] · Wᵀ + b for each (x, rows, W): the rows split over the threads; returns the y addresses. */
+  /**
+   * y [rows, N] = x [rows, K] · Wᵀ + b for each (x, rows, W), split over the threads: by rows, or by
+   * panels of 8 columns when there are few rows (decoding), so that each thread reads only its part
+   * of W. Either way each y element is computed as one thread would. Returns the y addresses.
+   */
   private async projectAll(kernels: WasmKernels, jobs: [x: number, rows: number, p: Projection][]): Promise<number[]> {
-    const lists: KernelCall[][] = Array.from({ length: kernels.threads }, () => []);
+    const T = kernels.threads;
+    const lists: KernelCall[][] = Array.from({ length: T }, () => []);
     const ys = jobs.map(([x, rows, p]) => {
       const y = kernels.alloc(rows * p.N);
-      const chunk = Math.ceil(rows / kernels.threads / 4) * 4; // whole micro-kernel steps of 4 rows
-      for (let t = 0, r0 = 0; r0 < rows; t++, r0 += chunk) {
-        const n = Math.min(chunk, rows - r0);
-        lists[t].push(['gemm', x + 4 * r0 * p.K, p.K, n, p.K, p.w, p.N, p.bias, y + 4 * r0 * p.N, p.N]);
+      if (rows >= 16 * T) {
+        const chunk = Math.ceil(rows / T / 4) * 4; // whole micro-kernel steps of 4 rows
+        for (let t = 0, r0 = 0; r0 < rows; t++, r0 += chunk) {
+          lists[t].push(['gemm', x + 4 * r0 * p.K, p.K, Math.min(chunk, rows - r0), p.K, p.w, p.N, p.bias, y + 4 * r0 * p.N, p.N]);
+        }
+      } else {
+        const panels = Math.ceil(Math.ceil(p.N / 8) / T);
+        for (let t = 0, p0 = 0; p0 * 8 < p.N; t++, p0 += panels) {
+          const n = Math.min(panels * 8, p.N - p0 * 8); // columns p0·8 … p0·8 + n − 1
+          lists[t].push(['gemm', x, p.K, rows, p.K, p.w + 4 * p0 * 8 * p.K, n, p.bias + 4 * p0 * 8, y + 4 * p0 * 8, p.N]);
+        }
       }
       return y;
     });

@@ -33,11 +33,10 @@ export class WasmKvCache implements KvCacheStorage {
     }
   }
 
-  /** Rows 0 … n − 1 of every (b, g) block, packed: [B, G, n, Dh]. */
-  rows(store: Float32Array, n: number): Float32Array {
+  /** Rows 0 … n − 1 of every (b, g) block, packed: [B, G, n, Dh], into `out` from float offset `at` (a new array by default). */
+  rows(store: Float32Array, n: number, out: Float32Array<ArrayBufferLike> = new Float32Array(this.B * this.G * n * this.Dh), at = 0): Float32Array<ArrayBufferLike> {
     const { B, G, maxSeqLen, Dh } = this;
-    const out = new Float32Array(B * G * n * Dh);
-    for (let bg = 0; bg < B * G; bg++) out.set(store.subarray(bg * maxSeqLen * Dh, (bg * maxSeqLen + n) * Dh), bg * n * Dh);
+    for (let bg = 0; bg < B * G; bg++) out.set(store.subarray(bg * maxSeqLen * Dh, (bg * maxSeqLen + n) * Dh), at + bg * n * Dh);
     return out;
   }
 

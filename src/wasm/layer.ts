@@ -94,8 +94,13 @@ export class WasmLayer implements BackendLayer {
       const { start } = plan.cache;
       store.append(kernels.f32, k >> 2, v >> 2, start, qRows);
       const Skv = plan.kvSeqLen;
-      kView = headSplit(kernels.put(store.rows(store.k, Skv)), Skv, G, Dh);
-      vView = headSplit(kernels.put(store.rows(store.v, Skv)), Skv, G, Dh);
+      const cached = (from: Float32Array) => {
+        const ptr = kernels.alloc(batches * G * Skv * Dh);
+        store.rows(from, Skv, kernels.f32, ptr >> 2); // straight into kernel memory
+        return headSplit(ptr, Skv, G, Dh);
+      };
+      kView = cached(store.k);
+      vView = cached(store.v);
     }
     const o = kernels.alloc(tokens * H * Dh); // O [T, H·Dh] = concat(heads) [T, E]
     const probs = await runAttention(kernels, plan, tokenMajor(q, qRows, H, Dh), kView, vView, tokenMajor(o, qRows, H, Dh));

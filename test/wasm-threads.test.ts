@@ -5,7 +5,7 @@
 
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { availableParallelism } from 'node:os';
-import { type AttentionEngine, createAttentionEngine, InvalidArgumentError, type MultiHeadAttentionConfig } from '../src/index.ts';
+import { type AttentionEngine, createAttentionEngine, DisposedError, InvalidArgumentError, type MultiHeadAttentionConfig } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 
 let one: AttentionEngine;
@@ -94,4 +94,14 @@ test('concurrent calls on one layer give what the same calls give one after anot
   const together = await Promise.all(inputs.map(({ x, S }) => mha.forward(x, { batchSize: 1, seqLen: S })));
   for (const [i, { x, S }] of inputs.entries()) expect((await mha.forward(x, { batchSize: 1, seqLen: S })).output).toEqual(together[i].output);
   mha.dispose();
+});
+
+test('disposing a threaded engine fails its unfinished calls with DisposedError', async () => {
+  const engine = await createAttentionEngine({ backend: 'wasm', threads: 2 });
+  const config = { embedDim: 64, numHeads: 4 };
+  const mha = engine.createMultiHeadAttention(config, randomStateDict(config, 8));
+  const x = uniform(300 * 64, 1, mulberry32(9));
+  const call = mha.forward(x, { batchSize: 1, seqLen: 300 });
+  engine.dispose();
+  await expect(call).rejects.toThrow(DisposedError);
 });

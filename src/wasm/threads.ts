@@ -6,6 +6,7 @@
 // Browsers run one thread for now (a worker there needs a script URL and cross-origin isolation);
 // resolveThreads says why in the engine's threadsNote.
 
+import { AttentionError, DisposedError } from '../errors.ts';
 import { importNodeOnly } from '../node-only.ts';
 
 /** One call of a kernel export: its name and its arguments. */
@@ -14,7 +15,7 @@ export type KernelCall = [name: string, ...args: number[]];
 /** What the pool needs of a node:worker_threads Worker. */
 interface NodeWorker {
   postMessage(message: unknown): void;
-  on(event: 'message' | 'error', listener: (value: never) => void): void;
+  on(event: 'message' | 'error' | 'exit', listener: (value: never) => void): void;
   ref(): void;
   unref(): void;
   terminate(): Promise<number>;
@@ -39,18 +40,21 @@ parentPort.on('message', (m) => {
 });
 `;
 
+const DISPOSED = 'the engine was disposed';
+
 export class ThreadPool {
   private seq = 0;
   private readonly pending = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
   private busy = 0;
+  /** Why the pool can run nothing more (a worker died, or the engine was disposed); null while it can. */
+  private broken: string | null = null;
 
   private constructor(private readonly workers: NodeWorker[]) {
     for (const w of workers) {
       w.unref(); // idle workers do not keep the process alive
       w.on('message', (m: { seq: number; error?: string }) => this.settle(m.seq, m.error));
-      w.on('error', (e: Error) => {
-        for (const seq of [...this.pending.keys()]) this.settle(seq, `a worker failed: ${e.message}`);
-      });
+      w.on('error', (e: Error) => this.break(`a worker failed: ${e.message}`));
+      w.on('exit', (code: number) => this.break(`a worker exited (code ${code})`));
     }
   }
 
@@ -76,6 +80,7 @@ export class ThreadPool {
 
   /** Runs lists[1 …] on the workers (instance `id`) and lists[0] with `local`; resolves when all are done. */
   async run(id: number, lists: KernelCall[][], local: (calls: KernelCall[]) => void): Promise<void> {
+    if (this.broken) throw this.failure(this.broken);
     const done: Promise<void>[] = [];
     for (let t = 1; t < lists.length; t++) {
       if (lists[t].length === 0) continue;
@@ -89,8 +94,14 @@ export class ThreadPool {
   }
 
   dispose(): void {
+    this.break(DISPOSED);
     for (const w of this.workers) void w.terminate();
-    for (const seq of [...this.pending.keys()]) this.settle(seq, 'the engine was disposed');
+  }
+
+  /** Fails the passes in flight and every later one. */
+  private break(why: string): void {
+    this.broken ??= why;
+    for (const seq of [...this.pending.keys()]) this.settle(seq, why);
   }
 
   private settle(seq: number, error?: string): void {
@@ -98,8 +109,14 @@ export class ThreadPool {
     if (!p) return;
     this.pending.delete(seq);
     if (--this.busy === 0) for (const w of this.workers) w.unref();
-    if (error) p.reject(new Error(`'wasm' backend worker: ${error}`));
+    if (error) p.reject(this.failure(error));
     else p.resolve();
+  }
+
+  private failure(why: string): AttentionError {
+    return why === DISPOSED
+      ? new DisposedError("AttentionEngine (backend 'wasm'): this engine", 'Create a new one with createAttentionEngine().')
+      : new AttentionError(`'wasm' backend threads: ${why}. Create a new engine (threads: 1 runs without workers).`);
   }
 }
 

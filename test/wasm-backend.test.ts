@@ -97,6 +97,24 @@ describe('wasm vs CPU reference, long sequences (several 64-key blocks per row)'
   });
 });
 
+test('NaN and ±Infinity in the input: the call completes with the right lengths, and the next normal call is right', async () => {
+  const l = { embedDim: 16, numHeads: 2 };
+  const sd = randomStateDict(l, 3);
+  const wasm = engines.wasm.createMultiHeadAttention(l, sd);
+  const cpu = engines.cpu.createMultiHeadAttention(l, sd);
+  const x = uniform(2 * 9 * 16, 1, mulberry32(4));
+  const bad = Float32Array.from(x);
+  bad[5] = Number.NaN;
+  bad[40] = Number.POSITIVE_INFINITY;
+  bad[77] = Number.NEGATIVE_INFINITY;
+  const odd = await wasm.forward(bad, { batchSize: 2, seqLen: 9, isCausal: true, needWeights: true });
+  expect([odd.output.length, odd.attentionWeights!.length]).toEqual([2 * 9 * 16, 2 * 2 * 9 * 9]);
+  const { output } = await wasm.forward(x, { batchSize: 2, seqLen: 9 });
+  expectClose(output, (await cpu.forward(x, { batchSize: 2, seqLen: 9 })).output, f32Tolerance([16, 9, 16]), 'after NaN');
+  wasm.dispose();
+  cpu.dispose();
+});
+
 test("engine.backend is 'wasm', in float32, with nothing held on a GPU", () => {
   expect(engines.wasm.backend).toBe('wasm');
   expect(engines.wasm.precision).toBe('f32');

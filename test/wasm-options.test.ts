@@ -157,6 +157,11 @@ describe('KV cache: prefill, then one token at a time', () => {
       const [kw, kc] = [await ca.read(), await cb.read()];
       expectClose(kw.key, kc.key, f32Tolerance([E]), 'cached keys');
       expectClose(kw.value, kc.value, f32Tolerance([E]), 'cached values');
+      // A cache started from that past decodes as the cache it came from, bit for bit.
+      const restored = a.createKvCache({ batchSize: B, maxSeqLen: 80, key: kw.key, value: kw.value });
+      const q = x.subarray(0, B * E);
+      const next = { batchSize: B, seqLen: 1, isCausal: true };
+      expect((await a.forward(q, { ...next, kvCache: restored })).output).toEqual((await a.forward(q, { ...next, kvCache: ca })).output);
     } finally {
       a.dispose();
       b.dispose();

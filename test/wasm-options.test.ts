@@ -2,7 +2,7 @@
 // boolean attnMask, shared and per head, fully masked rows), windows, head masks, the score options
 // (scale, softcap, ALiBi, sinks), needWeights, cross-attention (Skv ≠ Sq, kdim/vdim ≠ E), packed
 // batches (cuSeqlens), KV-cache decoding, rotary and QK-norm, the attention-only entry point, and
-// what runs on the float64 reference instead (scoreMod, linear attention).
+// scoreMod and linear-attention layers (whose attention pass runs on the float64 reference).
 
 import { describe, expect, test } from 'vitest';
 import { type ForwardOptions, type MultiHeadAttentionConfig, referenceMultiHeadAttention } from '../src/index.ts';
@@ -44,6 +44,11 @@ const L = { embedDim: 32, numHeads: 4, numKvHeads: 2 };
 const H = L.numHeads;
 const slopes = Float32Array.from({ length: H }, (_, h) => 2 ** ((-8 * (h + 1)) / H));
 const sinks = Float32Array.from([0.5, -1, 2, 0]);
+// A scoreMod that needs the (b, h, i, j) it is given: a per-head scale and a relative-position bias.
+const scoreMod = {
+  wgsl: 'fn scoreMod(score: f32, b: u32, h: u32, i: u32, j: u32) -> f32 { return score * f32(1u + h) - 0.1 * abs(f32(i) - f32(j)); }',
+  reference: (s: number, _b: number, h: number, i: number, j: number) => s * (1 + h) - 0.1 * Math.abs(i - j),
+};
 
 describe('masks, with needWeights', () => {
   test.each([
@@ -129,6 +134,8 @@ test('packed batches (cuSeqlens): each sequence attends within itself', async ()
 describe('KV cache: prefill, then one token at a time', () => {
   const layers: [string, MultiHeadAttentionConfig][] = [
     ['GQA', L],
+    ['a scoreMod layer', { ...L, scoreMod }],
+    ['a linear-attention layer', { ...L, attention: 'linear' }],
     [
       'rotary (6 of 7 features) and QK-norm, Dh 7',
       { embedDim: 14, numHeads: 2, rotary: { dim: 6 }, qkNorm: { query: uniform(7, 1, mulberry32(1)), key: uniform(7, 1, mulberry32(2)) } },
@@ -151,7 +158,7 @@ describe('KV cache: prefill, then one token at a time', () => {
     };
     try {
       await step(65, 'prefill of 65');
-      for (let t = 0; t < 6; t++) await step(1, `decode step ${t}`, t === 5);
+      for (let t = 0; t < 6; t++) await step(1, `decode step ${t}`, t === 5 && layer.attention !== 'linear'); // linear attention has no weights
       await step(3, 'three more');
       expect(ca.length).toBe(74);
       const [kw, kc] = [await ca.read(), await cb.read()];
@@ -208,22 +215,24 @@ describe('scaledDotProductAttention', () => {
   });
 });
 
-describe('what runs on the float64 reference instead, with the same results as the CPU backend', () => {
-  test('a scoreMod layer (its JavaScript reference is called per score)', async () => {
-    const scoreMod = {
-      wgsl: 'fn scoreMod(score: f32, b: u32, h: u32, i: u32, j: u32) -> f32 { return score; }',
-      reference: (s: number, _b: number, h: number) => s * (1 + h),
-    };
-    const { wasm, cpu } = await check({ ...L, scoreMod }, uniform(2 * 7 * 32, 1, mulberry32(12)), { batchSize: 2, seqLen: 7, isCausal: true }, 'scoreMod');
-    expect(wasm.output).toEqual(cpu.output);
+describe('scoreMod and linear layers: projections on the kernels, the attention pass on the float64 reference', () => {
+  test.each([
+    ['scoreMod', { ...L, scoreMod }, { batchSize: 2, seqLen: 7, isCausal: true, needWeights: true }],
+    ['scoreMod, padding and window', { ...L, scoreMod }, { batchSize: 2, seqLen: 33, window: 5, keyPaddingMask: bits(66, 3, 0.2), needWeights: true }],
+    ['scoreMod, packed batches', { ...L, scoreMod }, { cuSeqlens: Int32Array.from([0, 5, 21, 22]), isCausal: true }],
+    ['linear', { ...L, attention: 'linear' }, { batchSize: 2, seqLen: 7, isCausal: true }],
+    ['linear, padding, not causal', { ...L, attention: 'linear' }, { batchSize: 2, seqLen: 40, keyPaddingMask: bits(80, 4, 0.2) }],
+  ] as [string, MultiHeadAttentionConfig, ForwardOptions][])('%s', async (name, layer, options) => {
+    const rows = options.cuSeqlens ? options.cuSeqlens[options.cuSeqlens.length - 1] : options.batchSize * options.seqLen;
+    await check(layer, uniform(rows * 32, 1, mulberry32(12)), options, name);
   });
 
-  test('linear attention, as a layer and alone', async () => {
-    const { wasm, cpu } = await check({ ...L, attention: 'linear' }, uniform(2 * 7 * 32, 1, mulberry32(13)), { batchSize: 2, seqLen: 7, isCausal: true }, 'linear');
-    expect(wasm.output).toEqual(cpu.output);
+  test("linearAttention and scaledDotProductAttention with a scoreMod: the CPU backend's results", async () => {
     const r = mulberry32(14);
     const [q, k, v] = [uniform(2 * 4 * 5 * 8, 1, r), uniform(2 * 4 * 5 * 8, 1, r), uniform(2 * 4 * 5 * 8, 1, r)];
     const options = { batchSize: 2, numHeads: 4, seqLen: 5, headDim: 8, isCausal: true };
     expect((await engines.wasm.linearAttention(q, k, v, options)).output).toEqual((await engines.cpu.linearAttention(q, k, v, options)).output);
+    const sdpa = { ...options, scoreMod };
+    expect((await engines.wasm.scaledDotProductAttention(q, k, v, sdpa)).output).toEqual((await engines.cpu.scaledDotProductAttention(q, k, v, sdpa)).output);
   });
 });

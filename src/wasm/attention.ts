@@ -3,6 +3,7 @@
 // after it for needWeights. The score rule's per-head values are set with setRule, from the plan
 // exactly as src/cpu/score-rule.ts reads them.
 
+import { attention } from '../cpu/reference.ts';
 import type { ForwardPlan } from '../plan/index.ts';
 import type { WasmKernels } from './kernels.ts';
 import type { KernelCall } from './threads.ts';
@@ -94,4 +95,40 @@ export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: H
   }
   await kernels.run(lists);
   return probs;
+}
+
+/**
+ * The attention pass on the float64 reference (cpu/reference.ts's attention(), linear attention
+ * included), for layers the kernels do not cover: Q, K, V gathered from kernel memory into
+ * head-split float64 arrays, O written back through its view. Returns the probabilities with
+ * plan.needWeights (softmax layers only), else null.
+ */
+export function referenceAttention(kernels: WasmKernels, plan: ForwardPlan, q: HeadView, k: HeadView, v: HeadView, o: HeadView): Float32Array | null {
+  const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
+  const { batches, qRows, kvRows } = plan.geometry;
+  const f32 = kernels.f32;
+  const gather = (view: HeadView, heads: number, rows: number) => {
+    const out = new Float64Array(batches * heads * rows * Dh); // [batches, heads, rows, Dh]
+    for (let b = 0; b < batches; b++) {
+      for (let h = 0; h < heads; h++) {
+        for (let r = 0; r < rows; r++) {
+          const from = at(view, b, h, r) >> 2;
+          for (let d = 0; d < Dh; d++) out[((b * heads + h) * rows + r) * Dh + d] = f32[from + d];
+        }
+      }
+    }
+    return out;
+  };
+  const size = plan.batchSize * H * plan.seqLen * plan.kvSeqLen;
+  const keep = plan.needWeights ? { scores: new Float64Array(size), probs: new Float64Array(size) } : undefined;
+  const out = attention(plan, gather(q, H, qRows), gather(k, G, kvRows), gather(v, G, kvRows), keep); // [batches, H, qRows, Dh]
+  for (let b = 0; b < batches; b++) {
+    for (let h = 0; h < H; h++) {
+      for (let r = 0; r < qRows; r++) {
+        const to = at(o, b, h, r) >> 2;
+        for (let d = 0; d < Dh; d++) f32[to + d] = out[((b * H + h) * qRows + r) * Dh + d];
+      }
+    }
+  }
+  return keep ? Float32Array.from(keep.probs) : null;
 }

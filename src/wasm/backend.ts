@@ -1,7 +1,8 @@
 // The 'wasm' backend: float32 on the CPU with WebAssembly SIMD kernels (wasm/*.ts, AssemblyScript),
-// for users without a usable GPU; in Node on worker threads too (threads.ts). What its kernels do not cover runs on the float64
-// reference (the CPU backend) instead, correct and slow: layers with a scoreMod (a JavaScript
-// function per score) and linear attention.
+// for users without a usable GPU; in Node on worker threads too (threads.ts). The attention of
+// layers with a scoreMod (a JavaScript function per score) and linear attention runs on the float64
+// reference instead (their projections on the kernels); so does scaledDotProductAttention with a
+// scoreMod, and linearAttention.
 
 import type { Backend, BackendLayer } from '../backend.ts';
 import { CpuBackend, refuseGpuBuffers } from '../cpu/backend.ts';
@@ -10,7 +11,7 @@ import { copyWeights, type ForwardPlan, type LayerSpec, type LayerWeights } from
 import type { ForwardResult } from '../types.ts';
 import { headSplit, runAttention } from './attention.ts';
 import { compileKernels, WasmKernels } from './kernels.ts';
-import { WasmLayer } from './layer.ts';
+import { coveredByKernels, WasmLayer } from './layer.ts';
 import { resolveThreads, type ThreadPool } from './threads.ts';
 
 const GIVEN = "an engine on the 'wasm' backend";
@@ -61,7 +62,6 @@ export class WasmBackend implements Backend {
   async tune(): Promise<void> {}
 
   createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
-    if (!coveredByKernels(spec)) return this.reference.createLayer(spec, weights);
     // Copy, as the other backends do: later changes to the caller's arrays do not leak in.
     return new WasmLayer(spec, copyWeights(weights), new WasmKernels(this.module, this.pool), (plan) => refuseGpuBuffers('MultiHeadAttention.forward', plan, GIVEN));
   }
@@ -102,9 +102,4 @@ export class WasmBackend implements Backend {
     this.attendKernels = null;
     this.pool?.dispose();
   }
-}
-
-/** Whether the WebAssembly kernels run this layer (else the float64 reference does). */
-function coveredByKernels(spec: LayerSpec): boolean {
-  return spec.attention === 'softmax' && !spec.scoreMod;
 }

@@ -4,6 +4,7 @@
 //   pass 1  gemm ×3     X [T, E] · W_qᵀ, W_kᵀ, W_vᵀ + b  → Q [T, H·Dh], K, V [T', G·Dh]   (token-major)
 //   pass 1½ (rotary, QK-norm: cpu/head-transform.ts's transformHead on each float32 head row)
 //   pass 2  attention   per (sequence, head), online softmax over blocks of 64 keys → O [T, H·Dh]
+//                       (scoreMod and linear layers: the float64 reference's pass, attention.ts)
 //   pass 3  gemm        O [T, E] · W_Oᵀ + b_O → Y [T, E]
 //
 // With a KV cache, the new tokens' K and V go into the cache's arrays (kv-cache.ts), and the
@@ -14,7 +15,7 @@ import { DisposedError } from '../errors.ts';
 import { transformHead } from '../cpu/head-transform.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
-import { headSplit, runAttention, tokenMajor } from './attention.ts';
+import { headSplit, referenceAttention, runAttention, tokenMajor } from './attention.ts';
 import { packBias, packWeights, type WasmKernels } from './kernels.ts';
 import { WasmKvCache } from './kv-cache.ts';
 import type { KernelCall } from './threads.ts';
@@ -103,10 +104,17 @@ export class WasmLayer implements BackendLayer {
       vView = cached(store.v);
     }
     const o = kernels.alloc(tokens * H * Dh); // O [T, H·Dh] = concat(heads) [T, E]
-    const probs = await runAttention(kernels, plan, tokenMajor(q, qRows, H, Dh), kView, vView, tokenMajor(o, qRows, H, Dh));
+    const [qView, oView] = [tokenMajor(q, qRows, H, Dh), tokenMajor(o, qRows, H, Dh)];
+    let attentionWeights: Float32Array | null;
+    if (coveredByKernels(this.spec)) {
+      const probs = await runAttention(kernels, plan, qView, kView, vView, oView);
+      attentionWeights = probs ? kernels.take(probs, plan.batchSize * H * plan.seqLen * plan.kvSeqLen) : null;
+    } else {
+      attentionWeights = referenceAttention(kernels, plan, qView, kView, vView, oView);
+    }
     const [y] = await this.projectAll(kernels, [[o, tokens, this.out]]);
     const output = kernels.take(y, tokens * E);
-    return probs ? { output, attentionWeights: kernels.take(probs, plan.batchSize * H * plan.seqLen * plan.kvSeqLen) } : { output };
+    return attentionWeights ? { output, attentionWeights } : { output };
   }
 
   dispose(): void {
@@ -152,4 +160,13 @@ export class WasmLayer implements BackendLayer {
       for (let h = 0; h < heads; h++) transformHead(this.spec, f32, (ptr >> 2) + (m * heads + h) * Dh, kind, position);
     }
   }
+}
+
+/**
+ * Whether the kernels run this layer's attention: softmax without a scoreMod (a JavaScript function
+ * per score). Otherwise the projections still run on the kernels, and the attention pass on the
+ * float64 reference (referenceAttention).
+ */
+export function coveredByKernels(spec: LayerSpec): boolean {
+  return spec.attention === 'softmax' && !spec.scoreMod;
 }

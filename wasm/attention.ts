@@ -126,6 +126,46 @@ function scores4(q0: usize, q1: usize, q2: usize, q3: usize, kt: usize, j0: i32,
   }
 }
 
+/** scores4 for one query row. */
+function scores1(q0: usize, kt: usize, j0: i32, jn: i32, Dh: i32, sc: usize): void {
+  const block = kt + ((<usize>(j0 >> 6) * <usize>Dh) << 8);
+  for (let c = 0; c < jn; c += 8) {
+    let a0 = f32x4.splat(0);
+    let a1 = a0;
+    let kp = block + ((<usize>c) << 2);
+    for (let d = 0; d < Dh; d++) {
+      const s = v128.load32_splat(q0 + ((<usize>d) << 2));
+      a0 = f32x4.add(a0, f32x4.mul(s, v128.load(kp)));
+      a1 = f32x4.add(a1, f32x4.mul(s, v128.load(kp, 16)));
+      kp += (<usize>BC) << 2;
+    }
+    v128.store(sc + ((<usize>c) << 2), a0);
+    v128.store(sc + ((<usize>c) << 2), a1, 16);
+  }
+}
+
+/** pv4 for one row: acc ← alpha·acc + Σ_j p[j]·V[j]. */
+function pv1(sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, j0: i32, jn: i32, Dh: i32): void {
+  const al = f32x4.splat(alpha);
+  const D4 = Dh >> 2;
+  for (let d4 = 0; d4 < D4; d4++) {
+    const ad = acc + ((<usize>d4) << 4);
+    let a = f32x4.mul(v128.load(ad), al);
+    let vp = v + <usize>j0 * vStride + ((<usize>d4) << 4);
+    for (let jj = 0; jj < jn; jj++) {
+      a = f32x4.add(a, f32x4.mul(v128.load32_splat(sc + ((<usize>jj) << 2)), v128.load(vp)));
+      vp += vStride;
+    }
+    v128.store(ad, a);
+  }
+  for (let d = D4 << 2; d < Dh; d++) {
+    const ad = acc + ((<usize>d) << 2);
+    let a = load<f32>(ad) * alpha;
+    for (let jj = 0; jj < jn; jj++) a += load<f32>(sc + ((<usize>jj) << 2)) * load<f32>(v + <usize>(j0 + jj) * vStride + ((<usize>d) << 2));
+    store<f32>(ad, a);
+  }
+}
+
 /** acc[r] ← alpha[r]·acc[r] + Σ_j p[r, j]·V[j] for 4 rows: one V load serves the 4, f32x4 over Dh, scalar past the last whole 4. */
 function pv4(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vStride: usize, j0: i32, jn: i32, Dh: i32): void {
   const rs = (<usize>BC) << 2;
@@ -249,6 +289,10 @@ export function attend(q: usize, ldq: i32, kt: usize, v: usize, ldv: i32, o: usi
       const jn = min(BC, hi + 1 - j0);
       // Each K block (Dh × 64 keys) and V block serve all RG rows while they are in cache.
       for (let r0 = 0; r0 < R4; r0 += 4) {
+        if (R - r0 === 1) {
+          scores1(q + <usize>(i0 + r0) * qStride, kt, j0, jn, Dh, sc + <usize>r0 * rs); // a lone row (a decode step)
+          continue;
+        }
         // Query rows past Sq repeat the last one (their results are dropped).
         const q0 = q + <usize>(i0 + r0) * qStride;
         const q1 = q + <usize>min(i0 + r0 + 1, Sq - 1) * qStride;
@@ -256,14 +300,15 @@ export function attend(q: usize, ldq: i32, kt: usize, v: usize, ldv: i32, o: usi
         const q3 = q + <usize>min(i0 + r0 + 3, Sq - 1) * qStride;
         scores4(q0, q1, q2, q3, kt, j0, jn, Dh, sc + <usize>r0 * rs);
       }
-      for (let r = 0; r < R4; r++) {
+      for (let r = 0; r < R; r++) {
         const ro = (<usize>r) << 2;
         const first = load<i32>(bands + ((<usize>r) << 3));
         const last = load<i32>(bands + ((<usize>r) << 3), 4);
         softmaxRow(sc + <usize>r * rs, i0 + r, ip0 + r, j0, jn, first, last, Skv, m + ro, l + ro, alpha + ro);
       }
       for (let r0 = 0; r0 < R4; r0 += 4) {
-        pv4(sc + <usize>r0 * rs, acc + <usize>r0 * rowBytes, rowBytes, alpha + ((<usize>r0) << 2), v, vStride, j0, jn, Dh);
+        if (R - r0 === 1) pv1(sc + <usize>r0 * rs, acc + <usize>r0 * rowBytes, load<f32>(alpha + ((<usize>r0) << 2)), v, vStride, j0, jn, Dh);
+        else pv4(sc + <usize>r0 * rs, acc + <usize>r0 * rowBytes, rowBytes, alpha + ((<usize>r0) << 2), v, vStride, j0, jn, Dh);
       }
     }
     // O = acc · headScale / l (0 for a row that saw nothing); (m, l) for probabilities().

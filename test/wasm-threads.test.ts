@@ -1,12 +1,13 @@
 // The 'wasm' backend on worker threads (Node): threaded and single-threaded engines agree, and
-// exactly: a thread computes whole rows of a GEMM and whole heads of the attention with the same
+// exactly (workers checked to have run kernels): a thread computes whole rows of a GEMM and whole heads of the attention with the same
 // instructions in the same order as one thread would. Also: the threads option, concurrent calls on
 // one layer (they share its memory: run one at a time), KV caches and needWeights across threads.
 
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { availableParallelism } from 'node:os';
 import { type AttentionEngine, createAttentionEngine, DisposedError, InvalidArgumentError, type MultiHeadAttentionConfig } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { ThreadPool } from '../src/wasm/threads.ts';
 
 let one: AttentionEngine;
 let two: AttentionEngine;
@@ -41,23 +42,42 @@ test.each([
   await expect(createAttentionEngine(options as never)).rejects.toThrow(message);
 });
 
-const layers: [string, MultiHeadAttentionConfig, number, number][] = [
-  ['E=64 H=4, B=1 S=1', { embedDim: 64, numHeads: 4 }, 1, 1],
-  ['E=64 H=4, B=2 S=33', { embedDim: 64, numHeads: 4 }, 2, 33],
-  ['E=60 H=4 G=1 (Dh 15), B=3 S=100', { embedDim: 60, numHeads: 4, numKvHeads: 1 }, 3, 100],
-  ['E=128 H=1, B=1 S=257 (one head: one thread attends)', { embedDim: 128, numHeads: 1 }, 1, 257],
+// Passes under MIN_WORK_PER_THREAD multiply-adds run on one thread; these are above it where it
+// matters (the names say what is split), and each test checks that workers did get work.
+// The last column: which kernels must run on workers when there are any.
+const layers: [string, MultiHeadAttentionConfig, number, number, string[]][] = [
+  ['E=64 H=4, B=1 S=1 (too small to split)', { embedDim: 64, numHeads: 4 }, 1, 1, []],
+  ['E=128 H=4 G=2, B=2 S=300 (rows of the projections, heads)', { embedDim: 128, numHeads: 4, numKvHeads: 2 }, 2, 300, ['gemm', 'attend']],
+  ['E=60 H=4 G=1 (Dh 15), B=3 S=200 (heads)', { embedDim: 60, numHeads: 4, numKvHeads: 1 }, 3, 200, ['attend']],
+  ['E=128 H=1, B=1 S=257 (rows; one head: one thread attends)', { embedDim: 128, numHeads: 1 }, 1, 257, ['gemm']],
+  ['E=1024 H=8, B=2 S=1 (columns of the projections: few rows)', { embedDim: 1024, numHeads: 8 }, 2, 1, ['gemm']],
 ];
 
+/** Which kernels the workers (not the calling thread) ran during `fn`. */
+async function onWorkers<T>(fn: () => Promise<T>): Promise<{ result: T; kernels: Set<string> }> {
+  const run = vi.spyOn(ThreadPool.prototype, 'run');
+  try {
+    const result = await fn();
+    const kernels = new Set(run.mock.calls.flatMap(([, lists]) => lists.slice(1).flatMap((calls) => calls.map(([name]) => name))));
+    return { result, kernels };
+  } finally {
+    run.mockRestore();
+  }
+}
+
 describe('threaded = single-threaded, bit for bit', () => {
-  test.each(layers)('%s, causal, needWeights', async (_name, config, B, S) => {
+  test.each(layers)('%s, causal, needWeights', async (name, config, B, S, split) => {
     const sd = randomStateDict(config, S);
     const x = uniform(B * S * config.embedDim, 1, mulberry32(S + 1));
     const options = { batchSize: B, seqLen: S, isCausal: true, needWeights: true, alibiSlopes: uniform(config.numHeads, 0.5, mulberry32(2)) };
     const results = [];
     for (const engine of [one, two, three]) {
       const mha = engine.createMultiHeadAttention(config, sd);
-      results.push(await mha.forward(x, options));
+      const { result, kernels } = await onWorkers(() => mha.forward(x, options));
+      results.push(result);
       mha.dispose();
+      const expected = engine === one ? [] : [...split].sort();
+      expect([...kernels].filter((k) => k === 'gemm' || k === 'attend').sort(), `${name}: kernels on workers, ${engine.threads} thread(s)`).toEqual(expected);
     }
     for (const r of results.slice(1)) {
       expect(r.output).toEqual(results[0].output);

@@ -5,7 +5,7 @@
 
 import { attention } from '../cpu/reference.ts';
 import type { ForwardPlan } from '../plan/index.ts';
-import type { WasmKernels } from './kernels.ts';
+import { threadsFor, type WasmKernels } from './kernels.ts';
 import type { KernelCall } from './threads.ts';
 
 /**
@@ -54,7 +54,8 @@ export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: H
   const pad = keyPaddingMask ? kernels.putBytes(keyPaddingMask) : 0;
   const mask = attnMask ? kernels.put(attnMask) : 0;
   // Each thread's own Kᵀ [⌈Skv/64⌉, Dh, 64], scratch and row statistics.
-  const threads = Math.min(kernels.threads, B * H);
+  const work = varlen ? plan.geometry.tokens * longest * H * Dh : B * H * plan.seqLen * plan.kvSeqLen * Dh; // Q·Kᵀ's multiply-adds (varlen: a bound)
+  const threads = Math.min(threadsFor(kernels, work), B * H);
   const own = Array.from({ length: threads }, () => ({
     kt: kernels.alloc(Math.ceil(longest / KEYS_PER_BLOCK) * Dh * KEYS_PER_BLOCK),
     scratch: kernels.alloc(ROWS_PER_PASS * (KEYS_PER_BLOCK + Dh + 3 + 5)), // what attend() asks for

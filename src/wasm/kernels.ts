@@ -168,6 +168,17 @@ export class WasmKernels {
   }
 }
 
+/**
+ * Below this many multiply-adds a pass runs on the calling thread alone: handing work to a worker
+ * costs tens of microseconds, about what one thread needs for ~4M multiply-adds (a decode step's).
+ */
+export const MIN_WORK_PER_THREAD = 1 << 22;
+
+/** The threads a pass of `work` multiply-adds is split over: all of them, or 1 for small passes. */
+export function threadsFor(kernels: WasmKernels, work: number): number {
+  return work < MIN_WORK_PER_THREAD ? 1 : kernels.threads;
+}
+
 /** W [N, K] (row-major) packed for gemm: panels of 8 rows of W, k-major inside a panel, zero past N. */
 export function packWeights(W: Float32Array, N: number, K: number): Float32Array {
   const P = Math.ceil(N / 8);

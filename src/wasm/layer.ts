@@ -16,7 +16,7 @@ import { transformHead } from '../cpu/head-transform.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import { headSplit, referenceAttention, runAttention, tokenMajor } from './attention.ts';
-import { packBias, packWeights, type WasmKernels } from './kernels.ts';
+import { packBias, packWeights, threadsFor, type WasmKernels } from './kernels.ts';
 import { WasmKvCache } from './kv-cache.ts';
 import type { KernelCall } from './threads.ts';
 
@@ -128,7 +128,7 @@ export class WasmLayer implements BackendLayer {
    * of W. Either way each y element is computed as one thread would. Returns the y addresses.
    */
   private async projectAll(kernels: WasmKernels, jobs: [x: number, rows: number, p: Projection][]): Promise<number[]> {
-    const T = kernels.threads;
+    const T = threadsFor(kernels, jobs.reduce((sum, [, rows, p]) => sum + rows * p.K * p.N, 0));
     const lists: KernelCall[][] = Array.from({ length: T }, () => []);
     const ys = jobs.map(([x, rows, p]) => {
       const y = kernels.alloc(rows * p.N);

@@ -48,8 +48,13 @@ export class WasmBackend implements Backend {
   /** Compiles the kernels and starts the threads (`threads`: the number, default the cores; threads.ts). */
   static async create(options: { precision?: 'f32' | 'f16'; threads?: number } = {}): Promise<WasmBackend> {
     const { pool, note } = await resolveThreads(options.threads);
-    const module = await compileKernels(pool ? 'shared' : 'single');
-    return new WasmBackend(module, pool, note, options.precision ?? 'f32');
+    try {
+      const module = await compileKernels(pool ? 'shared' : 'single');
+      return new WasmBackend(module, pool, note, options.precision ?? 'f32');
+    } catch (e) {
+      pool?.dispose();
+      throw e;
+    }
   }
 
   tuningReport(): null {

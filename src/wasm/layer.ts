@@ -128,7 +128,10 @@ export class WasmLayer implements BackendLayer {
    * of W. Either way each y element is computed as one thread would. Returns the y addresses.
    */
   private async projectAll(kernels: WasmKernels, jobs: [x: number, rows: number, p: Projection][]): Promise<number[]> {
-    const T = threadsFor(kernels, jobs.reduce((sum, [, rows, p]) => sum + rows * p.K * p.N, 0));
+    const T = threadsFor(
+      kernels,
+      jobs.reduce((sum, [, rows, p]) => sum + rows * p.K * p.N, 0),
+    );
     const lists: KernelCall[][] = Array.from({ length: T }, () => []);
     const ys = jobs.map(([x, rows, p]) => {
       const y = kernels.alloc(rows * p.N);

@@ -115,6 +115,17 @@ test('NaN and ±Infinity in the input: the call completes with the right lengths
   cpu.dispose();
 });
 
+test("the weights are copied at layer creation: later changes to the caller's arrays do not leak in", async () => {
+  const l = { embedDim: 16, numHeads: 2 };
+  const sd = randomStateDict(l, 5);
+  const x = uniform(3 * 16, 1, mulberry32(6));
+  const mha = engines.wasm.createMultiHeadAttention(l, sd);
+  const before = (await mha.forward(x, { batchSize: 1, seqLen: 3 })).output;
+  for (const w of Object.values(sd)) w.fill(7);
+  expect((await mha.forward(x, { batchSize: 1, seqLen: 3 })).output).toEqual(before);
+  mha.dispose();
+});
+
 test("engine.backend is 'wasm', in float32, with nothing held on a GPU", () => {
   expect(engines.wasm.backend).toBe('wasm');
   expect(engines.wasm.precision).toBe('f32');

@@ -7,7 +7,7 @@
 import type { Backend, BackendLayer } from '../backend.ts';
 import { CpuBackend, refuseGpuBuffers } from '../cpu/backend.ts';
 import { transformHeads } from '../cpu/head-transform.ts';
-import { copyWeights, type ForwardPlan, type LayerSpec, type LayerWeights } from '../plan/index.ts';
+import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import { headSplit, runAttention } from './attention.ts';
 import { compileKernels, WasmKernels } from './kernels.ts';
@@ -67,8 +67,8 @@ export class WasmBackend implements Backend {
   async tune(): Promise<void> {}
 
   createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
-    // Copy, as the other backends do: later changes to the caller's arrays do not leak in.
-    return new WasmLayer(spec, copyWeights(weights), new WasmKernels(this.module, this.pool), (plan) => refuseGpuBuffers('MultiHeadAttention.forward', plan, GIVEN));
+    // Packing copies the weights, as the other backends do: later changes to the caller's arrays do not leak in.
+    return new WasmLayer(spec, weights, new WasmKernels(this.module, this.pool), (plan) => refuseGpuBuffers('MultiHeadAttention.forward', plan, GIVEN));
   }
 
   async attend(plan: ForwardPlan): Promise<ForwardResult> {

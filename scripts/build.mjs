@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // `npm run build`: the installable package in dist/.
+//   0. scripts/build-wasm.mjs: the 'wasm' backend's kernels (wasm/*.ts) → src/wasm/module.ts.
 //   1. Vite library mode (vite.lib.config.ts): src/index.ts → dist/index.js (+ .map), one ES module
 //      for browsers and Node, the WGSL kernels inlined as strings.
 //   2. tsc -p tsconfig.build.json: declarations only, dist/**/*.d.ts.
@@ -28,6 +29,10 @@ function fail(message) {
 function walk(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : [join(dir, e.name)]));
 }
+
+// 0. The WebAssembly kernels, inlined into the sources (committed too, so the sources run without this step).
+const wasm = spawnSync(process.execPath, [join(root, 'scripts/build-wasm.mjs')], { cwd: root, stdio: 'inherit' });
+if (wasm.status !== 0) fail('scripts/build-wasm.mjs (the WebAssembly kernels)');
 
 // 1. JavaScript.
 rmSync(dist, { recursive: true, force: true });

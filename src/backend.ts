@@ -1,4 +1,4 @@
-// The two backends are two implementations of one plan: this is the contract between them and the
+// The backends are implementations of one plan: this is the contract between them and the
 // engine and layers, which never ask which backend they hold.
 
 import type { KvCacheStorage } from './kv-cache.ts';
@@ -24,6 +24,10 @@ export interface Backend {
   readonly precision: 'f32' | 'f16';
   /** Why the precision asked for is not the one in use; null when it is. */
   readonly precisionNote: string | null;
+  /** Threads the forwards run on (1 but on the 'wasm' backend with threads). */
+  readonly threads: number;
+  /** Why fewer threads run than were asked for (or than the cores); null when not. */
+  readonly threadsNote: string | null;
   /** Whether forwards report kernel timings. */
   readonly profiling: boolean;
   /** How kernel variants are chosen and what was chosen; null where there are none. */

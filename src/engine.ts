@@ -23,6 +23,7 @@ import type {
   WarmupCall,
   WarmupOptions,
 } from './types.ts';
+import { WasmBackend } from './wasm/backend.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from './validate.ts';
 import { WebGPUBackend } from './webgpu/backend.ts';
 import { type AcquiredDevice, acquireDevice, describeAdapter } from './webgpu/device.ts';
@@ -32,7 +33,7 @@ import { KERNEL_NAMES, type KernelChoice, type KernelName, VARIANTS } from './we
 
 export type { AdapterInfo };
 
-const ENGINE_KEYS = ['backend', 'device', 'limits', 'precision', 'profile', 'tuning'] as const;
+const ENGINE_KEYS = ['backend', 'device', 'limits', 'precision', 'profile', 'threads', 'tuning'] as const;
 const TUNING_KEYS = ['mode', 'kernels', 'store'] as const;
 const LIMIT_KEYS = ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension'] as const;
 
@@ -66,6 +67,16 @@ export class AttentionEngine {
    */
   get precision(): 'f32' | 'f16' {
     return this.live('precision').precision;
+  }
+
+  /** Threads the layers run on: options.threads or the cores on the 'wasm' backend in Node; 1 elsewhere. */
+  get threads(): number {
+    return this.live('threads').threads;
+  }
+
+  /** Why fewer threads run than were asked for, or than the cores (e.g. in a browser); null when not. */
+  get threadsNote(): string | null {
+    return this.live('threadsNote').threadsNote;
   }
 
   /** Whether forwards report `timings` (kernel times from timestamp queries). */
@@ -241,31 +252,43 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
     limits = requireObject(where, 'options.limits', options.limits) as Record<string, number>;
     rejectUnknownKeys(where, 'options.limits', limits, LIMIT_KEYS);
     for (const [name, value] of Object.entries(limits)) requirePositiveInteger(where, `options.limits.${name}`, value);
-    if (backend === 'cpu') {
-      throw new InvalidArgumentError({ where, argument: 'options.limits', expected: "left out with backend: 'cpu'", given: describe(options.limits) });
+    if (backend === 'cpu' || backend === 'wasm') {
+      throw new InvalidArgumentError({ where, argument: 'options.limits', expected: `left out with backend: '${backend}'`, given: describe(options.limits) });
     }
   }
   const tuning = resolveTuning(where, options.tuning);
-  if (options.tuning !== undefined && backend === 'cpu') {
+  if (options.threads !== undefined) {
+    requirePositiveInteger(where, 'options.threads', options.threads);
+    if (backend !== 'wasm') {
+      throw new InvalidArgumentError({
+        where,
+        argument: 'options.threads',
+        expected: "left out unless backend: 'wasm'",
+        given: describe(options.threads),
+        fix: "Threads are the 'wasm' backend's: pass backend: 'wasm' with them.",
+      });
+    }
+  }
+  if (options.tuning !== undefined && (backend === 'cpu' || backend === 'wasm')) {
     throw new InvalidArgumentError({
       where,
       argument: 'options.tuning',
-      expected: "left out with backend: 'cpu' (it chooses WebGPU kernels)",
+      expected: `left out with backend: '${backend}' (it chooses WebGPU kernels)`,
       given: describe(options.tuning),
     });
   }
-  if (backend !== undefined && backend !== 'webgpu' && backend !== 'cpu') {
-    throw new InvalidArgumentError({ where, argument: 'options.backend', expected: '"webgpu", "cpu" or left out', given: describe(backend) });
+  if (backend !== undefined && backend !== 'webgpu' && backend !== 'wasm' && backend !== 'cpu') {
+    throw new InvalidArgumentError({ where, argument: 'options.backend', expected: '"webgpu", "cpu", "wasm" or left out', given: describe(backend) });
   }
   if (device !== undefined) {
     if (typeof device !== 'object' || device === null || typeof (device as GPUDevice).createBuffer !== 'function') {
       throw new InvalidArgumentError({ where, argument: 'options.device', expected: 'a GPUDevice', given: describe(device) });
     }
-    if (backend === 'cpu') {
+    if (backend === 'cpu' || backend === 'wasm') {
       throw new InvalidArgumentError({
         where,
         argument: 'options.device',
-        expected: "left out with backend: 'cpu'",
+        expected: `left out with backend: '${backend}'`,
         given: 'a GPUDevice',
         fix: "Pass backend: 'webgpu' (or leave it out) to run on this device.",
       });
@@ -276,6 +299,7 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
     );
   }
   if (backend === 'cpu') return new AttentionEngine(new CpuBackend({ precision }), null);
+  if (backend === 'wasm') return new AttentionEngine(await WasmBackend.create({ precision, threads: options.threads }), null);
 
   let acquired: AcquiredDevice;
   try {

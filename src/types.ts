@@ -3,7 +3,7 @@
 import type { KvCache } from './kv-cache.ts';
 import type { MultiHeadAttention } from './layer.ts';
 
-export type BackendKind = 'webgpu' | 'cpu';
+export type BackendKind = 'webgpu' | 'wasm' | 'cpu';
 
 /** The adapter behind an engine's device (GPUAdapterInfo's strings; empty where the browser hides them). */
 export interface AdapterInfo {
@@ -14,7 +14,10 @@ export interface AdapterInfo {
 }
 
 export interface EngineOptions {
-  /** 'webgpu' (fail if no adapter), 'cpu' (float64 reference), or leave out: WebGPU when an adapter exists, else CPU. */
+  /**
+   * 'webgpu' (fail if no adapter), 'wasm' (float32 WebAssembly SIMD kernels on the CPU, `threads`),
+   * 'cpu' (float64 reference), or leave out: WebGPU when an adapter exists, else 'cpu'.
+   */
   backend?: BackendKind;
   /** Run on this device (the caller keeps owning it: the engine's dispose() does not destroy it). */
   device?: GPUDevice;
@@ -29,6 +32,12 @@ export interface EngineOptions {
    * shader-f16; without it the engine runs in f32 and engine.precisionNote says so. Default 'f32'.
    */
   precision?: 'f32' | 'f16';
+  /**
+   * backend 'wasm' only: the threads a forward is split over (rows of the projections, heads of the
+   * attention). Default: the number of cores, in Node (worker_threads); browsers run one thread for
+   * now, and engine.threadsNote says so.
+   */
+  threads?: number;
   /**
    * Time each kernel on the GPU with timestamp queries, where the adapter has 'timestamp-query':
    * every forward's result then has `timings` (engine.profiling says whether it does). Each kernel

@@ -1,5 +1,5 @@
-// Numbers at the edges of float32: (a) very large finite logits stay finite and correct on both
-// backends, with a tolerance derived from their size; (b) NaN and ±Infinity in the input or the
+// Numbers at the edges of float32: (a) very large finite logits stay finite and correct on every
+// backend (WebGPU, 'wasm', the CPU), with a tolerance derived from their size; (b) NaN and ±Infinity in the input or the
 // weights propagate on the CPU backend as they do in PyTorch (fixtures from
 // scripts/make_special_fixtures.py); (c) on WebGPU such values give unspecified numbers, but the
 // call completes, its arrays have the right lengths, the device reports no error, and the layer
@@ -22,7 +22,7 @@ import { withErrorScopes } from './helpers/gpu.ts';
 
 const EPS = 2 ** -23;
 
-const engines = useEngines();
+const engines = useEngines('webgpu', 'cpu', 'wasm');
 
 /** Fails (instead of hanging the run) when `promise` takes longer than `ms`. */
 async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
@@ -199,102 +199,106 @@ const LARGE: LargeCase[] = [
 ];
 
 describe('(a) very large finite logits', () => {
-  test.each(LARGE.map((c) => [c.name, c] as const))('%s: finite on both backends, WebGPU = CPU within the logit-derived bound', async (_, c) => {
-    const E = c.config.embedDim;
-    const H = c.config.numHeads;
-    const G = c.config.numKvHeads ?? H;
-    const Dh = E / H;
-    const Skv = c.Skv ?? c.Sq;
-    const sd = randomStateDict(c.config, 17 + c.Sq);
-    const rng = mulberry32(5 + c.Sq * 7 + Skv);
-    const x = scaled(uniform(c.B * c.Sq * E, 1, rng), c.scale);
-    const options: BatchedForwardOptions = { batchSize: c.B, seqLen: c.Sq, ...c.options };
-    if (c.Skv !== undefined) {
-      const kv = scaled(uniform(c.B * Skv * E, 1, rng), c.scale);
-      Object.assign(options, { key: kv, value: kv, kvSeqLen: Skv });
-    }
-    const a = engines.gpu.createMultiHeadAttention(c.config, sd);
-    const b = engines.cpu.createMultiHeadAttention(c.config, sd);
-    try {
-      const g = await withErrorScopes(engines.gpu.device!, () => a.forward(x, options));
-      const r = await b.forward(x, options);
-      expect(allFinite(g.output), 'WebGPU output finite').toBe(true);
-      expect(allFinite(r.output), 'CPU output finite').toBe(true);
+  // The float32 backends, WebGPU and 'wasm' (whose polynomial exp errs by ~2 ULP, under WGSL's exp2 bound), against the CPU.
+  test.each(LARGE.flatMap((c) => (['webgpu', 'wasm'] as const).map((backend) => [c.name, backend, c] as const)))(
+    '%s: finite on %s and the CPU, equal within the logit-derived bound',
+    async (_, backend, c) => {
+      const E = c.config.embedDim;
+      const H = c.config.numHeads;
+      const G = c.config.numKvHeads ?? H;
+      const Dh = E / H;
+      const Skv = c.Skv ?? c.Sq;
+      const sd = randomStateDict(c.config, 17 + c.Sq);
+      const rng = mulberry32(5 + c.Sq * 7 + Skv);
+      const x = scaled(uniform(c.B * c.Sq * E, 1, rng), c.scale);
+      const options: BatchedForwardOptions = { batchSize: c.B, seqLen: c.Sq, ...c.options };
+      if (c.Skv !== undefined) {
+        const kv = scaled(uniform(c.B * Skv * E, 1, rng), c.scale);
+        Object.assign(options, { key: kv, value: kv, kvSeqLen: Skv });
+      }
+      const a = engines.of(backend).createMultiHeadAttention(c.config, sd);
+      const b = engines.cpu.createMultiHeadAttention(c.config, sd);
+      try {
+        const g = backend === 'webgpu' ? await withErrorScopes(engines.gpu.device!, () => a.forward(x, options)) : await a.forward(x, options);
+        const r = await b.forward(x, options);
+        expect(allFinite(g.output), `${backend} output finite`).toBe(true);
+        expect(allFinite(r.output), 'CPU output finite').toBe(true);
 
-      const ref = referenceMultiHeadAttention(c.config, sd, x, options);
-      const abs = referenceMultiHeadAttention(c.config, absStateDict(sd), Float32Array.from(x, Math.abs), absOptions(options));
-      const gamma = (n: number) => 16 * Math.sqrt(n) * EPS;
-      const maxLogit = maxAbsFinite(ref.scores!);
-      const { oTol, pTol, maxR } = attentionBounds({
-        B: c.B,
-        H,
-        G,
-        Sq: c.Sq,
-        Skv,
-        Dh,
-        scores: ref.scores!,
-        probs: ref.probs!,
-        qAbs: abs.q,
-        kAbs: abs.k,
-        v: ref.v,
-        vErr: abs.v.map((t) => gamma(E) * t),
-        o: ref.attention,
-        gammaLogit: gamma(E + Dh),
-        gammaSum: gamma(Skv),
-      });
-      // Step 4: through W_O.
-      const W = sd['out_proj.weight'];
-      const bias = sd['out_proj.bias'];
-      const yTol = new Float64Array(c.B * c.Sq * E);
-      for (let bb = 0; bb < c.B; bb++) {
-        for (let i = 0; i < c.Sq; i++) {
-          for (let n = 0; n < E; n++) {
-            let prop = 0;
-            let mag = Math.abs(bias[n]);
-            for (let e = 0; e < E; e++) {
-              const oi = ((bb * H + Math.floor(e / Dh)) * c.Sq + i) * Dh + (e % Dh);
-              prop += Math.abs(W[n * E + e]) * oTol[oi];
-              mag += Math.abs(W[n * E + e] * ref.attention[oi]);
+        const ref = referenceMultiHeadAttention(c.config, sd, x, options);
+        const abs = referenceMultiHeadAttention(c.config, absStateDict(sd), Float32Array.from(x, Math.abs), absOptions(options));
+        const gamma = (n: number) => 16 * Math.sqrt(n) * EPS;
+        const maxLogit = maxAbsFinite(ref.scores!);
+        const { oTol, pTol, maxR } = attentionBounds({
+          B: c.B,
+          H,
+          G,
+          Sq: c.Sq,
+          Skv,
+          Dh,
+          scores: ref.scores!,
+          probs: ref.probs!,
+          qAbs: abs.q,
+          kAbs: abs.k,
+          v: ref.v,
+          vErr: abs.v.map((t) => gamma(E) * t),
+          o: ref.attention,
+          gammaLogit: gamma(E + Dh),
+          gammaSum: gamma(Skv),
+        });
+        // Step 4: through W_O.
+        const W = sd['out_proj.weight'];
+        const bias = sd['out_proj.bias'];
+        const yTol = new Float64Array(c.B * c.Sq * E);
+        for (let bb = 0; bb < c.B; bb++) {
+          for (let i = 0; i < c.Sq; i++) {
+            for (let n = 0; n < E; n++) {
+              let prop = 0;
+              let mag = Math.abs(bias[n]);
+              for (let e = 0; e < E; e++) {
+                const oi = ((bb * H + Math.floor(e / Dh)) * c.Sq + i) * Dh + (e % Dh);
+                prop += Math.abs(W[n * E + e]) * oTol[oi];
+                mag += Math.abs(W[n * E + e] * ref.attention[oi]);
+              }
+              yTol[(bb * c.Sq + i) * E + n] = prop + gamma(E) * mag;
             }
-            yTol[(bb * c.Sq + i) * E + n] = prop + gamma(E) * mag;
           }
         }
-      }
-      // The CPU backend is the float64 reference rounded once to float32.
-      expectWithin(
-        r.output,
-        ref.output,
-        Array.from(ref.output, (y) => Math.abs(y) * EPS),
-        'CPU output vs the float64 reference',
-      );
-      const seen = worstRatio(g.output, r.output, yTol);
-      const vMax = maxAbsFinite(ref.v);
-      // How tight the bound is: its median and 90th percentile relative to max|y| (rows whose softmax
-      // is saturated are held to rounding level, ~16·√n·ε).
-      const yMax = maxAbsFinite(ref.output);
-      const rel = Array.from(yTol, (t) => t / yMax).sort((u, v) => u - v);
-      const q = (f: number) => rel[Math.min(rel.length - 1, Math.floor(f * rel.length))].toExponential(1);
-      console.log(
-        `  ${c.name}: max|logit| ${maxLogit.toExponential(2)}, max|V| ${vMax.toExponential(2)}, max r ${maxR.toExponential(2)}; ` +
-          `max|gpu − cpu| ${seen.maxErr.toExponential(2)} = ${seen.ratio.toExponential(2)} of its bound ` +
-          `(coarse bound r·2·max|V| would be ${(maxR * 2 * vMax).toExponential(2)}); bound/max|y|: median ${q(0.5)}, 90% ${q(0.9)}, max ${q(1)}`,
-      );
-      expectWithin(g.output, r.output, yTol, `${c.name}: WebGPU output`);
-      if (options.needWeights) {
-        expect(allFinite(g.attentionWeights!), 'WebGPU weights finite').toBe(true);
-        const base = probabilityTolerance(E, Skv, maxLogit);
+        // The CPU backend is the float64 reference rounded once to float32.
         expectWithin(
-          g.attentionWeights!,
-          r.attentionWeights!,
-          Array.from(pTol, (t, i) => t + base.atol + base.rtol * r.attentionWeights![i]),
-          `${c.name}: WebGPU weights`,
+          r.output,
+          ref.output,
+          Array.from(ref.output, (y) => Math.abs(y) * EPS),
+          'CPU output vs the float64 reference',
         );
+        const seen = worstRatio(g.output, r.output, yTol);
+        const vMax = maxAbsFinite(ref.v);
+        // How tight the bound is: its median and 90th percentile relative to max|y| (rows whose softmax
+        // is saturated are held to rounding level, ~16·√n·ε).
+        const yMax = maxAbsFinite(ref.output);
+        const rel = Array.from(yTol, (t) => t / yMax).sort((u, v) => u - v);
+        const q = (f: number) => rel[Math.min(rel.length - 1, Math.floor(f * rel.length))].toExponential(1);
+        console.log(
+          `  ${c.name} (${backend}): max|logit| ${maxLogit.toExponential(2)}, max|V| ${vMax.toExponential(2)}, max r ${maxR.toExponential(2)}; ` +
+            `max|${backend} − cpu| ${seen.maxErr.toExponential(2)} = ${seen.ratio.toExponential(2)} of its bound ` +
+            `(coarse bound r·2·max|V| would be ${(maxR * 2 * vMax).toExponential(2)}); bound/max|y|: median ${q(0.5)}, 90% ${q(0.9)}, max ${q(1)}`,
+        );
+        expectWithin(g.output, r.output, yTol, `${c.name}: ${backend} output`);
+        if (options.needWeights) {
+          expect(allFinite(g.attentionWeights!), `${backend} weights finite`).toBe(true);
+          const base = probabilityTolerance(E, Skv, maxLogit);
+          expectWithin(
+            g.attentionWeights!,
+            r.attentionWeights!,
+            Array.from(pTol, (t, i) => t + base.atol + base.rtol * r.attentionWeights![i]),
+            `${c.name}: ${backend} weights`,
+          );
+        }
+      } finally {
+        a.dispose();
+        b.dispose();
       }
-    } finally {
-      a.dispose();
-      b.dispose();
-    }
-  });
+    },
+  );
 
   test('scaledDotProductAttention on Q, K, V ×1e3: finite, WebGPU = CPU within the logit-derived bound', async () => {
     const B = 1,

@@ -1,5 +1,5 @@
 // PyTorch as an independent oracle: torch.nn.MultiheadAttention outputs, computed in float64 by
-// scripts/make_fixtures.py and stored in test/fixtures/pytorch/*.json, against both backends.
+// scripts/make_fixtures.py and stored in test/fixtures/pytorch/*.json, against all three backends.
 // Unlike the other numeric tests, the expected values here share no code with the engine.
 
 import { describe, expect, test } from 'vitest';
@@ -31,7 +31,7 @@ const fixtureSet = loadJsonFixtures<Omit<Fixture, 'name'>>(
 );
 const { fixtures } = fixtureSet;
 
-const engines = useEngines();
+const engines = useEngines('webgpu', 'cpu', 'wasm');
 
 const stateDictOf = (f: Fixture): StateDict => Object.fromEntries(Object.entries(f.stateDict).map(([k, v]) => [k, Float32Array.from(v)]));
 
@@ -49,6 +49,7 @@ const CPU_TOLERANCE: Tolerance = { atol: 1e-12, rtol: 2 ** -23 };
 // 1e-12 leaves a factor of ~100 over that for these sizes.
 const F64_TOLERANCE: Tolerance = { atol: 1e-12, rtol: 1e-12 };
 
+/** WebGPU and 'wasm' alike: float32 arithmetic, the shared rule over the layer's reductions. */
 const gpuTolerance = (f: Fixture): Tolerance => f32Tolerance([f.config.embedDim, f.options.seqLen, f.config.embedDim]);
 
 function checkFixture(f: Fixture): void {
@@ -108,6 +109,24 @@ describe.each(fixtures.map((f) => [f.name, f] as const))('%s', (_name, f) => {
       if (f.attentionWeights) {
         const { attentionWeights } = await layer.forward(query, { ...f.options, needWeights: true });
         expectClose(attentionWeights!, f.attentionWeights, CPU_TOLERANCE, `${f.name} cpu backend attentionWeights`);
+      }
+    } finally {
+      layer.dispose();
+    }
+  });
+
+  test('wasm backend', async () => {
+    const layer = engines.wasm.createMultiHeadAttention(f.config, stateDict);
+    try {
+      const { output } = await layer.forward(query, f.options);
+      const tol = gpuTolerance(f);
+      report('wasm', f, output, tol);
+      expectClose(output, f.output, tol, `${f.name} wasm backend`);
+      if (f.attentionWeights) {
+        const { attentionWeights } = await layer.forward(query, { ...f.options, needWeights: true });
+        const logits = referenceMultiHeadAttention(f.config, stateDict, query, f.options).scores!;
+        const probTol = probabilityTolerance(f.config.embedDim, f.options.seqLen, maxAbsFinite(logits));
+        expectClose(attentionWeights!, f.attentionWeights, probTol, `${f.name} wasm backend attentionWeights`);
       }
     } finally {
       layer.dispose();

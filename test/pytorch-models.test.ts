@@ -4,7 +4,7 @@
 // (gpt-oss) and smooth softmax, ALiBi, all score options together, and scaledDotProductAttention with
 // rotary over the last keys. The expected values come from scripts/make_model_fixtures.py (float64
 // torch, the models' own formulas, each checked against a second form there) in
-// test/fixtures/pytorch-models/*.json, and share no code with the engine. Both backends are checked,
+// test/fixtures/pytorch-models/*.json, and share no code with the engine. All three backends are checked,
 // and the Llama case also as KV-cache decoding.
 
 import { describe, expect, test } from 'vitest';
@@ -33,7 +33,7 @@ const set = loadJsonFixtures<ModelFixture>(
   new URL('./fixtures/pytorch-models/', import.meta.url),
   'Regenerate them with `/usr/bin/python3 scripts/make_model_fixtures.py`.',
 );
-const engines = useEngines();
+const engines = useEngines('webgpu', 'cpu', 'wasm');
 
 /** The fixture's config with its arrays (rotary tables, QK-norm weights) as Float32Array. */
 function configOf(f: ModelFixture): MultiHeadAttentionConfig {
@@ -76,7 +76,7 @@ test('the fixtures are present and well formed', () => {
   expect(set.fixtures.length).toBeGreaterThanOrEqual(10);
 });
 
-describe.each(['webgpu', 'cpu'] as const)('%s against PyTorch', (backend) => {
+describe.each(['webgpu', 'cpu', 'wasm'] as const)('%s against PyTorch', (backend) => {
   test.each(set.fixtures.map((f) => [f.name, f] as const))('%s', async (_name, f) => {
     const r = await run(engines.of(backend), f);
     const S = Number(f.options.kvSeqLen ?? f.options.seqLen);
@@ -87,7 +87,7 @@ describe.each(['webgpu', 'cpu'] as const)('%s against PyTorch', (backend) => {
   });
 });
 
-test.each(['webgpu', 'cpu'] as const)('%s: the Llama case decoded with a KV cache equals PyTorch', async (backend) => {
+test.each(['webgpu', 'cpu', 'wasm'] as const)('%s: the Llama case decoded with a KV cache equals PyTorch', async (backend) => {
   const f = set.fixtures.find((x) => x.name === 'llama-rotary-gqa')!;
   const { batchSize: B, seqLen: S } = f.options as { batchSize: number; seqLen: number };
   const E = Number(f.config.embedDim);

@@ -3,7 +3,7 @@
 // sliding windows, head masks, packed variable-length batches (cuSeqlens), rows that see no key, and
 // engine.scaledDotProductAttention. The expected values come from scripts/make_variant_fixtures.py
 // (float64, checked there against torch.nn.MultiheadAttention) in test/fixtures/pytorch-variants/*.json,
-// and share no code with the engine. Both backends are checked against them.
+// and share no code with the engine. All three backends are checked against them.
 
 import { describe, expect, test } from 'vitest';
 import type { AttentionEngine } from '../src/index.ts';
@@ -55,7 +55,7 @@ const fixtureSet = loadJsonFixtures<Omit<OptionsFixture, 'name'>>(
 );
 const { fixtures } = fixtureSet;
 
-const engines = useEngines();
+const engines = useEngines('webgpu', 'cpu', 'wasm');
 
 // ------------------------------------------------------------------------------------------------
 // JSON → the engine's arguments.
@@ -229,7 +229,7 @@ async function runCase(engine: AttentionEngine, f: OptionsFixture, needWeights: 
 }
 
 async function checkBackend(
-  backend: 'cpu' | 'webgpu',
+  backend: 'cpu' | 'webgpu' | 'wasm',
   engine: AttentionEngine,
   f: OptionsFixture,
   outTol: Tolerance,
@@ -261,6 +261,11 @@ describe.each(fixtures.map((f) => [f.name, f] as const))('%s', (_name, f) => {
     await checkBackend('cpu', engines.cpu, f, CPU_TOLERANCE, CPU_TOLERANCE, (fn) => fn());
   });
 
+  // float32 on the CPU: the same tolerances as WebGPU's float32 path.
+  test('wasm backend', async () => {
+    await checkBackend('wasm', engines.wasm, f, gpuOutputTolerance(f), gpuWeightTolerance(f), (fn) => fn());
+  });
+
   // Every case, kdim/vdim that are not multiples of 4 included (padded inside the engine, src/webgpu/padding.ts).
   test('webgpu backend', async () => {
     await checkBackend('webgpu', engines.gpu, f, gpuOutputTolerance(f), gpuWeightTolerance(f), (fn) => withErrorScopes(engines.gpu.device!, fn));
@@ -269,7 +274,7 @@ describe.each(fixtures.map((f) => [f.name, f] as const))('%s', (_name, f) => {
   // A packed batch has no [B, H, Sq, Skv] to return: needWeights with cuSeqlens is refused.
   if (f.options.cuSeqlens) {
     test('needWeights with cuSeqlens is refused', async () => {
-      for (const engine of [engines.cpu, engines.gpu]) {
+      for (const engine of [engines.cpu, engines.gpu, engines.wasm]) {
         await expect(
           runCase(engine, f, true, (fn) => fn()),
           `${engine.backend}`,

@@ -66,6 +66,8 @@ export class CpuBackend implements Backend {
   /** The CPU computes in float64 and returns float32. */
   readonly precision = 'f32' as const;
   readonly profiling = false;
+  readonly threads = 1;
+  readonly threadsNote = null;
   readonly precisionNote: string | null;
 
   constructor(options: { precision?: 'f32' | 'f16' } = {}) {
@@ -132,14 +134,14 @@ export class CpuBackend implements Backend {
   dispose(): void {}
 }
 
-/** GPU buffers in or out are WebGPU's: the CPU backend refuses them, saying so. */
-function refuseGpuBuffers(where: string, plan: ForwardPlan): void {
+/** GPU buffers in or out are WebGPU's: the CPU (and 'wasm') backend refuses them, saying so. */
+export function refuseGpuBuffers(where: string, plan: ForwardPlan, given = 'an engine on the CPU backend'): void {
   if (!plan.gpu && !plan.returnBuffer) return;
   throw new UnsupportedError({
     where,
     argument: plan.gpu ? 'a GPUBuffer input' : 'options.returnBuffer',
     expected: 'used on the WebGPU backend only',
-    given: 'an engine on the CPU backend',
+    given,
     fix: 'Pass Float32Arrays and read output, or run on WebGPU.',
   });
 }

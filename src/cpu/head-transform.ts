@@ -2,40 +2,45 @@
 // key head after the projection, pass 1½ of the reference. An RMS norm with the head's weights
 // (config.qkNorm), then the rotation of the first `dim` features by position·θ_i (config.rotary).
 
-import { type ForwardPlan, rotaryAngle } from '../plan/index.ts';
+import { type ForwardPlan, type LayerSpec, rotaryAngle } from '../plan/index.ts';
 
 /**
  * Transforms `heads` [batches, count, stride, Dh] in place: the query heads (kind 'query') or the key
  * heads ('key') of rows row0 … row0 + rows − 1 of each block, token m = b·rows + s at plan.positions[m].
+ * Float32 heads (the 'wasm' backend's) are transformed in float64 and stored rounded.
  */
-export function transformHeads(plan: ForwardPlan, heads: Float64Array, kind: 'query' | 'key', count: number, rows: number, stride = rows, row0 = 0): void {
+export function transformHeads(plan: ForwardPlan, heads: Float64Array | Float32Array, kind: 'query' | 'key', count: number, rows: number, stride = rows, row0 = 0): void {
   const { rotary, qkNorm, headDim: Dh } = plan.layer;
   if (!rotary && !qkNorm) return;
   const batches = heads.length / (count * stride * Dh);
   for (let b = 0; b < batches; b++) {
     for (let h = 0; h < count; h++) {
       for (let s = 0; s < rows; s++) {
-        const base = ((b * count + h) * stride + row0 + s) * Dh;
-        if (qkNorm) {
-          const weight = kind === 'query' ? qkNorm.query : qkNorm.key;
-          let squares = 0;
-          for (let d = 0; d < Dh; d++) squares += heads[base + d] ** 2;
-          const r = 1 / Math.sqrt(squares / Dh + qkNorm.eps);
-          for (let d = 0; d < Dh; d++) heads[base + d] *= r * weight[d];
-        }
-        if (rotary) {
-          const position = plan.positions![b * rows + s];
-          const half = rotary.dim / 2;
-          for (let i = 0; i < half; i++) {
-            const [c, sn] = rotaryAngle(rotary, position, i);
-            const [a, z] = rotary.interleaved ? [base + 2 * i, base + 2 * i + 1] : [base + i, base + i + half];
-            const x = heads[a];
-            const y = heads[z];
-            heads[a] = x * c - y * sn;
-            heads[z] = y * c + x * sn;
-          }
-        }
+        transformHead(plan.layer, heads, ((b * count + h) * stride + row0 + s) * Dh, kind, rotary ? plan.positions![b * rows + s] : 0);
       }
+    }
+  }
+}
+
+/** One head's Dh features at heads[base …] in place: QK-norm with the head's weights, then rotary at `position`. */
+export function transformHead(layer: LayerSpec, heads: Float64Array | Float32Array, base: number, kind: 'query' | 'key', position: number): void {
+  const { rotary, qkNorm, headDim: Dh } = layer;
+  if (qkNorm) {
+    const weight = kind === 'query' ? qkNorm.query : qkNorm.key;
+    let squares = 0;
+    for (let d = 0; d < Dh; d++) squares += heads[base + d] ** 2;
+    const r = 1 / Math.sqrt(squares / Dh + qkNorm.eps);
+    for (let d = 0; d < Dh; d++) heads[base + d] *= r * weight[d];
+  }
+  if (rotary) {
+    const half = rotary.dim / 2;
+    for (let i = 0; i < half; i++) {
+      const [c, sn] = rotaryAngle(rotary, position, i);
+      const [a, z] = rotary.interleaved ? [base + 2 * i, base + 2 * i + 1] : [base + i, base + i + half];
+      const x = heads[a];
+      const y = heads[z];
+      heads[a] = x * c - y * sn;
+      heads[z] = y * c + x * sn;
     }
   }
 }

@@ -59,6 +59,8 @@ export interface WebGPUBackendOptions {
 
 export class WebGPUBackend implements Backend {
   readonly kind = 'webgpu' as const;
+  readonly threads = 1;
+  readonly threadsNote = null;
   private state: DeviceState;
   private disposed = false;
   private recovering: Promise<DeviceState> | null = null;

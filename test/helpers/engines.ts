@@ -1,24 +1,26 @@
 // The engines a test file shares: created once before its tests (beforeAll), disposed after them
-// (afterAll). A file calls useEngines() at its top level and reads `engines.gpu` / `engines.cpu`
-// inside its tests and hooks.
+// (afterAll). A file calls useEngines() at its top level and reads `engines.gpu` / `engines.cpu` /
+// `engines.wasm` inside its tests and hooks.
 
 import { afterAll, beforeAll } from 'vitest';
 import { createAttentionEngine, type AttentionEngine } from '../../src/index.ts';
 import { createGpuEngine } from './gpu.ts';
 
-type Backend = 'webgpu' | 'cpu';
+type Backend = 'webgpu' | 'wasm' | 'cpu';
 
 export interface Engines {
   /** The WebGPU engine (createGpuEngine: fails loudly, never skips, without an adapter). */
   readonly gpu: AttentionEngine;
   /** The CPU (float64 reference) engine. */
   readonly cpu: AttentionEngine;
+  /** The WebAssembly (float32 SIMD) engine. */
+  readonly wasm: AttentionEngine;
   /** `gpu` or `cpu` by backend name. */
   of(backend: Backend): AttentionEngine;
 }
 
 /**
- * Registers beforeAll/afterAll hooks that create an engine per backend in `backends` (default both)
+ * Registers beforeAll/afterAll hooks that create an engine per backend in `backends` (default webgpu and cpu)
  * and dispose them. Reading an engine before beforeAll has run (at collection time) or one that was
  * not asked for throws, naming it.
  */
@@ -28,10 +30,12 @@ export function useEngines(...backends: Backend[]): Engines {
   beforeAll(async () => {
     if (wanted.includes('webgpu')) made.webgpu = await createGpuEngine();
     if (wanted.includes('cpu')) made.cpu = await createAttentionEngine({ backend: 'cpu' });
+    if (wanted.includes('wasm')) made.wasm = await createAttentionEngine({ backend: 'wasm' });
   });
   afterAll(() => {
     made.webgpu?.dispose();
     made.cpu?.dispose();
+    made.wasm?.dispose();
   });
   const of = (backend: Backend): AttentionEngine => {
     const engine = made[backend];
@@ -48,6 +52,9 @@ export function useEngines(...backends: Backend[]): Engines {
     },
     get cpu() {
       return of('cpu');
+    },
+    get wasm() {
+      return of('wasm');
     },
     of,
   };

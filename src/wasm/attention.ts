@@ -1,0 +1,135 @@
+// The attention pass of the 'wasm' backend: per (sequence, head) Kᵀ of its key/value head (O(Skv·Dh),
+// small beside the attention's O(Sq·Skv·Dh)), then wasm/attention.ts's attend, and probabilities()
+// after it for needWeights. The score rule's per-head values are set with setRule, from the plan
+// exactly as src/cpu/score-rule.ts reads them.
+
+import { attention } from '../cpu/reference.ts';
+import type { ForwardPlan } from '../plan/index.ts';
+import { threadsFor, type WasmKernels } from './kernels.ts';
+import type { KernelCall } from './threads.ts';
+
+/**
+ * Where the rows of a head live in kernel memory: row `r` of head `h` of batch `b` starts at byte
+ * ptr + 4·(b·batch + h·head + r·ld). Token-major [batches, rows, heads·Dh] (the projections' output)
+ * and head-split [batches, heads, rows, Dh] (scaledDotProductAttention's) are both views.
+ */
+export interface HeadView {
+  ptr: number;
+  ld: number;
+  head: number;
+  batch: number;
+}
+
+/** [batches, rows, heads·Dh]: the projections' layout. */
+export function tokenMajor(ptr: number, rows: number, heads: number, Dh: number): HeadView {
+  return { ptr, ld: heads * Dh, head: Dh, batch: rows * heads * Dh };
+}
+
+/** [batches, heads, rows, Dh]: the layout of scaledDotProductAttention's tensors and of KV caches. */
+export function headSplit(ptr: number, rows: number, heads: number, Dh: number): HeadView {
+  return { ptr, ld: Dh, head: rows * Dh, batch: heads * rows * Dh };
+}
+
+function at(v: HeadView, b: number, h: number, row: number): number {
+  return v.ptr + 4 * (b * v.batch + h * v.head + row * v.ld);
+}
+
+const KEYS_PER_BLOCK = 64; // wasm/attention.ts's BC
+const ROWS_PER_PASS = 32; // wasm/attention.ts's RG
+
+/**
+ * O = attention(Q, K, V) for every (sequence, head) of the plan (softmax attention; not linear),
+ * the (sequence, head) pairs dealt round-robin over the kernels' threads. Resolves to the address
+ * of the probabilities [B, H, Sq, Skv] when plan.needWeights, else 0.
+ */
+export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: HeadView, k: HeadView, v: HeadView, o: HeadView): Promise<number> {
+  const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
+  const varlen = plan.mode === 'varlen';
+  const { batchSize: B } = plan;
+  const longest = varlen ? plan.geometry.longestSequence : plan.kvSeqLen;
+  const { scale, softcap, sinks, alibiSlopes } = plan.score;
+  const { attnMask, attnMaskPerHead, keyPaddingMask, headMask, window } = plan.masks;
+
+  const probs = plan.needWeights ? kernels.alloc(B * H * plan.seqLen * plan.kvSeqLen) : 0;
+  const pad = keyPaddingMask ? kernels.putBytes(keyPaddingMask) : 0;
+  const mask = attnMask ? kernels.put(attnMask) : 0;
+  // Each thread's own Kᵀ [⌈Skv/64⌉, Dh, 64], scratch and row statistics.
+  const work = varlen ? plan.geometry.tokens * longest * H * Dh : B * H * plan.seqLen * plan.kvSeqLen * Dh; // Q·Kᵀ's multiply-adds (varlen: a bound)
+  const threads = Math.min(threadsFor(kernels, work), B * H);
+  const own = Array.from({ length: threads }, () => ({
+    kt: kernels.alloc(Math.ceil(longest / KEYS_PER_BLOCK) * Dh * KEYS_PER_BLOCK),
+    scratch: kernels.alloc(ROWS_PER_PASS * (KEYS_PER_BLOCK + Dh + 3 + 5)), // what attend() asks for
+    stats: plan.needWeights ? kernels.alloc(2 * (varlen ? plan.geometry.longestSequence : plan.seqLen)) : 0,
+  }));
+  const lists: KernelCall[][] = own.map(() => []);
+
+  for (let b = 0; b < B; b++) {
+    // As reference.ts: where sequence b's rows start, and how many it has.
+    const start = varlen ? plan.cuSeqlens![b] : 0;
+    const Sq = varlen ? plan.cuSeqlens![b + 1] - start : plan.seqLen;
+    const Skv = varlen ? Sq : plan.kvSeqLen;
+    const batch = varlen ? 0 : b;
+    for (let h = 0; h < H; h++) {
+      const t = (b * H + h) % threads;
+      const { kt, scratch, stats } = own[t];
+      const g = Math.floor(h / (H / G));
+      const qAt = at(q, batch, h, start);
+      lists[t].push(
+        ['transpose', at(k, batch, g, start), k.ld, Skv, Dh, kt],
+        [
+          'setRule',
+          scale,
+          softcap,
+          alibiSlopes ? alibiSlopes[h] : 0,
+          sinks ? sinks[h] : 0,
+          sinks ? 1 : 0,
+          headMask ? headMask[b * H + h] : 1,
+          plan.isCausal ? 1 : 0,
+          window,
+          pad ? pad + b * Skv : 0,
+          mask ? mask + 4 * (attnMaskPerHead ? b * H + h : 0) * Sq * Skv : 0,
+        ],
+        ['attend', qAt, q.ld, kt, at(v, batch, g, start), v.ld, at(o, batch, h, start), o.ld, Sq, Skv, Dh, stats, scratch],
+      );
+      if (probs) lists[t].push(['probabilities', qAt, q.ld, kt, Sq, Skv, Dh, stats, probs + 4 * (b * H + h) * Sq * Skv, Skv]);
+    }
+  }
+  await kernels.run(lists);
+  return probs;
+}
+
+/**
+ * The attention pass on the float64 reference (cpu/reference.ts's attention(), linear attention
+ * included), for layers the kernels do not cover: Q, K, V gathered from kernel memory into
+ * head-split float64 arrays, O written back through its view. Returns the probabilities with
+ * plan.needWeights (softmax layers only), else null.
+ */
+export function referenceAttention(kernels: WasmKernels, plan: ForwardPlan, q: HeadView, k: HeadView, v: HeadView, o: HeadView): Float32Array | null {
+  const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
+  const { batches, qRows, kvRows } = plan.geometry;
+  const f32 = kernels.f32;
+  const gather = (view: HeadView, heads: number, rows: number) => {
+    const out = new Float64Array(batches * heads * rows * Dh); // [batches, heads, rows, Dh]
+    for (let b = 0; b < batches; b++) {
+      for (let h = 0; h < heads; h++) {
+        for (let r = 0; r < rows; r++) {
+          const from = at(view, b, h, r) >> 2;
+          for (let d = 0; d < Dh; d++) out[((b * heads + h) * rows + r) * Dh + d] = f32[from + d];
+        }
+      }
+    }
+    return out;
+  };
+  const size = plan.batchSize * H * plan.seqLen * plan.kvSeqLen;
+  const keep = plan.needWeights ? { scores: new Float64Array(size), probs: new Float64Array(size) } : undefined;
+  const out = attention(plan, gather(q, H, qRows), gather(k, G, kvRows), gather(v, G, kvRows), keep); // [batches, H, qRows, Dh]
+  for (let b = 0; b < batches; b++) {
+    for (let h = 0; h < H; h++) {
+      for (let r = 0; r < qRows; r++) {
+        const to = at(o, b, h, r) >> 2;
+        for (let d = 0; d < Dh; d++) f32[to + d] = out[((b * H + h) * qRows + r) * Dh + d];
+      }
+    }
+  }
+  return keep ? Float32Array.from(keep.probs) : null;
+}

@@ -1,0 +1,199 @@
+// The 'wasm' backend's kernels (wasm/*.ts, compiled into module.ts) as the host sees them: the module,
+// compiled once per page or process, and WasmKernels, one instance with its own memory, laid out by
+// the host as a bump arena (weights at the bottom for a layer's life, each call's buffers above).
+
+import { DeviceLimitError } from '../errors.ts';
+import { WASM_BASE64, WASM_SHARED_BASE64 } from './module.ts';
+import type { KernelCall, ThreadPool } from './threads.ts';
+
+/** What the module exports (wasm/gemm.ts, wasm/attention.ts); pointers are byte addresses. */
+interface KernelExports {
+  heapBase(): number;
+  gemm(x: number, ldx: number, M: number, K: number, wp: number, N: number, bias: number, y: number, ldy: number): void;
+  transpose(k: number, ldk: number, rows: number, Dh: number, kt: number): void;
+  setRule(
+    scale: number,
+    softcap: number,
+    slope: number,
+    sink: number,
+    hasSink: number,
+    headScale: number,
+    causal: number,
+    window: number,
+    pad: number,
+    mask: number,
+  ): void;
+  attend(q: number, ldq: number, kt: number, v: number, ldv: number, o: number, ldo: number, Sq: number, Skv: number, Dh: number, stats: number, scratch: number): void;
+  probabilities(q: number, ldq: number, kt: number, Sq: number, Skv: number, Dh: number, stats: number, out: number, ldp: number): void;
+}
+
+const compiled: Partial<Record<'single' | 'shared', Promise<WebAssembly.Module>>> = {};
+
+/**
+ * The kernels' module, compiled once (asynchronously: browsers refuse large synchronous compiles on
+ * the main thread): 'single' owns its memory; 'shared' imports a shared one, for threads.
+ */
+export function compileKernels(kind: 'single' | 'shared' = 'single'): Promise<WebAssembly.Module> {
+  let module = compiled[kind];
+  if (!module) {
+    const bytes = Uint8Array.from(atob(kind === 'single' ? WASM_BASE64 : WASM_SHARED_BASE64), (c) => c.charCodeAt(0));
+    module = WebAssembly.compile(bytes);
+    compiled[kind] = module;
+    module.catch(() => {
+      delete compiled[kind]; // let a later engine try again
+    });
+  }
+  return module;
+}
+
+/** The most memory an instance may grow to: 65536 pages, 4 GiB (wasm32; the shared module's declared maximum). */
+const MAXIMUM_PAGES = 65536;
+let nextId = 0;
+
+const ALIGN = 64; // bytes: every buffer starts on a cache line
+const PAGE = 65536;
+
+/**
+ * One instance of the kernels and its memory; with a thread pool, the memory is shared and every
+ * worker holds an instance on it too.
+ */
+export class WasmKernels {
+  readonly k: KernelExports;
+  readonly memory: WebAssembly.Memory;
+  /** Threads a pass is split over (1 without a pool). */
+  readonly threads: number;
+  private readonly id = nextId++;
+  private top: number;
+  /** The first byte the host may use. */
+  private readonly bottom: number;
+  private f32View: Float32Array;
+  private u8View: Uint8Array;
+
+  /** `module` from compileKernels('single'), or from compileKernels('shared') with a pool. */
+  constructor(
+    module: WebAssembly.Module,
+    private readonly pool: ThreadPool | null = null,
+  ) {
+    if (pool) {
+      this.memory = new WebAssembly.Memory({ initial: 1, maximum: MAXIMUM_PAGES, shared: true });
+      this.k = new WebAssembly.Instance(module, { env: { memory: this.memory } }).exports as unknown as KernelExports;
+      pool.open(this.id, module, this.memory);
+    } else {
+      const exports = new WebAssembly.Instance(module, {}).exports;
+      this.k = exports as unknown as KernelExports;
+      this.memory = exports.memory as WebAssembly.Memory;
+    }
+    this.threads = pool ? pool.size : 1;
+    this.bottom = Math.ceil(this.k.heapBase() / ALIGN) * ALIGN;
+    this.top = this.bottom;
+    this.f32View = new Float32Array(this.memory.buffer);
+    this.u8View = new Uint8Array(this.memory.buffer);
+  }
+
+  /** Runs lists of kernel calls, list t on thread t (all on this one without a pool); each list's calls in order. */
+  async run(lists: KernelCall[][]): Promise<void> {
+    const local = (calls: KernelCall[]) => {
+      const k = this.k as unknown as Record<string, (...args: number[]) => void>;
+      for (const [name, ...args] of calls) k[name](...args);
+    };
+    if (this.pool) await this.pool.run(this.id, lists, local);
+    else for (const calls of lists) local(calls);
+  }
+
+  /** Drops the workers' instances (this one goes with its last reference). */
+  dispose(): void {
+    this.pool?.close(this.id);
+  }
+
+  /** Reserves `floats` float32s (or bytes, with bytes = true), growing the memory if needed; returns the byte address. */
+  alloc(count: number, bytes = false): number {
+    const ptr = this.top;
+    const top = ptr + Math.ceil((bytes ? count : 4 * count) / ALIGN) * ALIGN;
+    const have = this.memory.buffer.byteLength;
+    if (top > have) {
+      try {
+        if (top > MAXIMUM_PAGES * PAGE) throw new RangeError('past the 4 GiB of a 32-bit WebAssembly memory');
+        this.memory.grow(Math.ceil((top - have) / PAGE));
+      } catch (e) {
+        throw new DeviceLimitError({
+          where: "the 'wasm' backend",
+          argument: 'the memory of this call (weights, inputs, Q, K, V, outputs, and with needWeights [B, H, Sq, Skv])',
+          expected: 'within what the WebAssembly memory can grow to (4 GiB at most)',
+          given: `${top} bytes (${(e as Error).message})`,
+          fix: 'Split the batch into smaller calls, or leave out needWeights.',
+        });
+      }
+    }
+    this.top = top;
+    return ptr;
+  }
+
+  /** Where the arena ends now: release(mark()) frees everything allocated after it. */
+  mark(): number {
+    return this.top;
+  }
+
+  /** Frees everything allocated after `mark` (0: everything). */
+  release(mark: number): void {
+    this.top = Math.max(mark, this.bottom);
+  }
+
+  /** The memory as float32 (a fresh view after the memory grew). */
+  get f32(): Float32Array {
+    if (this.f32View.byteLength !== this.memory.buffer.byteLength) this.f32View = new Float32Array(this.memory.buffer);
+    return this.f32View;
+  }
+
+  get u8(): Uint8Array {
+    if (this.u8View.byteLength !== this.memory.buffer.byteLength) this.u8View = new Uint8Array(this.memory.buffer);
+    return this.u8View;
+  }
+
+  /** Copies `data` into a new buffer; returns its address. */
+  put(data: Float32Array): number {
+    const ptr = this.alloc(data.length);
+    this.f32.set(data, ptr >> 2);
+    return ptr;
+  }
+
+  putBytes(data: Uint8Array): number {
+    const ptr = this.alloc(data.length, true);
+    this.u8.set(data, ptr);
+    return ptr;
+  }
+
+  /** A copy of `length` float32s at ptr. */
+  take(ptr: number, length: number): Float32Array {
+    return this.f32.slice(ptr >> 2, (ptr >> 2) + length);
+  }
+}
+
+/**
+ * Below this many multiply-adds a pass runs on the calling thread alone: handing work to a worker
+ * costs tens of microseconds, about what one thread needs for ~4M multiply-adds (a decode step's).
+ */
+export const MIN_WORK_PER_THREAD = 1 << 22;
+
+/** The threads a pass of `work` multiply-adds is split over: all of them, or 1 for small passes. */
+export function threadsFor(kernels: WasmKernels, work: number): number {
+  return work < MIN_WORK_PER_THREAD ? 1 : kernels.threads;
+}
+
+/** W [N, K] (row-major) packed for gemm: panels of 8 rows of W, k-major inside a panel, zero past N. */
+export function packWeights(W: Float32Array, N: number, K: number): Float32Array {
+  const P = Math.ceil(N / 8);
+  const out = new Float32Array(P * K * 8);
+  for (let n = 0; n < N; n++) {
+    const p = n >> 3;
+    const c = n & 7;
+    for (let k = 0; k < K; k++) out[(p * K + k) * 8 + c] = W[n * K + k];
+  }
+  return out;
+}
+
+/** A bias of N values (or none: zeros) padded to whole panels of 8. */
+export function packBias(bias: Float32Array | null, offset: number, N: number): Float32Array {
+  const out = new Float32Array(Math.ceil(N / 8) * 8);
+  if (bias) out.set(bias.subarray(offset, offset + N));
+  return out;
+}

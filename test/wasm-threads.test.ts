@@ -1,0 +1,127 @@
+// The 'wasm' backend on worker threads (Node): threaded and single-threaded engines agree, and
+// exactly (workers checked to have run kernels): a thread computes whole rows of a GEMM and whole heads of the attention with the same
+// instructions in the same order as one thread would. Also: the threads option, concurrent calls on
+// one layer (they share its memory: run one at a time), KV caches and needWeights across threads.
+
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
+import { availableParallelism } from 'node:os';
+import { type AttentionEngine, createAttentionEngine, DisposedError, InvalidArgumentError, type MultiHeadAttentionConfig } from '../src/index.ts';
+import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { ThreadPool } from '../src/wasm/threads.ts';
+
+let one: AttentionEngine;
+let two: AttentionEngine;
+let three: AttentionEngine;
+beforeAll(async () => {
+  one = await createAttentionEngine({ backend: 'wasm', threads: 1 });
+  two = await createAttentionEngine({ backend: 'wasm', threads: 2 });
+  three = await createAttentionEngine({ backend: 'wasm', threads: 3 }); // more than the pieces of some calls
+});
+afterAll(() => {
+  for (const e of [one, two, three]) e.dispose();
+});
+
+test('engine.threads and threadsNote', async () => {
+  expect([one.threads, two.threads, three.threads]).toEqual([1, 2, 3]);
+  expect([one.threadsNote, two.threadsNote, three.threadsNote]).toEqual([null, null, null]);
+  const byDefault = await createAttentionEngine({ backend: 'wasm' });
+  expect(byDefault.threads).toBe(availableParallelism());
+  byDefault.dispose();
+  const cpu = await createAttentionEngine({ backend: 'cpu' });
+  expect([cpu.threads, cpu.threadsNote]).toEqual([1, null]);
+  cpu.dispose();
+});
+
+test.each([
+  [{ backend: 'wasm', threads: 0 }, 'options.threads must be a positive integer'],
+  [{ backend: 'wasm', threads: 1.5 }, 'options.threads must be a positive integer'],
+  [{ backend: 'cpu', threads: 2 }, "options.threads must be left out unless backend: 'wasm'"],
+  [{ threads: 2 }, "options.threads must be left out unless backend: 'wasm'"],
+])('createAttentionEngine(%o) is refused', async (options, message) => {
+  await expect(createAttentionEngine(options as never)).rejects.toThrow(InvalidArgumentError);
+  await expect(createAttentionEngine(options as never)).rejects.toThrow(message);
+});
+
+// Passes under MIN_WORK_PER_THREAD multiply-adds run on one thread; these are above it where it
+// matters (the names say what is split), and each test checks that workers did get work.
+// The last column: which kernels must run on workers when there are any.
+const layers: [string, MultiHeadAttentionConfig, number, number, string[]][] = [
+  ['E=64 H=4, B=1 S=1 (too small to split)', { embedDim: 64, numHeads: 4 }, 1, 1, []],
+  ['E=128 H=4 G=2, B=2 S=300 (rows of the projections, heads)', { embedDim: 128, numHeads: 4, numKvHeads: 2 }, 2, 300, ['gemm', 'attend']],
+  ['E=60 H=4 G=1 (Dh 15), B=3 S=200 (heads)', { embedDim: 60, numHeads: 4, numKvHeads: 1 }, 3, 200, ['attend']],
+  ['E=128 H=1, B=1 S=257 (rows; one head: one thread attends)', { embedDim: 128, numHeads: 1 }, 1, 257, ['gemm']],
+  ['E=1024 H=8, B=2 S=1 (columns of the projections: few rows)', { embedDim: 1024, numHeads: 8 }, 2, 1, ['gemm']],
+];
+
+/** Which kernels the workers (not the calling thread) ran during `fn`. */
+async function onWorkers<T>(fn: () => Promise<T>): Promise<{ result: T; kernels: Set<string> }> {
+  const run = vi.spyOn(ThreadPool.prototype, 'run');
+  try {
+    const result = await fn();
+    const kernels = new Set(run.mock.calls.flatMap(([, lists]) => lists.slice(1).flatMap((calls) => calls.map(([name]) => name))));
+    return { result, kernels };
+  } finally {
+    run.mockRestore();
+  }
+}
+
+describe('threaded = single-threaded, bit for bit', () => {
+  test.each(layers)('%s, causal, needWeights', async (name, config, B, S, split) => {
+    const sd = randomStateDict(config, S);
+    const x = uniform(B * S * config.embedDim, 1, mulberry32(S + 1));
+    const options = { batchSize: B, seqLen: S, isCausal: true, needWeights: true, alibiSlopes: uniform(config.numHeads, 0.5, mulberry32(2)) };
+    const results = [];
+    for (const engine of [one, two, three]) {
+      const mha = engine.createMultiHeadAttention(config, sd);
+      const { result, kernels } = await onWorkers(() => mha.forward(x, options));
+      results.push(result);
+      mha.dispose();
+      const expected = engine === one ? [] : [...split].sort();
+      expect([...kernels].filter((k) => k === 'gemm' || k === 'attend').sort(), `${name}: kernels on workers, ${engine.threads} thread(s)`).toEqual(expected);
+    }
+    for (const r of results.slice(1)) {
+      expect(r.output).toEqual(results[0].output);
+      expect(r.attentionWeights).toEqual(results[0].attentionWeights);
+    }
+  });
+
+  test('KV-cache decoding and scaledDotProductAttention', async () => {
+    const config = { embedDim: 32, numHeads: 4, numKvHeads: 2 };
+    const sd = randomStateDict(config, 3);
+    const x = uniform(2 * 20 * 32, 1, mulberry32(4));
+    const outputs: Float32Array[][] = [];
+    for (const engine of [one, two]) {
+      const mha = engine.createMultiHeadAttention(config, sd);
+      const cache = mha.createKvCache({ batchSize: 2, maxSeqLen: 24 });
+      const steps = [(await mha.forward(x, { batchSize: 2, seqLen: 20, kvCache: cache, isCausal: true })).output];
+      for (let t = 0; t < 4; t++) steps.push((await mha.forward(x.subarray(0, 64), { batchSize: 2, seqLen: 1, kvCache: cache, isCausal: true })).output);
+      const r = mulberry32(5);
+      const [q, k, v] = [uniform(2 * 4 * 7 * 8, 1, r), uniform(2 * 2 * 9 * 8, 1, r), uniform(2 * 2 * 9 * 8, 1, r)];
+      steps.push(
+        (await engine.scaledDotProductAttention(q, k, v, { batchSize: 2, numHeads: 4, numKvHeads: 2, seqLen: 7, kvSeqLen: 9, headDim: 8, isCausal: true })).output,
+      );
+      outputs.push(steps);
+      mha.dispose();
+    }
+    expect(outputs[1]).toEqual(outputs[0]);
+  });
+});
+
+test('concurrent calls on one layer give what the same calls give one after another', async () => {
+  const config = { embedDim: 64, numHeads: 4 };
+  const mha = two.createMultiHeadAttention(config, randomStateDict(config, 6));
+  const inputs = [7, 40, 3, 65].map((S) => ({ x: uniform(S * 64, 1, mulberry32(S)), S }));
+  const together = await Promise.all(inputs.map(({ x, S }) => mha.forward(x, { batchSize: 1, seqLen: S })));
+  for (const [i, { x, S }] of inputs.entries()) expect((await mha.forward(x, { batchSize: 1, seqLen: S })).output).toEqual(together[i].output);
+  mha.dispose();
+});
+
+test('disposing a threaded engine fails its unfinished calls with DisposedError', async () => {
+  const engine = await createAttentionEngine({ backend: 'wasm', threads: 2 });
+  const config = { embedDim: 64, numHeads: 4 };
+  const mha = engine.createMultiHeadAttention(config, randomStateDict(config, 8));
+  const x = uniform(300 * 64, 1, mulberry32(9));
+  const call = mha.forward(x, { batchSize: 1, seqLen: 300 });
+  engine.dispose();
+  await expect(call).rejects.toThrow(DisposedError);
+});

@@ -1,0 +1,348 @@
+// AssemblyScript, compiled to WebAssembly (128-bit SIMD) by scripts/build-wasm.mjs into
+// src/wasm/module.ts. The attention of the 'wasm' backend, for one (sequence, head) per call:
+//
+//   setRule        the call's score rule (src/cpu/score-rule.ts, the float64 twin): scale, softcap,
+//                  ALiBi slope, sink, head-mask factor, causal, window, key padding, attnMask
+//   attend         O [Sq, Dh] = softmax(rule(Q·Kᵀ)) · V, tiled: 32 query rows × 64 keys at a time
+//                  (scores and P·V 4 rows per micro-kernel step), online softmax (running max m and
+//                  sum l per row), never an Sq × Skv buffer
+//   probabilities  P [Sq, Skv] from Q, Kᵀ and attend's (m, l): only for needWeights
+//
+// Layouts: Q [Sq, Dh] row stride ldq; Kᵀ in blocks of 64 keys, [⌈Skv/64⌉, Dh, 64], zero past Skv,
+// from gemm.ts's transpose (a block is one contiguous 16 KB panel at Dh 64: a row-major Kᵀ of a long
+// sequence would spread each block over as many pages as Dh, and miss the TLB);
+// V [Skv, Dh] row stride ldv; O [Sq, Dh] row stride ldo; the key padding [Skv] u8 (1 = ignore);
+// attnMask [Sq, Skv] f32 (added; −∞ = masked); stats [Sq, 2] f32 (m, l). Pointer 0 = none.
+// Row i sees key j when first(i) ≤ j ≤ last(i) (causal, window, as keyBand) and j is not padded.
+// scratch: ≥ RG·BC + RG·(Dh + 3) + 5·RG floats (16-byte aligned). A row that sees no key gets 0. The fast exp
+// (exp4, Cephes' exp2f polynomial) has a relative error of about 2e-7.
+
+const BC: i32 = 64; // keys per block
+const RG: i32 = 32; // query rows per pass over the keys (8 quads of the score micro-kernel): K and V blocks read once per 32 rows
+const LOG2E: f32 = <f32>Math.LOG2E;
+
+let gScale: f32 = 1;
+let gSoftcap: f32 = 0;
+let gSlope: f32 = 0;
+let gSink: f32 = 0;
+let gHasSink: bool = false;
+let gHeadScale: f32 = 1;
+let gCausal: bool = false;
+let gWindow: i32 = 0;
+let gPad: usize = 0;
+let gMask: usize = 0;
+
+export function setRule(scale: f32, softcap: f32, slope: f32, sink: f32, hasSink: i32, headScale: f32, causal: i32, window: i32, pad: usize, mask: usize): void {
+  gScale = scale;
+  gSoftcap = softcap;
+  gSlope = slope;
+  gSink = sink;
+  gHasSink = hasSink !== 0;
+  gHeadScale = headScale;
+  gCausal = causal !== 0;
+  gWindow = window;
+  gPad = pad;
+  gMask = mask;
+}
+
+/** eˣ on four lanes: 2^n · p(f), t = x·log2e = n + f, |f| ≤ ½; x ≤ −88 gives 0 (−∞ included). */
+function exp4(x: v128): v128 {
+  let t = f32x4.mul(x, f32x4.splat(LOG2E));
+  t = f32x4.min(f32x4.max(t, f32x4.splat(-127)), f32x4.splat(127));
+  const n = f32x4.nearest(t);
+  const f = f32x4.sub(t, n);
+  let p = f32x4.splat(1.5353361883195e-4);
+  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(1.339887440266574e-3));
+  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(9.61843735767464e-3));
+  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(5.550332471162809e-2));
+  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(2.402264791363012e-1));
+  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(6.931472028550421e-1));
+  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(1));
+  // 2^n from its exponent bits; n = −127 gives the bits of 0.
+  const scale = i32x4.shl(i32x4.add(i32x4.trunc_sat_f32x4_s(n), i32x4.splat(127)), 23);
+  return f32x4.mul(p, scale);
+}
+
+/** The rule applied to dot = q·k of key j for row i (aligned i'), or −∞ when the row does not see j. */
+function score(dot: f32, i: i32, ip: i32, j: i32, first: i32, last: i32, Skv: i32): f32 {
+  if (j < first || j > last) return -Infinity;
+  if (gPad !== 0 && load<u8>(gPad + <usize>j) !== 0) return -Infinity;
+  let s = dot * gScale;
+  if (gSoftcap > 0) s = gSoftcap * Mathf.tanh(s / gSoftcap);
+  if (gSlope !== 0) s -= gSlope * <f32>abs(ip - j);
+  if (gMask !== 0) s += load<f32>(gMask + ((<usize>i * <usize>Skv + <usize>j) << 2));
+  return s;
+}
+
+function firstKey(ip: i32): i32 {
+  return gWindow > 0 ? max(ip - gWindow + 1, 0) : 0;
+}
+
+function lastKey(ip: i32, Skv: i32): i32 {
+  return gCausal || gWindow > 0 ? min(ip, Skv - 1) : Skv - 1;
+}
+
+/** Scores of 4 query rows (q0 … q3) × jn keys from j0: Σ_d q[r, d]·Kᵀ[d, j], 8 keys per step, into sc rows [4, BC]. */
+function scores4(q0: usize, q1: usize, q2: usize, q3: usize, kt: usize, j0: i32, jn: i32, Dh: i32, sc: usize): void {
+  const block = kt + ((<usize>(j0 >> 6) * <usize>Dh) << 8); // j0 is a multiple of BC = 64
+  const rs = (<usize>BC) << 2;
+  for (let c = 0; c < jn; c += 8) {
+    let a00 = f32x4.splat(0);
+    let a01 = a00;
+    let a10 = a00;
+    let a11 = a00;
+    let a20 = a00;
+    let a21 = a00;
+    let a30 = a00;
+    let a31 = a00;
+    let kp = block + ((<usize>c) << 2);
+    for (let d = 0; d < Dh; d++) {
+      const k0 = v128.load(kp);
+      const k1 = v128.load(kp, 16);
+      const dd = (<usize>d) << 2;
+      let s = v128.load32_splat(q0 + dd);
+      a00 = f32x4.add(a00, f32x4.mul(s, k0));
+      a01 = f32x4.add(a01, f32x4.mul(s, k1));
+      s = v128.load32_splat(q1 + dd);
+      a10 = f32x4.add(a10, f32x4.mul(s, k0));
+      a11 = f32x4.add(a11, f32x4.mul(s, k1));
+      s = v128.load32_splat(q2 + dd);
+      a20 = f32x4.add(a20, f32x4.mul(s, k0));
+      a21 = f32x4.add(a21, f32x4.mul(s, k1));
+      s = v128.load32_splat(q3 + dd);
+      a30 = f32x4.add(a30, f32x4.mul(s, k0));
+      a31 = f32x4.add(a31, f32x4.mul(s, k1));
+      kp += (<usize>BC) << 2;
+    }
+    const at = sc + ((<usize>c) << 2);
+    v128.store(at, a00);
+    v128.store(at, a01, 16);
+    v128.store(at + rs, a10);
+    v128.store(at + rs, a11, 16);
+    v128.store(at + 2 * rs, a20);
+    v128.store(at + 2 * rs, a21, 16);
+    v128.store(at + 3 * rs, a30);
+    v128.store(at + 3 * rs, a31, 16);
+  }
+}
+
+/** scores4 for one query row. */
+function scores1(q0: usize, kt: usize, j0: i32, jn: i32, Dh: i32, sc: usize): void {
+  const block = kt + ((<usize>(j0 >> 6) * <usize>Dh) << 8);
+  for (let c = 0; c < jn; c += 8) {
+    let a0 = f32x4.splat(0);
+    let a1 = a0;
+    let kp = block + ((<usize>c) << 2);
+    for (let d = 0; d < Dh; d++) {
+      const s = v128.load32_splat(q0 + ((<usize>d) << 2));
+      a0 = f32x4.add(a0, f32x4.mul(s, v128.load(kp)));
+      a1 = f32x4.add(a1, f32x4.mul(s, v128.load(kp, 16)));
+      kp += (<usize>BC) << 2;
+    }
+    v128.store(sc + ((<usize>c) << 2), a0);
+    v128.store(sc + ((<usize>c) << 2), a1, 16);
+  }
+}
+
+/** pv4 for one row: acc ← alpha·acc + Σ_j p[j]·V[j]. */
+function pv1(sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, j0: i32, jn: i32, Dh: i32): void {
+  const al = f32x4.splat(alpha);
+  const D4 = Dh >> 2;
+  for (let d4 = 0; d4 < D4; d4++) {
+    const ad = acc + ((<usize>d4) << 4);
+    let a = f32x4.mul(v128.load(ad), al);
+    let vp = v + <usize>j0 * vStride + ((<usize>d4) << 4);
+    for (let jj = 0; jj < jn; jj++) {
+      a = f32x4.add(a, f32x4.mul(v128.load32_splat(sc + ((<usize>jj) << 2)), v128.load(vp)));
+      vp += vStride;
+    }
+    v128.store(ad, a);
+  }
+  for (let d = D4 << 2; d < Dh; d++) {
+    const ad = acc + ((<usize>d) << 2);
+    let a = load<f32>(ad) * alpha;
+    for (let jj = 0; jj < jn; jj++) a += load<f32>(sc + ((<usize>jj) << 2)) * load<f32>(v + <usize>(j0 + jj) * vStride + ((<usize>d) << 2));
+    store<f32>(ad, a);
+  }
+}
+
+/** acc[r] ← alpha[r]·acc[r] + Σ_j p[r, j]·V[j] for 4 rows: one V load serves the 4, f32x4 over Dh, scalar past the last whole 4. */
+function pv4(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vStride: usize, j0: i32, jn: i32, Dh: i32): void {
+  const rs = (<usize>BC) << 2;
+  const al0 = v128.load32_splat(alpha);
+  const al1 = v128.load32_splat(alpha, 4);
+  const al2 = v128.load32_splat(alpha, 8);
+  const al3 = v128.load32_splat(alpha, 12);
+  const D4 = Dh >> 2;
+  for (let d4 = 0; d4 < D4; d4++) {
+    const ad = acc + ((<usize>d4) << 4);
+    let a0 = f32x4.mul(v128.load(ad), al0);
+    let a1 = f32x4.mul(v128.load(ad + rowBytes), al1);
+    let a2 = f32x4.mul(v128.load(ad + 2 * rowBytes), al2);
+    let a3 = f32x4.mul(v128.load(ad + 3 * rowBytes), al3);
+    let vp = v + <usize>j0 * vStride + ((<usize>d4) << 4);
+    let pp = sc;
+    for (let jj = 0; jj < jn; jj++) {
+      const vv = v128.load(vp);
+      a0 = f32x4.add(a0, f32x4.mul(v128.load32_splat(pp), vv));
+      a1 = f32x4.add(a1, f32x4.mul(v128.load32_splat(pp + rs), vv));
+      a2 = f32x4.add(a2, f32x4.mul(v128.load32_splat(pp + 2 * rs), vv));
+      a3 = f32x4.add(a3, f32x4.mul(v128.load32_splat(pp + 3 * rs), vv));
+      vp += vStride;
+      pp += 4;
+    }
+    v128.store(ad, a0);
+    v128.store(ad + rowBytes, a1);
+    v128.store(ad + 2 * rowBytes, a2);
+    v128.store(ad + 3 * rowBytes, a3);
+  }
+  for (let d = D4 << 2; d < Dh; d++) {
+    for (let r = 0; r < 4; r++) {
+      const ad = acc + <usize>r * rowBytes + ((<usize>d) << 2);
+      let a = load<f32>(ad) * load<f32>(alpha + ((<usize>r) << 2));
+      for (let jj = 0; jj < jn; jj++) {
+        a += load<f32>(sc + <usize>r * rs + ((<usize>jj) << 2)) * load<f32>(v + <usize>(j0 + jj) * vStride + ((<usize>d) << 2));
+      }
+      store<f32>(ad, a);
+    }
+  }
+}
+
+/**
+ * The rule and the online softmax of one row's block of jn scores (keys j0 …): p replaces the score
+ * in `row`; m, l (at mp, lp) are updated and the factor the row's accumulator must be scaled by is
+ * stored at ap.
+ */
+function softmaxRow(row: usize, i: i32, ip: i32, j0: i32, jn: i32, first: i32, last: i32, Skv: i32, mp: usize, lp: usize, ap: usize): void {
+  let mx: f32 = -Infinity;
+  let jj = 0;
+  // Where the rule is a scale alone (every key of the block in the row's band, no padding, mask,
+  // softcap or ALiBi): four scores per step.
+  if (gPad === 0 && gMask === 0 && gSoftcap <= 0 && gSlope === 0 && j0 >= first && j0 + jn - 1 <= last) {
+    const scale = f32x4.splat(gScale);
+    let mv = f32x4.splat(-Infinity);
+    for (; jj + 4 <= jn; jj += 4) {
+      const s = f32x4.mul(v128.load(row + ((<usize>jj) << 2)), scale);
+      v128.store(row + ((<usize>jj) << 2), s);
+      mv = f32x4.max(mv, s);
+    }
+    mx = max(max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
+  }
+  for (; jj < jn; jj++) {
+    const s = score(load<f32>(row + ((<usize>jj) << 2)), i, ip, j0 + jj, first, last, Skv);
+    store<f32>(row + ((<usize>jj) << 2), s);
+    mx = max(mx, s);
+  }
+  for (let jj = jn; jj < ((jn + 3) & ~3); jj++) store<f32>(row + ((<usize>jj) << 2), -Infinity);
+  const mOld = load<f32>(mp);
+  const mNew = max(mOld, mx);
+  if (mNew === -Infinity) {
+    store<f32>(ap, 1);
+    memory.fill(row, 0, (<usize>BC) << 2);
+    return;
+  }
+  const a = Mathf.exp(mOld - mNew);
+  store<f32>(ap, a);
+  store<f32>(mp, mNew);
+  const mv = f32x4.splat(mNew);
+  let sum = f32x4.splat(0);
+  for (let jj = 0; jj < jn; jj += 4) {
+    const p = exp4(f32x4.sub(v128.load(row + ((<usize>jj) << 2)), mv));
+    v128.store(row + ((<usize>jj) << 2), p);
+    sum = f32x4.add(sum, p);
+  }
+  const total = f32x4.extract_lane(sum, 0) + f32x4.extract_lane(sum, 1) + f32x4.extract_lane(sum, 2) + f32x4.extract_lane(sum, 3);
+  store<f32>(lp, load<f32>(lp) * a + total);
+}
+
+/** O [Sq, Dh] for one (sequence, head); see the top of this file. */
+export function attend(q: usize, ldq: i32, kt: usize, v: usize, ldv: i32, o: usize, ldo: i32, Sq: i32, Skv: i32, Dh: i32, stats: usize, scratch: usize): void {
+  const Dp = (Dh + 3) & ~3;
+  const rowBytes = (<usize>Dp) << 2;
+  const sc = scratch; // p [RG, BC]
+  const acc = sc + ((<usize>(RG * BC)) << 2); // [RG, Dp]
+  const m = acc + RG * rowBytes; // [RG] running max
+  const l = m + (RG << 2); // [RG] running sum
+  const alpha = l + (RG << 2); // [RG] this block's rescale factor
+  const bands = alpha + (RG << 2); // [RG, 2] i32: first, last key
+  const vStride = (<usize>ldv) << 2;
+  const qStride = (<usize>ldq) << 2;
+  const rs = (<usize>BC) << 2;
+  for (let i0 = 0; i0 < Sq; i0 += RG) {
+    const R = min(RG, Sq - i0);
+    const R4 = (R + 3) & ~3; // rows in whole quads; the ones past Sq see no key (first Skv, last −1)
+    const ip0 = i0 + Skv - Sq;
+    let lo = Skv;
+    let hi = -1;
+    for (let r = 0; r < R4; r++) {
+      const first = r < R ? firstKey(ip0 + r) : Skv;
+      const last = r < R ? lastKey(ip0 + r, Skv) : -1;
+      store<i32>(bands + ((<usize>r) << 3), first);
+      store<i32>(bands + ((<usize>r) << 3), last, 4);
+      lo = min(lo, first);
+      hi = max(hi, last);
+      store<f32>(m + ((<usize>r) << 2), gHasSink ? gSink : -Infinity);
+      store<f32>(l + ((<usize>r) << 2), gHasSink ? 1 : 0);
+    }
+    memory.fill(acc, 0, rowBytes * R4);
+    for (let j0 = lo & ~(BC - 1); j0 <= hi; j0 += BC) {
+      const jn = min(BC, hi + 1 - j0);
+      // Each K block (Dh × 64 keys) and V block serve all RG rows while they are in cache.
+      for (let r0 = 0; r0 < R4; r0 += 4) {
+        if (R - r0 === 1) {
+          scores1(q + <usize>(i0 + r0) * qStride, kt, j0, jn, Dh, sc + <usize>r0 * rs); // a lone row (a decode step)
+          continue;
+        }
+        // Query rows past Sq repeat the last one (their results are dropped).
+        const q0 = q + <usize>(i0 + r0) * qStride;
+        const q1 = q + <usize>min(i0 + r0 + 1, Sq - 1) * qStride;
+        const q2 = q + <usize>min(i0 + r0 + 2, Sq - 1) * qStride;
+        const q3 = q + <usize>min(i0 + r0 + 3, Sq - 1) * qStride;
+        scores4(q0, q1, q2, q3, kt, j0, jn, Dh, sc + <usize>r0 * rs);
+      }
+      for (let r = 0; r < R; r++) {
+        const ro = (<usize>r) << 2;
+        const first = load<i32>(bands + ((<usize>r) << 3));
+        const last = load<i32>(bands + ((<usize>r) << 3), 4);
+        softmaxRow(sc + <usize>r * rs, i0 + r, ip0 + r, j0, jn, first, last, Skv, m + ro, l + ro, alpha + ro);
+      }
+      for (let r0 = 0; r0 < R4; r0 += 4) {
+        if (R - r0 === 1) pv1(sc + <usize>r0 * rs, acc + <usize>r0 * rowBytes, load<f32>(alpha + ((<usize>r0) << 2)), v, vStride, j0, jn, Dh);
+        else pv4(sc + <usize>r0 * rs, acc + <usize>r0 * rowBytes, rowBytes, alpha + ((<usize>r0) << 2), v, vStride, j0, jn, Dh);
+      }
+    }
+    // O = acc · headScale / l (0 for a row that saw nothing); (m, l) for probabilities().
+    for (let r = 0; r < R; r++) {
+      const i = i0 + r;
+      const lr = load<f32>(l + ((<usize>r) << 2));
+      const inv: f32 = lr > 0 ? gHeadScale / lr : 0;
+      const src = acc + <usize>r * rowBytes;
+      const dst = o + ((<usize>i * <usize>ldo) << 2);
+      for (let d = 0; d < Dh; d++) store<f32>(dst + ((<usize>d) << 2), load<f32>(src + ((<usize>d) << 2)) * inv);
+      if (stats !== 0) {
+        store<f32>(stats + ((<usize>i) << 3), load<f32>(m + ((<usize>r) << 2)));
+        store<f32>(stats + ((<usize>i) << 3), lr, 4);
+      }
+    }
+  }
+}
+
+/** P [Sq, Skv] (row stride ldp) = exp(s − m)·headScale / l per row, 0 where masked; from attend's stats. */
+export function probabilities(q: usize, ldq: i32, kt: usize, Sq: i32, Skv: i32, Dh: i32, stats: usize, out: usize, ldp: i32): void {
+  for (let i = 0; i < Sq; i++) {
+    const ip = i + Skv - Sq;
+    const first = firstKey(ip);
+    const last = lastKey(ip, Skv);
+    const m = load<f32>(stats + ((<usize>i) << 3));
+    const l = load<f32>(stats + ((<usize>i) << 3), 4);
+    const inv: f32 = l > 0 ? gHeadScale / l : 0;
+    const qr = q + ((<usize>i * <usize>ldq) << 2);
+    const dst = out + ((<usize>i * <usize>ldp) << 2);
+    for (let j = 0; j < Skv; j++) {
+      let dot: f32 = 0;
+      for (let d = 0; d < Dh; d++) dot += load<f32>(qr + ((<usize>d) << 2)) * load<f32>(kt + ((((<usize>(j >> 6) * <usize>Dh + <usize>d) << 6) + <usize>(j & 63)) << 2));
+      const s = score(dot, i, ip, j, first, last, Skv);
+      store<f32>(dst + ((<usize>j) << 2), s === -Infinity ? 0 : Mathf.exp(s - m) * inv);
+    }
+  }
+}

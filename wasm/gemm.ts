@@ -1,0 +1,120 @@
+// AssemblyScript, compiled to WebAssembly (128-bit SIMD) by scripts/build-wasm.mjs into
+// src/wasm/module.ts. The projections of the 'wasm' backend: one GEMM for Q, K, V and the output.
+//
+//   gemm       y [M, N] (row stride ldy) = x [M, K] (row stride ldx) · Wᵀ + bias
+//   transpose  K [rows, Dh] (row stride ldk) → Kᵀ in blocks of 64 keys [⌈rows/64⌉, Dh, 64] (attention.ts reads keys so)
+//
+// W [N, K] is packed once, at layer creation (src/wasm/weights.ts), into panels of 8 output columns:
+// wp[(p·K + k)·8 + c] = W[p·8 + c, k], zero for p·8 + c ≥ N; the bias likewise into [P·8] (zeros
+// when the layer has none). The micro-kernel keeps a 4 × 8 block of y in eight f32x4 registers and
+// per k reads one splat of each of 4 x rows and two vectors of the panel: 8 multiply-adds per 6 loads.
+// Rows are taken in chunks of MC so that the chunk of x stays in cache while every panel goes by.
+//
+// The host guarantees: all pointers are byte addresses of f32 data inside memory; ldx ≥ K, ldy ≥ N.
+
+const MC: i32 = 64; // rows of x per chunk
+
+/** The first byte the host may use: everything above is its arena. */
+export function heapBase(): usize {
+  return __heap_base;
+}
+
+/** Stores the first n (≤ 8) lanes of a0 ++ a1 at ptr. */
+function store8(ptr: usize, a0: v128, a1: v128, n: i32): void {
+  if (n >= 8) {
+    v128.store(ptr, a0);
+    v128.store(ptr, a1, 16);
+    return;
+  }
+  if (n > 0) store<f32>(ptr, f32x4.extract_lane(a0, 0));
+  if (n > 1) store<f32>(ptr, f32x4.extract_lane(a0, 1), 4);
+  if (n > 2) store<f32>(ptr, f32x4.extract_lane(a0, 2), 8);
+  if (n > 3) store<f32>(ptr, f32x4.extract_lane(a0, 3), 12);
+  if (n > 4) store<f32>(ptr, f32x4.extract_lane(a1, 0), 16);
+  if (n > 5) store<f32>(ptr, f32x4.extract_lane(a1, 1), 20);
+  if (n > 6) store<f32>(ptr, f32x4.extract_lane(a1, 2), 24);
+}
+
+/** y [M, N] = x [M, K] · Wᵀ + bias, W packed in panels of 8 columns (see the top of this file). */
+export function gemm(x: usize, ldx: i32, M: i32, K: i32, wp: usize, N: i32, bias: usize, y: usize, ldy: i32): void {
+  const P = (N + 7) >> 3;
+  const xStride = (<usize>ldx) << 2; // bytes per row of x
+  const yStride = (<usize>ldy) << 2;
+  for (let m0 = 0; m0 < M; m0 += MC) {
+    const m1 = min(m0 + MC, M);
+    for (let p = 0; p < P; p++) {
+      const panel = wp + ((<usize>p * <usize>K) << 5); // 8 floats per k
+      const b0 = v128.load(bias + ((<usize>p) << 5));
+      const b1 = v128.load(bias + ((<usize>p) << 5), 16);
+      const n0 = p << 3;
+      const cols = N - n0;
+      let m = m0;
+      // 4 rows × 8 columns per step.
+      for (; m + 4 <= m1; m += 4) {
+        let a00 = b0;
+        let a01 = b1;
+        let a10 = b0;
+        let a11 = b1;
+        let a20 = b0;
+        let a21 = b1;
+        let a30 = b0;
+        let a31 = b1;
+        let x0 = x + <usize>m * xStride;
+        const x1 = xStride;
+        let w = panel;
+        for (let k = 0; k < K; k++) {
+          const w0 = v128.load(w);
+          const w1 = v128.load(w, 16);
+          let s = v128.load32_splat(x0);
+          a00 = f32x4.add(a00, f32x4.mul(s, w0));
+          a01 = f32x4.add(a01, f32x4.mul(s, w1));
+          s = v128.load32_splat(x0 + x1);
+          a10 = f32x4.add(a10, f32x4.mul(s, w0));
+          a11 = f32x4.add(a11, f32x4.mul(s, w1));
+          s = v128.load32_splat(x0 + 2 * x1);
+          a20 = f32x4.add(a20, f32x4.mul(s, w0));
+          a21 = f32x4.add(a21, f32x4.mul(s, w1));
+          s = v128.load32_splat(x0 + 3 * x1);
+          a30 = f32x4.add(a30, f32x4.mul(s, w0));
+          a31 = f32x4.add(a31, f32x4.mul(s, w1));
+          x0 += 4;
+          w += 32;
+        }
+        const out = y + <usize>m * yStride + ((<usize>n0) << 2);
+        store8(out, a00, a01, cols);
+        store8(out + yStride, a10, a11, cols);
+        store8(out + 2 * yStride, a20, a21, cols);
+        store8(out + 3 * yStride, a30, a31, cols);
+      }
+      // The rows left over: one at a time.
+      for (; m < m1; m++) {
+        let a0 = b0;
+        let a1 = b1;
+        let x0 = x + <usize>m * xStride;
+        let w = panel;
+        for (let k = 0; k < K; k++) {
+          const s = v128.load32_splat(x0);
+          a0 = f32x4.add(a0, f32x4.mul(s, v128.load(w)));
+          a1 = f32x4.add(a1, f32x4.mul(s, v128.load(w, 16)));
+          x0 += 4;
+          w += 32;
+        }
+        store8(y + <usize>m * yStride + ((<usize>n0) << 2), a0, a1, cols);
+      }
+    }
+  }
+}
+
+/** Kᵀ in blocks of 64 keys, kt [⌈rows/64⌉, Dh, 64] (attention.ts's layout), from K [rows, Dh] (row stride ldk); zero past `rows`. */
+export function transpose(k: usize, ldk: i32, rows: i32, Dh: i32, kt: usize): void {
+  const blocks = (rows + 63) >> 6;
+  for (let jb = 0; jb < blocks; jb++) {
+    for (let d = 0; d < Dh; d++) {
+      const dst = kt + ((<usize>(jb * Dh + d)) << 8);
+      for (let jj = 0; jj < 64; jj++) {
+        const j = (jb << 6) + jj;
+        store<f32>(dst + ((<usize>jj) << 2), j < rows ? load<f32>(k + ((<usize>j * <usize>ldk + <usize>d) << 2)) : 0);
+      }
+    }
+  }
+}

@@ -35,6 +35,7 @@ import {
   KERNEL_NAMES,
   type KernelChoice,
   type KernelName,
+  needsSubgroups,
   type ProjectionVariant,
   TIER0,
 } from './variants.ts';
@@ -78,6 +79,7 @@ export class WebGPUBackend implements Backend {
     this.requestedPrecision = options.precision ?? 'f32';
     this.profile = options.profile ?? false;
     this.state = this.adopt(options.device, 0);
+    checkForcedFeatures(options.device, options.tuning?.forced ?? {});
     const tuner = new Tuner(
       options.tuning ?? { mode: 'auto', forced: {}, store: null },
       () => {
@@ -86,6 +88,7 @@ export class WebGPUBackend implements Backend {
       },
       () => this.adapterKind(),
       (kernel, variant, headDim) => gateVariant(this.state.pool, this.adapterKind(), kernel, variant, headDim),
+      () => this.state.device.features.has('subgroups'),
     );
     this.scheduler = new KernelScheduler(
       {
@@ -306,6 +309,20 @@ function pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, v
       return outputProjectionPipeline(precision, variant as ProjectionVariant);
     case 'flash_attention':
       return flashAttentionPipeline(state.device, precision, plan.layer.headDim, variant as AttentionVariant, plan.layer.scoreMod?.wgsl);
+  }
+}
+
+/** A forced subgroup variant needs a device with the `subgroups` feature (candidates never offer one without it). */
+function checkForcedFeatures(device: GPUDevice, forced: Partial<KernelChoice>): void {
+  for (const [kernel, variant] of Object.entries(forced)) {
+    if (variant === undefined || !needsSubgroups(variant) || device.features.has('subgroups')) continue;
+    throw new UnsupportedError({
+      where: 'createAttentionEngine',
+      argument: `options.tuning.kernels.${kernel}`,
+      expected: 'a variant this device can run',
+      given: `"${variant}", which needs the "subgroups" feature this device was created without`,
+      fix: "Leave it out (the tuner offers subgroup variants where the device has the feature), or pass a device requested with requiredFeatures: ['subgroups'].",
+    });
   }
 }
 

@@ -78,6 +78,8 @@ export class Tuner {
     private readonly adapterKey: () => string,
     private readonly kind: () => AdapterKind,
     private readonly gate: Gate,
+    /** Whether the device has the `subgroups` feature: only then are subgroup variants candidates. */
+    private readonly subgroups: () => boolean = () => false,
   ) {}
 
   /** The choices this engine's calls have used so far (on its current adapter), in order of first use. */
@@ -138,7 +140,7 @@ export class Tuner {
   /** The variants a sweep of `kernel` compiles: the candidates of this adapter kind, and the built-in choice. */
   candidatesOf(kernel: KernelName): string[] {
     const builtIn = defaultChoice(this.kind())[kernel];
-    const list = candidates(this.kind(), kernel) as readonly string[];
+    const list = candidates(this.kind(), kernel, this.subgroups()) as readonly string[];
     return list.includes(builtIn) ? [...list] : [builtIn, ...list];
   }
 

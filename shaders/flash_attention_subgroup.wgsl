@@ -84,20 +84,15 @@ fn main(@builtin(workgroup_id) wid: vec3u) {
           dotv += q[d] * vec4<f32>(kv[kRow + d]);
         }
         let score = modifyScore(dotv.x + dotv.y + dotv.z + dotv.w, b, h, ip, j) + bias * LOG2E;
-        if (score > m) {
-          let alpha = exp2(m - score);  // 0 on this lane's first key, as m is NO_SCORE
-          l *= alpha;
-          for (var d = 0u; d < DH4; d++) {
-            acc[d] *= alpha;
-          }
-          m = score;
-        }
-        let p = exp2(score - m);
-        l += p;
+        let mNew = max(m, score);
+        let alpha = exp2(m - mNew);  // 1 while the max holds; 0 on this lane's first key, as m is NO_SCORE
+        let p = exp2(score - mNew);
+        l = l * alpha + p;
         let vRow = params.vBase4 + kvOffset + j * DH4;
         for (var d = 0u; d < DH4; d++) {
-          acc[d] += p * vec4<f32>(kv[vRow + d]);
+          acc[d] = acc[d] * alpha + p * vec4<f32>(kv[vRow + d]);
         }
+        m = mNew;
       }
     }
 
@@ -109,21 +104,20 @@ fn main(@builtin(workgroup_id) wid: vec3u) {
       acc[d] = subgroupAdd(acc[d] * factor);
     }
     if (subgroupElect()) {
-      if (params.splitChunk > 0u) {
-        // Split-KV: this split's partial result, unnormalised, for decode_merge.wgsl.
-        let partRow = split * params.splitRows + qHead + i;
-        rowStats[partRow] = vec2<f32>(rowMax, rowSum);
-        for (var d = 0u; d < DH4; d++) {
-          out[partRow * DH4 + d] = ST4(acc[d]);
-        }
-      } else {
-        let outRow = qHead + i;
-        let stats = withSink(rowMax, rowSum, h);  // (m, l) with the head's sink, and the factor for acc
-        rowStats[outRow] = stats.xy;
-        let scale = select(0.0, stats.z / stats.y, stats.y > 0.0) * headScale(b, h);  // a row that saw no key gives 0
-        for (var d = 0u; d < DH4; d++) {
-          out[outRow * DH4 + d] = ST4(acc[d] * scale);
-        }
+      // Split-KV: this split's partial result, unnormalised, for decode_merge.wgsl. Otherwise the row's
+      // (m, l) with the head's sink, and acc scaled by l's inverse (0 for a row that saw no key).
+      var outRow = split * params.splitRows + qHead + i;
+      var stats = vec2<f32>(rowMax, rowSum);
+      var scale = 1.0;
+      if (params.splitChunk == 0u) {
+        outRow = qHead + i;
+        let sunk = withSink(rowMax, rowSum, h);  // (m, l) with the sink, and the factor for acc
+        stats = sunk.xy;
+        scale = select(0.0, sunk.z / sunk.y, sunk.y > 0.0) * headScale(b, h);
+      }
+      rowStats[outRow] = stats;
+      for (var d = 0u; d < DH4; d++) {
+        out[outRow * DH4 + d] = ST4(acc[d] * scale);
       }
     }
   }

@@ -23,7 +23,7 @@ import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { gateVariant } from '../src/webgpu/tuning/gate.ts';
 import { decide, interleave, MARGIN, MAX_SPREAD } from '../src/webgpu/tuning/measure.ts';
 import { type Gate, shapeClass, Tuner, TUNING_VERSION } from '../src/webgpu/tuning/tuner.ts';
-import { type AdapterKind, candidates, KERNEL_NAMES, type KernelName, VARIANTS } from '../src/webgpu/variants.ts';
+import { type AdapterKind, candidates, KERNEL_NAMES, type KernelName, needsSubgroups, VARIANTS } from '../src/webgpu/variants.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { createGpuEngine, watchDevice, withErrorScopes } from './helpers/gpu.ts';
 
@@ -303,7 +303,7 @@ describe('the Tuner, with a fake gate and fake timings', () => {
       const tuner = new Tuner(
         { mode: 'auto', forced: {}, store: null },
         () => 'fake adapter',
-        () => 'unrolling-cpu',
+        () => 'gpu',
         gate,
         () => subgroups,
       );
@@ -312,6 +312,7 @@ describe('the Tuner, with a fake gate and fake timings', () => {
       expect(offered.filter((v) => gated.includes(v))).toEqual(subgroups ? offered : []);
       expect(offered.filter((v) => timed.includes(v))).toEqual(subgroups ? offered : []);
       expect(candidates('unrolling-cpu', 'qkv_projection', subgroups).includes('subgroup-4x4')).toBe(subgroups);
+      expect(candidates('jit-cpu', 'flash_attention', subgroups).some(needsSubgroups)).toBe(false); // measured: far slower there
     }
   });
 

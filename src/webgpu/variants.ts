@@ -126,23 +126,24 @@ export function defaultChoice(kind: AdapterKind): KernelChoice {
 export const TIER0: KernelChoice = { qkv_projection: 'register-4x4', flash_attention: 'rows32-keys32-loop', output_projection: 'register-4x4' };
 
 /**
- * The variants a sweep compiles and times on an adapter kind: those that can win there (measured), and,
- * where the device has the `subgroups` feature, the subgroup variants (never offered without it).
+ * The variants a sweep compiles and times on an adapter kind: those that can win there (measured); the
+ * subgroup variants among them only where the device has the `subgroups` feature (never without it).
  */
 export function candidates<K extends KernelName>(kind: AdapterKind, kernel: K, subgroups = false): readonly KernelChoice[K][] {
   const sets: Record<AdapterKind, { projection: readonly ProjectionVariant[]; attention: readonly AttentionVariant[] }> = {
     // Workgroup tiles lose on CPUs (barriers); one row per invocation loses where the compiler keeps
-    // several rows in registers, and wins where it does not.
-    'unrolling-cpu': { projection: ['register-4x4', 'register-8x8'], attention: ['rows32-keys32-r2', 'rows64-keys32-r4'] },
+    // several rows in registers, and wins where it does not. The subgroup attention kernel reads each
+    // K/V element for one row only: 5× slower than the built-in choice on lavapipe and 40× on
+    // SwiftShader (bench --roofline, 2026-11-30), so only GPUs try it; SwiftShader's JIT also runs
+    // the subgroup GEMM slower than its register tiles.
+    'unrolling-cpu': { projection: ['register-4x4', 'register-8x8', 'subgroup-4x4'], attention: ['rows32-keys32-r2', 'rows64-keys32-r4'] },
     'jit-cpu': { projection: ['register-4x4', 'register-8x8'], attention: ['rows32-keys32', 'rows64-keys32', 'rows32-keys32-loop'] },
-    cpu: { projection: ['register-4x4', 'register-8x8'], attention: ATTENTION_VARIANTS },
+    cpu: { projection: ['register-4x4', 'register-8x8', 'subgroup-4x4'], attention: ATTENTION_VARIANTS.filter((v) => !needsSubgroups(v)) },
     gpu: { projection: PROJECTION_VARIANTS, attention: ATTENTION_VARIANTS },
   };
   const set = sets[kind];
   const list: readonly string[] = kernel === 'flash_attention' ? set.attention : set.projection;
-  const all: readonly string[] = kernel === 'flash_attention' ? ATTENTION_VARIANTS : PROJECTION_VARIANTS;
-  const offered = list.filter((v) => !needsSubgroups(v));
-  return (subgroups ? [...offered, ...all.filter(needsSubgroups)] : offered) as unknown as readonly KernelChoice[K][];
+  return list.filter((v) => subgroups || !needsSubgroups(v)) as unknown as readonly KernelChoice[K][];
 }
 
 /** How a projection variant is built and dispatched. */

@@ -1,29 +1,32 @@
-// GEMM core, 4 × 4 register tiles whose A operands travel through the subgroup: Y[m, n] = Σ_k A[m, k] · B[n, k]
+// GEMM core, register tiles whose A operands travel through the subgroup: Y[m, n] = Σ_k A[m, k] · B[n, k]
 // for one projection (needs the `subgroups` feature; the host prepends `enable subgroups;`).
 //
 // Appended by the host to a projection's problem file (qkv_projection.wgsl, output_projection.wgsl),
 // which supplies aRow, bRow, aSegStride, kSegments, segLen4, loadA, loadB, store4 and params.M, params.N
 // (gemm_register_4x4.wgsl describes them).
 //
-// One workgroup covers 4 rows of Y and 4·WG columns; each invocation owns those 4 rows × its own 4
-// columns, as in gemm_register_4x4.wgsl, and loads its 4 rows of B a vec4 at a time. A is what every
-// invocation of the workgroup shares: instead of each loading the same 4 vec4s of A per step, the lanes
-// of a subgroup load A between them, one vec4 each (lane t: row t % 4, step t / 4 of the next
-// subgroup_size / 4 steps along K), and pass them to each other with subgroupShuffle.
+// One workgroup covers ROWS rows of Y (the host's `const ROWS`: 4 or 8) and 4·WG columns; each
+// invocation owns those ROWS rows × its own 4 columns and loads its 4 rows of B a vec4 at a time, so
+// each B load serves ROWS rows. A is what every invocation of the workgroup shares: instead of each
+// loading the same ROWS vec4s of A per step, the lanes of a subgroup load A between them, one vec4
+// per group of 4 rows each (lane t: row 4·g + t % 4, step t / 4 of the next subgroup_size / 4 steps
+// along K), and pass them to each other with subgroupShuffle.
 //
 // Correct at any subgroup size the adapter may use (4…128; sizes are powers of two, so a multiple of
 // 4): everything is derived from the `subgroup_size` builtin, and nothing assumes which invocations
-// form a subgroup (all of a workgroup's invocations share its 4 rows, so any subgroup of them does).
+// form a subgroup (all of a workgroup's invocations share its rows, so any subgroup of them does).
 // Every invocation runs every shuffle (columns and rows past the edge re-read the last one and are
 // never stored; steps past K load zeros), so the shuffles sit in uniform control flow.
 // WG = 128 invocations, a multiple of every subgroup size, so the subgroups are whole and lanes
 // 0 … subgroup_size − 1 all take part. SUBGROUP_LANES > 0 makes the core use only that many lanes
 // of each subgroup as if the subgroup were that small (the other lanes still compute their columns,
 // with A from those lanes): the tests run the size-dependent arithmetic at sizes the adapter lacks.
-// Host guarantees: N % 4 == 0; SUBGROUP_LANES is 0 or a multiple of 4; dispatch = (ceil(N / (4·WG)), ceil(M / 4), 1).
+// Host guarantees: N % 4 == 0; ROWS % 4 == 0; SUBGROUP_LANES is 0 or a multiple of 4;
+// dispatch = (ceil(N / (4·WG)), ceil(M / ROWS), 1).
 
 override WG: u32 = 128u;
 override SUBGROUP_LANES: u32 = 0u;  // 0: the whole subgroup; else at most this many lanes (tests)
+const GROUPS = ROWS / 4u;           // groups of 4 rows, one shuffled vec4 of A per lane each
 
 @compute @workgroup_size(WG)
 fn main(
@@ -33,7 +36,7 @@ fn main(
   @builtin(subgroup_size) subgroupSize: u32,
 ) {
   let lanes = select(subgroupSize, min(subgroupSize, SUBGROUP_LANES), SUBGROUP_LANES > 0u);
-  let row0 = wid.y * 4u;
+  let row0 = wid.y * ROWS;
   let col0 = (wid.x * WG + lix) * 4u;
   let lastRow = params.M - 1u;
   let lastCol = params.N - 1u;
@@ -41,23 +44,29 @@ fn main(
   let b1Row = bRow(min(col0 + 1u, lastCol));
   let b2Row = bRow(min(col0 + 2u, lastCol));
   let b3Row = bRow(min(col0 + 3u, lastCol));
-  // The vec4 of A this lane loads for the subgroup: row aMine, step lane / 4 of each group of steps.
-  let aMine = aRow(min(row0 + lane % 4u, lastRow));
+  // The vec4s of A this lane loads for the subgroup: rows 4·g + lane % 4, step lane / 4 of each group of steps.
+  var aMine: array<u32, GROUPS>;
+  for (var g = 0u; g < GROUPS; g++) {
+    aMine[g] = aRow(min(row0 + 4u * g + lane % 4u, lastRow));
+  }
   let aStep = lane / 4u;
   let steps = lanes / 4u;  // K steps (vec4s) one shuffled load of A covers
 
-  var acc0 = vec4<f32>(0.0);
-  var acc1 = vec4<f32>(0.0);
-  var acc2 = vec4<f32>(0.0);
-  var acc3 = vec4<f32>(0.0);
+  var acc: array<vec4<f32>, ROWS>;
+  for (var r = 0u; r < ROWS; r++) {
+    acc[r] = vec4<f32>(0.0);
+  }
   let len4 = segLen4();
   for (var seg = 0u; seg < kSegments(); seg++) {
-    let aSeg = aMine + seg * aSegStride();
+    let aSeg = seg * aSegStride();
     let bSeg = seg * len4;
     for (var k0 = 0u; k0 < len4; k0 += steps) {
-      // A[row0 + lane % 4, k0 + lane / 4], zero past the segment's end.
+      // A[row0 + 4·g + lane % 4, k0 + lane / 4], zero past the segment's end.
       let kA = k0 + aStep;
-      let mine = select(vec4<f32>(0.0), vec4<f32>(loadA(aSeg + min(kA, len4 - 1u))), kA < len4);
+      var mine: array<vec4<f32>, GROUPS>;
+      for (var g = 0u; g < GROUPS; g++) {
+        mine[g] = select(vec4<f32>(0.0), vec4<f32>(loadA(aMine[g] + aSeg + min(kA, len4 - 1u))), kA < len4);
+      }
       let n = min(steps, len4 - k0);
       for (var s = 0u; s < n; s++) {
         let k = bSeg + k0 + s;
@@ -65,22 +74,19 @@ fn main(
         let b1 = vec4<f32>(loadB(b1Row + k));
         let b2 = vec4<f32>(loadB(b2Row + k));
         let b3 = vec4<f32>(loadB(b3Row + k));
-        let a0 = subgroupShuffle(mine, s * 4u + 0u);
-        acc0 += vec4<f32>(dot(a0, b0), dot(a0, b1), dot(a0, b2), dot(a0, b3));
-        let a1 = subgroupShuffle(mine, s * 4u + 1u);
-        acc1 += vec4<f32>(dot(a1, b0), dot(a1, b1), dot(a1, b2), dot(a1, b3));
-        let a2 = subgroupShuffle(mine, s * 4u + 2u);
-        acc2 += vec4<f32>(dot(a2, b0), dot(a2, b1), dot(a2, b2), dot(a2, b3));
-        let a3 = subgroupShuffle(mine, s * 4u + 3u);
-        acc3 += vec4<f32>(dot(a3, b0), dot(a3, b1), dot(a3, b2), dot(a3, b3));
+        for (var r = 0u; r < ROWS; r++) {
+          let a = subgroupShuffle(mine[r / 4u], s * 4u + r % 4u);
+          acc[r] += vec4<f32>(dot(a, b0), dot(a, b1), dot(a, b2), dot(a, b3));
+        }
       }
     }
   }
 
   if (col0 < params.N) {
-    store4(row0, col0, acc0);
-    if (row0 + 1u < params.M) { store4(row0 + 1u, col0, acc1); }
-    if (row0 + 2u < params.M) { store4(row0 + 2u, col0, acc2); }
-    if (row0 + 3u < params.M) { store4(row0 + 3u, col0, acc3); }
+    for (var r = 0u; r < ROWS; r++) {
+      if (row0 + r < params.M) {
+        store4(row0 + r, col0, acc[r]);
+      }
+    }
   }
 }

@@ -43,7 +43,7 @@ export interface EngineOptions {
   tuning?: TuningOptions;
 }
 
-export type ProjectionVariant = 'register-4x4' | 'register-8x8' | 'workgroup-64' | 'subgroup-4x4';
+export type ProjectionVariant = 'register-4x4' | 'register-8x8' | 'workgroup-64' | 'subgroup-4x4' | 'subgroup-8x4';
 export type AttentionVariant =
   | 'rows32-keys32'
   | 'rows64-keys32'

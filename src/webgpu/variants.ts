@@ -6,8 +6,9 @@
 //     register-4x4   shaders/gemm_register_4x4.wgsl, 4 rows × 4 columns per invocation
 //     register-8x8   shaders/gemm_register_8x8.wgsl, 8 rows × 8 columns per invocation (fewer loads per FMA)
 //     workgroup-64   shaders/gemm_workgroup.wgsl, 64 × 64 tiles staged through workgroup memory
-//     subgroup-4x4   shaders/gemm_subgroup.wgsl, 4 × 4 per invocation, A passed between lanes by subgroupShuffle
-//                    (needs the `subgroups` feature)
+//     subgroup-4x4   shaders/gemm_subgroup.wgsl, 4 rows × 4 columns per invocation, the rows of A passed between
+//                    lanes by subgroupShuffle (needs the `subgroups` feature)
+//     subgroup-8x4   the same with 8 rows (each B load serves 8 rows; more registers)
 //   attention (flash_attention): query rows per workgroup × keys per K/V tile (× rows per invocation)
 //     rows32-keys32, rows64-keys32: one row per invocation (keys per tile drop to what workgroup memory holds)
 //     rows32-keys32-loop: the same with its loops over the head size left as loops (not unrolled by the
@@ -33,7 +34,7 @@ import gemmWorkgroup from '../../shaders/gemm_workgroup.wgsl?raw';
 import type { AttentionVariant, ProjectionVariant } from '../types.ts';
 
 export type { AttentionVariant, ProjectionVariant };
-export const PROJECTION_VARIANTS: readonly ProjectionVariant[] = ['register-4x4', 'register-8x8', 'workgroup-64', 'subgroup-4x4'];
+export const PROJECTION_VARIANTS: readonly ProjectionVariant[] = ['register-4x4', 'register-8x8', 'workgroup-64', 'subgroup-4x4', 'subgroup-8x4'];
 export const ATTENTION_VARIANTS: readonly AttentionVariant[] = [
   'rows32-keys32',
   'rows64-keys32',
@@ -46,7 +47,7 @@ export const ATTENTION_VARIANTS: readonly AttentionVariant[] = [
 
 /** Whether a variant uses subgroup operations (so needs a device with the `subgroups` feature). */
 export function needsSubgroups(variant: string): boolean {
-  return variant === 'subgroup-4x4' || variant.endsWith('-sg');
+  return variant.startsWith('subgroup-') || variant.endsWith('-sg');
 }
 
 /**
@@ -136,9 +137,9 @@ export function candidates<K extends KernelName>(kind: AdapterKind, kernel: K, s
     // K/V element for one row only: 5× slower than the built-in choice on lavapipe and 40× on
     // SwiftShader (bench --roofline, 2026-11-30), so only GPUs try it; SwiftShader's JIT also runs
     // the subgroup GEMM slower than its register tiles.
-    'unrolling-cpu': { projection: ['register-4x4', 'register-8x8', 'subgroup-4x4'], attention: ['rows32-keys32-r2', 'rows64-keys32-r4'] },
+    'unrolling-cpu': { projection: ['register-4x4', 'register-8x8', 'subgroup-4x4', 'subgroup-8x4'], attention: ['rows32-keys32-r2', 'rows64-keys32-r4'] },
     'jit-cpu': { projection: ['register-4x4', 'register-8x8'], attention: ['rows32-keys32', 'rows64-keys32', 'rows32-keys32-loop'] },
-    cpu: { projection: ['register-4x4', 'register-8x8', 'subgroup-4x4'], attention: ATTENTION_VARIANTS.filter((v) => !needsSubgroups(v)) },
+    cpu: { projection: ['register-4x4', 'register-8x8', 'subgroup-4x4', 'subgroup-8x4'], attention: ATTENTION_VARIANTS.filter((v) => !needsSubgroups(v)) },
     gpu: { projection: PROJECTION_VARIANTS, attention: ATTENTION_VARIANTS },
   };
   const set = sets[kind];
@@ -157,6 +158,8 @@ export interface GemmShape {
   tileCols: number;
   /** The core uses subgroup operations (`enable subgroups;`). */
   subgroups: boolean;
+  /** `const` sizes the core needs (private array lengths). */
+  sizes?: Record<string, number>;
 }
 
 export function gemmShape(variant: ProjectionVariant): GemmShape {
@@ -168,8 +171,12 @@ export function gemmShape(variant: ProjectionVariant): GemmShape {
     case 'workgroup-64':
       return { core: gemmWorkgroup, constants: {}, tileRows: 64, tileCols: 64, subgroups: false };
     case 'subgroup-4x4':
+    case 'subgroup-8x4': {
       // 128 invocations: a multiple of every subgroup size (4…128), so subgroups are whole.
-      return { core: gemmSubgroup, constants: { WG: 128, SUBGROUP_LANES: subgroupEmulation.lanes }, tileRows: 4, tileCols: 512, subgroups: true };
+      const ROWS = variant === 'subgroup-4x4' ? 4 : 8;
+      const constants = { WG: 128, SUBGROUP_LANES: subgroupEmulation.lanes };
+      return { core: gemmSubgroup, constants, sizes: { ROWS }, tileRows: ROWS, tileCols: 512, subgroups: true };
+    }
   }
 }
 

@@ -21,7 +21,7 @@ export function outputProjectionPipeline(precision: Precision, variant: Projecti
   const gemm = gemmShape(variant);
   return {
     label: `OutputProjection.${variant}`,
-    code: shaderCode({ precision, subgroups: gemm.subgroups, params: OUTPUT_PARAMS, sources: [source, gemm.core] }),
+    code: shaderCode({ precision, subgroups: gemm.subgroups, params: OUTPUT_PARAMS, sizes: gemm.sizes, sources: [source, gemm.core] }),
     constants: gemm.constants,
   };
 }

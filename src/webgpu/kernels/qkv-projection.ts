@@ -33,7 +33,7 @@ export function qkvProjectionPipeline(precision: Precision, variant: ProjectionV
   const gemm = gemmShape(variant);
   return {
     label: `QkvProjection.${variant}`,
-    code: shaderCode({ precision, subgroups: gemm.subgroups, params: QKV_PARAMS, sources: [source, gemm.core] }),
+    code: shaderCode({ precision, subgroups: gemm.subgroups, params: QKV_PARAMS, sizes: gemm.sizes, sources: [source, gemm.core] }),
     constants: gemm.constants,
   };
 }

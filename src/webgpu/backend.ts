@@ -116,7 +116,7 @@ export class WebGPUBackend implements Backend {
       mode: options.mode,
       store: options.store?.where ?? 'memory',
       forced: { ...options.forced },
-      defaults: defaultChoice(this.adapterKind()),
+      defaults: defaultChoice(this.adapterKind(), this.state.device.features.has('subgroups')),
       choices: tuner.entries(),
       tier0: { ...TIER0 },
       compiled: [...this.scheduler.compiled],

@@ -139,7 +139,7 @@ export class Tuner {
 
   /** The variants a sweep of `kernel` compiles: the candidates of this adapter kind, and the built-in choice. */
   candidatesOf(kernel: KernelName): string[] {
-    const builtIn = defaultChoice(this.kind())[kernel];
+    const builtIn = defaultChoice(this.kind(), this.subgroups())[kernel];
     const list = candidates(this.kind(), kernel, this.subgroups()) as readonly string[];
     return list.includes(builtIn) ? [...list] : [builtIn, ...list];
   }
@@ -158,7 +158,7 @@ export class Tuner {
       if (why) refused[variant] = why;
       else passed.push(variant);
     }
-    const builtIn = defaultChoice(this.kind())[kernel];
+    const builtIn = defaultChoice(this.kind(), this.subgroups())[kernel];
     const base = { kernel, shapeClass: cls, source: 'sweep' as const, ...(Object.keys(refused).length ? { refused } : {}) };
     if (passed.length === 0) {
       // Every variant failed the gate: keep the built-in choice and say so (the tests of this

@@ -78,8 +78,13 @@ export class WebGPUBackend implements Backend {
     this.limitOverrides = options.limits ?? {};
     this.requestedPrecision = options.precision ?? 'f32';
     this.profile = options.profile ?? false;
+    try {
+      checkForcedFeatures(options.device, options.tuning?.forced ?? {});
+    } catch (e) {
+      if (options.ownsDevice) options.device.destroy(); // acquired for this engine, which will not exist
+      throw e;
+    }
     this.state = this.adopt(options.device, 0);
-    checkForcedFeatures(options.device, options.tuning?.forced ?? {});
     const tuner = new Tuner(
       options.tuning ?? { mode: 'auto', forced: {}, store: null },
       () => {

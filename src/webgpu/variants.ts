@@ -140,8 +140,8 @@ export function candidates<K extends KernelName>(kind: AdapterKind, kernel: K, s
     // Workgroup tiles lose on CPUs (barriers); one row per invocation loses where the compiler keeps
     // several rows in registers, and wins where it does not. The subgroup attention kernel reads each
     // K/V element for one row only: 5× slower than the built-in choice on lavapipe and 27–40× on
-    // SwiftShader (2026-11-30: bench --roofline; forced, interleaved, SwiftShader in Node), so only GPUs try it; SwiftShader's JIT also runs
-    // the subgroup GEMM slower than its register tiles.
+    // SwiftShader (2026-11-30: bench --roofline; forced and interleaved on SwiftShader in Node), so
+    // only GPUs try it; SwiftShader's JIT also runs the subgroup GEMM slower than its register tiles.
     'unrolling-cpu': { projection: ['register-4x4', 'register-8x8', 'subgroup-4x4', 'subgroup-8x4'], attention: ['rows32-keys32-r2', 'rows64-keys32-r4'] },
     'jit-cpu': { projection: ['register-4x4', 'register-8x8'], attention: ['rows32-keys32', 'rows64-keys32', 'rows32-keys32-loop'] },
     cpu: { projection: ['register-4x4', 'register-8x8', 'subgroup-4x4', 'subgroup-8x4'], attention: ATTENTION_VARIANTS.filter((v) => !needsSubgroups(v)) },

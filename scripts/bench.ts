@@ -6,13 +6,16 @@
 //
 //   npm run bench -- [--preset tiny,s128-e256 | --preset all] [--batch B --seq S --embed E --heads H [--causal]]
 //                    [--systems engine,naive,tfjs,ort,cpu] [--warmup 2] [--runs 5] [--seed 1] [--out bench-results/x.json]
-//                    [--node] [--cold]
+//                    [--node] [--cold] [--options] [--roofline]
 //
 // `--preset all` runs every preset but those marked `inAll: false` (s8192-e512: name it to run it, best
 // with --systems engine; the peers and the float64 reference take many minutes there, or run out of memory).
 //
 // --cold measures a new user's first call instead (scripts/bench-cold.ts): this engine and TensorFlow.js, each
 // in a fresh process or browser profile with empty shader caches, then the steady state once settled.
+//
+// --roofline measures this adapter's ceilings in Node on Dawn (scripts/bench-roofline.ts): the best GFLOP/s of
+// independent FMAs on registers and GB/s of a vec4 copy, beside every candidate kernel variant's figure.
 //
 // --node runs the same runner and systems in Node instead, on Dawn (the `webgpu` package: lavapipe here,
 // the real GPU elsewhere), with navigator.gpu set to Dawn's GPU. ONNX Runtime Web's WebGPU EP does not
@@ -56,6 +59,7 @@ const parse = () =>
       node: { type: 'boolean', default: false },
       cold: { type: 'boolean', default: false },
       options: { type: 'boolean', default: false },
+      roofline: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -67,10 +71,13 @@ try {
 }
 if (values.help) {
   console.log(`usage: npm run bench -- [--preset ${PRESETS.map((p) => p.id).join(',')} | all] [--batch B --seq S --embed E --heads H [--causal]]
-       [--systems ${ALL_SYSTEMS.join(',')}] [--warmup N] [--runs N] [--seed N] [--out file.json] [--node] [--cold] [--options]
+       [--systems ${ALL_SYSTEMS.join(',')}] [--warmup N] [--runs N] [--seed N] [--out file.json] [--node] [--cold] [--options] [--roofline]
   --options: what the attention options cost, in Node on Dawn: softcap, sinks, ALiBi and rotary against
           plain attention at B=1 S=2048 E=512 H=8 (kernel time), and linear against softmax attention
           at B=1 S=8192 E=512 H=8 (kernels and whole layer); a few minutes on a software adapter
+  --roofline: this adapter's ceilings, in Node on Dawn: the best GFLOP/s of independent vec4 FMAs and GB/s
+          of a vec4 copy, beside each kernel variant's ms, GFLOP/s and % of the FMA ceiling (default presets
+          s128-e256,s512-e512; --runs timed forwards each)
   --cold: a new user's first call (fresh shader caches) beside TensorFlow.js's, then the steady state
           once settled (default presets s128-e256,s512-e512; Chromium, or Node with --node)
   A run first checks the system packages it needs (scripts/setup-system.sh: lavapipe, and Chromium
@@ -98,7 +105,7 @@ if (values.seq || values.embed || values.heads || values.batch) {
   if (shape.embedDim % shape.numHeads) fail(`--embed (${shape.embedDim}) must be divisible by --heads (${shape.numHeads})`);
   shapes.push({ id: 'custom', shape });
 } else {
-  const preset = values.preset ?? (values.cold ? 's128-e256,s512-e512' : 'tiny,s128-e256');
+  const preset = values.preset ?? (values.cold || values.roofline ? 's128-e256,s512-e512' : 'tiny,s128-e256');
   const ids = preset === 'all' ? PRESETS.filter((p) => p.inAll !== false).map((p) => p.id) : preset.split(',');
   for (const id of ids) {
     const p = PRESETS.find((q) => q.id === id) ?? fail(`unknown preset "${id}"; known: ${PRESETS.map((q) => q.id).join(', ')}, all`);
@@ -115,15 +122,26 @@ const port = int('port', values.port);
 
 // The arguments are good: now the system packages this run needs (lavapipe for Dawn; Chromium, with
 // SwiftShader, unless --node), installed by scripts/setup-system.sh on Debian 12 as root, else named.
-const setup = spawnSync('bash', [fileURLToPath(new URL('./setup-system.sh', import.meta.url)), 'lavapipe', ...(values.node || values.options ? [] : ['chromium'])], {
-  stdio: ['ignore', 2, 2],
-});
+const setup = spawnSync(
+  'bash',
+  [fileURLToPath(new URL('./setup-system.sh', import.meta.url)), 'lavapipe', ...(values.node || values.options || values.roofline ? [] : ['chromium'])],
+  {
+    stdio: ['ignore', 2, 2],
+  },
+);
 if (setup.status !== 0) fail(`scripts/setup-system.sh failed (${setup.error?.message ?? `exit ${setup.status ?? setup.signal}`}); see above`);
 
 if (values.options) {
   // The attention options' cost, in Node (bench-options.ts).
   const { benchOptions } = await import('./bench-options.ts');
   await benchOptions(values.out ?? out.replace(/bench-(?=[^/]*$)/, 'options-'));
+  process.exit(0);
+}
+
+if (values.roofline) {
+  // The adapter's ceilings beside each kernel variant's figure, in Node (bench-roofline.ts).
+  const { benchRoofline } = await import('./bench-roofline.ts');
+  await benchRoofline({ shapes, runs, out: values.out ?? out.replace(/bench-(?=[^/]*$)/, 'roofline-') });
   process.exit(0);
 }
 

@@ -52,8 +52,15 @@ export interface EngineOptions {
   tuning?: TuningOptions;
 }
 
-export type ProjectionVariant = 'register-4x4' | 'register-8x8' | 'workgroup-64';
-export type AttentionVariant = 'rows32-keys32' | 'rows64-keys32' | 'rows32-keys32-loop' | 'rows32-keys32-r2' | 'rows32-keys32-r4' | 'rows64-keys32-r4';
+export type ProjectionVariant = 'register-4x4' | 'register-8x8' | 'workgroup-64' | 'subgroup-4x4' | 'subgroup-8x4';
+export type AttentionVariant =
+  | 'rows32-keys32'
+  | 'rows64-keys32'
+  | 'rows32-keys32-loop'
+  | 'rows32-keys32-r2'
+  | 'rows32-keys32-r4'
+  | 'rows64-keys32-r4'
+  | 'rows16-keys32-sg';
 
 export interface TuningOptions {
   /** 'auto' (default): sweep, remember, reuse. 'off': the built-in choice for the adapter kind (register tiles on CPU adapters, workgroup tiles on GPUs), no sweep. */

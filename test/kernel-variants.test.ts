@@ -4,11 +4,14 @@
 // with a key padding mask and a sliding window; a packed variable-length batch; a KV-cache decode step
 // with split-KV. The main grid (gpu-vs-cpu.test.ts) runs the built-in choice for the adapter kind.
 // All engines share one device, so each pipeline is compiled once (software drivers compile slowly).
+// The subgroup variants run twice: on the adapter's subgroups (lavapipe: 8 lanes), and as if each
+// subgroup had 4 lanes (subgroupEmulation: the kernels' SUBGROUP_LANES), so their size-dependent
+// arithmetic (keys per lane, A steps per shuffled load) also runs at another size.
 
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type AttentionEngine, type ForwardOptions, referenceMultiHeadAttention } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
-import { ATTENTION_VARIANTS, PROJECTION_VARIANTS } from '../src/webgpu/variants.ts';
+import { ATTENTION_VARIANTS, needsSubgroups, PROJECTION_VARIANTS, subgroupEmulation } from '../src/webgpu/variants.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
 
@@ -54,9 +57,12 @@ async function check(engine: AttentionEngine, layer: Layer, x: Float32Array, opt
   }
 }
 
+const projections = (v: (typeof PROJECTION_VARIANTS)[number]) => ({ qkv_projection: v, output_projection: v });
 const variantEngines = [
-  ...PROJECTION_VARIANTS.map((v) => ({ name: `projections ${v}`, kernels: { qkv_projection: v, output_projection: v } })),
-  ...ATTENTION_VARIANTS.map((v) => ({ name: `attention ${v}`, kernels: { flash_attention: v } })),
+  ...PROJECTION_VARIANTS.map((v) => ({ name: `projections ${v}`, kernels: projections(v), lanes: 0 })),
+  ...ATTENTION_VARIANTS.map((v) => ({ name: `attention ${v}`, kernels: { flash_attention: v }, lanes: 0 })),
+  ...PROJECTION_VARIANTS.filter(needsSubgroups).map((v) => ({ name: `projections ${v} on 4 lanes`, kernels: projections(v), lanes: 4 })),
+  ...ATTENTION_VARIANTS.filter(needsSubgroups).map((v) => ({ name: `attention ${v} on 4 lanes`, kernels: { flash_attention: v }, lanes: 4 })),
 ];
 
 let owner: AttentionEngine;
@@ -65,20 +71,24 @@ beforeAll(async () => {
 });
 afterAll(() => owner?.dispose());
 
-describe.each(variantEngines)('$name', ({ kernels }) => {
+describe.each(variantEngines)('$name', ({ kernels, lanes }) => {
   let engine: AttentionEngine;
   let half: AttentionEngine;
   beforeAll(async () => {
+    subgroupEmulation.lanes = lanes;
     engine = await createGpuEngine({ device: owner.device!, tuning: { mode: 'off', kernels } });
     half = await createGpuEngine({ device: owner.device!, tuning: { mode: 'off', kernels }, precision: 'f16' });
   });
   afterAll(() => {
+    subgroupEmulation.lanes = 0;
     engine?.dispose();
     half?.dispose();
   });
 
   test('the engine reports the forced variants', () => {
     expect(engine.tuning!.forced).toEqual(kernels);
+    // Subgroup variants need the feature; the adapters these tests run on (lavapipe, SwiftShader) have it.
+    if (Object.values(kernels).some(needsSubgroups)) expect(engine.device!.features.has('subgroups')).toBe(true);
   });
 
   test.each(cases())('f32 %o B=%i S=%i causal=%s', async (l, B, S, isCausal) => {

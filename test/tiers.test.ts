@@ -23,6 +23,7 @@ const sd = randomStateDict(layer, 7);
 /** A device that builds nothing real: the scheduler only needs pipelines to be created and to resolve. */
 function fakeDevice(): GPUDevice {
   return {
+    features: new Set<string>(), // no subgroups: the built-in choices without them
     createShaderModule: () => ({}),
     createComputePipelineAsync: async () => ({}),
     createComputePipeline: () => ({}),

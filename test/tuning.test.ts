@@ -23,7 +23,7 @@ import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { gateVariant } from '../src/webgpu/tuning/gate.ts';
 import { decide, interleave, MARGIN, MAX_SPREAD } from '../src/webgpu/tuning/measure.ts';
 import { type Gate, shapeClass, Tuner, TUNING_VERSION } from '../src/webgpu/tuning/tuner.ts';
-import { type AdapterKind, candidates, KERNEL_NAMES, type KernelName, VARIANTS } from '../src/webgpu/variants.ts';
+import { type AdapterKind, candidates, KERNEL_NAMES, type KernelName, needsSubgroups, VARIANTS } from '../src/webgpu/variants.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { createGpuEngine, watchDevice, withErrorScopes } from './helpers/gpu.ts';
 
@@ -227,6 +227,18 @@ describe('tuning on a real adapter', () => {
     }
   });
 
+  test('a subgroup variant cannot be forced on a device without the subgroups feature', async () => {
+    const { create } = (await import('webgpu')) as { create: (flags: string[]) => GPU };
+    const gpu = create([]); // Dawn's GPU object must outlive its devices: kept to the end
+    const device = await (await gpu.requestAdapter())!.requestDevice(); // no features requested
+    expect(device.features.has('subgroups')).toBe(false);
+    for (const kernels of [{ qkv_projection: 'subgroup-4x4' }, { flash_attention: 'rows16-keys32-sg' }] as const) {
+      await expect(createAttentionEngine({ backend: 'webgpu', device, tuning: { kernels } })).rejects.toThrow(/needs the "subgroups" feature/);
+    }
+    device.destroy();
+    expect(gpu).toBeTruthy();
+  });
+
   test('the CPU backend has no tuning; settled, warmup and tune resolve at once', async () => {
     const cpu = await createAttentionEngine({ backend: 'cpu' });
     expect(cpu.tuning).toBeNull();
@@ -251,6 +263,9 @@ describe('the Tuner, with a fake gate and fake timings', () => {
     'rows32-keys32-r2': 6,
     'rows32-keys32-r4': 9,
     'rows64-keys32-r4': 7,
+    'subgroup-4x4': 4,
+    'subgroup-8x4': 4,
+    'rows16-keys32-sg': 10,
   };
   const fakeTrial = (timed: string[] = []) => ({
     time: async (_k: string, v: string, repeat = 1) => {
@@ -277,6 +292,29 @@ describe('the Tuner, with a fake gate and fake timings', () => {
     await tuner.sweep('flash_attention', cls('flash_attention'), 32, 'f32', fakeTrial(timed));
     expect([...new Set(timed)].sort()).toEqual([...candidates('unrolling-cpu', 'flash_attention')].sort());
     expect(timed).not.toContain('rows32-keys32-loop');
+  });
+
+  test('subgroup variants are gated and timed only where the device has the subgroups feature', async () => {
+    for (const subgroups of [false, true]) {
+      const [timed, gated]: string[][] = [[], []];
+      const gate: Gate = async (_k, variant) => {
+        gated.push(variant);
+        return null;
+      };
+      const tuner = new Tuner(
+        { mode: 'auto', forced: {}, store: null },
+        () => 'fake adapter',
+        () => 'gpu',
+        gate,
+        () => subgroups,
+      );
+      for (const kernel of ['qkv_projection', 'flash_attention'] as const) await tuner.sweep(kernel, cls(kernel), 32, 'f32', fakeTrial(timed));
+      const offered = ['subgroup-4x4', 'rows16-keys32-sg'];
+      expect(offered.filter((v) => gated.includes(v))).toEqual(subgroups ? offered : []);
+      expect(offered.filter((v) => timed.includes(v))).toEqual(subgroups ? offered : []);
+      expect(candidates('unrolling-cpu', 'qkv_projection', subgroups).includes('subgroup-4x4')).toBe(subgroups);
+      expect(candidates('jit-cpu', 'flash_attention', subgroups).some(needsSubgroups)).toBe(false); // measured: far slower there
+    }
   });
 
   test('a clear and consistent winner replaces the built-in choice; it is remembered for the class', async () => {

@@ -35,6 +35,7 @@ import {
   KERNEL_NAMES,
   type KernelChoice,
   type KernelName,
+  needsSubgroups,
   type ProjectionVariant,
   TIER0,
 } from './variants.ts';
@@ -79,6 +80,12 @@ export class WebGPUBackend implements Backend {
     this.limitOverrides = options.limits ?? {};
     this.requestedPrecision = options.precision ?? 'f32';
     this.profile = options.profile ?? false;
+    try {
+      checkForcedFeatures(options.device, options.tuning?.forced ?? {});
+    } catch (e) {
+      if (options.ownsDevice) options.device.destroy(); // acquired for this engine, which will not exist
+      throw e;
+    }
     this.state = this.adopt(options.device, 0);
     const tuner = new Tuner(
       options.tuning ?? { mode: 'auto', forced: {}, store: null },
@@ -88,6 +95,7 @@ export class WebGPUBackend implements Backend {
       },
       () => this.adapterKind(),
       (kernel, variant, headDim) => gateVariant(this.state.pool, this.adapterKind(), kernel, variant, headDim),
+      () => this.state.device.features.has('subgroups'),
     );
     this.scheduler = new KernelScheduler(
       {
@@ -115,7 +123,7 @@ export class WebGPUBackend implements Backend {
       mode: options.mode,
       store: options.store?.where ?? 'memory',
       forced: { ...options.forced },
-      defaults: defaultChoice(this.adapterKind()),
+      defaults: defaultChoice(this.adapterKind(), this.state.device.features.has('subgroups')),
       choices: tuner.entries(),
       tier0: { ...TIER0 },
       compiled: [...this.scheduler.compiled],
@@ -308,6 +316,20 @@ function pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, v
       return outputProjectionPipeline(precision, variant as ProjectionVariant);
     case 'flash_attention':
       return flashAttentionPipeline(state.device, precision, plan.layer.headDim, variant as AttentionVariant, plan.layer.scoreMod?.wgsl);
+  }
+}
+
+/** A forced subgroup variant needs a device with the `subgroups` feature (candidates never offer one without it). */
+function checkForcedFeatures(device: GPUDevice, forced: Partial<KernelChoice>): void {
+  for (const [kernel, variant] of Object.entries(forced)) {
+    if (variant === undefined || !needsSubgroups(variant) || device.features.has('subgroups')) continue;
+    throw new UnsupportedError({
+      where: 'createAttentionEngine',
+      argument: `options.tuning.kernels.${kernel}`,
+      expected: 'a variant this device can run',
+      given: `"${variant}", which needs the "subgroups" feature this device was created without`,
+      fix: "Leave it out (the tuner offers subgroup variants where the device has the feature), or pass a device requested with requiredFeatures: ['subgroups'].",
+    });
   }
 }
 

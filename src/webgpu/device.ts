@@ -68,7 +68,8 @@ export async function acquireDevice(): Promise<AcquiredDevice> {
     label: 'AttentionEngine.device',
     // shader-f16 where the adapter has it: createAttentionEngine({ precision: 'f16' }) needs it.
     // timestamp-query where the adapter has it: createAttentionEngine({ profile: true }) times kernels with it.
-    requiredFeatures: (['shader-f16', 'timestamp-query'] as const).filter((f) => adapter.features.has(f)),
+    // subgroups where the adapter has it: the subgroup kernel variants (variants.ts) need it, and are offered only then.
+    requiredFeatures: (['shader-f16', 'timestamp-query', 'subgroups'] as const).filter((f) => adapter.features.has(f)),
     requiredLimits: {
       maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
       maxBufferSize: l.maxBufferSize,

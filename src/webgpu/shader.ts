@@ -93,6 +93,8 @@ export function defineParams<const F extends readonly ParamField[]>(fields: F): 
 export interface ShaderSpec {
   /** Storage type of tensors: ST = f32 and ST4 = vec4<f32>, or f16 and vec4<f16> with `enable f16;`; SM4 the matching mat4x4. */
   precision: Precision;
+  /** `enable subgroups;` first: the kernel uses subgroup builtins (only where the device has the `subgroups` feature). */
+  subgroups?: boolean;
   /** The kernel's uniform struct (binding 0), if it has one. */
   params?: Params<string>;
   /** `const NAME: u32 = value;` lines, for sizes WGSL needs at compile time (private array lengths). */
@@ -104,6 +106,7 @@ export interface ShaderSpec {
 /** The complete WGSL of a kernel: prelude (storage type, shared constants, sizes), its Params, its sources. */
 export function shaderCode(spec: ShaderSpec): string {
   const prelude = [
+    ...(spec.subgroups ? ['enable subgroups;'] : []),
     ...(spec.precision === 'f16'
       ? ['enable f16;', 'alias ST = f16;', 'alias ST4 = vec4<f16>;', 'alias SM4 = mat4x4<f16>;']
       : ['alias ST = f32;', 'alias ST4 = vec4<f32>;', 'alias SM4 = mat4x4<f32>;']),

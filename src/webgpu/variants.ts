@@ -6,12 +6,21 @@
 //     register-4x4   shaders/gemm_register_4x4.wgsl, 4 rows × 4 columns per invocation
 //     register-8x8   shaders/gemm_register_8x8.wgsl, 8 rows × 8 columns per invocation (fewer loads per FMA)
 //     workgroup-64   shaders/gemm_workgroup.wgsl, 64 × 64 tiles staged through workgroup memory
+//     subgroup-4x4   shaders/gemm_subgroup.wgsl, 4 rows × 4 columns per invocation, the rows of A passed between
+//                    lanes by subgroupShuffle (needs the `subgroups` feature)
+//     subgroup-8x4   the same with 8 rows (each B load serves 8 rows; more registers)
 //   attention (flash_attention): query rows per workgroup × keys per K/V tile (× rows per invocation)
 //     rows32-keys32, rows64-keys32: one row per invocation (keys per tile drop to what workgroup memory holds)
 //     rows32-keys32-loop: the same with its loops over the head size left as loops (not unrolled by the
 //       driver's compiler): slower, but its compile time hardly grows with the head size
 //     rows32-keys32-r2, rows32-keys32-r4, rows64-keys32-r4: 2 or 4 rows per invocation, so each K/V
 //       element read serves several rows (fewer loads per multiply-add; more registers)
+//     rows16-keys32-sg: the lanes of a subgroup share a row, each taking some of its keys; the row's max
+//       and sum are subgroup reductions (needs the `subgroups` feature; keys32 sizes split-KV's chunks)
+//
+// Subgroup variants are offered (candidates) and may be forced only where the device has the
+// `subgroups` feature (webgpu/device.ts requests it where the adapter has it); they are correct at any
+// subgroup size, and the tests also run them as if the subgroup were smaller (subgroupEmulation).
 //
 // Compile cost is a cost: drivers compile WGSL through LLVM (lavapipe, SwiftShader), FXC/DXC or the
 // GPU vendor's compiler, and written-out tiles and unrolled loops run fast but compile slowly (the
@@ -19,12 +28,13 @@
 
 import gemmRegister4x4 from '../../shaders/gemm_register_4x4.wgsl?raw';
 import gemmRegister8x8 from '../../shaders/gemm_register_8x8.wgsl?raw';
+import gemmSubgroup from '../../shaders/gemm_subgroup.wgsl?raw';
 import gemmWorkgroup from '../../shaders/gemm_workgroup.wgsl?raw';
 
 import type { AttentionVariant, ProjectionVariant } from '../types.ts';
 
 export type { AttentionVariant, ProjectionVariant };
-export const PROJECTION_VARIANTS: readonly ProjectionVariant[] = ['register-4x4', 'register-8x8', 'workgroup-64'];
+export const PROJECTION_VARIANTS: readonly ProjectionVariant[] = ['register-4x4', 'register-8x8', 'workgroup-64', 'subgroup-4x4', 'subgroup-8x4'];
 export const ATTENTION_VARIANTS: readonly AttentionVariant[] = [
   'rows32-keys32',
   'rows64-keys32',
@@ -32,7 +42,20 @@ export const ATTENTION_VARIANTS: readonly AttentionVariant[] = [
   'rows32-keys32-r2',
   'rows32-keys32-r4',
   'rows64-keys32-r4',
+  'rows16-keys32-sg',
 ];
+
+/** Whether a variant uses subgroup operations (so needs a device with the `subgroups` feature). */
+export function needsSubgroups(variant: string): boolean {
+  return variant.startsWith('subgroup-') || variant.endsWith('-sg');
+}
+
+/**
+ * Tests only: subgroup kernels use at most this many lanes of each subgroup (0: all of them), the
+ * others contributing nothing, so the size-dependent arithmetic runs as on an adapter with smaller
+ * subgroups (an override constant, SUBGROUP_LANES: part of each pipeline's cache key).
+ */
+export const subgroupEmulation = { lanes: 0 };
 
 /** One variant per kernel: what a forward runs. */
 export interface KernelChoice {
@@ -79,14 +102,19 @@ export function isCpuAdapter(info: { vendor: string; architecture: string; devic
 }
 
 /**
- * The built-in final choice of an adapter kind: what runs, once compiled, where nothing was swept,
- * forced or remembered (the tuner's measurements on these adapters; README, Performance).
+ * The built-in final choice of an adapter kind (and whether the device has the `subgroups` feature):
+ * what runs, once compiled, where nothing was swept, forced or remembered (the tuner's measurements on
+ * these adapters; README, Performance).
  */
-export function defaultChoice(kind: AdapterKind): KernelChoice {
+export function defaultChoice(kind: AdapterKind, subgroups = false): KernelChoice {
   switch (kind) {
     case 'unrolling-cpu':
-      // The 4×4 GEMM: the sweeps here chose it over 8×8 at both benchmark shapes, and it compiles in a fraction of the time.
-      return { qkv_projection: 'register-4x4', flash_attention: 'rows64-keys32-r4', output_projection: 'register-4x4' };
+      // With subgroups, the 8-row subgroup GEMM: 2.3× (QKV) and 2.9× (output) faster than the 4×4 register
+      // GEMM at B=1 S=512 E=512 H=8, 1.6× (QKV) at S=128 E=256 (interleaved, 2026-11-30). Without, the 4×4
+      // GEMM: the sweeps here chose it over 8×8 at both benchmark shapes, and it compiles in a fraction of the time.
+      return subgroups
+        ? { qkv_projection: 'subgroup-8x4', flash_attention: 'rows64-keys32-r4', output_projection: 'subgroup-8x4' }
+        : { qkv_projection: 'register-4x4', flash_attention: 'rows64-keys32-r4', output_projection: 'register-4x4' };
     case 'cpu':
       return { qkv_projection: 'register-8x8', flash_attention: 'rows64-keys32-r4', output_projection: 'register-8x8' };
     case 'jit-cpu':
@@ -103,18 +131,25 @@ export function defaultChoice(kind: AdapterKind): KernelChoice {
  */
 export const TIER0: KernelChoice = { qkv_projection: 'register-4x4', flash_attention: 'rows32-keys32-loop', output_projection: 'register-4x4' };
 
-/** The variants a sweep compiles and times on an adapter kind: those that can win there (measured). */
-export function candidates<K extends KernelName>(kind: AdapterKind, kernel: K): readonly KernelChoice[K][] {
+/**
+ * The variants a sweep compiles and times on an adapter kind: those that can win there (measured); the
+ * subgroup variants among them only where the device has the `subgroups` feature (never without it).
+ */
+export function candidates<K extends KernelName>(kind: AdapterKind, kernel: K, subgroups = false): readonly KernelChoice[K][] {
   const sets: Record<AdapterKind, { projection: readonly ProjectionVariant[]; attention: readonly AttentionVariant[] }> = {
     // Workgroup tiles lose on CPUs (barriers); one row per invocation loses where the compiler keeps
-    // several rows in registers, and wins where it does not.
-    'unrolling-cpu': { projection: ['register-4x4', 'register-8x8'], attention: ['rows32-keys32-r2', 'rows64-keys32-r4'] },
+    // several rows in registers, and wins where it does not. The subgroup attention kernel reads each
+    // K/V element for one row only: 5× slower than the built-in choice on lavapipe and 27–40× on
+    // SwiftShader (2026-11-30: bench --roofline; forced and interleaved on SwiftShader in Node), so
+    // only GPUs try it; SwiftShader's JIT also runs the subgroup GEMM slower than its register tiles.
+    'unrolling-cpu': { projection: ['register-4x4', 'register-8x8', 'subgroup-4x4', 'subgroup-8x4'], attention: ['rows32-keys32-r2', 'rows64-keys32-r4'] },
     'jit-cpu': { projection: ['register-4x4', 'register-8x8'], attention: ['rows32-keys32', 'rows64-keys32', 'rows32-keys32-loop'] },
-    cpu: { projection: ['register-4x4', 'register-8x8'], attention: ATTENTION_VARIANTS },
+    cpu: { projection: ['register-4x4', 'register-8x8', 'subgroup-4x4', 'subgroup-8x4'], attention: ATTENTION_VARIANTS.filter((v) => !needsSubgroups(v)) },
     gpu: { projection: PROJECTION_VARIANTS, attention: ATTENTION_VARIANTS },
   };
   const set = sets[kind];
-  return (kernel === 'flash_attention' ? set.attention : set.projection) as readonly KernelChoice[K][];
+  const list: readonly string[] = kernel === 'flash_attention' ? set.attention : set.projection;
+  return list.filter((v) => subgroups || !needsSubgroups(v)) as unknown as readonly KernelChoice[K][];
 }
 
 /** How a projection variant is built and dispatched. */
@@ -126,16 +161,27 @@ export interface GemmShape {
   /** Rows (M) and columns (N) of Y one workgroup covers. */
   tileRows: number;
   tileCols: number;
+  /** The core uses subgroup operations (`enable subgroups;`). */
+  subgroups: boolean;
+  /** `const` sizes the core needs (private array lengths). */
+  sizes?: Record<string, number>;
 }
 
 export function gemmShape(variant: ProjectionVariant): GemmShape {
   switch (variant) {
     case 'register-4x4':
-      return { core: gemmRegister4x4, constants: { WG_X: 8, WG_Y: 8 }, tileRows: 32, tileCols: 32 };
+      return { core: gemmRegister4x4, constants: { WG_X: 8, WG_Y: 8 }, tileRows: 32, tileCols: 32, subgroups: false };
     case 'register-8x8':
-      return { core: gemmRegister8x8, constants: { WG_X: 8, WG_Y: 8 }, tileRows: 64, tileCols: 64 };
+      return { core: gemmRegister8x8, constants: { WG_X: 8, WG_Y: 8 }, tileRows: 64, tileCols: 64, subgroups: false };
     case 'workgroup-64':
-      return { core: gemmWorkgroup, constants: {}, tileRows: 64, tileCols: 64 };
+      return { core: gemmWorkgroup, constants: {}, tileRows: 64, tileCols: 64, subgroups: false };
+    case 'subgroup-4x4':
+    case 'subgroup-8x4': {
+      // 128 invocations: a multiple of every subgroup size (4…128), so subgroups are whole.
+      const ROWS = variant === 'subgroup-4x4' ? 4 : 8;
+      const constants = { WG: 128, SUBGROUP_LANES: subgroupEmulation.lanes };
+      return { core: gemmSubgroup, constants, sizes: { ROWS }, tileRows: ROWS, tileCols: 512, subgroups: true };
+    }
   }
 }
 
@@ -144,7 +190,7 @@ export function gemmShape(variant: ProjectionVariant): GemmShape {
  * ("rows64-keys32-r4": 64 rows, 32 keys, 4 rows per invocation; no "-r": 1), and whether its loops
  * over the head size stay loops ("-loop").
  */
-export function attentionShape(variant: AttentionVariant): { rows: number; keys: number; rowsPerInvocation: number; loop: boolean } {
-  const [, rows, keys, rpi, loop] = /^rows(\d+)-keys(\d+)(?:-r(\d+))?(-loop)?$/.exec(variant) as RegExpExecArray;
-  return { rows: Number(rows), keys: Number(keys), rowsPerInvocation: Number(rpi ?? 1), loop: loop !== undefined };
+export function attentionShape(variant: AttentionVariant): { rows: number; keys: number; rowsPerInvocation: number; loop: boolean; subgroup: boolean } {
+  const [, rows, keys, rpi, loop, sg] = /^rows(\d+)-keys(\d+)(?:-r(\d+))?(-loop)?(-sg)?$/.exec(variant) as RegExpExecArray;
+  return { rows: Number(rows), keys: Number(keys), rowsPerInvocation: Number(rpi ?? 1), loop: loop !== undefined, subgroup: sg !== undefined };
 }

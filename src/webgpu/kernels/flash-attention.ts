@@ -4,13 +4,14 @@
 import source from '../../../shaders/flash_attention.wgsl?raw';
 import oneRowBody from '../../../shaders/flash_attention_row.wgsl?raw';
 import rowsBody from '../../../shaders/flash_attention_rows.wgsl?raw';
+import subgroupBody from '../../../shaders/flash_attention_subgroup.wgsl?raw';
 import scoreRule from '../../../shaders/score_rule.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
 import { getPipeline, type PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, scoreModParts, shaderCode } from '../shader.ts';
-import { type AttentionVariant, attentionShape } from '../variants.ts';
+import { type AttentionVariant, attentionShape, subgroupEmulation } from '../variants.ts';
 import { encodeDecodeMerge } from './decode-merge.ts';
 import { SCORE_FIELDS, type MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
@@ -69,11 +70,17 @@ export function flashTiles(device: GPUDevice, Dh: number, variant: AttentionVari
 /** The pipeline of `variant` for head size Dh at this precision on this device. */
 export function flashAttentionPipeline(device: GPUDevice, precision: Precision, headDim: number, variant: AttentionVariant, scoreMod?: string): PipelineSpec {
   const { BR, BC, RPI } = flashTiles(device, headDim, variant);
-  const { loop } = attentionShape(variant);
+  const { loop, subgroup } = attentionShape(variant);
   // One row per invocation has its own body (scalars, no per-row arrays), which drivers that do not
   // unroll constant loops (SwiftShader's JIT) run faster than the RPI body at RPI = 1; the tuner measures which.
   const label = `FlashAttention.${variant}`;
   const mod = scoreModParts(scoreMod);
+  if (subgroup) {
+    // The lanes of a subgroup share a row (flash_attention_subgroup.wgsl): BR rows, 64 invocations.
+    const sizes = { DH4: headDim / 4, BC, HAS_SCORE_MOD: mod.HAS_SCORE_MOD };
+    const code = shaderCode({ precision, subgroups: true, params: FLASH_PARAMS, sizes, sources: [mod.source, scoreRule, source, subgroupBody] });
+    return { label, code, constants: { WG: 64, BR, SUBGROUP_LANES: subgroupEmulation.lanes } };
+  }
   const sources = [mod.source, scoreRule, source, RPI === 1 ? oneRowBody : rowsBody];
   return RPI === 1
     ? {

@@ -19,7 +19,11 @@ export const OUTPUT_PARAMS = defineParams([
 
 export function outputProjectionPipeline(precision: Precision, variant: ProjectionVariant): PipelineSpec {
   const gemm = gemmShape(variant);
-  return { label: `OutputProjection.${variant}`, code: shaderCode({ precision, params: OUTPUT_PARAMS, sources: [source, gemm.core] }), constants: gemm.constants };
+  return {
+    label: `OutputProjection.${variant}`,
+    code: shaderCode({ precision, subgroups: gemm.subgroups, params: OUTPUT_PARAMS, sizes: gemm.sizes, sources: [source, gemm.core] }),
+    constants: gemm.constants,
+  };
 }
 
 export function encodeOutputProjection(

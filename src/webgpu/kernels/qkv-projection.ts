@@ -31,7 +31,11 @@ export const QKV_PARAMS = defineParams([
 
 export function qkvProjectionPipeline(precision: Precision, variant: ProjectionVariant): PipelineSpec {
   const gemm = gemmShape(variant);
-  return { label: `QkvProjection.${variant}`, code: shaderCode({ precision, params: QKV_PARAMS, sources: [source, gemm.core] }), constants: gemm.constants };
+  return {
+    label: `QkvProjection.${variant}`,
+    code: shaderCode({ precision, subgroups: gemm.subgroups, params: QKV_PARAMS, sizes: gemm.sizes, sources: [source, gemm.core] }),
+    constants: gemm.constants,
+  };
 }
 
 /** Where Q, K and V sit in the qkv buffer (Q, then K, then V), in elements. */

@@ -27,7 +27,7 @@ export async function gateVariant(pool: BufferPool, kind: AdapterKind, kernel: K
     'out_proj.bias': uniform(E, 0.1, rng),
   });
   const [B, S] = [2, 37];
-  const choice: KernelChoice = { ...defaultChoice(kind), [kernel]: variant };
+  const choice: KernelChoice = { ...defaultChoice(kind, pool.device.features.has('subgroups')), [kernel]: variant };
   const gpu = new GpuLayerWeights(pool, spec, weights);
   try {
     // Two inputs, one after the other: scratch buffers are reused, so an element a variant fails to

@@ -76,7 +76,7 @@ export class KernelScheduler {
   /** The final choice of each kernel for this plan: forced, remembered, or built in. */
   finalChoice(plan: ForwardPlan, state: DeviceState, kernels: readonly KernelName[]): KernelChoice {
     const { forced } = this.tuner.options;
-    const choice: KernelChoice = { ...defaultChoice(this.host.kind()), ...forced };
+    const choice: KernelChoice = { ...defaultChoice(this.host.kind(), state.device.features.has('subgroups')), ...forced };
     if (this.tuner.options.mode === 'off') return choice;
     for (const kernel of kernels) {
       if (forced[kernel]) continue;

@@ -22,7 +22,7 @@ import { type AdapterKind, candidates, defaultChoice, type KernelChoice, type Ke
 import { decide, interleave } from './measure.ts';
 
 /** Bump when variants, what they compute or how they are chosen change: remembered choices from before are ignored. */
-export const TUNING_VERSION = 3;
+export const TUNING_VERSION = 4;
 
 export interface ResolvedTuning {
   mode: 'auto' | 'off';
@@ -78,6 +78,8 @@ export class Tuner {
     private readonly adapterKey: () => string,
     private readonly kind: () => AdapterKind,
     private readonly gate: Gate,
+    /** Whether the device has the `subgroups` feature: only then are subgroup variants candidates. */
+    private readonly subgroups: () => boolean = () => false,
   ) {}
 
   /** The choices this engine's calls have used so far (on its current adapter), in order of first use. */
@@ -137,8 +139,8 @@ export class Tuner {
 
   /** The variants a sweep of `kernel` compiles: the candidates of this adapter kind, and the built-in choice. */
   candidatesOf(kernel: KernelName): string[] {
-    const builtIn = defaultChoice(this.kind())[kernel];
-    const list = candidates(this.kind(), kernel) as readonly string[];
+    const builtIn = defaultChoice(this.kind(), this.subgroups())[kernel];
+    const list = candidates(this.kind(), kernel, this.subgroups()) as readonly string[];
     return list.includes(builtIn) ? [...list] : [builtIn, ...list];
   }
 
@@ -156,7 +158,7 @@ export class Tuner {
       if (why) refused[variant] = why;
       else passed.push(variant);
     }
-    const builtIn = defaultChoice(this.kind())[kernel];
+    const builtIn = defaultChoice(this.kind(), this.subgroups())[kernel];
     const base = { kernel, shapeClass: cls, source: 'sweep' as const, ...(Object.keys(refused).length ? { refused } : {}) };
     if (passed.length === 0) {
       // Every variant failed the gate: keep the built-in choice and say so (the tests of this

@@ -5,6 +5,12 @@
 import { expect, type Page, type TestInfo } from '@playwright/test';
 import { test } from './demo-page.ts';
 
+// The worker's page is shared across spec files: start this file from a freshly loaded page.
+test.beforeAll(async ({ demo }, testInfo) => {
+  testInfo.setTimeout(120_000);
+  await demo.fresh();
+});
+
 const FIXTURE = new URL('../test/fixtures/weights/gpt2_attention.safetensors', import.meta.url).pathname;
 
 /**

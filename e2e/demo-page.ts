@@ -31,6 +31,14 @@ export class DemoPage extends LoggedPage {
     return (await this.page.locator(`#${panelId}`).getAttribute('data-state')) ?? '';
   }
 
+  /**
+   * Loads the page again: each spec file starts from the page as a new visitor sees it (the worker's
+   * page is shared across files, and a file's tests leave its panels as they drove them).
+   */
+  async fresh(): Promise<void> {
+    await openDemo(this);
+  }
+
   async requireWebGPU(): Promise<void> {
     const backend = await this.page.locator('body').getAttribute('data-backend');
     if (backend !== 'webgpu') {
@@ -50,12 +58,17 @@ export class DemoPage extends LoggedPage {
   }
 }
 
+/** Opens demo/index.html and waits until every panel is mounted, the first maps drawn and the first correctness run done. */
+function openDemo(demo: DemoPage): Promise<void> {
+  return demo.open('/demo/index.html', () => document.body.dataset.ready === 'true', 90_000, 'demo/index.html did not become ready');
+}
+
 export const test = base.extend<object, { demo: DemoPage }>({
   demo: [
     sharedPage(
       (page) => new DemoPage(page),
       // Ready: every panel mounted, the first attention maps drawn and the first correctness run done.
-      (demo) => demo.open('/demo/index.html', () => document.body.dataset.ready === 'true', 90_000, 'demo/index.html did not become ready'),
+      openDemo,
       { viewport: { width: 1200, height: 900 }, acceptDownloads: true },
     ),
     { scope: 'worker', timeout: 120_000 },

@@ -7,6 +7,12 @@ import { parseSafetensors } from '../src/weights/safetensors.ts';
 import { writeSafetensors } from '../test/helpers/safetensors.ts';
 import { test } from './demo-page.ts';
 
+// The worker's page is shared across spec files: start this file from a freshly loaded page.
+test.beforeAll(async ({ demo }, testInfo) => {
+  testInfo.setTimeout(120_000);
+  await demo.fresh();
+});
+
 const FIXTURES = new URL('../test/fixtures/weights/', import.meta.url);
 
 test('load your own: a .safetensors file through the picker fills a layer and shows its maps', async ({ demo }, testInfo) => {

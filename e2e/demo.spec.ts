@@ -9,6 +9,12 @@ import { expect } from '@playwright/test';
 import { readFileSync } from 'node:fs';
 import { test } from './demo-page.ts';
 
+// The worker's page is shared across spec files: start this file from a freshly loaded page.
+test.beforeAll(async ({ demo }, testInfo) => {
+  testInfo.setTimeout(120_000);
+  await demo.fresh();
+});
+
 test('the page loads on WebGPU and the adapter panel describes the adapter', async ({ demo }) => {
   await demo.requireWebGPU();
   const { page } = demo;

@@ -196,7 +196,7 @@ export async function benchRoofline(options: { shapes: { id: string; shape: Benc
   const copy = await copyCeiling(device, log);
 
   const figures: KernelFigure[] = [];
-  const builtIn = defaultChoice(kind);
+  const builtIn = defaultChoice(kind, subgroups);
   for (const { id, shape } of options.shapes) {
     const forcedSets = [...new Set([builtIn.qkv_projection, ...candidates(kind, 'qkv_projection', subgroups)].map((v) => v as string))].map((v) => ({
       kernels: { qkv_projection: v, output_projection: v },

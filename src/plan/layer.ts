@@ -65,7 +65,8 @@ export function resolveLayerSpec(config: unknown): LayerSpec {
 }
 
 function resolveAttentionKind(where: string, value: unknown): 'softmax' | 'linear' {
-  if (value === undefined || value === 'softmax' || value === 'linear') return value ?? 'softmax';
+  if (value === undefined) return 'softmax';
+  if (value === 'softmax' || value === 'linear') return value;
   throw new InvalidArgumentError({ where, argument: 'config.attention', expected: '"softmax" (default) or "linear"', given: describe(value) });
 }
 

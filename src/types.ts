@@ -1,7 +1,9 @@
 // The public nouns' shapes. Names follow PyTorch's nn.MultiheadAttention (batch_first=True).
 
 import type { KvCache } from './kv-cache.ts';
-import type { MultiHeadAttention } from './layer.ts';
+import type { TuningOptions } from './tuning-types.ts';
+
+export type { ProjectionVariant, AttentionVariant, TuningOptions, TuningStore, TuningChoice, TuningReport, WarmupCall, WarmupOptions } from './tuning-types.ts';
 
 export type BackendKind = 'webgpu' | 'wasm' | 'cpu';
 
@@ -50,95 +52,6 @@ export interface EngineOptions {
    * remembered in localStorage (browser) or `~/.cache/webgpu-attention/tuning.json` (Node).
    */
   tuning?: TuningOptions;
-}
-
-export type ProjectionVariant = 'register-4x4' | 'register-8x8' | 'workgroup-64' | 'subgroup-4x4' | 'subgroup-8x4';
-export type AttentionVariant =
-  | 'rows32-keys32'
-  | 'rows64-keys32'
-  | 'rows32-keys32-loop'
-  | 'rows32-keys32-r2'
-  | 'rows32-keys32-r4'
-  | 'rows64-keys32-r4'
-  | 'rows16-keys32-sg';
-
-export interface TuningOptions {
-  /** 'auto' (default): sweep, remember, reuse. 'off': the built-in choice for the adapter kind (register tiles on CPU adapters, workgroup tiles on GPUs), no sweep. */
-  mode?: 'auto' | 'off';
-  /** Variants to use whatever the sweep would say (each kernel named here is never swept). */
-  kernels?: { qkv_projection?: ProjectionVariant; flash_attention?: AttentionVariant; output_projection?: ProjectionVariant };
-  /** Where sweeps are remembered: left out, the default place; null, nowhere (this engine only); or your own store. */
-  store?: TuningStore | null;
-}
-
-/** A place to keep tuning results between engines (see fileTuningStore, localStorageTuningStore). */
-export interface TuningStore {
-  /** Where the records live, for reports. */
-  readonly where: string;
-  /** The records saved last, or null. */
-  load(): Promise<Record<string, TuningChoice> | null>;
-  save(records: Record<string, TuningChoice>): Promise<void>;
-}
-
-/** How one kernel's variant was chosen for one shape class. */
-export interface TuningChoice {
-  kernel: 'qkv_projection' | 'flash_attention' | 'output_projection';
-  /** The bucketed sizes the choice holds for, e.g. "f32 m1024 k1024 n4096". */
-  shapeClass: string;
-  variant: string;
-  /** 'sweep': measured by this engine; 'store': measured earlier, remembered. */
-  source: 'sweep' | 'store';
-  /** Fastest of each candidate's timed runs, wall milliseconds. */
-  timesMs?: Record<string, number>;
-  /** How far each candidate's median run lies above its fastest, as a fraction (noise). */
-  spreads?: Record<string, number>;
-  /** Each candidate's first, untimed run in milliseconds: the driver's compile where it compiles at first use, plus one run. */
-  firstRunMs?: Record<string, number>;
-  /** False when the runs were too noisy to decide: the built-in choice ran, and nothing was remembered. */
-  steady?: boolean;
-  /** Why this variant. */
-  note?: string;
-  /** Variants the correctness gate refused, and why. */
-  refused?: Record<string, string>;
-}
-
-/** engine.tuning: how this engine chooses its kernels, and what it chose. */
-export interface TuningReport {
-  mode: 'auto' | 'off';
-  /** Where choices are remembered ('memory' for this engine only). */
-  store: string;
-  /** Variants the caller forced. */
-  forced: TuningOptions['kernels'];
-  /** What a kernel runs when nothing was swept, forced or remembered for its shape class. */
-  defaults: { qkv_projection: ProjectionVariant; flash_attention: AttentionVariant; output_projection: ProjectionVariant };
-  /** The choices this engine's calls have used so far (swept now, or remembered), in order of first use. */
-  choices: TuningChoice[];
-  /** What a call runs while its final kernels compile (mode 'auto'; never with forced variants or mode 'off'). */
-  tier0: { qkv_projection: ProjectionVariant; flash_attention: AttentionVariant; output_projection: ProjectionVariant };
-  /** Kernels compiled ahead of use (in the background, or by warmup()), with the wall time each took to compile and run once. */
-  compiled: { kernel: string; variant: string; ms: number }[];
-  /** Background work (compiles, sweeps) not finished yet; engine.settled() waits for it. */
-  pending: number;
-  /** Background work that failed, and why (the calls went on with the kernels they had). */
-  failures: string[];
-}
-
-/** One call shape to prepare for: engine.warmup() and engine.tune(). */
-export interface WarmupCall {
-  /** A layer of this engine. */
-  layer: MultiHeadAttention;
-  /** Default 1. */
-  batchSize?: number;
-  seqLen: number;
-  /** Keys per query: a KV cache's length after the call, or cross-attention's Skv. Default seqLen. */
-  kvSeqLen?: number;
-  /** Default false. */
-  isCausal?: boolean;
-}
-
-export interface WarmupOptions {
-  /** Called after each kernel is compiled (warmup) or measured (tune): done of total. */
-  onProgress?: (progress: { done: number; total: number; kernel: string; variant: string }) => void;
 }
 
 export interface MultiHeadAttentionConfig {

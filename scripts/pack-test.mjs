@@ -271,7 +271,7 @@ function summarise(where, result) {
     ? `${result.adapterInfo.vendor}/${result.adapterInfo.architecture} ${result.adapterInfo.description || result.adapterInfo.device}`.trim()
     : 'none';
   const cases = result.cases.map((c) => `${c.name}: max |gpu−cpu| ${c.maxAbs.toExponential(2)} (tol ${c.tol.toExponential(2)}, ${c.gpuMs} ms)`).join('; ');
-  return `${where}: backend ${result.backend} (${adapter}); ${cases}`;
+  return `${where}: backend ${result.backend} (${adapter}), createAttentionEngine() ran on ${result.defaultRanOn}; ${cases}`;
 }
 
 // ── 4. Node.

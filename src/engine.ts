@@ -23,13 +23,14 @@ import type {
   WarmupCall,
   WarmupOptions,
 } from './types.ts';
+import { AutoBackend } from './auto/backend.ts';
 import { WasmBackend } from './wasm/backend.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from './validate.ts';
 import { WebGPUBackend } from './webgpu/backend.ts';
 import { type AcquiredDevice, acquireDevice, describeAdapter } from './webgpu/device.ts';
 import { defaultTuningStore } from './webgpu/tuning/store.ts';
 import type { ResolvedTuning } from './webgpu/tuning/tuner.ts';
-import { KERNEL_NAMES, type KernelChoice, type KernelName, VARIANTS } from './webgpu/variants.ts';
+import { adapterKind, KERNEL_NAMES, type KernelChoice, type KernelName, VARIANTS } from './webgpu/variants.ts';
 
 export type { AdapterInfo };
 
@@ -45,7 +46,10 @@ export class AttentionEngine {
   /** @internal Use createAttentionEngine(). */
   constructor(
     impl: Backend,
-    /** Why the CPU backend was chosen when no backend was asked for; null otherwise. */
+    /**
+     * Why the engine runs other than plain WebGPU although no backend was asked for (no adapter: the
+     * 'wasm' backend, or the float64 reference without WebAssembly SIMD); null otherwise.
+     */
     readonly fallbackReason: string | null,
   ) {
     this.impl = impl;
@@ -56,7 +60,7 @@ export class AttentionEngine {
     return this.live('adapterInfo').adapterInfo;
   }
 
-  /** Which backend runs the layers. */
+  /** Which backend runs the layers; on an engine that chooses (tuning.backends), the backend of the latest call. */
   get backend(): BackendKind {
     return this.live('backend').kind;
   }
@@ -234,8 +238,13 @@ export class AttentionEngine {
 }
 
 /**
- * Creates an engine. With no options: WebGPU when an adapter exists (browser navigator.gpu, or the
- * `webgpu` package in Node), else the CPU reference (engine.fallbackReason says why).
+ * Creates an engine. With no backend asked for: WebGPU on a GPU (browser navigator.gpu, or the
+ * `webgpu` package in Node); on a software adapter (SwiftShader, lavapipe, a fallback adapter) both
+ * WebGPU and 'wasm', each call shape on whichever is measured faster (engine.backend, and
+ * engine.tuning.backends say which and why); without an adapter the 'wasm' backend
+ * (engine.fallbackReason says why), or the float64 reference where WebAssembly SIMD is missing.
+ * An explicit backend is always obeyed; so is an option only WebGPU honours (device, limits,
+ * tuning, profile, precision 'f16').
  */
 export async function createAttentionEngine(options: EngineOptions = {}): Promise<AttentionEngine> {
   const where = 'createAttentionEngine';
@@ -306,12 +315,37 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
     acquired = await acquireDevice();
   } catch (e) {
     if (backend === 'webgpu' || !(e instanceof WebGPUUnavailableError)) throw e;
-    return new AttentionEngine(new CpuBackend({ precision }), e.message);
+    return withoutAdapter(e.message, precision);
   }
-  return new AttentionEngine(
-    new WebGPUBackend({ device: acquired.device, ownsDevice: true, adapterInfo: acquired.adapterInfo, limits, precision, profile, tuning }),
-    null,
-  );
+  const gpu = new WebGPUBackend({ device: acquired.device, ownsDevice: true, adapterInfo: acquired.adapterInfo, limits, precision, profile, tuning });
+  const software = acquired.isFallbackAdapter || adapterKind(acquired.adapterInfo) !== 'gpu';
+  // An option only WebGPU honours counts as asking for it.
+  const gpuOnly = options.limits !== undefined || options.tuning !== undefined || profile || precision === 'f16';
+  if (backend === undefined && software && !gpuOnly) {
+    const why = `no backend was asked for and the adapter (${adapterName(acquired.adapterInfo)}) runs its shaders on the CPU`;
+    try {
+      return new AttentionEngine(new AutoBackend(gpu, await WasmBackend.create({ precision }), why), null);
+    } catch (e) {
+      return new AttentionEngine(gpu, `${why}, but the 'wasm' backend could not start (${(e as Error).message}): WebGPU alone`);
+    }
+  }
+  return new AttentionEngine(gpu, null);
+}
+
+/** No adapter and no backend asked for: the 'wasm' backend, else (no WebAssembly SIMD) the float64 reference. */
+async function withoutAdapter(whyNoGpu: string, precision: 'f32' | 'f16'): Promise<AttentionEngine> {
+  try {
+    return new AttentionEngine(await WasmBackend.create({ precision }), `${whyNoGpu} So the 'wasm' backend runs (float32, WebAssembly SIMD).`);
+  } catch (e) {
+    return new AttentionEngine(
+      new CpuBackend({ precision }),
+      `${whyNoGpu} The 'wasm' backend could not start either (${(e as Error).message}): the float64 CPU reference runs.`,
+    );
+  }
+}
+
+function adapterName(info: AdapterInfo): string {
+  return [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ') || 'unnamed';
 }
 
 /** warmup's and tune's options: { onProgress? }. */

@@ -42,6 +42,8 @@ export type {
   TuningOptions,
   TuningStore,
   TuningChoice,
+  BackendChoice,
+  BackendChoiceReport,
   TuningReport,
   WarmupCall,
   WarmupOptions,

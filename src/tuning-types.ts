@@ -73,6 +73,39 @@ export interface TuningReport {
   pending: number;
   /** Background work that failed, and why (the calls went on with the kernels they had). */
   failures: string[];
+  /**
+   * Only on an engine that chooses its backend (no backend asked for, a software adapter): which
+   * backend each shape class runs on, and why. Absent on an engine with one backend.
+   */
+  backends?: BackendChoiceReport;
+}
+
+/** How the backend of one shape class was chosen ('wasm' answers until WebGPU is measured and clearly faster). */
+export interface BackendChoice {
+  /** The bucketed call shape the choice holds for, e.g. "layer E512 H8 G8 · B1 Sq512 Skv512 causal". */
+  shapeClass: string;
+  backend: 'wasm' | 'webgpu';
+  /** Fastest of each backend's timed runs, wall milliseconds (absent when one side failed). */
+  timesMs?: Record<string, number>;
+  /** How far each backend's median run lies above its fastest, as a fraction (noise). */
+  spreads?: Record<string, number>;
+  /** False when the runs were too noisy to decide: 'wasm' stays. */
+  steady?: boolean;
+  reason: string;
+}
+
+/** engine.tuning.backends: the automatic choice between the 'wasm' backend and WebGPU on a software adapter. */
+export interface BackendChoiceReport {
+  /** Why this engine chooses (no backend was asked for, and the adapter runs on the CPU). */
+  why: string;
+  /** The backend of the latest call. */
+  current: 'wasm' | 'webgpu';
+  /** The shape classes measured so far. */
+  choices: BackendChoice[];
+  /** Measurements queued or running; engine.settled() waits for them. */
+  pending: number;
+  /** Measurements that failed, and why ('wasm' kept for those classes). */
+  failures: string[];
 }
 
 /** One call shape to prepare for: engine.warmup() and engine.tune(). */

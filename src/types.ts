@@ -3,7 +3,18 @@
 import type { KvCache } from './kv-cache.ts';
 import type { TuningOptions } from './tuning-types.ts';
 
-export type { ProjectionVariant, AttentionVariant, TuningOptions, TuningStore, TuningChoice, TuningReport, WarmupCall, WarmupOptions } from './tuning-types.ts';
+export type {
+  ProjectionVariant,
+  AttentionVariant,
+  TuningOptions,
+  TuningStore,
+  TuningChoice,
+  TuningReport,
+  BackendChoice,
+  BackendChoiceReport,
+  WarmupCall,
+  WarmupOptions,
+} from './tuning-types.ts';
 
 export type BackendKind = 'webgpu' | 'wasm' | 'cpu';
 
@@ -18,7 +29,9 @@ export interface AdapterInfo {
 export interface EngineOptions {
   /**
    * 'webgpu' (fail if no adapter), 'wasm' (float32 WebAssembly SIMD kernels on the CPU, `threads`),
-   * 'cpu' (float64 reference), or leave out: WebGPU when an adapter exists, else 'cpu'.
+   * 'cpu' (float64 reference), or leave out: WebGPU on a GPU; on a software adapter (SwiftShader,
+   * lavapipe) 'wasm' first and WebGPU for the call shapes where it measures clearly faster
+   * (engine.tuning.backends); without an adapter 'wasm' (engine.fallbackReason says why).
    */
   backend?: BackendKind;
   /** Run on this device (the caller keeps owning it: the engine's dispose() does not destroy it). */

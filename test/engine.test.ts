@@ -15,9 +15,11 @@ const stateDict = randomStateDict(config, 3);
 const engines = useEngines();
 
 describe('createAttentionEngine', () => {
-  test('with no options it picks WebGPU where an adapter exists, and reports the adapter', async () => {
+  test("with no options on this software adapter it holds WebGPU and 'wasm', answers on 'wasm' first, and reports the adapter", async () => {
+    // On a GPU it would be WebGPU alone; lavapipe and SwiftShader run shaders on the CPU (test/auto-backend.test.ts).
     const engine = await createAttentionEngine();
-    expect(engine.backend).toBe('webgpu');
+    expect(engine.backend).toBe('wasm');
+    expect(engine.tuning?.backends?.current).toBe('wasm');
     expect(engine.device).not.toBeNull();
     expect(engine.fallbackReason).toBeNull();
     expect(engine.adapterInfo?.vendor).toBeTruthy();

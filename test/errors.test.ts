@@ -1,7 +1,7 @@
 // Bad input: every check happens on the host, before any GPU work, and its error names the argument,
 // what was expected and what was given. The same checks run on both backends.
 
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import {
   createAttentionEngine,
   DeviceLimitError,
@@ -13,6 +13,7 @@ import {
   WebGPUUnavailableError,
 } from '../src/index.ts';
 import { randomStateDict } from '../src/util/random.ts';
+import { WasmBackend } from '../src/wasm/backend.ts';
 import { useEngines } from './helpers/engines.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
 
@@ -238,12 +239,26 @@ describe('engine options', () => {
       await expectRejection(createAttentionEngine({ backend: 'webgpu' }), WebGPUUnavailableError, 'requestAdapter() returned null');
     });
 
-    test('no backend asked for: falls back to the CPU and says why', async () => {
+    test("no backend asked for: the 'wasm' backend, and it says why", async () => {
       const engine = await createAttentionEngine();
-      expect(engine.backend).toBe('cpu');
+      expect(engine.backend).toBe('wasm');
       expect(engine.device).toBeNull();
       expect(engine.fallbackReason).toContain('requestAdapter() returned null');
+      expect(engine.fallbackReason).toContain("So the 'wasm' backend runs (float32, WebAssembly SIMD).");
       engine.dispose();
+    });
+
+    test('without WebAssembly SIMD either: the float64 reference, and it says why', async () => {
+      const create = vi.spyOn(WasmBackend, 'create').mockRejectedValueOnce(new WebAssembly.CompileError('SIMD unsupported'));
+      try {
+        const engine = await createAttentionEngine();
+        expect(engine.backend).toBe('cpu');
+        expect(engine.fallbackReason).toContain('requestAdapter() returned null');
+        expect(engine.fallbackReason).toContain("The 'wasm' backend could not start either (SIMD unsupported): the float64 CPU reference runs.");
+        engine.dispose();
+      } finally {
+        create.mockRestore();
+      }
     });
   });
 });

@@ -34,7 +34,12 @@ beforeEach(() => {
 
 describe('without the webgpu package', () => {
   beforeEach(() => {
-    importNodeOnly.mockRejectedValue(Object.assign(new Error("Cannot find package 'webgpu'"), { code: 'ERR_MODULE_NOT_FOUND' }));
+    // Only Dawn is missing: node:os and node:worker_threads (the 'wasm' backend's threads) load as usual.
+    importNodeOnly.mockImplementation((specifier) =>
+      specifier === 'webgpu'
+        ? Promise.reject(Object.assign(new Error("Cannot find package 'webgpu'"), { code: 'ERR_MODULE_NOT_FOUND' }))
+        : import(/* @vite-ignore */ specifier),
+    );
   });
 
   test('the install command names the version package.json asks for as a peer', async () => {
@@ -52,11 +57,12 @@ describe('without the webgpu package', () => {
     expect(importNodeOnly).toHaveBeenCalledWith('webgpu');
   });
 
-  test('no backend asked for: falls back to the CPU, and fallbackReason says what to run', async () => {
+  test("no backend asked for: the 'wasm' backend, and fallbackReason says what to run for WebGPU", async () => {
     const { createAttentionEngine } = await freshEngine();
     const engine = await createAttentionEngine();
-    expect(engine.backend).toBe('cpu');
+    expect(engine.backend).toBe('wasm');
     expect(engine.fallbackReason).toContain('npm install webgpu@');
+    expect(engine.fallbackReason).toContain("So the 'wasm' backend runs");
     engine.dispose();
   });
 });

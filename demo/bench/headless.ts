@@ -1,7 +1,7 @@
 // The page `npm run bench` drives in headless Chromium: the same runner and systems as the demo's
 // benchmark panel, with progress reported to the terminal through window.__benchProgress.
 
-import { createAttentionEngine } from 'webgpu-attention';
+import { sharedEngine } from './systems/engine.ts';
 import { benchSystems } from './registry.ts';
 import { type RunResult, runBenchmark } from './runner.ts';
 import type { BenchProgress, BenchShape } from './types.ts';
@@ -32,11 +32,10 @@ declare global {
 
 window.runBench = async (request) => {
   // Which adapter this page gets: the same one every WebGPU system here requests.
-  const probe = await createAttentionEngine();
+  const probe = await sharedEngine();
   const adapter = probe.adapterInfo;
   const backend = probe.backend;
   const fallbackReason = probe.fallbackReason;
-  probe.dispose();
   const gpuAdapter = await navigator.gpu?.requestAdapter();
   const features = gpuAdapter ? [...gpuAdapter.features].sort() : [];
 

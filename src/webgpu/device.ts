@@ -8,6 +8,8 @@ import type { BufferPool } from './buffers.ts';
 export interface AcquiredDevice {
   device: GPUDevice;
   adapterInfo: { vendor: string; architecture: string; device: string; description: string };
+  /** The adapter says it is a fallback (software) adapter: GPUAdapterInfo.isFallbackAdapter, or the older GPUAdapter.isFallbackAdapter. */
+  isFallbackAdapter: boolean;
 }
 
 // The Dawn package a Node user installs next to this one: package.json's peerDependencies.webgpu
@@ -78,7 +80,8 @@ export async function acquireDevice(): Promise<AcquiredDevice> {
       maxComputeWorkgroupSizeX: l.maxComputeWorkgroupSizeX,
     },
   });
-  return { device, adapterInfo: describeAdapter(adapter.info) };
+  const fallback = (adapter.info as { isFallbackAdapter?: boolean } | undefined)?.isFallbackAdapter ?? (adapter as { isFallbackAdapter?: boolean }).isFallbackAdapter;
+  return { device, adapterInfo: describeAdapter(adapter.info), isFallbackAdapter: fallback === true };
 }
 
 export function describeAdapter(info: GPUAdapterInfo | undefined): AcquiredDevice['adapterInfo'] {

@@ -93,14 +93,30 @@ export async function runPackCase(lib) {
   let cpu = null;
   const uncaptured = [];
   try {
-    gpu = await lib.createAttentionEngine(); // what a user writes: WebGPU when an adapter exists
+    // What a user writes: WebGPU on a GPU; on a software adapter (lavapipe, SwiftShader) an engine that
+    // chooses between WebGPU and the 'wasm' backend per call shape (tuning.backends), 'wasm' first.
+    const auto = await lib.createAttentionEngine();
+    try {
+      result.defaultBackend = auto.backend;
+      const chooses = auto.tuning?.backends !== undefined;
+      if (auto.device === null || !(auto.backend === 'webgpu' || (chooses && auto.backend === 'wasm'))) {
+        problems.push(`createAttentionEngine() chose '${auto.backend}' (device ${auto.device ? 'yes' : 'none'}): ${auto.fallbackReason}`);
+      }
+      // The inlined WebAssembly module loads from the package: one case on the default engine.
+      const c = CASES[0];
+      const layer = auto.createMultiHeadAttention({ embedDim: c.embedDim, numHeads: c.numHeads }, stateDict(c));
+      const query = uniform(c.batchSize * c.seqLen * c.embedDim, 1, mulberry32(c.seed));
+      const out = (await layer.forward(query, { batchSize: c.batchSize, seqLen: c.seqLen, isCausal: c.isCausal })).output;
+      result.defaultRanOn = auto.backend;
+      if (!out.every(Number.isFinite)) problems.push(`createAttentionEngine()'s forward on '${auto.backend}' gave non-finite outputs`);
+      layer.dispose();
+    } finally {
+      auto.dispose();
+    }
+    gpu = await lib.createAttentionEngine({ backend: 'webgpu' });
     result.backend = gpu.backend;
     result.adapterInfo = gpu.adapterInfo;
     result.fallbackReason = gpu.fallbackReason;
-    if (gpu.backend !== 'webgpu') {
-      problems.push(`createAttentionEngine() chose '${gpu.backend}', not 'webgpu': ${gpu.fallbackReason}`);
-      return result;
-    }
     gpu.device.addEventListener('uncapturederror', (ev) => uncaptured.push(ev.error.message));
     cpu = await lib.createAttentionEngine({ backend: 'cpu' });
 

@@ -6,17 +6,22 @@
 // (settled) before timing anything; the kernel timings come from
 // one more engine on the device with timestamp queries on and those same variants forced.
 
-import { type AttentionEngine, createAttentionEngine, type MultiHeadAttention } from 'webgpu-attention';
+import { type AttentionEngine, createAttentionEngine, type MultiHeadAttention, WebGPUUnavailableError } from 'webgpu-attention';
 import type { BenchLayer, BenchSystem, PreparedSystem } from '../types.ts';
 
 let shared: Promise<AttentionEngine> | null = null;
 
 /**
- * The page's engine: WebGPU when an adapter exists, else the CPU backend (engine.fallbackReason says
- * why). Made once; a rejection is kept too (it will not change on retry).
+ * The page's engine: WebGPU whenever an adapter exists (a software one included: the page shows the
+ * WebGPU kernels; left to choose, an engine there would answer on 'wasm'), else what
+ * createAttentionEngine() gives without one (engine.fallbackReason says why). Made once; a rejection
+ * is kept too (it will not change on retry).
  */
 export function sharedEngine(): Promise<AttentionEngine> {
-  shared ??= createAttentionEngine();
+  shared ??= createAttentionEngine({ backend: 'webgpu' }).catch((e) => {
+    if (!(e instanceof WebGPUUnavailableError)) throw e;
+    return createAttentionEngine();
+  });
   return shared;
 }
 
@@ -26,7 +31,9 @@ export const engineSystem: BenchSystem = {
   async prepare({ shape, stateDict }: BenchLayer): Promise<PreparedSystem> {
     const engine = await sharedEngine();
     if (engine.backend !== 'webgpu') {
-      throw new Error(`no WebGPU here, so this engine runs on its CPU backend and is not benchmarked as "engine": ${engine.fallbackReason ?? 'unknown reason'}`);
+      throw new Error(
+        `no WebGPU here, so this engine runs on its ${engine.backend} backend and is not benchmarked as "engine": ${engine.fallbackReason ?? 'unknown reason'}`,
+      );
     }
     // An engine on the shared device: same pipelines (cached per device), its own buffer pool and peak.
     const own = await createAttentionEngine({ device: engine.device! });

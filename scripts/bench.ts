@@ -27,6 +27,7 @@ import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { chromium } from '@playwright/test';
+import { baselineGoal, compareWithBaseline, comparisonText, defaultBaselinePath, saveBaseline } from './bench-baseline.ts';
 import { createServer } from 'vite';
 import type { HeadlessReport, HeadlessRequest } from '../demo/bench/headless.ts';
 import { PRESETS } from '../demo/bench/presets.ts';
@@ -60,6 +61,8 @@ const parse = () =>
       cold: { type: 'boolean', default: false },
       options: { type: 'boolean', default: false },
       roofline: { type: 'boolean', default: false },
+      baseline: { type: 'string' },
+      'save-baseline': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -72,6 +75,10 @@ try {
 if (values.help) {
   console.log(`usage: npm run bench -- [--preset ${PRESETS.map((p) => p.id).join(',')} | all] [--batch B --seq S --embed E --heads H [--causal]]
        [--systems ${ALL_SYSTEMS.join(',')}] [--warmup N] [--runs N] [--seed N] [--out file.json] [--node] [--cold] [--options] [--roofline]
+       [--baseline file.json] [--save-baseline]
+  --baseline: the saved medians to compare with (default bench/baselines/<chromium|node>-<adapter>.json, when it
+          exists): each system's median beside the baseline's, and the goal "nothing slower" (±10% is noise)
+  --save-baseline: write this run's medians into that file (presets and systems not run keep theirs)
   --options: what the attention options cost, in Node on Dawn: softcap, sinks, ALiBi and rotary against
           plain attention at B=1 S=2048 E=512 H=8 (kernel time), and linear against softmax attention
           at B=1 S=8192 E=512 H=8 (kernels and whole layer); a few minutes on a software adapter
@@ -231,8 +238,17 @@ if (values.node) {
   }
 }
 
-const goals = goalTable(reports);
+const runtime = values.node ? 'node' : 'chromium';
+const baselineFile = values.baseline ?? defaultBaselinePath(runtime, reports[0]?.adapter ?? null);
+const comparison = compareWithBaseline(baselineFile, reports);
+if (comparison) console.log(`\n${comparisonText(comparison)}`);
+const goals = [...goalTable(reports), baselineGoal(comparison, baselineFile)];
 console.log(`\n${goalsText(goals, values.node ? 'Node, Dawn' : 'Chromium')}`);
+if (values['save-baseline']) {
+  const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim() || 'unknown commit';
+  const how = `npm run bench${values.node ? ' -- --node' : ''}, ${runs} runs after ${warmup} warm-ups`;
+  console.log(`\nsaved the baseline ${saveBaseline(baselineFile, runtime, reports, `commit ${commit}, ${how}`)}`);
+}
 
 mkdirSync(dirname(out), { recursive: true });
 writeFileSync(
@@ -247,6 +263,7 @@ writeFileSync(
       flopFormula: '8·B·S·E² + 4·B·S²·E (causal: half the S² term)',
       options: { warmup, runs, seed, systems: systemIds },
       goals,
+      baseline: comparison ? { file: comparison.file, source: comparison.baseline.source, rows: comparison.rows } : null,
       shapes: reports,
     },
     null,

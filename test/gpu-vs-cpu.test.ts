@@ -1,6 +1,7 @@
 // The WebGPU kernels against the float64 CPU reference, over a grid of shapes that includes S = 1,
 // odd S, S not a multiple of any tile (the built-in choice's flash tiles of 64 rows and ≤32 keys, GEMM tiles of 64×64),
 // head sizes 4…256, 1…12 heads, grouped-query and multi-query layers, with and without bias, causal or not.
+// The 'wasm' backend's kernels run the same grid (its tiles: 4×8 GEMM blocks, 32 query rows × 64 keys).
 
 import { describe, expect, test } from 'vitest';
 import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../src/plan/index.ts';
@@ -42,18 +43,22 @@ const shapes: [number, number][] = [
   [2, 100],
 ];
 
-const engines = useEngines('webgpu');
+const engines = useEngines('webgpu', 'wasm');
+const BACKENDS = ['webgpu', 'wasm'] as const;
+type Kind = (typeof BACKENDS)[number];
 
 function caseName(l: LayerCase): string {
   return `E=${l.embedDim} H=${l.numHeads}${l.numKvHeads ? ` G=${l.numKvHeads}` : ''} Dh=${l.embedDim / l.numHeads}${l.bias === false ? ' no bias' : ''}`;
 }
 
-async function checkAgainstReference(l: LayerCase, B: number, S: number, isCausal: boolean, seed: number) {
+async function checkAgainstReference(backend: Kind, l: LayerCase, B: number, S: number, isCausal: boolean, seed: number) {
   const sd = randomStateDict(l, seed);
   const query = uniform(B * S * l.embedDim, 1, mulberry32(seed + 1));
-  const mha = engines.gpu.createMultiHeadAttention(l, sd);
+  const engine = engines.of(backend);
+  const mha = engine.createMultiHeadAttention(l, sd);
   try {
-    const { output } = await withErrorScopes(engines.gpu.device!, () => mha.forward(query, { batchSize: B, seqLen: S, isCausal }));
+    const run = () => mha.forward(query, { batchSize: B, seqLen: S, isCausal });
+    const { output } = backend === 'webgpu' ? await withErrorScopes(engine.device!, run) : await run();
     const spec = resolveLayerSpec(l);
     const ref = referenceForward(resolveForwardPlan(spec, query, { batchSize: B, seqLen: S, isCausal }), resolveWeights(spec, sd));
     expect(output.length).toBe(B * S * l.embedDim);
@@ -63,35 +68,37 @@ async function checkAgainstReference(l: LayerCase, B: number, S: number, isCausa
   }
 }
 
-describe.each(layers)('WebGPU vs CPU reference, $embedDim/$numHeads', (l) => {
-  test.each(
-    shapes.flatMap(
-      ([B, S]) =>
-        [
-          [B, S, false],
-          [B, S, true],
-        ] as const,
-    ),
-  )(`${caseName(l)} B=%i S=%i causal=%s`, async (B, S, isCausal) => {
-    await checkAgainstReference(l, B, S, isCausal, 1000 * l.embedDim + 10 * S + B);
+describe.each(BACKENDS)('%s vs CPU reference', (backend) => {
+  describe.each(layers)('$embedDim/$numHeads', (l) => {
+    test.each(
+      shapes.flatMap(
+        ([B, S]) =>
+          [
+            [B, S, false],
+            [B, S, true],
+          ] as const,
+      ),
+    )(`${caseName(l)} B=%i S=%i causal=%s`, async (B, S, isCausal) => {
+      await checkAgainstReference(backend, l, B, S, isCausal, 1000 * l.embedDim + 10 * S + B);
+    });
   });
-});
 
-describe('WebGPU vs CPU reference, BERT-base layer', () => {
-  test.each([
-    [1, 1, false],
-    [1, 33, true],
-    [2, 100, false],
-  ] as const)('E=768 H=12 B=%i S=%i causal=%s', async (B, S, isCausal) => {
-    await checkAgainstReference({ embedDim: 768, numHeads: 12 }, B, S, isCausal, 768 + S);
+  describe('BERT-base layer', () => {
+    test.each([
+      [1, 1, false],
+      [1, 33, true],
+      [2, 100, false],
+    ] as const)('E=768 H=12 B=%i S=%i causal=%s', async (B, S, isCausal) => {
+      await checkAgainstReference(backend, { embedDim: 768, numHeads: 12 }, B, S, isCausal, 768 + S);
+    });
   });
-});
 
-describe('WebGPU vs CPU reference, long sequences (several key tiles per row)', () => {
-  test.each([
-    [1, 257, true],
-    [1, 300, false],
-  ] as const)('E=64 H=2 B=%i S=%i causal=%s', async (B, S, isCausal) => {
-    await checkAgainstReference({ embedDim: 64, numHeads: 2 }, B, S, isCausal, 64 + S);
+  describe('long sequences (several key tiles per row)', () => {
+    test.each([
+      [1, 257, true],
+      [1, 300, false],
+    ] as const)('E=64 H=2 B=%i S=%i causal=%s', async (B, S, isCausal) => {
+      await checkAgainstReference(backend, { embedDim: 64, numHeads: 2 }, B, S, isCausal, 64 + S);
+    });
   });
 });

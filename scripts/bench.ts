@@ -5,7 +5,7 @@
 // performance goals (scripts/bench-report.ts) and writes everything to JSON.
 //
 //   npm run bench -- [--preset tiny,s128-e256 | --preset all] [--batch B --seq S --embed E --heads H [--causal]]
-//                    [--systems engine,naive,tfjs,ort,cpu] [--warmup 2] [--runs 5] [--seed 1] [--out bench-results/x.json]
+//                    [--systems engine,naive,tfjs,ort,wasm,wasm-threads,ort-wasm,tfjs-wasm,cpu] [--warmup 2] [--runs 5] [--seed 1] [--out bench-results/x.json]
 //                    [--node] [--cold] [--options] [--roofline]
 //
 // `--preset all` runs every preset but those marked `inAll: false` (s8192-e512: name it to run it, best
@@ -33,7 +33,7 @@ import { PRESETS } from '../demo/bench/presets.ts';
 import type { BenchProgress, BenchShape } from '../demo/bench/types.ts';
 import { describeShape, goalTable, goalsText, table } from './bench-report.ts';
 
-const ALL_SYSTEMS = ['engine', 'naive', 'tfjs', 'ort', 'cpu'];
+const ALL_SYSTEMS = ['engine', 'naive', 'tfjs', 'ort', 'wasm', 'wasm-threads', 'ort-wasm', 'tfjs-wasm', 'cpu'];
 
 function fail(message: string): never {
   console.error(`bench: ${message}`);

@@ -17,6 +17,12 @@
 // --roofline measures this adapter's ceilings in Node on Dawn (scripts/bench-roofline.ts): the best GFLOP/s of
 // independent FMAs on registers and GB/s of a vec4 copy, beside every candidate kernel variant's figure.
 //
+// The WASM systems run on the CPU wherever the page (or Node) runs: this engine's 'wasm' backend on 1 thread
+// ('wasm') and on its default threads ('wasm-threads': the cores in Node; 1 in a browser for now, its label
+// says why), ONNX Runtime Web's WASM EP and TensorFlow.js's WASM backend on 1 thread ('ort-wasm', 'tfjs-wasm').
+// The goals of issue 14 compare them at s128-e256 and s512-e512. (`npm run bench:wasm` is a separate,
+// Node-only quick comparison: scripts/bench-wasm.ts.)
+//
 // --node runs the same runner and systems in Node instead, on Dawn (the `webgpu` package: lavapipe here,
 // the real GPU elsewhere), with navigator.gpu set to Dawn's GPU. ONNX Runtime Web's WebGPU EP does not
 // run on Dawn in Node (its writeBuffer from a SharedArrayBuffer view fails), so it reports as failed.

@@ -14,7 +14,14 @@ export default defineConfig({
   // The benchmark's peers, bundled when the server starts rather than discovered mid-page (which
   // makes Vite reload the page).
   optimizeDeps: {
-    include: ['@tensorflow/tfjs-core', '@tensorflow/tfjs-backend-webgpu', 'onnxruntime-web/webgpu', 'protobufjs'],
+    include: [
+      '@tensorflow/tfjs-core',
+      '@tensorflow/tfjs-backend-webgpu',
+      '@tensorflow/tfjs-backend-wasm',
+      'onnxruntime-web/webgpu',
+      'onnxruntime-web/wasm',
+      'protobufjs',
+    ],
   },
   test: {
     include: ['test/**/*.test.ts'],

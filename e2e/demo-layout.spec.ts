@@ -54,7 +54,7 @@ test('at 1280 and 1080 px: the benchmark table fits its panel, the chart shows w
   await page.selectOption('#bench-preset', 'tiny');
   await page.fill('#bench-warmup', '0');
   await page.fill('#bench-runs', '1');
-  for (const id of ['engine', 'naive', 'tfjs', 'ort', 'cpu']) await page.check(`#bench-sys-${id}`);
+  for (const id of ['engine', 'naive', 'tfjs', 'ort', 'wasm', 'wasm-threads', 'ort-wasm', 'tfjs-wasm', 'cpu']) await page.check(`#bench-sys-${id}`);
   await page.click('#bench-run');
   expect(await demo.settled('benchmark', 240_000)).toBe('done');
   for (const width of [1280, 1080]) {

@@ -199,7 +199,7 @@ test('benchmark: tiny preset, 1 warm-up, 1 run: every system shows a time or an 
   await page.fill('#bench-warmup', '1');
   await page.fill('#bench-runs', '1');
   const ids = await page.locator('#benchmark fieldset.systems [data-system]').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.system));
-  expect(ids).toEqual(['engine', 'naive', 'tfjs', 'ort', 'cpu']);
+  expect(ids).toEqual(['engine', 'naive', 'tfjs', 'ort', 'wasm', 'wasm-threads', 'ort-wasm', 'tfjs-wasm', 'cpu']);
   for (const id of ids) await page.check(`#bench-sys-${id}`);
 
   await page.click('#bench-run');
@@ -208,7 +208,7 @@ test('benchmark: tiny preset, 1 warm-up, 1 run: every system shows a time or an 
   expect(await page.locator('#bench-progress').evaluate((p) => (p as HTMLProgressElement).value)).toBe(1);
 
   const rows = page.locator('#bench-table tbody tr');
-  await expect(rows).toHaveCount(5);
+  await expect(rows).toHaveCount(ids.length);
   const summary: string[] = [];
   for (const id of ids) {
     const row = page.locator(`#bench-table tr[data-system="${id}"]`);
@@ -268,7 +268,7 @@ test('scaling: S = 16, 32 at E=32 H=2, engine only, 0 warm-up, 1 run: ms and GFL
   ])
     await expect(page.locator(`#scale-${id}`)).toHaveValue(value);
   const ids = await panel.locator('fieldset.systems [data-system]').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.system));
-  expect(ids).toEqual(['engine', 'naive', 'tfjs', 'ort', 'cpu']);
+  expect(ids).toEqual(['engine', 'naive', 'tfjs', 'ort', 'wasm', 'wasm-threads', 'ort-wasm', 'tfjs-wasm', 'cpu']);
   for (const id of ids) {
     if (id === 'engine' || id === 'tfjs') await expect(page.locator(`#scale-sys-${id}`)).toBeChecked();
     else await expect(page.locator(`#scale-sys-${id}`)).not.toBeChecked();

@@ -1,7 +1,9 @@
 // The benchmark's peer systems in a real browser: the naive per-head WebGPU loop, TensorFlow.js
-// (WebGPU backend) and ONNX Runtime Web (WebGPU EP), each against the float64 CPU reference, the same
-// gate the benchmark applies before it times anything. A system that cannot load or prepare fails
-// its tests with its error; nothing here ever skips.
+// (WebGPU backend) and ONNX Runtime Web (WebGPU EP), and on the CPU this engine's 'wasm' backend,
+// ONNX Runtime Web's WASM EP and TensorFlow.js's WASM backend (1 thread each; TF.js's two backends
+// take turns on one page), each against the float64 CPU reference, the same gate the benchmark
+// applies before it times anything. A system that cannot load or prepare fails its tests with its
+// error; nothing here ever skips.
 //
 // All tests share one page (e2e/peers.html), like e2e/correctness.spec.ts: each library loads once
 // and keeps its device, as it would in the demo.
@@ -78,7 +80,7 @@ function expectMatchesReference(r: PeerResult, c: PeerCase, testInfo: Pick<TestI
 // ---------------------------------------------------------------------------------------------------
 // (a) Every system module and library loads.
 
-test('every peer module and library loads (TF.js, ONNX Runtime Web, protobufjs, the three systems)', async ({ peers }, testInfo) => {
+test('every peer module and library loads (TF.js, ONNX Runtime Web, protobufjs, the systems)', async ({ peers }, testInfo) => {
   testInfo.annotations.push({ type: 'page loads', description: String(peers.attempts) });
   const failed = Object.entries(peers.preload).filter(([, e]) => e !== null);
   expect(
@@ -90,7 +92,7 @@ test('every peer module and library loads (TF.js, ONNX Runtime Web, protobufjs, 
 // ---------------------------------------------------------------------------------------------------
 // (b) Each peer against the CPU reference.
 
-const PEERS: PeerId[] = ['naive', 'tfjs', 'ort'];
+const PEERS: PeerId[] = ['naive', 'tfjs', 'ort', 'wasm', 'ort-wasm', 'tfjs-wasm'];
 // Dh = 8 with a sequence shorter than any tile; Dh = 16 with S one past 32 and B = 2 (batch offsets);
 // Dh = 8 with a single row (S = 1: causal and full agree) and B = 3.
 const SHAPES = [

@@ -1,5 +1,5 @@
 // The page Playwright drives for the benchmark's peer systems (e2e/peers.html): each system
-// (demo/bench/systems/{naive,tfjs,ort}.ts) prepares a layer with seeded weights, runs it on a seeded
+// (demo/bench/systems/{naive,tfjs,ort,wasm,ort-wasm,tfjs-wasm}.ts) prepares a layer with seeded weights, runs it on a seeded
 // query, and the page hands back its output beside the float64 CPU reference; the test compares.
 // This engine runs the same shape too, for timings side by side (its correctness is
 // e2e/correctness.spec.ts's business).
@@ -11,8 +11,11 @@ import type { BenchSystem, PreparedSystem } from '../demo/bench/types.ts';
 import { createAttentionEngine, referenceMultiHeadAttention } from '../src/index.ts';
 import { randomLayerInputs } from '../src/util/random.ts';
 
-/** The three peers; 'ort-attention' and 'ort-standard' force the ONNX graph that 'ort' picks per adapter. */
-export type PeerId = 'naive' | 'tfjs' | 'ort' | 'ort-attention' | 'ort-standard' | 'engine';
+/**
+ * The peers on WebGPU, the WASM ones on the CPU ('wasm': this engine's 'wasm' backend on 1 thread);
+ * 'ort-attention' and 'ort-standard' force the ONNX graph that 'ort' picks per adapter.
+ */
+export type PeerId = 'naive' | 'tfjs' | 'ort' | 'wasm' | 'ort-wasm' | 'tfjs-wasm' | 'ort-attention' | 'ort-standard' | 'engine';
 
 export interface PeerCase {
   system: PeerId;
@@ -75,6 +78,9 @@ const SYSTEMS: Record<PeerId, () => Promise<BenchSystem>> = {
   ort: async () => (await import('../demo/bench/systems/ort.ts')).ortSystem,
   'ort-attention': async () => (await import('../demo/bench/systems/ort.ts')).createOrtSystem({ graph: 'attention' }),
   'ort-standard': async () => (await import('../demo/bench/systems/ort.ts')).createOrtSystem({ graph: 'standard' }),
+  wasm: async () => (await import('../demo/bench/systems/wasm.ts')).wasmSystem,
+  'ort-wasm': async () => (await import('../demo/bench/systems/ort-wasm.ts')).ortWasmSystem,
+  'tfjs-wasm': async () => (await import('../demo/bench/systems/tfjs-wasm.ts')).tfjsWasmSystem,
   engine: async () => engineSystem,
 };
 
@@ -82,9 +88,14 @@ const PRELOADS: Record<string, () => Promise<unknown>> = {
   'demo/bench/systems/naive.ts': SYSTEMS.naive,
   'demo/bench/systems/tfjs.ts': SYSTEMS.tfjs,
   'demo/bench/systems/ort.ts': SYSTEMS.ort,
+  'demo/bench/systems/wasm.ts': SYSTEMS.wasm,
+  'demo/bench/systems/ort-wasm.ts': SYSTEMS['ort-wasm'],
+  'demo/bench/systems/tfjs-wasm.ts': SYSTEMS['tfjs-wasm'],
   '@tensorflow/tfjs-core': () => import('@tensorflow/tfjs-core'),
   '@tensorflow/tfjs-backend-webgpu': () => import('@tensorflow/tfjs-backend-webgpu'),
+  '@tensorflow/tfjs-backend-wasm': () => import('@tensorflow/tfjs-backend-wasm'),
   'onnxruntime-web/webgpu': () => import('onnxruntime-web/webgpu'),
+  'onnxruntime-web/wasm': () => import('onnxruntime-web/wasm'),
   protobufjs: () => import('protobufjs'),
 };
 

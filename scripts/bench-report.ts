@@ -115,6 +115,15 @@ export function goalTable(reports: HeadlessReport[]): GoalRow[] {
   ratio(s512, 'naive', 5, 'B=1 S=512 E=512 H=8: ≥ 5× faster than the naive per-head loop');
   ratio(find(128, 256, 4), 'tfjs', 3, 'B=1 S=128 E=256 H=4: ≥ 3× faster than TensorFlow.js');
 
+  // The CPU goals (issue 14): this engine's 'wasm' backend against ONNX Runtime Web's WASM EP (both
+  // 1 thread), against itself on more threads, and against the float64 'cpu' backend. Figures are
+  // ratios of medians from the same run.
+  const s128 = find(128, 256, 4);
+  wasmGoal(rows, s512, 'wasm', 'ort-wasm', "B=1 S=512 E=512 H=8: 'wasm' 1 thread ≤ 1.25× the time of ONNX Runtime Web WASM EP 1 thread", (r) => r <= 1.25);
+  wasmGoal(rows, s128, 'wasm', 'ort-wasm', "B=1 S=128 E=256 H=4: 'wasm' 1 thread ≤ 1.25× the time of ONNX Runtime Web WASM EP 1 thread", (r) => r <= 1.25);
+  wasmGoal(rows, s512, 'wasm', 'wasm-threads', "B=1 S=512 E=512 H=8: 'wasm' on its default threads ≥ 1.6× faster than on 1 thread", (r) => r >= 1.6);
+  wasmGoal(rows, s512, 'cpu', 'wasm', "B=1 S=512 E=512 H=8: 'wasm' 1 thread ≥ 10× faster than the float64 'cpu' backend", (r) => r >= 10);
+
   // Causal against non-causal at S=2048: the attention kernel alone (timestamp queries) and end to end.
   const full = find(2048, 512, 8, false);
   const causal = find(2048, 512, 8, true);
@@ -176,6 +185,22 @@ export function goalTable(reports: HeadlessReport[]): GoalRow[] {
     });
   }
   return rows;
+}
+
+/**
+ * One goal between two systems of one shape: the figure is median(a) / median(b) (a time ratio, or b's
+ * speed-up over a), `ok` says whether it is met; the note gives both medians and thread counts.
+ */
+function wasmGoal(rows: GoalRow[], report: HeadlessReport | undefined, a: string, b: string, goal: string, ok: (ratio: number) => boolean): void {
+  const [sa, sb] = [a, b].map((id) => report?.result.systems.find((x) => x.id === id));
+  const missing = [sa, sb].flatMap((s, i) => (!s ? [`${[a, b][i]} not run`] : s.status !== 'ok' ? [`${s.id} failed`] : []));
+  if (!report || missing.length) {
+    rows.push({ goal, figure: '', status: 'not measured', note: report ? missing.join(', ') : `shape ${goal.split(':')[0]} not in this run` });
+    return;
+  }
+  const r = sa!.medianMs! / sb!.medianMs!;
+  const threads = [sa!, sb!].map((s) => `${s.id} ${s.medianMs!.toFixed(1)} ms${s.threads !== undefined ? ` on ${s.threads} thread${s.threads === 1 ? '' : 's'}` : ''}`);
+  rows.push({ goal, figure: `${r.toFixed(2)}×`, status: ok(r) ? 'met' : 'missed', note: threads.join(', ') });
 }
 
 /** The goals, met, missed or not measured, each with its figure and, on the lines below, its note. */

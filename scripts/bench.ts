@@ -5,7 +5,7 @@
 // performance goals (scripts/bench-report.ts) and writes everything to JSON.
 //
 //   npm run bench -- [--preset tiny,s128-e256 | --preset all] [--batch B --seq S --embed E --heads H [--causal]]
-//                    [--systems engine,naive,tfjs,ort,cpu] [--warmup 2] [--runs 5] [--seed 1] [--out bench-results/x.json]
+//                    [--systems engine,naive,tfjs,ort,wasm,wasm-threads,ort-wasm,tfjs-wasm,cpu] [--warmup 2] [--runs 5] [--seed 1] [--out bench-results/x.json]
 //                    [--node] [--cold] [--options] [--roofline]
 //
 // `--preset all` runs every preset but those marked `inAll: false` (s8192-e512: name it to run it, best
@@ -16,6 +16,12 @@
 //
 // --roofline measures this adapter's ceilings in Node on Dawn (scripts/bench-roofline.ts): the best GFLOP/s of
 // independent FMAs on registers and GB/s of a vec4 copy, beside every candidate kernel variant's figure.
+//
+// The WASM systems run on the CPU wherever the page (or Node) runs: this engine's 'wasm' backend on 1 thread
+// ('wasm') and on its default threads ('wasm-threads': the cores in Node; 1 in a browser for now, its label
+// says why), ONNX Runtime Web's WASM EP and TensorFlow.js's WASM backend on 1 thread ('ort-wasm', 'tfjs-wasm').
+// The goals of issue 14 compare them at s128-e256 and s512-e512. (`npm run bench:wasm` is a separate,
+// Node-only quick comparison: scripts/bench-wasm.ts.)
 //
 // --node runs the same runner and systems in Node instead, on Dawn (the `webgpu` package: lavapipe here,
 // the real GPU elsewhere), with navigator.gpu set to Dawn's GPU. ONNX Runtime Web's WebGPU EP does not
@@ -34,7 +40,7 @@ import { PRESETS } from '../demo/bench/presets.ts';
 import type { BenchProgress, BenchShape } from '../demo/bench/types.ts';
 import { describeShape, goalTable, goalsText, table } from './bench-report.ts';
 
-const ALL_SYSTEMS = ['engine', 'naive', 'tfjs', 'ort', 'cpu'];
+const ALL_SYSTEMS = ['engine', 'naive', 'tfjs', 'ort', 'wasm', 'wasm-threads', 'ort-wasm', 'tfjs-wasm', 'cpu'];
 
 function fail(message: string): never {
   console.error(`bench: ${message}`);

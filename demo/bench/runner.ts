@@ -26,7 +26,7 @@ export interface RunOptions {
 /** BenchResult plus what is needed to replay it. */
 export interface RunResult extends BenchResult {
   seed: number;
-  /** The gate's tolerance for this engine and the CPU backend; peers get PEER_TOLERANCE_FACTOR times it. */
+  /** The gate's tolerance for this engine (WebGPU and 'wasm') and the CPU backend; peers get PEER_TOLERANCE_FACTOR times it. */
   tolerance: Tolerance;
   peerToleranceFactor: number;
 }
@@ -74,7 +74,7 @@ export function engineTolerance(shape: BenchShape): Tolerance {
  * split, a missing scale or mask) is still off by orders of magnitude more.
  */
 export const PEER_TOLERANCE_FACTOR = 4;
-const OWN_SYSTEMS = new Set(['engine', 'cpu']);
+const OWN_SYSTEMS = new Set(['engine', 'wasm', 'wasm-threads', 'cpu']);
 
 export function gateTolerance(shape: BenchShape, systemId: string): Tolerance {
   const t = engineTolerance(shape);
@@ -189,6 +189,7 @@ export async function runBenchmark(shape: BenchShape, systems: BenchSystem[], op
       result.gflops = flops / (result.medianMs * 1e6);
       const memory = prepared.gpuMemory?.();
       if (memory) result.gpuMemory = memory;
+      if (prepared.threads !== undefined) result.threads = prepared.threads;
       const variants = prepared.kernelVariants?.();
       if (variants) result.kernelVariants = variants;
       const kernels = await prepared.kernelTimings?.(query);
@@ -238,7 +239,7 @@ function packageVersions(): Record<string, string> {
     if (!pkg) return {};
     const out: Record<string, string> = {};
     if (pkg.version) out['webgpu-attention'] = pkg.version;
-    for (const name of ['@tensorflow/tfjs-core', '@tensorflow/tfjs-backend-webgpu', 'onnxruntime-web']) {
+    for (const name of ['@tensorflow/tfjs-core', '@tensorflow/tfjs-backend-webgpu', '@tensorflow/tfjs-backend-wasm', 'onnxruntime-web']) {
       const v = pkg.devDependencies?.[name];
       if (v) out[name] = v;
     }

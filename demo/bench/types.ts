@@ -1,5 +1,6 @@
 // The benchmark's nouns, shared by the demo page, the headless `npm run bench`, and every system
-// under test (this engine, the naive per-head loop, TensorFlow.js, ONNX Runtime Web, the CPU reference).
+// under test (this engine, the naive per-head loop, TensorFlow.js, ONNX Runtime Web, their WASM
+// backends, this engine's 'wasm' backend, the CPU reference).
 
 import type { StateDict } from '../../src/index.ts';
 
@@ -45,11 +46,13 @@ export interface PreparedSystem {
   gpuMemory?(): GpuMemory | null;
   /** Which kernel variants ran, and how they were chosen (this engine's tuner), where the system has such a choice. */
   kernelVariants?(): KernelVariant[] | null;
+  /** The CPU threads a forward runs on, for the systems on the CPU (the WASM ones) that can tell. */
+  threads?: number;
   dispose(): Promise<void> | void;
 }
 
 export interface BenchSystem {
-  /** Stable id used in JSON: 'engine' | 'naive' | 'tfjs' | 'ort' | 'cpu'. */
+  /** Stable id used in JSON: 'engine' | 'naive' | 'tfjs' | 'ort' | 'wasm' | 'wasm-threads' | 'ort-wasm' | 'tfjs-wasm' | 'cpu'. */
   id: string;
   /** Human label, e.g. "TensorFlow.js 4.22 (WebGPU backend)". */
   label: string;
@@ -78,6 +81,8 @@ export interface SystemResult {
   gpuMemory?: GpuMemory;
   /** The kernel variants that ran (this engine: its tuner's choices for this shape, with each variant's sweep time). */
   kernelVariants?: KernelVariant[];
+  /** PreparedSystem.threads, where the system said. */
+  threads?: number;
 }
 
 /** One kernel's variant for this shape: engine.tuning's TuningChoice. */

@@ -11,6 +11,12 @@ import { checkboxField, errorMessage, h, numberField, readInt, setState, si } fr
 
 Chart.register(BarController, BarElement, CategoryScale, LinearScale, LogarithmicScale, Tooltip);
 
+/**
+ * Systems left unticked at first: TensorFlow.js's WASM backend is the slowest of the CPU systems (several
+ * times the others' time) and one more WebAssembly download; tick it to compare.
+ */
+const UNCHECKED_BY_DEFAULT = new Set(['tfjs-wasm']);
+
 function fmtBytes(bytes: number): string {
   return bytes >= 1e6 ? `${(bytes / 1e6).toFixed(1)} MB` : `${(bytes / 1e3).toFixed(1)} kB`;
 }
@@ -38,7 +44,7 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
   const shapeInfo = h('p', { class: 'muted', id: 'bench-shape-info' });
 
   const checks = systems.map((sys) => {
-    const c = checkboxField(sys.label, `bench-sys-${sys.id}`, true);
+    const c = checkboxField(sys.label, `bench-sys-${sys.id}`, !UNCHECKED_BY_DEFAULT.has(sys.id));
     c.input.value = sys.id;
     c.field.dataset.system = sys.id;
     return c;
@@ -163,6 +169,7 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
           { class: r.status === 'ok' ? 'note-cell muted' : 'note-cell error-text' },
           r.status === 'ok'
             ? `runs: ${r.runsMs!.map(fmtMs).join(', ')} ms` +
+                (r.threads !== undefined ? ` · ${r.threads} thread${r.threads === 1 ? '' : 's'}` : '') +
                 (r.gpuMemory
                   ? ` · GPU peak ${fmtBytes(r.gpuMemory.peakBytes)} (weights ${fmtBytes(r.gpuMemory.weightBytes)} + scratch ${fmtBytes(r.gpuMemory.scratchPeakBytes)})`
                   : '') +

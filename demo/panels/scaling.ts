@@ -13,6 +13,7 @@ import { attentionFlops } from '../../src/util/flops.ts';
 import { isSoftware } from './adapter.ts';
 import { checkboxField, errorMessage, h, numberField, readInt, setState, si } from './dom.ts';
 import { logTick, spacedLogTicks } from './log-ticks.ts';
+import { COLOR, SHORT, WASM_SYSTEMS } from './system-names.ts';
 
 Chart.register(LineController, LineElement, PointElement, LogarithmicScale, Legend, Tooltip);
 
@@ -22,9 +23,6 @@ const SOFTWARE_MAX_S = 2048;
 const MAX_S = 8192;
 const MAX_SIZES = 24;
 const DEFAULT_SYSTEMS = new Set(['engine', 'tfjs']);
-/** Short names for the table's columns and the charts' legends (the full label is the tooltip). */
-const SHORT: Record<string, string> = { engine: 'this engine', naive: 'naive loop', tfjs: 'TF.js', ort: 'ORT', cpu: 'CPU backend' };
-const COLOR: Record<string, string> = { engine: '#4e79a7', naive: '#76b7b2', tfjs: '#f28e2b', ort: '#59a14f', cpu: '#b07aa1' };
 const SEED = 1;
 
 type Status = 'ok' | 'over-budget' | 'failed' | 'skipped' | 'stopped' | 'pending';
@@ -187,7 +185,7 @@ export function mountScalingPanel(section: HTMLElement, engine: AttentionEngine,
       const { batchSize: B, embedDim: E, numHeads: H, isCausal } = s.layer;
       const top = s.seqLens[s.seqLens.length - 1];
       const flops = attentionFlops(B, top, E, isCausal);
-      const slow = s.systemIds.filter((id) => id !== 'engine' && (software || id === 'cpu')).map((id) => SHORT[id] ?? id);
+      const slow = s.systemIds.filter((id) => id === 'cpu' || (software && id !== 'engine' && !WASM_SYSTEMS.has(id))).map((id) => SHORT[id] ?? id);
       info.textContent =
         `${s.seqLens.length} size${s.seqLens.length === 1 ? '' : 's'}, S = ${s.seqLens.join(', ')}; Dh = ${E / H}. ` +
         `At S = ${top}: ${si(flops)}FLOP per forward, and about as many float64 operations of JavaScript for the reference.` +

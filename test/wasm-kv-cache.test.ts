@@ -4,11 +4,12 @@
 // forward runs (placed by the next forward); the blocks of disposed caches are reused, so the memory
 // does not grow across create/dispose cycles; threads (the workers read the cache in place).
 
-import { afterAll, beforeAll, expect, test } from 'vitest';
+import { afterAll, beforeAll, expect, test, vi } from 'vitest';
 import { type AttentionEngine, createAttentionEngine, type MultiHeadAttention } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import type { WasmKernels } from '../src/wasm/kernels.ts';
+import { ThreadPool } from '../src/wasm/threads.ts';
 
 let wasm: AttentionEngine;
 let threaded: AttentionEngine;
@@ -58,6 +59,36 @@ test.each([
   expectClose(decoded, full, f32Tolerance([E, S, E]), 'decoded vs full causal forward');
   expectClose(decoded, reference, f32Tolerance([E, S, E]), 'decoded vs the float64 reference');
   mha.dispose();
+});
+
+test('chunks of 64 through a cache on 2 threads: the workers attend over the cache in place, = 1 thread bit for bit', async () => {
+  const config = { embedDim: 128, numHeads: 4, numKvHeads: 2 };
+  const [B, S, E, chunk] = [2, 512, 128, 64];
+  const sd = randomStateDict(config, 21);
+  const x = uniform(B * S * E, 1, mulberry32(22));
+  const outputs: Float32Array[][] = [];
+  const run = vi.spyOn(ThreadPool.prototype, 'run');
+  try {
+    for (const engine of [wasm, threaded]) {
+      const mha = engine.createMultiHeadAttention(config, sd);
+      const cache = mha.createKvCache({ batchSize: B, maxSeqLen: S });
+      const steps: Float32Array[] = [];
+      for (let t = 0; t < S; t += chunk)
+        steps.push((await mha.forward(rows(x, B, S, E, t, t + chunk), { batchSize: B, seqLen: chunk, kvCache: cache, isCausal: true })).output);
+      outputs.push(steps);
+      mha.dispose();
+    }
+    // From Skv = 256 on, a chunk's Q·Kᵀ (B·H·64·Skv·Dh multiply-adds) is over the split threshold.
+    const onWorkers = new Set(run.mock.calls.flatMap(([, lists]) => lists.slice(1).flatMap((calls) => calls.map(([name]) => name))));
+    expect(onWorkers.has('attend')).toBe(true);
+    expect(onWorkers.has('transpose'), 'the cache keeps Kᵀ: no transpose').toBe(false);
+  } finally {
+    run.mockRestore();
+  }
+  expect(outputs[1]).toEqual(outputs[0]);
+  const full = (await cpu.createMultiHeadAttention(config, sd).forward(x, { batchSize: B, seqLen: S, isCausal: true })).output;
+  const last = outputs[1][S / chunk - 1];
+  expectClose(last, rows(full, B, S, E, S - chunk, S), f32Tolerance([E, S, E]), 'the last chunk vs the float64 reference');
 });
 
 test('several caches of one layer (different batch sizes, interleaved) each decode as alone', async () => {

@@ -1,12 +1,16 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import { CROSS_ORIGIN_ISOLATED } from './scripts/vite-isolation.ts';
 import { weightShards } from './scripts/vite-weight-shards.ts';
 
 // One config for the demo page (Vite), the unit tests (vitest in Node) and the e2e harness.
 // WGSL files are imported as strings with `?raw`, so no build step is needed to run the engine.
+// Pages are served cross-origin isolated (scripts/vite-isolation.ts): the 'wasm' backend runs threads there.
+
 export default defineConfig({
   plugins: [weightShards()], // USE Lite's weight shards (demo/model/load.ts)
-  server: { host: '127.0.0.1' },
+  server: { host: '127.0.0.1', headers: CROSS_ORIGIN_ISOLATED },
+  preview: { headers: CROSS_ORIGIN_ISOLATED },
   resolve: {
     // The demo and the browser tests import the engine by its package name, as a user would.
     alias: { 'webgpu-attention': fileURLToPath(new URL('./src/index.ts', import.meta.url)) },

@@ -5,6 +5,7 @@
 
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vite';
+import { CROSS_ORIGIN_ISOLATED } from './scripts/vite-isolation.ts';
 import { weightShards } from './scripts/vite-weight-shards.ts';
 
 export default defineConfig({
@@ -17,8 +18,9 @@ export default defineConfig({
   // Its own dependency cache: sharing node_modules/.vite with vite.config.ts (the e2e dev server) would
   // make each server re-optimize, and reload the other's pages, whenever the other one started.
   cacheDir: fileURLToPath(new URL('./node_modules/.vite-demo', import.meta.url)),
-  server: { host: '127.0.0.1', port: 5173 },
-  preview: { host: '127.0.0.1', port: 4173 },
+  // Cross-origin isolated, so the 'wasm' backend runs threads in the page (scripts/vite-isolation.ts).
+  server: { host: '127.0.0.1', port: 5173, headers: CROSS_ORIGIN_ISOLATED },
+  preview: { host: '127.0.0.1', port: 4173, headers: CROSS_ORIGIN_ISOLATED },
   build: {
     outDir: '../dist-demo',
     emptyOutDir: true,

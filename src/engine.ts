@@ -73,12 +73,18 @@ export class AttentionEngine {
     return this.live('precision').precision;
   }
 
-  /** Threads the layers run on: options.threads or the cores on the 'wasm' backend in Node; 1 elsewhere. */
+  /**
+   * Threads the layers run on: on the 'wasm' backend options.threads or the cores, in Node and in
+   * cross-origin isolated pages; 1 elsewhere.
+   */
   get threads(): number {
     return this.live('threads').threads;
   }
 
-  /** Why fewer threads run than were asked for, or than the cores (e.g. in a browser); null when not. */
+  /**
+   * Why fewer threads run than were asked for, or than the cores, and what to do (e.g. a page that is
+   * not cross-origin isolated, or where workers cannot start); null when not.
+   */
   get threadsNote(): string | null {
     return this.live('threadsNote').threadsNote;
   }

@@ -49,8 +49,10 @@ export interface EngineOptions {
   precision?: 'f32' | 'f16';
   /**
    * backend 'wasm' only: the threads a forward is split over (rows of the projections, heads of the
-   * attention). Default: the number of cores, in Node (worker_threads); browsers run one thread for
-   * now, and engine.threadsNote says so.
+   * attention). Default: the number of cores. Threads run in Node (worker_threads) and in pages that
+   * are cross-origin isolated (Web Workers; the page must be served with Cross-Origin-Opener-Policy:
+   * same-origin and Cross-Origin-Embedder-Policy: require-corp); elsewhere one thread, and
+   * engine.threadsNote says why.
    */
   threads?: number;
   /**

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { availableParallelism } from 'node:os';
 import { type AttentionEngine, createAttentionEngine, DisposedError, InvalidArgumentError, type MultiHeadAttentionConfig } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
-import { ThreadPool } from '../src/wasm/threads.ts';
+import { resolveThreads, type ThreadEnvironment, ThreadPool, type ThreadPort, threadSupport } from '../src/wasm/threads.ts';
 
 let one: AttentionEngine;
 let two: AttentionEngine;
@@ -30,6 +30,54 @@ test('engine.threads and threadsNote', async () => {
   const cpu = await createAttentionEngine({ backend: 'cpu' });
   expect([cpu.threads, cpu.threadsNote]).toEqual([1, null]);
   cpu.dispose();
+});
+
+describe('where threads cannot run: one thread, and threadsNote says why and what to do', () => {
+  const browser = (over: Partial<ThreadEnvironment>): ThreadEnvironment => ({
+    node: false,
+    crossOriginIsolated: true,
+    sharedArrayBuffer: true,
+    workers: true,
+    ...over,
+  });
+
+  test('the decision (threadSupport)', () => {
+    expect(threadSupport(browser({}))).toBeNull();
+    expect(threadSupport({ node: true, crossOriginIsolated: undefined, sharedArrayBuffer: true, workers: false })).toBeNull();
+    const notIsolated = threadSupport(browser({ crossOriginIsolated: false, sharedArrayBuffer: false }));
+    expect(notIsolated).toContain('not cross-origin isolated');
+    expect(notIsolated).toContain('Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp');
+    expect(threadSupport(browser({ crossOriginIsolated: undefined }))).toContain('not cross-origin isolated');
+    expect(threadSupport(browser({ workers: false }))).toContain('Web Workers are not available');
+    expect(threadSupport(browser({ sharedArrayBuffer: false }))).toContain('SharedArrayBuffer is not available');
+  });
+
+  test('a page that is not cross-origin isolated starts no worker', async () => {
+    const start = vi.fn();
+    const { pool, note } = await resolveThreads(2, browser({ crossOriginIsolated: false, sharedArrayBuffer: false }), start);
+    expect([pool, start.mock.calls.length]).toEqual([null, 0]);
+    expect(note).toContain('Cross-Origin-Embedder-Policy: require-corp');
+    expect(await resolveThreads(1, browser({ crossOriginIsolated: false }), start)).toEqual({ pool: null, note: null }); // asked for one
+  });
+
+  /** A worker that fails to start, as a blob: worker blocked by a Content-Security-Policy does. */
+  const failing = (how: 'throws' | 'fails'): ThreadPort => {
+    if (how === 'throws') throw new Error("Failed to construct 'Worker': access to the script at 'blob:…' is denied");
+    return {
+      post: () => {},
+      listen: (_onMessage, onFailure) => setTimeout(() => onFailure('a worker failed: its script could not be loaded or run'), 1),
+      hold: () => {},
+      terminate: () => {},
+    };
+  };
+
+  test.each(['throws', 'fails'] as const)('workers that cannot start (the constructor %s): one thread, the reason in the note', async (how) => {
+    const { pool, note } = await resolveThreads(3, browser({}), () => failing(how));
+    expect(pool).toBeNull();
+    expect(note).toMatch(/^worker threads could not be started \(.*(denied|could not be loaded)/);
+    expect(note).toContain('worker-src blob:');
+    expect(note).toContain("the 'wasm' backend runs on one thread");
+  });
 });
 
 test.each([

@@ -1,6 +1,6 @@
 // The attention pass of the 'wasm' backend: per (sequence, head) Kᵀ of its key/value head (O(Skv·Dh),
-// small beside the attention's O(Sq·Skv·Dh)), then wasm/attention.ts's attend, and probabilities()
-// after it for needWeights. The score rule's per-head values are set with setRule, from the plan
+// small beside the attention's O(Sq·Skv·Dh); a KV cache keeps its keys so already, and skips it), then
+// wasm/attention.ts's attend, and probabilities() after it for needWeights. The score rule's per-head values are set with setRule, from the plan
 // exactly as src/cpu/score-rule.ts reads them.
 
 import { attention } from '../cpu/reference.ts';
@@ -30,6 +30,11 @@ export function headSplit(ptr: number, rows: number, heads: number, Dh: number):
   return { ptr, ld: Dh, head: rows * Dh, batch: heads * rows * Dh };
 }
 
+/** Keys already in Kᵀ blocks [⌈Skv/64⌉, Dh, 64] (a KV cache's): the byte address of (batch b, key/value head g)'s. */
+export interface TransposedKeys {
+  kt: (b: number, g: number) => number;
+}
+
 function at(v: HeadView, b: number, h: number, row: number): number {
   return v.ptr + 4 * (b * v.batch + h * v.head + row * v.ld);
 }
@@ -42,7 +47,7 @@ const ROWS_PER_PASS = 32; // wasm/attention.ts's RG
  * the (sequence, head) pairs dealt round-robin over the kernels' threads. Resolves to the address
  * of the probabilities [B, H, Sq, Skv] when plan.needWeights, else 0.
  */
-export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: HeadView, k: HeadView, v: HeadView, o: HeadView): Promise<number> {
+export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: HeadView, k: HeadView | TransposedKeys, v: HeadView, o: HeadView): Promise<number> {
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
   const varlen = plan.mode === 'varlen';
   const { batchSize: B } = plan;
@@ -57,7 +62,7 @@ export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: H
   const work = varlen ? plan.geometry.tokens * longest * H * Dh : B * H * plan.seqLen * plan.kvSeqLen * Dh; // Q·Kᵀ's multiply-adds (varlen: a bound)
   const threads = Math.min(threadsFor(kernels, work), B * H);
   const own = Array.from({ length: threads }, () => ({
-    kt: kernels.alloc(Math.ceil(longest / KEYS_PER_BLOCK) * Dh * KEYS_PER_BLOCK),
+    kt: 'kt' in k ? 0 : kernels.alloc(Math.ceil(longest / KEYS_PER_BLOCK) * Dh * KEYS_PER_BLOCK),
     scratch: kernels.alloc(ROWS_PER_PASS * (KEYS_PER_BLOCK + Dh + 3 + 5)), // what attend() asks for
     stats: plan.needWeights ? kernels.alloc(2 * (varlen ? plan.geometry.longestSequence : plan.seqLen)) : 0,
   }));
@@ -71,11 +76,13 @@ export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: H
     const batch = varlen ? 0 : b;
     for (let h = 0; h < H; h++) {
       const t = (b * H + h) % threads;
-      const { kt, scratch, stats } = own[t];
+      const { scratch, stats } = own[t];
       const g = Math.floor(h / (H / G));
       const qAt = at(q, batch, h, start);
+      let kt = own[t].kt;
+      if ('kt' in k) kt = k.kt(batch, g);
+      else lists[t].push(['transpose', at(k, batch, g, start), k.ld, Skv, Dh, kt]);
       lists[t].push(
-        ['transpose', at(k, batch, g, start), k.ld, Skv, Dh, kt],
         [
           'setRule',
           scale,

@@ -1,8 +1,8 @@
 // The 'wasm' backend: float32 on the CPU with WebAssembly SIMD kernels (wasm/*.ts, AssemblyScript),
-// for users without a usable GPU; in Node on worker threads too (threads.ts). The attention of
-// layers with a scoreMod (a JavaScript function per score) and linear attention runs on the float64
-// reference instead (their projections on the kernels); so does scaledDotProductAttention with a
-// scoreMod, and linearAttention.
+// for users without a usable GPU; on threads too (threads.ts: Node, and cross-origin isolated pages).
+// The attention of layers with a scoreMod (a JavaScript function per score) and linear attention runs
+// on the float64 reference instead (their projections on the kernels); so does
+// scaledDotProductAttention with a scoreMod, and linearAttention.
 
 import type { Backend, BackendLayer } from '../backend.ts';
 import { CpuBackend, refuseGpuBuffers } from '../cpu/backend.ts';

@@ -1,6 +1,7 @@
 // The 'wasm' backend's kernels (wasm/*.ts, compiled into module.ts) as the host sees them: the module,
 // compiled once per page or process, and WasmKernels, one instance with its own memory, laid out by
-// the host as a bump arena (weights at the bottom for a layer's life, each call's buffers above).
+// the host as: weights at the bottom for a layer's life (kept), then held blocks (KV caches: taken
+// and freed in any order, gaps reused first-fit), then a bump arena for each call's buffers.
 
 import { DeviceLimitError } from '../errors.ts';
 import { WASM_BASE64, WASM_SHARED_BASE64 } from './module.ts';
@@ -66,6 +67,10 @@ export class WasmKernels {
   private top: number;
   /** The first byte the host may use. */
   private readonly bottom: number;
+  /** Where held blocks start (the end of what keep() kept). */
+  private heldFrom: number;
+  /** Live held blocks [ptr, end), by address. */
+  private readonly held: [ptr: number, end: number][] = [];
   private f32View: Float32Array;
   private u8View: Uint8Array;
 
@@ -86,6 +91,7 @@ export class WasmKernels {
     this.threads = pool ? pool.size : 1;
     this.bottom = Math.ceil(this.k.heapBase() / ALIGN) * ALIGN;
     this.top = this.bottom;
+    this.heldFrom = this.bottom;
     this.f32View = new Float32Array(this.memory.buffer);
     this.u8View = new Uint8Array(this.memory.buffer);
   }
@@ -109,23 +115,58 @@ export class WasmKernels {
   alloc(count: number, bytes = false): number {
     const ptr = this.top;
     const top = ptr + Math.ceil((bytes ? count : 4 * count) / ALIGN) * ALIGN;
-    const have = this.memory.buffer.byteLength;
-    if (top > have) {
-      try {
-        if (top > MAXIMUM_PAGES * PAGE) throw new RangeError('past the 4 GiB of a 32-bit WebAssembly memory');
-        this.memory.grow(Math.ceil((top - have) / PAGE));
-      } catch (e) {
-        throw new DeviceLimitError({
-          where: "the 'wasm' backend",
-          argument: 'the memory of this call (weights, inputs, Q, K, V, outputs, and with needWeights [B, H, Sq, Skv])',
-          expected: 'within what the WebAssembly memory can grow to (4 GiB at most)',
-          given: `${top} bytes (${(e as Error).message})`,
-          fix: 'Split the batch into smaller calls, or leave out needWeights.',
-        });
-      }
-    }
+    this.ensure(top);
     this.top = top;
     return ptr;
+  }
+
+  /** Keeps everything allocated so far (a layer's weights) for the instance's life: release() leaves it. */
+  keep(): void {
+    this.heldFrom = this.top;
+  }
+
+  /**
+   * A block of `floats` float32s that stays until free(): the first gap between held blocks that fits,
+   * else above them. Only while no call's buffers are in use (the arena starts above held blocks).
+   */
+  hold(floats: number): number {
+    const size = Math.ceil((4 * floats) / ALIGN) * ALIGN;
+    let at = this.heldFrom;
+    let i = 0;
+    for (; i < this.held.length && this.held[i][0] - at < size; i++) at = this.held[i][1];
+    this.ensure(at + size);
+    this.held.splice(i, 0, [at, at + size]);
+    this.top = Math.max(this.top, this.heldEnd);
+    return at;
+  }
+
+  /** Gives a held block back (for the next hold, and the arena when it was the highest). */
+  free(ptr: number): void {
+    const i = this.held.findIndex(([p]) => p === ptr);
+    if (i >= 0) this.held.splice(i, 1);
+  }
+
+  /** Where the held blocks end: each call's arena starts here. */
+  get heldEnd(): number {
+    return this.held.length > 0 ? this.held[this.held.length - 1][1] : this.heldFrom;
+  }
+
+  /** Grows the memory to at least `end` bytes. */
+  private ensure(end: number): void {
+    const have = this.memory.buffer.byteLength;
+    if (end <= have) return;
+    try {
+      if (end > MAXIMUM_PAGES * PAGE) throw new RangeError('past the 4 GiB of a 32-bit WebAssembly memory');
+      this.memory.grow(Math.ceil((end - have) / PAGE));
+    } catch (e) {
+      throw new DeviceLimitError({
+        where: "the 'wasm' backend",
+        argument: 'the memory of this layer (weights, KV caches) and call (inputs, Q, K, V, outputs, and with needWeights [B, H, Sq, Skv])',
+        expected: 'within what the WebAssembly memory can grow to (4 GiB at most)',
+        given: `${end} bytes (${(e as Error).message})`,
+        fix: 'Split the batch into smaller calls, or leave out needWeights (and dispose of KV caches no longer needed).',
+      });
+    }
   }
 
   /** Where the arena ends now: release(mark()) frees everything allocated after it. */
@@ -133,9 +174,9 @@ export class WasmKernels {
     return this.top;
   }
 
-  /** Frees everything allocated after `mark` (0: everything). */
+  /** Frees everything allocated after `mark` (0: everything but what was kept and held). */
   release(mark: number): void {
-    this.top = Math.max(mark, this.bottom);
+    this.top = Math.max(mark, this.heldEnd);
   }
 
   /** The memory as float32 (a fresh view after the memory grew). */

@@ -7,15 +7,15 @@
 //                       (scoreMod and linear layers: the float64 reference's pass, attention.ts)
 //   pass 3  gemm        O [T, E] · W_Oᵀ + b_O → Y [T, E]
 //
-// With a KV cache, the new tokens' K and V go into the cache's arrays (kv-cache.ts), and the
-// attention reads rows 0 … Skv − 1 of it, copied into the arena.
+// With a KV cache, the new tokens' K and V are copied into the cache's block, held in the same memory
+// below the arena (kv-cache.ts), and the attention reads rows 0 … Skv − 1 of it in place.
 
 import type { BackendLayer } from '../backend.ts';
 import { DisposedError } from '../errors.ts';
 import { transformHead } from '../cpu/head-transform.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
-import { headSplit, referenceAttention, runAttention, tokenMajor } from './attention.ts';
+import { type HeadView, referenceAttention, runAttention, type TransposedKeys, tokenMajor } from './attention.ts';
 import { packBias, packWeights, threadsFor, type WasmKernels } from './kernels.ts';
 import { WasmKvCache } from './kv-cache.ts';
 import type { KernelCall } from './threads.ts';
@@ -32,8 +32,8 @@ export class WasmLayer implements BackendLayer {
   private readonly k: Projection;
   private readonly v: Projection;
   private readonly out: Projection;
-  /** Where each forward's buffers start. */
-  private readonly base: number;
+  /** A forward is running: its buffers are in the arena, so a new cache waits to be placed. */
+  private running = false;
 
   constructor(
     private readonly spec: LayerSpec,
@@ -53,11 +53,14 @@ export class WasmLayer implements BackendLayer {
     this.k = project(weights.kProjWeight, G * Dh, kdim, bias, H * Dh);
     this.v = project(weights.vProjWeight, G * Dh, vdim, bias, (H + G) * Dh);
     this.out = project(weights.outProjWeight, E, E, weights.outProjBias, 0);
-    this.base = kernels!.mark();
+    kernels!.keep();
   }
 
   createCacheStorage(batchSize: number, maxSeqLen: number): WasmKvCache {
-    return new WasmKvCache(batchSize, this.spec.numKvHeads, maxSeqLen, this.spec.headDim);
+    if (!this.kernels) throw new DisposedError('MultiHeadAttention.createKvCache: this layer', 'Create a new layer with engine.createMultiHeadAttention().');
+    const storage = new WasmKvCache(this.kernels, batchSize, this.spec.numKvHeads, maxSeqLen, this.spec.headDim);
+    if (!this.running) storage.place(); // else the next forward places it
+    return storage;
   }
 
   /** The forward before this one: a layer's calls run one at a time (they share its arena). */
@@ -73,7 +76,17 @@ export class WasmLayer implements BackendLayer {
   private async run(plan: ForwardPlan): Promise<ForwardResult> {
     const kernels = this.kernels;
     if (!kernels) throw new DisposedError('MultiHeadAttention.forward: this layer', 'It was disposed while this call waited for the one before it.');
-    kernels.release(this.base);
+    (plan.cache?.cache.storage as WasmKvCache | undefined)?.place(); // before the arena is in use
+    this.running = true;
+    try {
+      return await this.runPlaced(kernels, plan);
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private async runPlaced(kernels: WasmKernels, plan: ForwardPlan): Promise<ForwardResult> {
+    kernels.release(0); // the previous call's buffers
     const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E } = this.spec;
     const { batches, qRows, tokens } = plan.geometry;
     // With a cache the new tokens alone are projected: Sq keys and values per batch.
@@ -88,29 +101,23 @@ export class WasmLayer implements BackendLayer {
     this.transformHeads(kernels, plan, q, tokens, H, 'query');
     this.transformHeads(kernels, plan, k, batches * kvRows, G, 'key');
 
-    let kView = tokenMajor(k, kvRows, G, Dh);
+    let kView: HeadView | TransposedKeys = tokenMajor(k, kvRows, G, Dh);
     let vView = tokenMajor(v, kvRows, G, Dh);
+    const kernelAttention = coveredByKernels(this.spec);
     if (plan.cache) {
-      const store = plan.cache.cache.storage as WasmKvCache;
-      const { start } = plan.cache;
-      store.append(kernels.f32, k >> 2, v >> 2, start, qRows);
-      const Skv = plan.kvSeqLen;
-      const cached = (from: Float32Array) => {
-        const ptr = kernels.alloc(batches * G * Skv * Dh);
-        store.rows(from, Skv, kernels.f32, ptr >> 2); // straight into kernel memory
-        return headSplit(ptr, Skv, G, Dh);
-      };
-      kView = cached(store.k);
-      vView = cached(store.v);
+      const store = plan.cache.cache.storage as WasmKvCache; // throws if it was disposed meanwhile
+      store.append(k, v, plan.cache.start, qRows);
+      ({ k: kView, v: vView } = store.views()); // rows 0 … Skv − 1 read where they are
+      if (!kernelAttention) kView = store.keyRows(plan.kvSeqLen); // the reference reads key rows
     }
     const o = kernels.alloc(tokens * H * Dh); // O [T, H·Dh] = concat(heads) [T, E]
     const [qView, oView] = [tokenMajor(q, qRows, H, Dh), tokenMajor(o, qRows, H, Dh)];
     let attentionWeights: Float32Array | null;
-    if (coveredByKernels(this.spec)) {
+    if (kernelAttention) {
       const probs = await runAttention(kernels, plan, qView, kView, vView, oView);
       attentionWeights = probs ? kernels.take(probs, plan.batchSize * H * plan.seqLen * plan.kvSeqLen) : null;
     } else {
-      attentionWeights = referenceAttention(kernels, plan, qView, kView, vView, oView);
+      attentionWeights = referenceAttention(kernels, plan, qView, kView as HeadView, vView, oView);
     }
     const [y] = await this.projectAll(kernels, [[o, tokens, this.out]]);
     const output = kernels.take(y, tokens * E);

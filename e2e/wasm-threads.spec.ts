@@ -1,0 +1,96 @@
+// The 'wasm' backend's threads in Chromium: Web Workers on a shared WebAssembly memory where the page
+// is cross-origin isolated (the project's servers send COOP and COEP: scripts/vite-isolation.ts), one
+// thread with a threadsNote that says why where it is not, or where workers cannot start.
+// The threaded engine must equal the 1-thread one bit for bit (a thread computes whole GEMM rows or
+// column panels and whole heads, as one thread would), and the float64 'cpu' backend within the
+// shared tolerance rule; the workers must have run kernels (ThreadPool.run's lists 1 …).
+
+import { type Page, test as base, expect } from '@playwright/test';
+import { expectNoPageProblems, expectOutputClose, LoggedPage, sharedPage } from './helpers.ts';
+
+const PAGE = '/e2e/wasm-threads.html';
+const ready = () => window.wasmThreadsReady === true;
+
+const test = base.extend<object, { threadsPage: LoggedPage }>({
+  threadsPage: [
+    sharedPage(
+      (page) => new LoggedPage(page),
+      (logged) => logged.open(PAGE, ready, 30_000, 'e2e/wasm-threads.ts did not finish loading'),
+    ),
+    { scope: 'worker', timeout: 60_000 },
+  ],
+});
+
+test('cross-origin isolated, threads: 2: two threads, workers run kernels, = 1 thread bit for bit, = float64 within tolerance', async ({ threadsPage }, testInfo) => {
+  const mark = threadsPage.mark();
+  const report = await threadsPage.page.evaluate(() => window.wasmThreads(2));
+  expect(report.crossOriginIsolated).toBe(true);
+  expect([report.threads, report.threadsNote]).toEqual([2, null]);
+  const onWorkers: Record<string, string[]> = {};
+  for (const c of report.cases) {
+    expect(c.threaded, `${c.name}: 2 threads vs 1`).toEqual(c.single);
+    expectOutputClose(c.threaded, c.cpu, { batchSize: c.B, seqLen: c.S, embedDim: c.E }, ['wasm (2 threads)', 'cpu'], testInfo);
+    onWorkers[c.name] = c.onWorkers.filter((k) => k === 'gemm' || k === 'attend');
+  }
+  expect(Object.values(onWorkers), 'kernels the workers ran, per case').toEqual([['attend', 'gemm'], ['gemm']]);
+  expectNoPageProblems(threadsPage, mark);
+});
+
+test('cross-origin isolated, threads left out: navigator.hardwareConcurrency threads', async ({ threadsPage }) => {
+  const r = await threadsPage.page.evaluate(() => window.engineThreads());
+  expect(r.crossOriginIsolated).toBe(true);
+  expect([r.threads, r.threadsNote, r.ran]).toEqual([Math.max(1, r.hardwareConcurrency), null, true]);
+});
+
+/** Opens the page in a new context of its own, its HTML's response headers changed by `headers`. */
+async function pageWith(browser: import('@playwright/test').Browser, baseURL: string | undefined, headers: (h: Record<string, string>) => Record<string, string>) {
+  const context = await browser.newContext({ baseURL });
+  const page: Page = await context.newPage();
+  await page.route(`**${PAGE}`, async (route) => {
+    const response = await route.fetch();
+    await route.fulfill({ response, headers: headers({ ...response.headers() }) });
+  });
+  const logged = new LoggedPage(page);
+  await logged.open(PAGE, ready, 30_000, 'e2e/wasm-threads.ts did not finish loading');
+  return { logged, close: () => context.close() };
+}
+
+/**
+ * The page's problems but Vite's client failing to open its websocket: Chromium's Local Network
+ * Access checks refuse it on a page whose HTML Playwright's route answered (HMR is off anyway).
+ */
+function problemsButViteSocket(logged: LoggedPage): string[] {
+  return logged.problemsSince(0).filter((p) => !p.includes('ERR_BLOCKED_BY_LOCAL_NETWORK_ACCESS_CHECKS') && !p.includes('[vite] failed to connect to websocket'));
+}
+
+test('not cross-origin isolated (no COOP/COEP): one thread, and threadsNote names the headers', async ({ browser }, testInfo) => {
+  const { logged, close } = await pageWith(browser, testInfo.project.use.baseURL, (h) => {
+    delete h['cross-origin-opener-policy'];
+    delete h['cross-origin-embedder-policy'];
+    return h;
+  });
+  try {
+    const r = await logged.page.evaluate(() => window.engineThreads(2));
+    testInfo.annotations.push({ type: 'threadsNote', description: String(r.threadsNote) });
+    expect([r.crossOriginIsolated, r.threads, r.ran]).toEqual([false, 1, true]);
+    expect(r.threadsNote).toContain('not cross-origin isolated');
+    expect(r.threadsNote).toContain('Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp');
+    expect(problemsButViteSocket(logged)).toEqual([]);
+  } finally {
+    await close();
+  }
+});
+
+test('isolated, but a Content-Security-Policy forbids blob: workers: one thread, and threadsNote says why', async ({ browser }, testInfo) => {
+  const { logged, close } = await pageWith(browser, testInfo.project.use.baseURL, (h) => ({ ...h, 'content-security-policy': "worker-src 'self'" }));
+  try {
+    const r = await logged.page.evaluate(() => window.engineThreads(2));
+    testInfo.annotations.push({ type: 'threadsNote', description: String(r.threadsNote) });
+    expect([r.crossOriginIsolated, r.threads, r.ran]).toEqual([true, 1, true]);
+    expect(r.threadsNote).toMatch(/^worker threads could not be started \(.+\).*worker-src blob:/);
+    // The browser reports the refused worker itself (a CSP violation on the console); nothing else.
+    expect(problemsButViteSocket(logged).filter((p) => !p.includes('Content Security Policy'))).toEqual([]);
+  } finally {
+    await close();
+  }
+});

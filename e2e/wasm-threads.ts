@@ -1,0 +1,120 @@
+// The page of e2e/wasm-threads.spec.ts: the 'wasm' backend with Web Workers in Chromium. It runs the
+// same seeded layers on a 'wasm' engine with `threads` threads, on one with 1 thread and on the
+// float64 'cpu' backend, and hands the outputs back as plain numbers for the spec to compare, with
+// the kernels the workers ran (ThreadPool.run's lists 1 …, as test/wasm-threads.test.ts counts them).
+
+import { createAttentionEngine, type MultiHeadAttentionConfig } from '../src/index.ts';
+import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { type KernelCall, ThreadPool } from '../src/wasm/threads.ts';
+
+export interface ThreadsReport {
+  crossOriginIsolated: boolean;
+  hardwareConcurrency: number;
+  threads: number;
+  threadsNote: string | null;
+  /** Per case: outputs [B, S, E] of the threaded engine, the 1-thread engine and the float64 reference. */
+  cases: { name: string; B: number; S: number; E: number; threaded: number[]; single: number[]; cpu: number[]; onWorkers: string[] }[];
+}
+
+/** A case: prefill tokens, then decode steps (0: one forward without a cache). */
+interface Case {
+  name: string;
+  config: MultiHeadAttentionConfig;
+  B: number;
+  S: number;
+  decode: number;
+}
+
+const CASES: Case[] = [
+  { name: 'E=128 H=4 G=2, B=2 S=300, causal (rows of the projections, heads)', config: { embedDim: 128, numHeads: 4, numKvHeads: 2 }, B: 2, S: 300, decode: 0 },
+  { name: 'E=1024 H=8, B=2: prefill 30, then 4 decode steps (columns of the projections)', config: { embedDim: 1024, numHeads: 8 }, B: 2, S: 34, decode: 4 },
+];
+
+/** Runs case c on an engine: the outputs [B, S, E] (prefill and decode steps put back in token order). */
+async function run(engine: Awaited<ReturnType<typeof createAttentionEngine>>, c: Case): Promise<number[]> {
+  const E = c.config.embedDim;
+  const sd = randomStateDict(c.config, 1);
+  const x = uniform(c.B * c.S * E, 1, mulberry32(c.S));
+  const mha = engine.createMultiHeadAttention(c.config, sd);
+  try {
+    if (c.decode === 0) return Array.from((await mha.forward(x, { batchSize: c.B, seqLen: c.S, isCausal: true })).output);
+    const out = new Float32Array(c.B * c.S * E);
+    const cache = mha.createKvCache({ batchSize: c.B, maxSeqLen: c.S });
+    const step = async (t0: number, t1: number) => {
+      const rows = new Float32Array(c.B * (t1 - t0) * E);
+      for (let b = 0; b < c.B; b++) rows.set(x.subarray((b * c.S + t0) * E, (b * c.S + t1) * E), b * (t1 - t0) * E);
+      const y = (await mha.forward(rows, { batchSize: c.B, seqLen: t1 - t0, kvCache: cache, isCausal: true })).output;
+      for (let b = 0; b < c.B; b++) out.set(y.subarray(b * (t1 - t0) * E, (b + 1) * (t1 - t0) * E), (b * c.S + t0) * E);
+    };
+    await step(0, c.S - c.decode);
+    for (let t = c.S - c.decode; t < c.S; t++) await step(t, t + 1);
+    return Array.from(out);
+  } finally {
+    mha.dispose();
+  }
+}
+
+declare global {
+  interface Window {
+    wasmThreadsReady: boolean;
+    wasmThreads(threads?: number): Promise<ThreadsReport>;
+    /** A 'wasm' engine's threads and threadsNote, and whether a layer on it runs (it is disposed after). */
+    engineThreads(threads?: number): Promise<{ crossOriginIsolated: boolean; hardwareConcurrency: number; threads: number; threadsNote: string | null; ran: boolean }>;
+  }
+}
+
+window.wasmThreads = async (threads?: number) => {
+  const engine = await createAttentionEngine({ backend: 'wasm', threads });
+  const single = await createAttentionEngine({ backend: 'wasm', threads: 1 });
+  const cpu = await createAttentionEngine({ backend: 'cpu' });
+  const report: ThreadsReport = {
+    crossOriginIsolated: globalThis.crossOriginIsolated,
+    hardwareConcurrency: navigator.hardwareConcurrency,
+    threads: engine.threads,
+    threadsNote: engine.threadsNote,
+    cases: [],
+  };
+  const original = ThreadPool.prototype.run;
+  try {
+    for (const c of CASES) {
+      const onWorkers = new Set<string>();
+      ThreadPool.prototype.run = function (this: ThreadPool, id: number, lists: KernelCall[][], local: (calls: KernelCall[]) => void) {
+        for (const calls of lists.slice(1)) for (const [name] of calls) onWorkers.add(name);
+        return original.call(this, id, lists, local);
+      };
+      const threaded = await run(engine, c);
+      ThreadPool.prototype.run = original;
+      report.cases.push({
+        name: c.name,
+        B: c.B,
+        S: c.S,
+        E: c.config.embedDim,
+        threaded,
+        single: await run(single, c),
+        cpu: await run(cpu, c),
+        onWorkers: [...onWorkers].sort(),
+      });
+    }
+  } finally {
+    ThreadPool.prototype.run = original;
+    for (const e of [engine, single, cpu]) e.dispose();
+  }
+  return report;
+};
+window.engineThreads = async (threads?: number) => {
+  const engine = await createAttentionEngine({ backend: 'wasm', threads });
+  try {
+    const config = { embedDim: 64, numHeads: 4 };
+    const y = await engine.createMultiHeadAttention(config, randomStateDict(config, 2)).forward(uniform(300 * 64, 1, mulberry32(3)), { batchSize: 1, seqLen: 300 });
+    return {
+      crossOriginIsolated: globalThis.crossOriginIsolated,
+      hardwareConcurrency: navigator.hardwareConcurrency,
+      threads: engine.threads,
+      threadsNote: engine.threadsNote,
+      ran: y.output.every(Number.isFinite),
+    };
+  } finally {
+    engine.dispose();
+  }
+};
+window.wasmThreadsReady = true;

@@ -1,0 +1,47 @@
+// A KV-cache decode step on the 'wasm' backend at several cache lengths: the cost of one new token
+// (B=1, seqLen 1) once the cache holds `length` positions. The projections are the same at every
+// length; what grows is the attention over the cache (O(length)), and anything else that is.
+// Median of `--runs` steps after 3 warm-ups, on a cache started from `length` random positions
+// (each step adds one).
+//
+//   node scripts/run-ts.mjs scripts/bench-wasm-decode.ts [--runs 30] [--threads 1] [--embed 512 --heads 8] [--lengths 128,4096]
+
+import { parseArgs } from 'node:util';
+import { createAttentionEngine } from '../src/index.ts';
+import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+
+const { values } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '30' },
+    threads: { type: 'string', default: '1' },
+    embed: { type: 'string', default: '512' },
+    heads: { type: 'string', default: '8' },
+    lengths: { type: 'string', default: '128,4096' },
+  },
+});
+const E = Number(values.embed);
+const H = Number(values.heads);
+const runs = Number(values.runs);
+const lengths = values.lengths.split(',').map(Number);
+const engine = await createAttentionEngine({ backend: 'wasm', threads: Number(values.threads) });
+const config = { embedDim: E, numHeads: H };
+const mha = engine.createMultiHeadAttention(config, randomStateDict(config, 1));
+const Dh = E / H;
+const x = uniform(E, 1, mulberry32(2));
+console.log(`decode step, E=${E} H=${H}, ${engine.threads} thread(s), median of ${runs}`);
+for (const length of lengths) {
+  const r = mulberry32(length);
+  const past = { key: uniform(H * length * Dh, 1, r), value: uniform(H * length * Dh, 1, r) };
+  const cache = mha.createKvCache({ batchSize: 1, maxSeqLen: length + runs + 3, ...past });
+  const times: number[] = [];
+  for (let i = 0; i < runs + 3; i++) {
+    const t0 = performance.now();
+    await mha.forward(x, { batchSize: 1, seqLen: 1, kvCache: cache, isCausal: true });
+    if (i >= 3) times.push(performance.now() - t0);
+  }
+  times.sort((a, b) => a - b);
+  console.log(`  cache length ${length}: ${times[times.length >> 1].toFixed(3)} ms (best ${times[0].toFixed(3)} ms)`);
+  cache.dispose();
+}
+mha.dispose();
+engine.dispose();

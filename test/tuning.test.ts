@@ -265,6 +265,7 @@ describe('the Tuner, with a fake gate and fake timings', () => {
     'rows64-keys32-r4': 7,
     'subgroup-4x4': 4,
     'subgroup-8x4': 4,
+    'subgroup-16x4': 4,
     'rows16-keys32-sg': 10,
   };
   const fakeTrial = (timed: string[] = []) => ({

@@ -9,6 +9,8 @@
 //     subgroup-4x4   shaders/gemm_subgroup.wgsl, 4 rows × 4 columns per invocation, the rows of A passed between
 //                    lanes by subgroupShuffle (needs the `subgroups` feature)
 //     subgroup-8x4   the same with 8 rows (each B load serves 8 rows; more registers)
+//     subgroup-16x4  shaders/gemm_subgroup_fma.wgsl: 16 rows × 4 columns, A shuffled the same way, the products as
+//                    fused multiply-adds on the accumulators; row blocks first (written for lavapipe)
 //   attention (flash_attention): query rows per workgroup × keys per K/V tile (× rows per invocation)
 //     rows32-keys32, rows64-keys32: one row per invocation (keys per tile drop to what workgroup memory holds)
 //     rows32-keys32-loop: the same with its loops over the head size left as loops (not unrolled by the
@@ -29,12 +31,13 @@
 import gemmRegister4x4 from '../../shaders/gemm_register_4x4.wgsl?raw';
 import gemmRegister8x8 from '../../shaders/gemm_register_8x8.wgsl?raw';
 import gemmSubgroup from '../../shaders/gemm_subgroup.wgsl?raw';
+import gemmSubgroupFma from '../../shaders/gemm_subgroup_fma.wgsl?raw';
 import gemmWorkgroup from '../../shaders/gemm_workgroup.wgsl?raw';
 
 import type { AttentionVariant, ProjectionVariant } from '../types.ts';
 
 export type { AttentionVariant, ProjectionVariant };
-export const PROJECTION_VARIANTS: readonly ProjectionVariant[] = ['register-4x4', 'register-8x8', 'workgroup-64', 'subgroup-4x4', 'subgroup-8x4'];
+export const PROJECTION_VARIANTS: readonly ProjectionVariant[] = ['register-4x4', 'register-8x8', 'workgroup-64', 'subgroup-4x4', 'subgroup-8x4', 'subgroup-16x4'];
 export const ATTENTION_VARIANTS: readonly AttentionVariant[] = [
   'rows32-keys32',
   'rows64-keys32',
@@ -142,9 +145,15 @@ export function candidates<K extends KernelName>(kind: AdapterKind, kernel: K, s
     // K/V element for one row only: 5× slower than the built-in choice on lavapipe and 27–40× on
     // SwiftShader (2026-11-30: bench --roofline; forced and interleaved on SwiftShader in Node), so
     // only GPUs try it; SwiftShader's JIT also runs the subgroup GEMM slower than its register tiles.
-    'unrolling-cpu': { projection: ['register-4x4', 'register-8x8', 'subgroup-4x4', 'subgroup-8x4'], attention: ['rows32-keys32-r2', 'rows64-keys32-r4'] },
+    'unrolling-cpu': {
+      projection: ['register-4x4', 'register-8x8', 'subgroup-4x4', 'subgroup-8x4', 'subgroup-16x4'],
+      attention: ['rows32-keys32-r2', 'rows64-keys32-r4'],
+    },
     'jit-cpu': { projection: ['register-4x4', 'register-8x8'], attention: ['rows32-keys32', 'rows64-keys32', 'rows32-keys32-loop'] },
-    cpu: { projection: ['register-4x4', 'register-8x8', 'subgroup-4x4', 'subgroup-8x4'], attention: ATTENTION_VARIANTS.filter((v) => !needsSubgroups(v)) },
+    cpu: {
+      projection: ['register-4x4', 'register-8x8', 'subgroup-4x4', 'subgroup-8x4', 'subgroup-16x4'],
+      attention: ATTENTION_VARIANTS.filter((v) => !needsSubgroups(v)),
+    },
     gpu: { projection: PROJECTION_VARIANTS, attention: ATTENTION_VARIANTS },
   };
   const set = sets[kind];
@@ -165,6 +174,15 @@ export interface GemmShape {
   subgroups: boolean;
   /** `const` sizes the core needs (private array lengths). */
   sizes?: Record<string, number>;
+  /** The core takes its row block from workgroup_id.x and its column block from .y (not the reverse). */
+  rowsFirst?: boolean;
+}
+
+/** The workgroup grid of a GEMM core over M rows and N columns of Y. */
+export function gemmGrid(gemm: GemmShape, M: number, N: number): [number, number] {
+  const rows = Math.ceil(M / gemm.tileRows);
+  const cols = Math.ceil(N / gemm.tileCols);
+  return gemm.rowsFirst ? [rows, cols] : [cols, rows];
 }
 
 export function gemmShape(variant: ProjectionVariant): GemmShape {
@@ -181,6 +199,10 @@ export function gemmShape(variant: ProjectionVariant): GemmShape {
       const ROWS = variant === 'subgroup-4x4' ? 4 : 8;
       const constants = { WG: 128, SUBGROUP_LANES: subgroupEmulation.lanes };
       return { core: gemmSubgroup, constants, sizes: { ROWS }, tileRows: ROWS, tileCols: 512, subgroups: true };
+    }
+    case 'subgroup-16x4': {
+      const constants = { WG: 128, SUBGROUP_LANES: subgroupEmulation.lanes };
+      return { core: gemmSubgroupFma, constants, sizes: { ROWS: 16 }, tileRows: 16, tileCols: 512, subgroups: true, rowsFirst: true };
     }
   }
 }

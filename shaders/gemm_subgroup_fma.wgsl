@@ -14,12 +14,15 @@
 // K), and shuffled to every lane. The 4 × 4 product of one step is written as acc += a.x · Bᵀ[0] + …
 // + a.w · Bᵀ[3], with Bᵀ the transpose of the 4 B vec4s (free where lanes are SIMD lanes): 16 fused
 // multiply-adds on the accumulators, where `a · mat4x4(b…)` is 4 dot products and 4 more adds.
-// Workgroups take their row block from workgroup_id.x, so the workgroups a CPU runs one after the
-// other share their rows of B (which stay in cache) and walk the rows of A.
+// Groups of 4 rows past M are skipped, loads and products (a branch uniform across the workgroup), so a
+// block of a few rows (decode steps) costs what its rows need. Workgroups take their row block from
+// workgroup_id.x, so the workgroups a CPU runs one after the other share their rows of B (which stay
+// in cache) and walk the rows of A.
 //
 // Correct at any subgroup size (4…128): as in gemm_subgroup.wgsl, everything is derived from the
-// `subgroup_size` builtin, every invocation runs every shuffle (uniform control flow), columns and rows
-// past the edge re-read the last one and are never stored, and steps past K load zeros. WG = 128
+// `subgroup_size` builtin, every invocation runs every shuffle (the only branches around them depend on
+// the workgroup's row block: uniform control flow), columns and rows past the edge re-read the last one
+// and are never stored, and steps past K load zeros. WG = 128
 // invocations, a multiple of every subgroup size. SUBGROUP_LANES > 0 makes the core use only that many
 // lanes of each subgroup, as if the subgroup were that small (tests).
 // Host guarantees: N % 4 == 0; ROWS % 4 == 0; SUBGROUP_LANES is 0 or a multiple of 4;
@@ -56,6 +59,7 @@ fn main(
     aMine[g] = aRow(min(row0 + 4u * g + lane % 4u, lastRow));
   }
   let aStep = lane / 4u;
+  let rowsHere = params.M - row0;  // rows of this block in Y: groups of 4 past them are skipped
   let steps = lanes / 4u;  // K steps (vec4s) one shuffled load of A covers
 
   var acc: array<vec4<f32>, ROWS>;
@@ -71,15 +75,21 @@ fn main(
       let kA = k0 + aStep;
       var mine: array<vec4<f32>, GROUPS>;
       for (var g = 0u; g < GROUPS; g++) {
-        mine[g] = select(vec4<f32>(0.0), vec4<f32>(loadA(aMine[g] + aSeg + min(kA, len4 - 1u))), kA < len4);
+        if (4u * g < rowsHere) {
+          mine[g] = select(vec4<f32>(0.0), vec4<f32>(loadA(aMine[g] + aSeg + min(kA, len4 - 1u))), kA < len4);
+        }
       }
       let n = min(steps, len4 - k0);
       for (var s = 0u; s < n; s++) {
         let k = bSeg + k0 + s;
         // B[col0 + c, k … k + 3] as the columns of a matrix, transposed: column j holds component j of the 4.
         let bt = transpose(mat4x4<f32>(vec4<f32>(loadB(b0Row + k)), vec4<f32>(loadB(b1Row + k)), vec4<f32>(loadB(b2Row + k)), vec4<f32>(loadB(b3Row + k))));
-        for (var r = 0u; r < ROWS; r++) {
-          acc[r] = fma4x4(acc[r], subgroupShuffle(mine[r / 4u], s * 4u + r % 4u), bt);
+        for (var g = 0u; g < GROUPS; g++) {
+          if (4u * g < rowsHere) {
+            for (var t = 0u; t < 4u; t++) {
+              acc[4u * g + t] = fma4x4(acc[4u * g + t], subgroupShuffle(mine[g], s * 4u + t), bt);
+            }
+          }
         }
       }
     }

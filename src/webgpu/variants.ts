@@ -112,11 +112,14 @@ export function isCpuAdapter(info: { vendor: string; architecture: string; devic
 export function defaultChoice(kind: AdapterKind, subgroups = false): KernelChoice {
   switch (kind) {
     case 'unrolling-cpu':
-      // With subgroups, the 8-row subgroup GEMM: 2.3× (QKV) and 2.9× (output) faster than the 4×4 register
-      // GEMM at B=1 S=512 E=512 H=8, 1.6× (QKV) at S=128 E=256 (interleaved, 2026-11-30). Without, the 4×4
-      // GEMM: the sweeps here chose it over 8×8 at both benchmark shapes, and it compiles in a fraction of the time.
+      // With subgroups, the 16-row subgroup GEMM (FMAs on the accumulators): against the 8-row one, medians of
+      // interleaved kernel times under load (2026-11-30), QKV and output 1.45× and 1.49× faster at B=1 S=512
+      // E=512 H=8, 2.8× and 1.5× at S=128 E=256 H=4, 1.35× and 1.25× at a decode step (S=1 E=512), equal at
+      // S=16 E=32; f16 1.37× and 1.25× at S=512. It compiles in ~4 s cold against ~1.7 s (tier 0 meanwhile).
+      // Without subgroups, the 4×4 GEMM: the sweeps here chose it over 8×8 at both benchmark shapes, and it
+      // compiles in a fraction of the time.
       return subgroups
-        ? { qkv_projection: 'subgroup-8x4', flash_attention: 'rows64-keys32-r4', output_projection: 'subgroup-8x4' }
+        ? { qkv_projection: 'subgroup-16x4', flash_attention: 'rows64-keys32-r4', output_projection: 'subgroup-16x4' }
         : { qkv_projection: 'register-4x4', flash_attention: 'rows64-keys32-r4', output_projection: 'register-4x4' };
     case 'cpu':
       return { qkv_projection: 'register-8x8', flash_attention: 'rows64-keys32-r4', output_projection: 'register-8x8' };

@@ -15,18 +15,16 @@
 // + a.w · Bᵀ[3], with Bᵀ the transpose of the 4 B vec4s (free where lanes are SIMD lanes): 16 fused
 // multiply-adds on the accumulators, where `a · mat4x4(b…)` is 4 dot products and 4 more adds.
 // Groups of 4 rows past M are skipped, loads and products (a branch uniform across the workgroup), so a
-// block of a few rows (decode steps) costs what its rows need. Workgroups take their row block from
-// workgroup_id.x, so the workgroups a CPU runs one after the other share their rows of B (which stay
-// in cache) and walk the rows of A.
+// block of a few rows (decode steps) costs what its rows need.
 //
 // Correct at any subgroup size (4…128): as in gemm_subgroup.wgsl, everything is derived from the
 // `subgroup_size` builtin, every invocation runs every shuffle (the only branches around them depend on
 // the workgroup's row block: uniform control flow), columns and rows past the edge re-read the last one
-// and are never stored, and steps past K load zeros. WG = 128
-// invocations, a multiple of every subgroup size. SUBGROUP_LANES > 0 makes the core use only that many
-// lanes of each subgroup, as if the subgroup were that small (tests).
+// and are never stored, and steps past K load zeros. WG = 128 invocations, a multiple of every subgroup
+// size. SUBGROUP_LANES > 0 makes the core use only that many lanes of each subgroup, as if the
+// subgroup were that small (tests).
 // Host guarantees: N % 4 == 0; ROWS % 4 == 0; SUBGROUP_LANES is 0 or a multiple of 4;
-// dispatch = (ceil(M / ROWS), ceil(N / (4·WG)), 1).
+// dispatch = (ceil(N / (4·WG)), ceil(M / ROWS), 1).
 
 override WG: u32 = 128u;
 override SUBGROUP_LANES: u32 = 0u;  // 0: the whole subgroup; else at most this many lanes (tests)
@@ -45,8 +43,8 @@ fn main(
   @builtin(subgroup_size) subgroupSize: u32,
 ) {
   let lanes = select(subgroupSize, min(subgroupSize, SUBGROUP_LANES), SUBGROUP_LANES > 0u);
-  let row0 = wid.x * ROWS;
-  let col0 = (wid.y * WG + lix) * 4u;
+  let row0 = wid.y * ROWS;
+  let col0 = (wid.x * WG + lix) * 4u;
   let lastRow = params.M - 1u;
   let lastCol = params.N - 1u;
   let b0Row = bRow(min(col0 + 0u, lastCol));

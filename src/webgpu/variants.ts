@@ -10,7 +10,7 @@
 //                    lanes by subgroupShuffle (needs the `subgroups` feature)
 //     subgroup-8x4   the same with 8 rows (each B load serves 8 rows; more registers)
 //     subgroup-16x4  shaders/gemm_subgroup_fma.wgsl: 16 rows × 4 columns, A shuffled the same way, the products as
-//                    fused multiply-adds on the accumulators; row blocks first (written for lavapipe)
+//                    fused multiply-adds on the accumulators (written for lavapipe)
 //   attention (flash_attention): query rows per workgroup × keys per K/V tile (× rows per invocation)
 //     rows32-keys32, rows64-keys32: one row per invocation (keys per tile drop to what workgroup memory holds)
 //     rows32-keys32-loop: the same with its loops over the head size left as loops (not unrolled by the
@@ -177,15 +177,6 @@ export interface GemmShape {
   subgroups: boolean;
   /** `const` sizes the core needs (private array lengths). */
   sizes?: Record<string, number>;
-  /** The core takes its row block from workgroup_id.x and its column block from .y (not the reverse). */
-  rowsFirst?: boolean;
-}
-
-/** The workgroup grid of a GEMM core over M rows and N columns of Y. */
-export function gemmGrid(gemm: GemmShape, M: number, N: number): [number, number] {
-  const rows = Math.ceil(M / gemm.tileRows);
-  const cols = Math.ceil(N / gemm.tileCols);
-  return gemm.rowsFirst ? [rows, cols] : [cols, rows];
 }
 
 export function gemmShape(variant: ProjectionVariant): GemmShape {
@@ -205,7 +196,7 @@ export function gemmShape(variant: ProjectionVariant): GemmShape {
     }
     case 'subgroup-16x4': {
       const constants = { WG: 128, SUBGROUP_LANES: subgroupEmulation.lanes };
-      return { core: gemmSubgroupFma, constants, sizes: { ROWS: 16 }, tileRows: 16, tileCols: 512, subgroups: true, rowsFirst: true };
+      return { core: gemmSubgroupFma, constants, sizes: { ROWS: 16 }, tileRows: 16, tileCols: 512, subgroups: true };
     }
   }
 }

@@ -6,7 +6,7 @@ import type { Precision } from '../buffers.ts';
 import { getPipeline, type PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, shaderCode } from '../shader.ts';
-import { gemmGrid, gemmShape, type ProjectionVariant } from '../variants.ts';
+import { gemmShape, type ProjectionVariant } from '../variants.ts';
 
 /** output_projection.wgsl's uniforms. */
 export const OUTPUT_PARAMS = defineParams([
@@ -55,5 +55,5 @@ export function encodeOutputProjection(
   });
   pass.setPipeline(pipeline);
   pass.setBindGroup(0, bindGroup);
-  pass.dispatchWorkgroups(...gemmGrid(gemm, Math.min(M, rowLimit), E));
+  pass.dispatchWorkgroups(Math.ceil(E / gemm.tileCols), Math.ceil(Math.min(M, rowLimit) / gemm.tileRows));
 }

@@ -10,7 +10,7 @@ import type { Precision } from '../buffers.ts';
 import { getPipeline, type PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, shaderCode } from '../shader.ts';
-import { gemmGrid, gemmShape, type ProjectionVariant } from '../variants.ts';
+import { gemmShape, type ProjectionVariant } from '../variants.ts';
 
 /** qkv_projection.wgsl's uniforms. */
 export const QKV_PARAMS = defineParams([
@@ -161,6 +161,6 @@ export function encodeQkvProjection(
     });
     pass.setPipeline(pipeline);
     pass.setBindGroup(0, bindGroup);
-    pass.dispatchWorkgroups(...gemmGrid(gemm, Math.min(M, rowLimit), N));
+    pass.dispatchWorkgroups(Math.ceil(N / gemm.tileCols), Math.ceil(Math.min(M, rowLimit) / gemm.tileRows));
   }
 }

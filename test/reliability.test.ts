@@ -4,7 +4,9 @@
 
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type AttentionEngine, createAttentionEngine, DeviceLimitError, DeviceLostError, type ForwardOptions } from '../src/index.ts';
+import type { ForwardPlan } from '../src/plan/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { withinDispatchLimit } from '../src/webgpu/backend.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
@@ -141,6 +143,16 @@ describe("limits smaller than the device's: calls are split, and equal the unspl
   test('maxComputeWorkgroupsPerDimension: over the batch', async () => {
     const x = uniform(10 * 9 * 32, 1, mulberry32(7));
     await compare({ maxComputeWorkgroupsPerDimension: 3 }, x, { batchSize: 10, seqLen: 9 });
+  });
+
+  test('a GEMM variant whose row tiles would exceed the workgroup limit gives way to register-4x4', () => {
+    // chunking.ts bounds the rows per call by 32 rows per workgroup; the subgroup cores cover 4 to 16.
+    const choice = { qkv_projection: 'subgroup-16x4', flash_attention: 'rows64-keys32-r4', output_projection: 'subgroup-4x4' } as const;
+    const plan = (batchSize: number, seqLen: number, kvSeqLen = seqLen) => ({ batchSize, seqLen, kvSeqLen, cache: null }) as unknown as ForwardPlan;
+    expect(withinDispatchLimit(choice, plan(1, 16), 4)).toEqual(choice); // 16/16 = 1, 16/4 = 4 workgroups
+    expect(withinDispatchLimit(choice, plan(2, 32), 4)).toEqual({ ...choice, output_projection: 'register-4x4' }); // 64/4 = 16 > 4
+    expect(withinDispatchLimit(choice, plan(1, 8, 128), 4)).toEqual({ ...choice, qkv_projection: 'register-4x4' }); // cross: 128 K/V rows
+    expect(withinDispatchLimit(choice, plan(1, 65535 * 16 + 1), 65535)).toMatchObject({ qkv_projection: 'register-4x4', output_projection: 'register-4x4' });
   });
 
   test('cross-attention with kdim and vdim', async () => {

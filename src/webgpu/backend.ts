@@ -32,6 +32,7 @@ import {
   type AttentionVariant,
   adapterKind as kindOf,
   defaultChoice,
+  gemmShape,
   KERNEL_NAMES,
   type KernelChoice,
   type KernelName,
@@ -133,8 +134,8 @@ export class WebGPUBackend implements Backend {
   }
 
   /** The kernel variants a call of this plan runs now, chosen before it encodes anything (tuning/scheduler.ts). */
-  chooseKernels(state: DeviceState, plan: ForwardPlan, kernels: readonly KernelName[] = KERNEL_NAMES): Promise<KernelChoice> {
-    return this.scheduler.choose(state, plan, kernels);
+  async chooseKernels(state: DeviceState, plan: ForwardPlan, kernels: readonly KernelName[] = KERNEL_NAMES): Promise<KernelChoice> {
+    return withinDispatchLimit(await this.scheduler.choose(state, plan, kernels), plan, this.limits().maxComputeWorkgroupsPerDimension);
   }
 
   call<T>(work: () => Promise<T>): Promise<T> {
@@ -343,4 +344,19 @@ function checkHeadDim(where: string, argument: string, given: string, Dh: number
     given,
     fix: "Choose sizes so the head size fits, or use createAttentionEngine({ backend: 'cpu' }), which takes any size.",
   });
+}
+
+/**
+ * The choice, with any projection GEMM whose row tiles would need more workgroups along the rows than
+ * the device allows replaced by register-4x4: its 32 rows per workgroup are what chunking.ts splits
+ * calls for (the subgroup cores cover 4 to 16 rows per workgroup).
+ */
+export function withinDispatchLimit(choice: KernelChoice, plan: ForwardPlan, maxWorkgroups: number): KernelChoice {
+  const queryRows = plan.batchSize * plan.seqLen; // varlen: seqLen is all tokens
+  const kvRows = plan.cache ? queryRows : plan.batchSize * plan.kvSeqLen; // with a cache, the new tokens only
+  const fits = (variant: ProjectionVariant, rows: number) => Math.ceil(rows / gemmShape(variant).tileRows) <= maxWorkgroups;
+  const out = { ...choice };
+  if (out.qkv_projection && !fits(out.qkv_projection, Math.max(queryRows, kvRows))) out.qkv_projection = 'register-4x4';
+  if (out.output_projection && !fits(out.output_projection, queryRows)) out.output_projection = 'register-4x4';
+  return out;
 }

@@ -14,8 +14,9 @@ export interface EngineLimits {
   maxComputeWorkgroupsPerDimension: number;
 }
 
-// The fewest rows per workgroup of any GEMM or flash variant (register-4x4, rows32-*), so the bound
-// holds whichever variant runs.
+// Rows per workgroup of register-4x4 (tier 0) and the rows32-* attention variants. The subgroup GEMM
+// cores cover fewer (4 to 16): where a call would need more workgroups than allowed with them, they
+// give way to register-4x4 (backend.ts, withinDispatchLimit).
 const ROWS_PER_WORKGROUP = 32;
 
 interface Cost {

@@ -9,7 +9,7 @@
 // No concatenation pass: the K loop runs over heads, then over lanes of a head, and addresses O
 // directly. Columns k..k+3 (k % 4 == 0) never straddle two heads because Dh % 4 == 0.
 //
-// The multiply is a GEMM core the host appends (gemm_register_4x4.wgsl, gemm_register_8x8.wgsl or gemm_workgroup.wgsl, as tuned);
+// The multiply is a GEMM core the host appends (gemm_register_*.wgsl, gemm_workgroup.wgsl, gemm_subgroup*.wgsl, as tuned);
 // this file gives it A = concat(heads) as H segments of Dh (segment h of row m is O[b, h, s, :]),
 // B = W_O, and a plain row-major store with the bias. Storage is ST4 (f32, or f16 with precision
 // f16); the four-term dot products run in that type and accumulate in f32.

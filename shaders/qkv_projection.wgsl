@@ -15,8 +15,8 @@
 // no loop over heads. Self-attention is one dispatch over all N = (H + 2·G)·Dh columns; cross-
 // attention dispatches the query's columns and the key's and value's separately (their X differ).
 //
-// The multiply itself is a GEMM core the host appends: gemm_register_4x4.wgsl, gemm_register_8x8.wgsl or gemm_workgroup.wgsl,
-// whichever the tuner chose for this adapter and shape (src/webgpu/tuning.ts). This file supplies
+// The multiply itself is a GEMM core the host appends (gemm_register_*.wgsl, gemm_workgroup.wgsl, gemm_subgroup*.wgsl),
+// whichever the tuner chose for this adapter and shape (src/webgpu/variants.ts, tuning/). This file supplies
 // what the core asks for: A = X, B = W from row wRow0, and store4, which adds the bias and scatters.
 //
 // Storage is ST4 (vec4<f32>, or vec4<f16> with precision f16: the host prepends the alias and SM4,

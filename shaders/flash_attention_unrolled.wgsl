@@ -14,7 +14,8 @@
 //     through a second loop that applies the rule, one key at a time.
 //
 // Host guarantees: as flash_attention.wgsl, with `const RPI: u32` (rows per invocation) and this
-// file's loops over DH4 and RPI written out (shader.ts unrollLoops); dispatch = (ceil(max Sq / (WG·RPI)), H, B).
+// file's loops over RPI written out (shader.ts unrollLoops), and those over DH4 too up to Dh = 64
+// (past it they run to params.Dh4: compile time); dispatch = (ceil(max Sq / (WG·RPI)), H, B).
 
 override WG: u32 = 16u;  // invocations per workgroup; each owns RPI consecutive query rows
 const KC: u32 = 4u;      // keys per step of the plain loop (a vec4 of scores per row)

@@ -59,13 +59,11 @@ export function keysPerTile(headDim: number, workgroupBytes: number, wanted = 32
 /**
  * The tiles of an attention variant on this device for head size Dh: rows per workgroup BR, keys per
  * tile BC (fewer if K and V tiles would not fit workgroup memory), rows per invocation RPI (fewer
- * for big heads, keeping RPI·Dh ≤ 256 floats of q and as many of accumulator per invocation; the
- * unrolled body takes one row per invocation past Dh = 64, where lavapipe's LLVM took minutes to
- * compile two written-out rows).
+ * for big heads, keeping RPI·Dh ≤ 256 floats of q and as many of accumulator per invocation).
  */
 export function flashTiles(device: GPUDevice, Dh: number, variant: AttentionVariant): { BR: number; BC: number; RPI: number } {
-  const { rows, keys, rowsPerInvocation, unrolled } = attentionShape(variant);
-  const RPI = unrolled && Dh > 64 ? 1 : Math.max(1, Math.min(rowsPerInvocation, Math.floor(256 / Dh)));
+  const { rows, keys, rowsPerInvocation } = attentionShape(variant);
+  const RPI = Math.max(1, Math.min(rowsPerInvocation, Math.floor(256 / Dh)));
   const BR = Math.min(rows, device.limits.maxComputeInvocationsPerWorkgroup * RPI);
   return { BR, BC: keysPerTile(Dh, device.limits.maxComputeWorkgroupStorageSize, keys), RPI };
 }
@@ -85,9 +83,13 @@ export function flashAttentionPipeline(device: GPUDevice, precision: Precision, 
     return { label, code, constants: { WG: 64, BR, SUBGROUP_LANES: subgroupEmulation.lanes } };
   }
   if (unrolled) {
-    // K and V from storage, 4 keys a step; the loops over the head size and the rows written out here.
+    // K and V from storage, 4 keys a step; the loops over the rows and (up to Dh = 64) the head size
+    // written out here. Past Dh = 64 the loops over the head size run to params.Dh4, which no compiler
+    // unrolls: written out, Dh = 128 took lavapipe's LLVM over 2 minutes to compile.
     const sizes = { DH4: headDim / 4, BC, RPI, HAS_SCORE_MOD: mod.HAS_SCORE_MOD };
-    const body = unrollLoops(unrolledBody, { DH4: headDim / 4, RPI });
+    const unrollHead = headDim <= 64;
+    const loops = unrollHead ? unrolledBody : unrolledBody.replaceAll('d < DH4; d++', 'd < params.Dh4; d++');
+    const body = unrollLoops(loops, unrollHead ? { DH4: headDim / 4, RPI } : { RPI });
     return { label, code: shaderCode({ precision, params: FLASH_PARAMS, sizes, sources: [mod.source, scoreRule, source, body] }), constants: { WG: BR / RPI } };
   }
   const sources = [mod.source, scoreRule, source, RPI === 1 ? oneRowBody : rowsBody];

@@ -124,8 +124,8 @@ export function defaultChoice(kind: AdapterKind, subgroups = false): KernelChoic
     case 'cpu':
       return { qkv_projection: 'register-8x8', flash_attention: 'rows64-keys32-r4', output_projection: 'register-8x8' };
     case 'jit-cpu':
-      // The unrolled attention kernel: 3.1× and 4.0× faster than rows64-keys32 at B=1 S=512 E=512 H=8 in
-      // Chromium (898 → 286 and 485 → 120 ms of kernel time, runs alternating, 2026-11-30), 4.2× in Node.
+      // The unrolled attention kernel: 3.1–5.7× faster than rows64-keys32 at B=1 S=512 E=512 H=8 in Chromium
+      // (kernel time, 4 pairs of runs alternating, medians ~594 → 126 ms; 2026-11-30), 4.2× in Node (README).
       return { qkv_projection: 'register-8x8', flash_attention: 'rows32-keys4-r4-unrolled', output_projection: 'register-8x8' };
     case 'gpu':
       return { qkv_projection: 'workgroup-64', flash_attention: 'rows64-keys32', output_projection: 'workgroup-64' };
@@ -146,7 +146,9 @@ export const TIER0: KernelChoice = { qkv_projection: 'register-4x4', flash_atten
 export function candidates<K extends KernelName>(kind: AdapterKind, kernel: K, subgroups = false): readonly KernelChoice[K][] {
   const sets: Record<AdapterKind, { projection: readonly ProjectionVariant[]; attention: readonly AttentionVariant[] }> = {
     // Workgroup tiles lose on CPUs (barriers); one row per invocation loses where the compiler keeps
-    // several rows in registers, and wins where it does not. The subgroup attention kernel reads each
+    // several rows in registers, and wins over the tiled rows body where it does not (SwiftShader), as
+    // the unrolled kernel wins there over both; on lavapipe that one is as fast as the rows body but
+    // slow to compile (README), so lavapipe does not try it. The subgroup attention kernel reads each
     // K/V element for one row only: 5× slower than the built-in choice on lavapipe and 27–40× on
     // SwiftShader (2026-11-30: bench --roofline; forced and interleaved on SwiftShader in Node), so
     // only GPUs try it; SwiftShader's JIT also runs the subgroup GEMM slower than its register tiles.

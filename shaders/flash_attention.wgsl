@@ -13,6 +13,8 @@
 //   flash_attention_row.wgsl   one invocation per query row (BR rows per workgroup)
 //   flash_attention_rows.wgsl  RPI rows per invocation (BR = WG·RPI): every K and V element read
 //                              from a tile serves RPI rows; fewer loads per multiply-add, more registers
+//   flash_attention_unrolled.wgsl  RPI rows per invocation, K and V read from storage (it uses neither the
+//                              tiles nor stageTile), its loops written out by the host (SwiftShader)
 // One workgroup per (query tile of BR rows, head h, batch b). A row's q (pre-multiplied by
 // log2(e)/√Dh, so exp becomes exp2) and its output accumulator stay in registers while K and V
 // stream through workgroup memory in tiles of BC keys. For each tile, each row computes

@@ -6,7 +6,7 @@ import { describe, expect, test } from 'vitest';
 import { FLASH_PARAMS } from '../src/webgpu/kernels/flash-attention.ts';
 import { SCORE_FIELDS } from '../src/webgpu/kernels/masks.ts';
 import { PROBS_PARAMS } from '../src/webgpu/kernels/attention-probs.ts';
-import { constant, defineParams, SHADER_CONSTANTS, shaderCode } from '../src/webgpu/shader.ts';
+import { constant, defineParams, SHADER_CONSTANTS, shaderCode, unrollLoops } from '../src/webgpu/shader.ts';
 
 describe('defineParams', () => {
   const params = defineParams([
@@ -70,5 +70,19 @@ describe('shared constants', () => {
     expect(constant('LOWEST_MASK_VALUE')).toBeGreaterThan(constant('MASKED_BELOW'));
     // The kernels scale mask values by log2(e): the lowest finite one must not overflow float32.
     expect(Math.fround(constant('LOWEST_MASK_VALUE') * Math.LOG2E)).toBeGreaterThan(-3.4e38);
+  });
+});
+
+describe('unrollLoops', () => {
+  test('writes out the loops bounded by the named constants, inner ones first, each copy in its own braces', () => {
+    const code = 'for (var r = 0u; r < R; r++) { x[r] = 0.0; for (var d = 0u; d < D; d++) { y[r * D + d] += q[d]; } }';
+    expect(unrollLoops(code, { R: 2, D: 2 })).toBe(
+      '{ x[0u] = 0.0; { y[0u * D + 0u] += q[0u]; }{ y[0u * D + 1u] += q[1u]; } }{ x[1u] = 0.0; { y[1u * D + 0u] += q[0u]; }{ y[1u * D + 1u] += q[1u]; } }',
+    );
+  });
+
+  test('leaves other loops as loops, and replaces only the whole name of the loop variable', () => {
+    const code = 'for (var c = 0u; c < min(K, n); c++) { for (var d = 0u; d < D; d++) { s[c] += dd * d; } } for (var d = 0u; d < params.n; d++) { }';
+    expect(unrollLoops(code, { D: 2 })).toBe('for (var c = 0u; c < min(K, n); c++) { { s[c] += dd * 0u; }{ s[c] += dd * 1u; } } for (var d = 0u; d < params.n; d++) { }');
   });
 });

@@ -267,6 +267,7 @@ describe('the Tuner, with a fake gate and fake timings', () => {
     'subgroup-8x4': 4,
     'subgroup-16x4': 4,
     'rows16-keys32-sg': 10,
+    'rows32-keys4-r4-unrolled': 11,
   };
   const fakeTrial = (timed: string[] = []) => ({
     time: async (_k: string, v: string, repeat = 1) => {

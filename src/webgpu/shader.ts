@@ -124,3 +124,33 @@ const NO_SCORE_MOD = 'fn scoreMod(score: f32, b: u32, h: u32, i: u32, j: u32) ->
 export function scoreModParts(wgsl: string | undefined): { source: string; HAS_SCORE_MOD: number } {
   return wgsl === undefined ? { source: NO_SCORE_MOD, HAS_SCORE_MOD: 0 } : { source: `// config.scoreMod (the caller's WGSL):\n${wgsl}`, HAS_SCORE_MOD: 1 };
 }
+
+/**
+ * Writes out the loops of `code` whose bound is one of `counts`' names: `for (var x = 0u; x < N; x++) { … }`
+ * becomes N copies of its body, each in its own braces with x replaced by its value, inner loops first.
+ * For drivers that index private arrays by constants only when the source does (SwiftShader's JIT
+ * does not unroll, and an array indexed by a variable is a gather there). Other loops stay as written.
+ */
+export function unrollLoops(code: string, counts: Record<string, number>): string {
+  const head = /for \(var (\w+) = 0u; \1 < (\w+); \1\+\+\) \{/g;
+  let out = '';
+  let from = 0;
+  for (let match = head.exec(code); match; match = head.exec(code)) {
+    const [text, name, bound] = match;
+    if (!(bound in counts) || match.index < from) continue;
+    let depth = 1;
+    let end = match.index + text.length;
+    while (depth > 0) {
+      if (end >= code.length) throw new Error(`unrollLoops: no closing brace for the loop over ${name}`);
+      depth += code[end] === '{' ? 1 : code[end] === '}' ? -1 : 0;
+      end++;
+    }
+    const body = unrollLoops(code.slice(match.index + text.length, end - 1), counts);
+    const variable = new RegExp(`\\b${name}\\b`, 'g');
+    const copies = Array.from({ length: counts[bound] }, (_, i) => `{${body.replace(variable, `${i}u`)}}`);
+    out += code.slice(from, match.index) + copies.join('');
+    from = end;
+    head.lastIndex = end;
+  }
+  return out + code.slice(from);
+}

@@ -19,6 +19,10 @@
 //       element read serves several rows (fewer loads per multiply-add; more registers)
 //     rows16-keys32-sg: the lanes of a subgroup share a row, each taking some of its keys; the row's max
 //       and sum are subgroup reductions (needs the `subgroups` feature; keys32 sizes split-KV's chunks)
+//     rows32-keys4-r4-unrolled: 4 rows per invocation, K and V read straight from storage 4 keys a step (no
+//       workgroup tiles, no barriers), its loops over the head size and the rows written out by the host
+//       (shaders/flash_attention_unrolled.wgsl): for JITs that neither unroll nor skip untaken branches
+//       (SwiftShader)
 //
 // Subgroup variants are offered (candidates) and may be forced only where the device has the
 // `subgroups` feature (webgpu/device.ts requests it where the adapter has it); they are correct at any
@@ -46,6 +50,7 @@ export const ATTENTION_VARIANTS: readonly AttentionVariant[] = [
   'rows32-keys32-r4',
   'rows64-keys32-r4',
   'rows16-keys32-sg',
+  'rows32-keys4-r4-unrolled',
 ];
 
 /** Whether a variant uses subgroup operations (so needs a device with the `subgroups` feature). */
@@ -85,7 +90,8 @@ export const VARIANTS: { readonly [K in KernelName]: readonly KernelChoice[K][] 
  * What kind of adapter runs the shaders, as far as choosing kernels goes:
  *   'unrolling-cpu'  lavapipe/llvmpipe: a CPU whose compiler unrolls constant loops and keeps small
  *                    arrays in registers (several rows per invocation win; barriers are costly)
- *   'jit-cpu'        SwiftShader: a CPU whose JIT keeps loop arrays in memory (one row per invocation wins)
+ *   'jit-cpu'        SwiftShader: a CPU whose JIT keeps loop arrays in memory and runs both sides of every
+ *                    branch (the attention kernel written out by the host wins)
  *   'cpu'            another CPU adapter (WARP, Microsoft Basic Render, unknown)
  *   'gpu'            a GPU (workgroup-memory tiles win)
  */
@@ -124,7 +130,9 @@ export function defaultChoice(kind: AdapterKind, subgroups = false): KernelChoic
     case 'cpu':
       return { qkv_projection: 'register-8x8', flash_attention: 'rows64-keys32-r4', output_projection: 'register-8x8' };
     case 'jit-cpu':
-      return { qkv_projection: 'register-8x8', flash_attention: 'rows64-keys32', output_projection: 'register-8x8' };
+      // The unrolled attention kernel: 3.1–5.7× faster than rows64-keys32 at B=1 S=512 E=512 H=8 in Chromium
+      // (kernel time, 4 pairs of runs alternating, medians ~594 → 126 ms; 2026-11-30), 4.2× in Node (README).
+      return { qkv_projection: 'register-8x8', flash_attention: 'rows32-keys4-r4-unrolled', output_projection: 'register-8x8' };
     case 'gpu':
       return { qkv_projection: 'workgroup-64', flash_attention: 'rows64-keys32', output_projection: 'workgroup-64' };
   }
@@ -144,7 +152,9 @@ export const TIER0: KernelChoice = { qkv_projection: 'register-4x4', flash_atten
 export function candidates<K extends KernelName>(kind: AdapterKind, kernel: K, subgroups = false): readonly KernelChoice[K][] {
   const sets: Record<AdapterKind, { projection: readonly ProjectionVariant[]; attention: readonly AttentionVariant[] }> = {
     // Workgroup tiles lose on CPUs (barriers); one row per invocation loses where the compiler keeps
-    // several rows in registers, and wins where it does not. The subgroup attention kernel reads each
+    // several rows in registers, and wins over the tiled rows body where it does not (SwiftShader), as
+    // the unrolled kernel wins there over both; on lavapipe that one is as fast as the rows body but
+    // slow to compile (README), so lavapipe does not try it. The subgroup attention kernel reads each
     // K/V element for one row only: 5× slower than the built-in choice on lavapipe and 27–40× on
     // SwiftShader (2026-11-30: bench --roofline; forced and interleaved on SwiftShader in Node), so
     // only GPUs try it; SwiftShader's JIT also runs the subgroup GEMM slower than its register tiles.
@@ -152,7 +162,10 @@ export function candidates<K extends KernelName>(kind: AdapterKind, kernel: K, s
       projection: ['register-4x4', 'register-8x8', 'subgroup-4x4', 'subgroup-8x4', 'subgroup-16x4'],
       attention: ['rows32-keys32-r2', 'rows64-keys32-r4'],
     },
-    'jit-cpu': { projection: ['register-4x4', 'register-8x8'], attention: ['rows32-keys32', 'rows64-keys32', 'rows32-keys32-loop'] },
+    'jit-cpu': {
+      projection: ['register-4x4', 'register-8x8'],
+      attention: ['rows32-keys32', 'rows64-keys32', 'rows32-keys32-loop', 'rows32-keys4-r4-unrolled'],
+    },
     cpu: {
       projection: ['register-4x4', 'register-8x8', 'subgroup-4x4', 'subgroup-8x4', 'subgroup-16x4'],
       attention: ATTENTION_VARIANTS.filter((v) => !needsSubgroups(v)),
@@ -203,10 +216,24 @@ export function gemmShape(variant: ProjectionVariant): GemmShape {
 
 /**
  * Query rows per workgroup, keys per tile and rows per invocation asked for, of an attention variant
- * ("rows64-keys32-r4": 64 rows, 32 keys, 4 rows per invocation; no "-r": 1), and whether its loops
- * over the head size stay loops ("-loop").
+ * ("rows64-keys32-r4": 64 rows, 32 keys, 4 rows per invocation; no "-r": 1), whether its loops
+ * over the head size stay loops ("-loop") or are written out with K and V read from storage ("-unrolled").
  */
-export function attentionShape(variant: AttentionVariant): { rows: number; keys: number; rowsPerInvocation: number; loop: boolean; subgroup: boolean } {
-  const [, rows, keys, rpi, loop, sg] = /^rows(\d+)-keys(\d+)(?:-r(\d+))?(-loop)?(-sg)?$/.exec(variant) as RegExpExecArray;
-  return { rows: Number(rows), keys: Number(keys), rowsPerInvocation: Number(rpi ?? 1), loop: loop !== undefined, subgroup: sg !== undefined };
+export function attentionShape(variant: AttentionVariant): {
+  rows: number;
+  keys: number;
+  rowsPerInvocation: number;
+  loop: boolean;
+  subgroup: boolean;
+  unrolled: boolean;
+} {
+  const [, rows, keys, rpi, loop, sg, unrolled] = /^rows(\d+)-keys(\d+)(?:-r(\d+))?(-loop)?(-sg)?(-unrolled)?$/.exec(variant) as RegExpExecArray;
+  return {
+    rows: Number(rows),
+    keys: Number(keys),
+    rowsPerInvocation: Number(rpi ?? 1),
+    loop: loop !== undefined,
+    subgroup: sg !== undefined,
+    unrolled: unrolled !== undefined,
+  };
 }

@@ -5,12 +5,13 @@ import source from '../../../shaders/flash_attention.wgsl?raw';
 import oneRowBody from '../../../shaders/flash_attention_row.wgsl?raw';
 import rowsBody from '../../../shaders/flash_attention_rows.wgsl?raw';
 import subgroupBody from '../../../shaders/flash_attention_subgroup.wgsl?raw';
+import unrolledBody from '../../../shaders/flash_attention_unrolled.wgsl?raw';
 import scoreRule from '../../../shaders/score_rule.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
 import { getPipeline, type PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-import { defineParams, scoreModParts, shaderCode } from '../shader.ts';
+import { defineParams, scoreModParts, shaderCode, unrollLoops } from '../shader.ts';
 import { type AttentionVariant, attentionShape, subgroupEmulation } from '../variants.ts';
 import { encodeDecodeMerge } from './decode-merge.ts';
 import { SCORE_FIELDS, type MaskBuffers } from './masks.ts';
@@ -70,7 +71,7 @@ export function flashTiles(device: GPUDevice, Dh: number, variant: AttentionVari
 /** The pipeline of `variant` for head size Dh at this precision on this device. */
 export function flashAttentionPipeline(device: GPUDevice, precision: Precision, headDim: number, variant: AttentionVariant, scoreMod?: string): PipelineSpec {
   const { BR, BC, RPI } = flashTiles(device, headDim, variant);
-  const { loop, subgroup } = attentionShape(variant);
+  const { loop, subgroup, unrolled } = attentionShape(variant);
   // One row per invocation has its own body (scalars, no per-row arrays), which drivers that do not
   // unroll constant loops (SwiftShader's JIT) run faster than the RPI body at RPI = 1; the tuner measures which.
   const label = `FlashAttention.${variant}`;
@@ -80,6 +81,16 @@ export function flashAttentionPipeline(device: GPUDevice, precision: Precision, 
     const sizes = { DH4: headDim / 4, BC, HAS_SCORE_MOD: mod.HAS_SCORE_MOD };
     const code = shaderCode({ precision, subgroups: true, params: FLASH_PARAMS, sizes, sources: [mod.source, scoreRule, source, subgroupBody] });
     return { label, code, constants: { WG: 64, BR, SUBGROUP_LANES: subgroupEmulation.lanes } };
+  }
+  if (unrolled) {
+    // K and V from storage, 4 keys a step; the loops over the rows and (up to Dh = 64) the head size
+    // written out here. Past Dh = 64 the loops over the head size run to params.Dh4, which no compiler
+    // unrolls: written out, Dh = 128 took lavapipe's LLVM over 2 minutes to compile.
+    const sizes = { DH4: headDim / 4, BC, RPI, HAS_SCORE_MOD: mod.HAS_SCORE_MOD };
+    const unrollHead = headDim <= 64;
+    const loops = unrollHead ? unrolledBody : unrolledBody.replaceAll('d < DH4; d++', 'd < params.Dh4; d++');
+    const body = unrollLoops(loops, unrollHead ? { DH4: headDim / 4, RPI } : { RPI });
+    return { label, code: shaderCode({ precision, params: FLASH_PARAMS, sizes, sources: [mod.source, scoreRule, source, body] }), constants: { WG: BR / RPI } };
   }
   const sources = [mod.source, scoreRule, source, RPI === 1 ? oneRowBody : rowsBody];
   return RPI === 1

@@ -72,7 +72,7 @@ function mediansOf(reports: readonly Report[]): Baseline['medians'] {
     for (const s of r.result.systems) {
       if (s.status !== 'ok' || s.medianMs === undefined) continue;
       medians[r.id] ??= {};
-      medians[r.id][s.id] = s.medianMs;
+      medians[r.id][s.id] = Math.round(s.medianMs * 1000) / 1000;
     }
   }
   return medians;

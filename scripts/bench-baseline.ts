@@ -10,14 +10,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-
-/** A row of bench-report.ts's goal table (declared here too: importing that module drags the peers' types into whoever imports this one). */
-interface GoalRow {
-  goal: string;
-  figure: string;
-  status: 'met' | 'missed' | 'not measured';
-  note?: string;
-}
+import type { GoalRow } from './bench-report.ts';
 
 /** A median within ±NOISE of the baseline's is "the same". */
 export const NOISE = 0.1;

@@ -19,23 +19,20 @@ import type {
   StateDict,
   TensorArray,
   TuningReport,
-  TuningStore,
   WarmupCall,
   WarmupOptions,
 } from './types.ts';
 import { AutoBackend } from './auto/backend.ts';
 import { WasmBackend } from './wasm/backend.ts';
+import { progressOption, resolveTuning } from './engine-options.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from './validate.ts';
 import { WebGPUBackend } from './webgpu/backend.ts';
 import { type AcquiredDevice, acquireDevice, describeAdapter } from './webgpu/device.ts';
-import { defaultTuningStore } from './webgpu/tuning/store.ts';
-import type { ResolvedTuning } from './webgpu/tuning/tuner.ts';
-import { adapterKind, KERNEL_NAMES, type KernelChoice, type KernelName, VARIANTS } from './webgpu/variants.ts';
+import { adapterKind } from './webgpu/variants.ts';
 
 export type { AdapterInfo };
 
 const ENGINE_KEYS = ['backend', 'device', 'limits', 'precision', 'profile', 'threads', 'tuning'] as const;
-const TUNING_KEYS = ['mode', 'kernels', 'store'] as const;
 const LIMIT_KEYS = ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension'] as const;
 
 export class AttentionEngine {
@@ -352,65 +349,4 @@ async function withoutAdapter(whyNoGpu: string, precision: 'f32' | 'f16'): Promi
 
 function adapterName(info: AdapterInfo): string {
   return [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ') || 'unnamed';
-}
-
-/** warmup's and tune's options: { onProgress? }. */
-function progressOption(where: string, options: unknown): WarmupOptions['onProgress'] {
-  const o = requireObject(where, 'options', options, 'Pass { onProgress } or leave it out.');
-  rejectUnknownKeys(where, 'options', o, ['onProgress']);
-  if (o.onProgress !== undefined && typeof o.onProgress !== 'function') {
-    throw new InvalidArgumentError({
-      where,
-      argument: 'options.onProgress',
-      expected: 'a function ({ done, total, kernel, variant }) => void',
-      given: describe(o.onProgress),
-    });
-  }
-  return o.onProgress as WarmupOptions['onProgress'];
-}
-
-/** Checks createAttentionEngine's `tuning` option and fills in its defaults. */
-function resolveTuning(where: string, given: unknown): ResolvedTuning {
-  if (given === undefined) return { mode: 'auto', forced: {}, store: defaultTuningStore() };
-  const o = requireObject(where, 'options.tuning', given);
-  rejectUnknownKeys(where, 'options.tuning', o, TUNING_KEYS);
-  const mode = o.mode ?? 'auto';
-  if (mode !== 'auto' && mode !== 'off') {
-    throw new InvalidArgumentError({ where, argument: 'options.tuning.mode', expected: '"auto", "off" or left out', given: describe(mode) });
-  }
-  const forced: Partial<KernelChoice> = {};
-  if (o.kernels !== undefined) {
-    const kernels = requireObject(where, 'options.tuning.kernels', o.kernels);
-    rejectUnknownKeys(where, 'options.tuning.kernels', kernels, KERNEL_NAMES);
-    for (const [kernel, variant] of Object.entries(kernels) as [KernelName, unknown][]) {
-      if (variant === undefined) continue;
-      const known = VARIANTS[kernel] as readonly string[];
-      if (typeof variant !== 'string' || !known.includes(variant)) {
-        throw new InvalidArgumentError({
-          where,
-          argument: `options.tuning.kernels.${kernel}`,
-          expected: `one of ${known.map((v) => `"${v}"`).join(', ')}`,
-          given: describe(variant),
-        });
-      }
-      (forced as Record<string, string>)[kernel] = variant;
-    }
-  }
-  let store: TuningStore | null;
-  if (o.store === undefined) store = defaultTuningStore();
-  else if (o.store === null) store = null;
-  else {
-    const s = o.store as Partial<TuningStore>;
-    if (typeof s !== 'object' || typeof s.load !== 'function' || typeof s.save !== 'function') {
-      throw new InvalidArgumentError({
-        where,
-        argument: 'options.tuning.store',
-        expected: 'null, left out, or an object with load() and save() (a TuningStore)',
-        given: describe(o.store),
-        fix: 'Use fileTuningStore(path) or localStorageTuningStore(localStorage), or null to remember nothing.',
-      });
-    }
-    store = { where: typeof s.where === 'string' ? s.where : 'a custom store', load: s.load.bind(s), save: s.save.bind(s) };
-  }
-  return { mode, forced, store };
 }

@@ -13,7 +13,8 @@ export type AttentionVariant =
   | 'rows32-keys32-r4'
   | 'rows64-keys32-r4'
   | 'rows16-keys32-sg'
-  | 'rows32-keys4-r4-unrolled';
+  | 'rows32-keys4-r4-unrolled'
+  | 'rows128-keys4-r4-shuffle';
 
 export interface TuningOptions {
   /** 'auto' (default): sweep, remember, reuse. 'off': the built-in choice for the adapter kind (register tiles on CPU adapters, workgroup tiles on GPUs), no sweep. */

@@ -12,7 +12,7 @@ import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import type { DeviceState } from '../src/webgpu/device.ts';
 import { KernelScheduler } from '../src/webgpu/tuning/scheduler.ts';
 import { type ResolvedTuning, Tuner } from '../src/webgpu/tuning/tuner.ts';
-import { defaultChoice, KERNEL_NAMES, TIER0 } from '../src/webgpu/variants.ts';
+import { type AdapterKind, defaultChoice, FEW_QUERY_ROWS, KERNEL_NAMES, TIER0 } from '../src/webgpu/variants.ts';
 import { referenceMultiHeadAttention } from '../src/cpu/reference.ts';
 import { useEngines } from './helpers/engines.ts';
 import { watchDevice, withErrorScopes } from './helpers/gpu.ts';
@@ -21,28 +21,29 @@ const layer = { embedDim: 64, numHeads: 2 };
 const sd = randomStateDict(layer, 7);
 
 /** A device that builds nothing real: the scheduler only needs pipelines to be created and to resolve. */
-function fakeDevice(): GPUDevice {
+function fakeDevice(features: string[] = []): GPUDevice {
   return {
-    features: new Set<string>(), // no subgroups: the built-in choices without them
+    features: new Set<string>(features), // none by default: the built-in choices without subgroups
     createShaderModule: () => ({}),
     createComputePipelineAsync: async () => ({}),
     createComputePipeline: () => ({}),
   } as unknown as GPUDevice;
 }
 
-function fakeBackend(tuning: ResolvedTuning) {
-  const state = { device: fakeDevice(), pool: { precision: 'f32' }, generation: 0, lost: null } as unknown as DeviceState;
+function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features: string[] = []) {
+  const state = { device: fakeDevice(features), pool: { precision: 'f32' }, generation: 0, lost: null } as unknown as DeviceState;
   const ran: string[] = [];
   const tuner = new Tuner(
     tuning,
     () => 'fake',
     () => 'unrolling-cpu',
     async () => null,
+    () => features.includes('subgroups'),
   );
   const scheduler = new KernelScheduler(
     {
       current: () => state,
-      kind: () => 'cpu',
+      kind: () => kind,
       pipelineOf: (_s, _p, kernel, variant) => ({ label: `${kernel}.${variant}`, code: `${kernel} ${variant}` }),
       time: async (_s, _p, kernel, variant, repeat = 1) => {
         ran.push(`${kernel} ${variant}`);
@@ -100,6 +101,32 @@ describe('the scheduler, with a fake backend', () => {
     const off = fakeBackend({ mode: 'off', forced: {}, store: null });
     expect(await off.scheduler.choose(off.state, plan, KERNEL_NAMES)).toEqual(built);
     expect(off.scheduler.pending).toBe(0);
+  });
+});
+
+describe('the built-in attention kernel follows the query rows where that was measured (lavapipe with subgroups)', () => {
+  const planOf = (seqLen: number) => resolveForwardPlan(resolveLayerSpec(layer), uniform(seqLen * 64, 1, mulberry32(seqLen)), { batchSize: 1, seqLen });
+
+  test('defaultChoice: lanes sharing a row up to FEW_QUERY_ROWS rows, K/V shuffled between lanes past it', () => {
+    expect(FEW_QUERY_ROWS).toBe(16);
+    for (const rows of [1, 4, 16]) expect(defaultChoice('unrolling-cpu', true, rows).flash_attention).toBe('rows16-keys32-sg');
+    for (const rows of [17, 512]) expect(defaultChoice('unrolling-cpu', true, rows).flash_attention).toBe('rows128-keys4-r4-shuffle');
+    expect(defaultChoice('unrolling-cpu', true).flash_attention).toBe('rows128-keys4-r4-shuffle'); // no rows given: a prompt's
+    // Without subgroups, and on other adapter kinds, the rows change nothing.
+    for (const rows of [1, 512]) {
+      expect(defaultChoice('unrolling-cpu', false, rows)).toEqual(defaultChoice('unrolling-cpu', false));
+      for (const kind of ['jit-cpu', 'cpu', 'gpu'] as const) expect(defaultChoice(kind, true, rows)).toEqual(defaultChoice(kind, true));
+    }
+  });
+
+  test('the scheduler runs the choice of each call: a decode-sized call and a prompt get different kernels', async () => {
+    const { state, scheduler } = fakeBackend({ mode: 'off', forced: {}, store: null }, 'unrolling-cpu', ['subgroups']);
+    expect((await scheduler.choose(state, planOf(1), KERNEL_NAMES)).flash_attention).toBe('rows16-keys32-sg');
+    expect((await scheduler.choose(state, planOf(40), KERNEL_NAMES)).flash_attention).toBe('rows128-keys4-r4-shuffle');
+    // A sweep of a few-row class compares against the few-row built-in choice.
+    const auto = fakeBackend({ mode: 'auto', forced: {}, store: null }, 'unrolling-cpu', ['subgroups']);
+    expect(auto.scheduler.tuner.candidatesOf('flash_attention', 1)).toContain('rows16-keys32-sg');
+    expect(auto.scheduler.tuner.candidatesOf('flash_attention', 100)).not.toContain('rows16-keys32-sg');
   });
 });
 

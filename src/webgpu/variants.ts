@@ -23,6 +23,10 @@
 //       workgroup tiles, no barriers), its loops over the head size and the rows written out by the host
 //       (shaders/flash_attention_unrolled.wgsl): for JITs that neither unroll nor skip untaken branches
 //       (SwiftShader)
+//     rows128-keys4-r4-shuffle: 4 rows per invocation; each block of K/V rows is loaded once per subgroup (lane t
+//       loads key t) and passed to every lane by subgroupShuffle (shaders/flash_attention_shuffle.wgsl): for CPU
+//       drivers where a load costs ~24 multiply-adds and a shuffle almost nothing (lavapipe); needs the
+//       `subgroups` feature; its workgroup grows to a multiple of the adapter's largest subgroup size
 //
 // Subgroup variants are offered (candidates) and may be forced only where the device has the
 // `subgroups` feature (webgpu/device.ts requests it where the adapter has it); they are correct at any
@@ -51,11 +55,12 @@ export const ATTENTION_VARIANTS: readonly AttentionVariant[] = [
   'rows64-keys32-r4',
   'rows16-keys32-sg',
   'rows32-keys4-r4-unrolled',
+  'rows128-keys4-r4-shuffle',
 ];
 
 /** Whether a variant uses subgroup operations (so needs a device with the `subgroups` feature). */
 export function needsSubgroups(variant: string): boolean {
-  return variant.startsWith('subgroup-') || variant.endsWith('-sg');
+  return variant.startsWith('subgroup-') || variant.endsWith('-sg') || variant.endsWith('-shuffle');
 }
 
 /**
@@ -111,11 +116,22 @@ export function isCpuAdapter(info: { vendor: string; architecture: string; devic
 }
 
 /**
+ * Query rows per sequence up to which lavapipe's built-in attention is the subgroup kernel whose lanes
+ * share a row (rows16-keys32-sg): decode steps and short speculative blocks. Past it, every lane owning
+ * its own rows wins. 16 is where a tuner class ends (tuner.ts shapeClass: q4, q16, …), so a class has one
+ * built-in choice. Kernel times, forced variants interleaved (2026-11-30, B=1 E=512 H=8, KV cache of
+ * 1024): 1 row 1.4 against 14.2 ms (rows128-keys4-r4-shuffle) and 18.2 ms (rows64-keys32-r4); 4 rows
+ * 4.3 / 14.2 / 22.2; 16 rows 17.3 / 15.9 / 23.9; 64 rows 68.0 / 18.7 / 28.9.
+ */
+export const FEW_QUERY_ROWS = 16;
+
+/**
  * The built-in final choice of an adapter kind (and whether the device has the `subgroups` feature):
  * what runs, once compiled, where nothing was swept, forced or remembered (the tuner's measurements on
- * these adapters; README, Performance).
+ * these adapters; README, Performance). `queryRows`: the call's longest sequence of query rows, where
+ * it decides the attention kernel (a decode step of one row wants another kernel than a prompt of 512).
  */
-export function defaultChoice(kind: AdapterKind, subgroups = false): KernelChoice {
+export function defaultChoice(kind: AdapterKind, subgroups = false, queryRows = Number.POSITIVE_INFINITY): KernelChoice {
   switch (kind) {
     case 'unrolling-cpu':
       // With subgroups, the 16-row subgroup GEMM (FMAs on the accumulators): against the 8-row one, medians of
@@ -124,8 +140,15 @@ export function defaultChoice(kind: AdapterKind, subgroups = false): KernelChoic
       // S=16 E=32; f16 1.37× and 1.25× at S=512. It compiles in ~4 s cold against ~1.7 s (tier 0 meanwhile).
       // Without subgroups, the 4×4 GEMM: the sweeps here chose it over 8×8 at both benchmark shapes, and it
       // compiles in a fraction of the time.
+      // Attention with subgroups: K/V loaded once per subgroup and shuffled, against rows64-keys32-r4 (kernel
+      // times, interleaved, 2026-11-30): 2.7× faster at B=1 S=512 E=512 H=8 (27.4 against 73.5 ms), 2.3×
+      // causal, 2.2× at S=128 E=256 H=4; at few query rows, the kernel whose lanes share a row (FEW_QUERY_ROWS).
       return subgroups
-        ? { qkv_projection: 'subgroup-16x4', flash_attention: 'rows64-keys32-r4', output_projection: 'subgroup-16x4' }
+        ? {
+            qkv_projection: 'subgroup-16x4',
+            flash_attention: queryRows <= FEW_QUERY_ROWS ? 'rows16-keys32-sg' : 'rows128-keys4-r4-shuffle',
+            output_projection: 'subgroup-16x4',
+          }
         : { qkv_projection: 'register-4x4', flash_attention: 'rows64-keys32-r4', output_projection: 'register-4x4' };
     case 'cpu':
       return { qkv_projection: 'register-8x8', flash_attention: 'rows64-keys32-r4', output_projection: 'register-8x8' };
@@ -160,7 +183,7 @@ export function candidates<K extends KernelName>(kind: AdapterKind, kernel: K, s
     // only GPUs try it; SwiftShader's JIT also runs the subgroup GEMM slower than its register tiles.
     'unrolling-cpu': {
       projection: ['register-4x4', 'register-8x8', 'subgroup-4x4', 'subgroup-8x4', 'subgroup-16x4'],
-      attention: ['rows32-keys32-r2', 'rows64-keys32-r4'],
+      attention: ['rows32-keys32-r2', 'rows64-keys32-r4', 'rows128-keys4-r4-shuffle'],
     },
     'jit-cpu': {
       projection: ['register-4x4', 'register-8x8'],
@@ -226,8 +249,9 @@ export function attentionShape(variant: AttentionVariant): {
   loop: boolean;
   subgroup: boolean;
   unrolled: boolean;
+  shuffle: boolean;
 } {
-  const [, rows, keys, rpi, loop, sg, unrolled] = /^rows(\d+)-keys(\d+)(?:-r(\d+))?(-loop)?(-sg)?(-unrolled)?$/.exec(variant) as RegExpExecArray;
+  const [, rows, keys, rpi, loop, sg, unrolled, shuffle] = /^rows(\d+)-keys(\d+)(?:-r(\d+))?(-loop)?(-sg)?(-unrolled)?(-shuffle)?$/.exec(variant) as RegExpExecArray;
   return {
     rows: Number(rows),
     keys: Number(keys),
@@ -235,5 +259,6 @@ export function attentionShape(variant: AttentionVariant): {
     loop: loop !== undefined,
     subgroup: sg !== undefined,
     unrolled: unrolled !== undefined,
+    shuffle: shuffle !== undefined,
   };
 }

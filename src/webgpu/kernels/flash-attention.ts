@@ -4,6 +4,7 @@
 import source from '../../../shaders/flash_attention.wgsl?raw';
 import oneRowBody from '../../../shaders/flash_attention_row.wgsl?raw';
 import rowsBody from '../../../shaders/flash_attention_rows.wgsl?raw';
+import shuffleBody from '../../../shaders/flash_attention_shuffle.wgsl?raw';
 import subgroupBody from '../../../shaders/flash_attention_subgroup.wgsl?raw';
 import unrolledBody from '../../../shaders/flash_attention_unrolled.wgsl?raw';
 import scoreRule from '../../../shaders/score_rule.wgsl?raw';
@@ -62,8 +63,14 @@ export function keysPerTile(headDim: number, workgroupBytes: number, wanted = 32
  * for big heads, keeping RPI·Dh ≤ 256 floats of q and as many of accumulator per invocation).
  */
 export function flashTiles(device: GPUDevice, Dh: number, variant: AttentionVariant): { BR: number; BC: number; RPI: number } {
-  const { rows, keys, rowsPerInvocation } = attentionShape(variant);
+  const { rows, keys, rowsPerInvocation, shuffle } = attentionShape(variant);
   const RPI = Math.max(1, Math.min(rowsPerInvocation, Math.floor(256 / Dh)));
+  if (shuffle) {
+    // Whole subgroups: the workgroup is a multiple of the largest subgroup size (128 where unknown).
+    const largest = (device.adapterInfo as (GPUAdapterInfo & { subgroupMaxSize?: number }) | undefined)?.subgroupMaxSize ?? 128;
+    const WG = Math.ceil(Math.max(rows / RPI, largest) / largest) * largest;
+    return { BR: WG * RPI, BC: keys, RPI };
+  }
   const BR = Math.min(rows, device.limits.maxComputeInvocationsPerWorkgroup * RPI);
   return { BR, BC: keysPerTile(Dh, device.limits.maxComputeWorkgroupStorageSize, keys), RPI };
 }
@@ -71,7 +78,7 @@ export function flashTiles(device: GPUDevice, Dh: number, variant: AttentionVari
 /** The pipeline of `variant` for head size Dh at this precision on this device. */
 export function flashAttentionPipeline(device: GPUDevice, precision: Precision, headDim: number, variant: AttentionVariant, scoreMod?: string): PipelineSpec {
   const { BR, BC, RPI } = flashTiles(device, headDim, variant);
-  const { loop, subgroup, unrolled } = attentionShape(variant);
+  const { loop, subgroup, unrolled, shuffle } = attentionShape(variant);
   // One row per invocation has its own body (scalars, no per-row arrays), which drivers that do not
   // unroll constant loops (SwiftShader's JIT) run faster than the RPI body at RPI = 1; the tuner measures which.
   const label = `FlashAttention.${variant}`;
@@ -81,6 +88,16 @@ export function flashAttentionPipeline(device: GPUDevice, precision: Precision, 
     const sizes = { DH4: headDim / 4, BC, HAS_SCORE_MOD: mod.HAS_SCORE_MOD };
     const code = shaderCode({ precision, subgroups: true, params: FLASH_PARAMS, sizes, sources: [mod.source, scoreRule, source, subgroupBody] });
     return { label, code, constants: { WG: 64, BR, SUBGROUP_LANES: subgroupEmulation.lanes } };
+  }
+  if (shuffle) {
+    // Each block of K/V rows loaded once per subgroup and shuffled to every lane; the loops over the
+    // rows, a step's keys and (up to Dh = 64) the head size written out here (flash_attention_unrolled's reasons).
+    const sizes = { DH4: headDim / 4, BC, RPI, HAS_SCORE_MOD: mod.HAS_SCORE_MOD };
+    const unrollHead = headDim <= 64;
+    const loops = unrollHead ? shuffleBody : shuffleBody.replaceAll('d < DH4; d++', 'd < params.Dh4; d++');
+    const body = unrollLoops(loops, unrollHead ? { DH4: headDim / 4, RPI, KC: 4 } : { RPI, KC: 4 });
+    const code = shaderCode({ precision, subgroups: true, params: FLASH_PARAMS, sizes, sources: [mod.source, scoreRule, source, body] });
+    return { label, code, constants: { WG: BR / RPI, SUBGROUP_LANES: subgroupEmulation.lanes } };
   }
   if (unrolled) {
     // K and V from storage, 4 keys a step; the loops over the rows and (up to Dh = 64) the head size

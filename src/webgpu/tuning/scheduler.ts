@@ -76,7 +76,8 @@ export class KernelScheduler {
   /** The final choice of each kernel for this plan: forced, remembered, or built in. */
   finalChoice(plan: ForwardPlan, state: DeviceState, kernels: readonly KernelName[]): KernelChoice {
     const { forced } = this.tuner.options;
-    const choice: KernelChoice = { ...defaultChoice(this.host.kind(), state.device.features.has('subgroups')), ...forced };
+    const builtIn = defaultChoice(this.host.kind(), state.device.features.has('subgroups'), plan.geometry.longestSequence);
+    const choice: KernelChoice = { ...builtIn, ...forced };
     if (this.tuner.options.mode === 'off') return choice;
     for (const kernel of kernels) {
       if (forced[kernel]) continue;
@@ -171,14 +172,16 @@ export class KernelScheduler {
 
   private async sweep(state: DeviceState, plan: ForwardPlan, kernel: KernelName, cls: string): Promise<void> {
     if (this.host.current() !== state) return;
+    const queryRows = plan.geometry.longestSequence;
     await this.tuner.sweep(kernel, cls, plan.layer.headDim, state.pool.precision, {
+      queryRows,
       time: (k, variant, repeat) => {
         if (this.host.current() !== state) return Promise.reject(new Error('the device changed or the engine was disposed'));
         return this.host.time(state, plan, k, variant, repeat);
       },
     });
     // Every candidate the sweep timed has compiled and run: a switch to the winner costs nothing.
-    for (const variant of this.tuner.candidatesOf(kernel)) {
+    for (const variant of this.tuner.candidatesOf(kernel, queryRows)) {
       const spec = this.host.pipelineOf(state, plan, kernel, variant);
       if (this.host.current() === state) markRun(state.device, spec);
     }

@@ -34,6 +34,8 @@ export interface ResolvedTuning {
 export interface Trial {
   /** Runs `kernel` alone as `variant`, `repeat` times in one submission; resolves when the GPU is done, with wall milliseconds. */
   time(kernel: KernelName, variant: string, repeat?: number): Promise<number>;
+  /** The call's longest sequence of query rows: it can decide the built-in choice (defaultChoice). */
+  queryRows?: number;
 }
 
 /** Each timed sample lasts at least about this long (short kernels run several times per sample): timer and submission noise stay small beside it. */
@@ -137,17 +139,18 @@ export class Tuner {
     return sweep;
   }
 
-  /** The variants a sweep of `kernel` compiles: the candidates of this adapter kind, and the built-in choice. */
-  candidatesOf(kernel: KernelName): string[] {
-    const builtIn = defaultChoice(this.kind(), this.subgroups())[kernel];
+  /** The variants a sweep of `kernel` compiles: the candidates of this adapter kind, and the built-in choice (for calls of `queryRows` rows). */
+  candidatesOf(kernel: KernelName, queryRows?: number): string[] {
+    const builtIn = defaultChoice(this.kind(), this.subgroups(), queryRows)[kernel];
     const list = candidates(this.kind(), kernel, this.subgroups()) as readonly string[];
     return list.includes(builtIn) ? [...list] : [builtIn, ...list];
   }
 
   private async measure(kernel: KernelName, cls: string, headDim: number, precision: Precision, trial: Trial): Promise<TuningChoice> {
+    const { queryRows } = trial;
     const refused: Record<string, string> = {};
     const passed: string[] = [];
-    for (const variant of this.candidatesOf(kernel)) {
+    for (const variant of this.candidatesOf(kernel, queryRows)) {
       const gateKey = `${this.adapterKey()}|${precision}|dh${headDim}|${kernel}|${variant}`;
       let verdict = this.gates.get(gateKey);
       if (!verdict) {
@@ -158,7 +161,7 @@ export class Tuner {
       if (why) refused[variant] = why;
       else passed.push(variant);
     }
-    const builtIn = defaultChoice(this.kind(), this.subgroups())[kernel];
+    const builtIn = defaultChoice(this.kind(), this.subgroups(), queryRows)[kernel];
     const base = { kernel, shapeClass: cls, source: 'sweep' as const, ...(Object.keys(refused).length ? { refused } : {}) };
     if (passed.length === 0) {
       // Every variant failed the gate: keep the built-in choice and say so (the tests of this

@@ -22,7 +22,7 @@ import { type AdapterKind, candidates, defaultChoice, type KernelChoice, type Ke
 import { decide, interleave } from './measure.ts';
 
 /** Bump when variants, what they compute or how they are chosen change: remembered choices from before are ignored. */
-export const TUNING_VERSION = 6;
+export const TUNING_VERSION = 7;
 
 export interface ResolvedTuning {
   mode: 'auto' | 'off';

@@ -14,6 +14,7 @@ export type AttentionVariant =
   | 'rows64-keys32-r4'
   | 'rows16-keys32-sg'
   | 'rows32-keys4-r4-unrolled'
+  | 'rows64-keys4-r2-shuffle'
   | 'rows128-keys4-r4-shuffle';
 
 export interface TuningOptions {

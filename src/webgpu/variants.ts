@@ -23,10 +23,11 @@
 //       workgroup tiles, no barriers), its loops over the head size and the rows written out by the host
 //       (shaders/flash_attention_unrolled.wgsl): for JITs that neither unroll nor skip untaken branches
 //       (SwiftShader)
-//     rows128-keys4-r4-shuffle: 4 rows per invocation; each block of K/V rows is loaded once per subgroup (lane t
-//       loads key t) and passed to every lane by subgroupShuffle (shaders/flash_attention_shuffle.wgsl): for CPU
-//       drivers where a load costs ~24 multiply-adds and a shuffle almost nothing (lavapipe); needs the
-//       `subgroups` feature; its workgroup grows to a multiple of the adapter's largest subgroup size
+//     rows64-keys4-r2-shuffle, rows128-keys4-r4-shuffle: 2 or 4 rows per invocation; each block of K/V rows is
+//       loaded once per subgroup (lane t loads key t) and passed to every lane by subgroupShuffle
+//       (shaders/flash_attention_shuffle.wgsl): for CPU drivers where a load costs ~24 multiply-adds and a
+//       shuffle almost nothing (lavapipe); needs the `subgroups` feature; the workgroup grows to a multiple
+//       of the adapter's largest subgroup size. 4 rows run ~20% faster, 2 compile ~4× faster (README)
 //
 // Subgroup variants are offered (candidates) and may be forced only where the device has the
 // `subgroups` feature (webgpu/device.ts requests it where the adapter has it); they are correct at any
@@ -55,6 +56,7 @@ export const ATTENTION_VARIANTS: readonly AttentionVariant[] = [
   'rows64-keys32-r4',
   'rows16-keys32-sg',
   'rows32-keys4-r4-unrolled',
+  'rows64-keys4-r2-shuffle',
   'rows128-keys4-r4-shuffle',
 ];
 
@@ -140,13 +142,15 @@ export function defaultChoice(kind: AdapterKind, subgroups = false, queryRows = 
       // S=16 E=32; f16 1.37× and 1.25× at S=512. It compiles in ~4 s cold against ~1.7 s (tier 0 meanwhile).
       // Without subgroups, the 4×4 GEMM: the sweeps here chose it over 8×8 at both benchmark shapes, and it
       // compiles in a fraction of the time.
-      // Attention with subgroups: K/V loaded once per subgroup and shuffled, against rows64-keys32-r4 (kernel
-      // times, interleaved, 2026-11-30): 2.7× faster at B=1 S=512 E=512 H=8 (27.4 against 73.5 ms), 2.3×
-      // causal, 2.2× at S=128 E=256 H=4; at few query rows, the kernel whose lanes share a row (FEW_QUERY_ROWS).
+      // Attention with subgroups: K/V loaded once per subgroup and shuffled to the lanes, 2 rows per lane
+      // (kernel times, interleaved, 2026-11-30): 2.3× faster than rows64-keys32-r4 at B=1 S=512 E=512 H=8
+      // (31.3 against 72.1 ms); 4 rows per lane are faster still (25.2 ms) but compile for ~16 s cold
+      // against ~4 s, so the built-in choice is the 2-row kernel and a sweep tries the 4-row one. At few
+      // query rows, the kernel whose lanes share a row (FEW_QUERY_ROWS).
       return subgroups
         ? {
             qkv_projection: 'subgroup-16x4',
-            flash_attention: queryRows <= FEW_QUERY_ROWS ? 'rows16-keys32-sg' : 'rows128-keys4-r4-shuffle',
+            flash_attention: queryRows <= FEW_QUERY_ROWS ? 'rows16-keys32-sg' : 'rows64-keys4-r2-shuffle',
             output_projection: 'subgroup-16x4',
           }
         : { qkv_projection: 'register-4x4', flash_attention: 'rows64-keys32-r4', output_projection: 'register-4x4' };
@@ -180,10 +184,14 @@ export function candidates<K extends KernelName>(kind: AdapterKind, kernel: K, s
     // slow to compile (README), so lavapipe does not try it. The subgroup attention kernel reads each
     // K/V element for one row only: 5× slower than the built-in choice on lavapipe and 27–40× on
     // SwiftShader (2026-11-30: bench --roofline; forced and interleaved on SwiftShader in Node), so
-    // only GPUs try it; SwiftShader's JIT also runs the subgroup GEMM slower than its register tiles.
+    // only GPUs try it for prompts (on lavapipe it is the built-in choice of a few-row call, which a
+    // sweep of such a class then includes); SwiftShader's JIT also runs the subgroup GEMM slower than
+    // its register tiles, and the shuffle attention kernels 1.3× (S=128) to 8× (a decode step) slower
+    // than its unrolled one (Node, its ICD, 2026-11-30).
     'unrolling-cpu': {
       projection: ['register-4x4', 'register-8x8', 'subgroup-4x4', 'subgroup-8x4', 'subgroup-16x4'],
-      attention: ['rows32-keys32-r2', 'rows64-keys32-r4', 'rows128-keys4-r4-shuffle'],
+      // With subgroups the shuffle kernels replace the tiled ones (2–3× faster: README), so a sweep compiles only them.
+      attention: subgroups ? ['rows64-keys4-r2-shuffle', 'rows128-keys4-r4-shuffle'] : ['rows32-keys32-r2', 'rows64-keys32-r4'],
     },
     'jit-cpu': {
       projection: ['register-4x4', 'register-8x8'],

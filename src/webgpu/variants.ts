@@ -143,10 +143,10 @@ export function defaultChoice(kind: AdapterKind, subgroups = false, queryRows = 
       // Without subgroups, the 4×4 GEMM: the sweeps here chose it over 8×8 at both benchmark shapes, and it
       // compiles in a fraction of the time.
       // Attention with subgroups: K/V loaded once per subgroup and shuffled to the lanes, 2 rows per lane
-      // (kernel times, interleaved, 2026-11-30): 2.3× faster than rows64-keys32-r4 at B=1 S=512 E=512 H=8
-      // (31.3 against 72.1 ms); 4 rows per lane are faster still (25.2 ms) but compile for ~16 s cold
-      // against ~4 s, so the built-in choice is the 2-row kernel and a sweep tries the 4-row one. At few
-      // query rows, the kernel whose lanes share a row (FEW_QUERY_ROWS).
+      // (kernel times, interleaved, 2026-11-30, B=1 S=512 E=512 H=8): 31.3 ms, where rows64-keys32-r4 took
+      // 63–88 ms in the same session's runs; 4 rows per lane are faster still (25.2 ms in the same run as
+      // the 31.3) but compile for ~16 s cold against ~4 s, so the built-in choice is the 2-row kernel and a
+      // sweep tries the 4-row one. At few query rows, the kernel whose lanes share a row (FEW_QUERY_ROWS).
       return subgroups
         ? {
             qkv_projection: 'subgroup-16x4',

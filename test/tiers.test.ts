@@ -110,8 +110,8 @@ describe('the built-in attention kernel follows the query rows where that was me
   test('defaultChoice: lanes sharing a row up to FEW_QUERY_ROWS rows, K/V shuffled between lanes past it', () => {
     expect(FEW_QUERY_ROWS).toBe(16);
     for (const rows of [1, 4, 16]) expect(defaultChoice('unrolling-cpu', true, rows).flash_attention).toBe('rows16-keys32-sg');
-    for (const rows of [17, 512]) expect(defaultChoice('unrolling-cpu', true, rows).flash_attention).toBe('rows64-keys4-r2-shuffle');
-    expect(defaultChoice('unrolling-cpu', true).flash_attention).toBe('rows64-keys4-r2-shuffle'); // no rows given: a prompt's
+    for (const rows of [17, 512]) expect(defaultChoice('unrolling-cpu', true, rows).flash_attention).toBe('rows128-keys4-r4-shuffle');
+    expect(defaultChoice('unrolling-cpu', true).flash_attention).toBe('rows128-keys4-r4-shuffle'); // no rows given: a prompt's
     // Without subgroups, and on other adapter kinds, the rows change nothing.
     for (const rows of [1, 512]) {
       expect(defaultChoice('unrolling-cpu', false, rows)).toEqual(defaultChoice('unrolling-cpu', false));
@@ -122,7 +122,7 @@ describe('the built-in attention kernel follows the query rows where that was me
   test('the scheduler runs the choice of each call: a decode-sized call and a prompt get different kernels', async () => {
     const { state, scheduler } = fakeBackend({ mode: 'off', forced: {}, store: null }, 'unrolling-cpu', ['subgroups']);
     expect((await scheduler.choose(state, planOf(1), KERNEL_NAMES)).flash_attention).toBe('rows16-keys32-sg');
-    expect((await scheduler.choose(state, planOf(40), KERNEL_NAMES)).flash_attention).toBe('rows64-keys4-r2-shuffle');
+    expect((await scheduler.choose(state, planOf(40), KERNEL_NAMES)).flash_attention).toBe('rows128-keys4-r4-shuffle');
     // A sweep of a few-row class compares against the few-row built-in choice.
     const auto = fakeBackend({ mode: 'auto', forced: {}, store: null }, 'unrolling-cpu', ['subgroups']);
     expect(auto.scheduler.tuner.candidatesOf('flash_attention', 1)).toContain('rows16-keys32-sg');

@@ -142,15 +142,17 @@ export function defaultChoice(kind: AdapterKind, subgroups = false, queryRows = 
       // S=16 E=32; f16 1.37× and 1.25× at S=512. It compiles in ~4 s cold against ~1.7 s (tier 0 meanwhile).
       // Without subgroups, the 4×4 GEMM: the sweeps here chose it over 8×8 at both benchmark shapes, and it
       // compiles in a fraction of the time.
-      // Attention with subgroups: K/V loaded once per subgroup and shuffled to the lanes, 2 rows per lane
-      // (kernel times, interleaved, 2026-11-30, B=1 S=512 E=512 H=8): 31.3 ms, where rows64-keys32-r4 took
-      // 63–88 ms in the same session's runs; 4 rows per lane are faster still (25.2 ms in the same run as
-      // the 31.3) but compile for ~16 s cold against ~4 s, so the built-in choice is the 2-row kernel and a
-      // sweep tries the 4-row one. At few query rows, the kernel whose lanes share a row (FEW_QUERY_ROWS).
+      // Attention with subgroups: K/V loaded once per subgroup and shuffled to the lanes, 4 rows per lane
+      // (kernel times, interleaved, 2026-11-30, B=1 S=512 E=512 H=8): 25.2 ms, 2 rows per lane 31.3 ms in the
+      // same run, where rows64-keys32-r4 took 63–88 ms in this session's runs. The 4-row kernel compiles for
+      // ~16 s cold at Dh 64 against ~4 s (tier 0 runs meanwhile); with the 2-row one built in, the sweeps kept
+      // it for causal calls (their timing trial's first 512 rows see few keys, where 4 rows gain < 10%) and
+      // the causal layer at S=2048 lost its goal of ≥ 1.35× the non-causal speed (1.19–1.26×, README). At
+      // few query rows, the kernel whose lanes share a row (FEW_QUERY_ROWS).
       return subgroups
         ? {
             qkv_projection: 'subgroup-16x4',
-            flash_attention: queryRows <= FEW_QUERY_ROWS ? 'rows16-keys32-sg' : 'rows64-keys4-r2-shuffle',
+            flash_attention: queryRows <= FEW_QUERY_ROWS ? 'rows16-keys32-sg' : 'rows128-keys4-r4-shuffle',
             output_projection: 'subgroup-16x4',
           }
         : { qkv_projection: 'register-4x4', flash_attention: 'rows64-keys32-r4', output_projection: 'register-4x4' };

@@ -18,12 +18,14 @@ import {
   type TuningChoice,
   type TuningStore,
 } from '../src/index.ts';
-import { resolveForwardPlan, resolveLayerSpec } from '../src/plan/index.ts';
+import { geometryOf, resolveForwardPlan, resolveLayerSpec, shapePlan } from '../src/plan/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { gateVariant } from '../src/webgpu/tuning/gate.ts';
 import { decide, interleave, MARGIN, MAX_SPREAD } from '../src/webgpu/tuning/measure.ts';
+import { BufferPool } from '../src/webgpu/buffers.ts';
+import { attentionTrialPlan, TRIAL_ROWS, timeKernel } from '../src/webgpu/tuning/trial.ts';
 import { type Gate, shapeClass, Tuner, TUNING_VERSION } from '../src/webgpu/tuning/tuner.ts';
-import { type AdapterKind, candidates, KERNEL_NAMES, type KernelName, needsSubgroups, VARIANTS } from '../src/webgpu/variants.ts';
+import { type AdapterKind, adapterKind, candidates, KERNEL_NAMES, type KernelName, needsSubgroups, VARIANTS } from '../src/webgpu/variants.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { createGpuEngine, watchDevice, withErrorScopes } from './helpers/gpu.ts';
 
@@ -454,5 +456,50 @@ describe('createAttentionEngine({ tuning }) errors', () => {
     expect(error).toBeInstanceOf(InvalidArgumentError);
     expect((error as Error).message).toContain(argument);
     expect((error as Error).message).toContain(expected);
+  });
+});
+
+describe('timing trials stand for the whole call', () => {
+  const spec = resolveLayerSpec({ embedDim: 64, numHeads: 4 });
+  const call = (seqLen: number, isCausal: boolean) => shapePlan(spec, { batchSize: 2, seqLen, kvSeqLen: seqLen, isCausal });
+
+  test('a long causal call is timed on the rows around its middle, which see as many keys on average', () => {
+    const trial = attentionTrialPlan(call(2048, true));
+    expect([trial.seqLen, trial.kvSeqLen, trial.mode]).toEqual([TRIAL_ROWS, 1024 + TRIAL_ROWS / 2, 'cross']);
+    expect(trial.geometry).toEqual(geometryOf('cross', 2, TRIAL_ROWS, 1024 + TRIAL_ROWS / 2));
+    // Row i of the trial sees i + Skv − Sq + 1 keys (queries aligned with the last keys): 769 … 1280, mean 1024.5,
+    // as the whole call's rows (1 … 2048, mean 1024.5).
+    const seen = (i: number) => i + trial.kvSeqLen - trial.seqLen + 1;
+    expect((seen(0) + seen(TRIAL_ROWS - 1)) / 2).toBe((1 + 2048) / 2);
+    // A window bands the rows the same way.
+    const windowed = call(4096, false);
+    expect(attentionTrialPlan({ ...windowed, masks: { ...windowed.masks, window: 256 } }).seqLen).toBe(TRIAL_ROWS);
+  });
+
+  test('calls whose rows all see the same keys, short ones and those with mask data keep their own rows', () => {
+    for (const plan of [call(2048, false), call(TRIAL_ROWS, true)]) {
+      const trial = attentionTrialPlan(plan);
+      expect([trial.seqLen, trial.kvSeqLen, trial.mode]).toEqual([plan.seqLen, plan.kvSeqLen, plan.mode]);
+    }
+    const long = call(1024, true);
+    const padded = { ...long, masks: { ...long.masks, keyPaddingMask: new Uint8Array(2 * 1024) } };
+    expect(attentionTrialPlan(padded).seqLen).toBe(1024);
+    // What ties a call to its caller never reaches a trial.
+    expect(attentionTrialPlan({ ...long, needWeights: true, returnBuffer: true }).needWeights).toBe(false);
+  });
+
+  test('the trial of a long causal call runs on the adapter without errors, for every candidate', async () => {
+    const device = owner.device!;
+    const pool = new BufferPool(device, 'trial test');
+    const plan = call(1100, true);
+    try {
+      const kind = adapterKind(owner.adapterInfo!);
+      for (const variant of candidates(kind, 'flash_attention', device.features.has('subgroups'))) {
+        const ms = await withErrorScopes(device, () => timeKernel(pool, plan, 'flash_attention', variant));
+        expect(ms).toBeGreaterThan(0);
+      }
+    } finally {
+      pool.destroyAll();
+    }
   });
 });

@@ -146,9 +146,10 @@ export function defaultChoice(kind: AdapterKind, subgroups = false, queryRows = 
       // (kernel times, interleaved, 2026-11-30, B=1 S=512 E=512 H=8): 25.2 ms, 2 rows per lane 31.3 ms in the
       // same run, where rows64-keys32-r4 took 63–88 ms in this session's runs. The 4-row kernel compiles for
       // ~16 s cold at Dh 64 against ~4 s (tier 0 runs meanwhile); with the 2-row one built in, the sweeps kept
-      // it for causal calls (their timing trial's first 512 rows see few keys, where 4 rows gain < 10%) and
-      // the causal layer at S=2048 lost its goal of ≥ 1.35× the non-causal speed (1.19–1.26×, README). At
-      // few query rows, the kernel whose lanes share a row (FEW_QUERY_ROWS).
+      // it for causal calls (their timing trial then took the first 512 rows, which see few keys, where 4
+      // rows gain < 10%; trials now take the middle rows: tuning/trial.ts) and the causal layer at S=2048
+      // lost its goal of ≥ 1.35× the non-causal speed (1.19–1.26×, README). At few query rows, the kernel
+      // whose lanes share a row (FEW_QUERY_ROWS).
       return subgroups
         ? {
             qkv_projection: 'subgroup-16x4',

@@ -3,6 +3,7 @@
 // those buffers are whatever the pool's scratch held (the kernels do the same work whatever the
 // values); masks are the call's own, since they decide how much work there is.
 
+import { geometryOf } from '../../plan/geometry.ts';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { BufferPool } from '../buffers.ts';
 import { encodeFlashAttention } from '../kernels/flash-attention.ts';
@@ -24,12 +25,32 @@ function trialPlan(plan: ForwardPlan): ForwardPlan {
   return { ...plan, cache: null, gpu: null, returnBuffer: false, needWeights: false };
 }
 
+/**
+ * The call an attention trial runs. Where every row sees all keys, the call's first TRIAL_ROWS rows
+ * stand for all of them. Under a causal mask or a window, row i sees about i keys, so the first rows
+ * of a long call see few and time a different kernel than the call runs: a sweep kept a kernel that is
+ * 10% slower at S = 2048 causal because its first 512 rows were as fast (README, Performance). So a
+ * long call of that kind is timed on the TRIAL_ROWS rows around its middle, which see on average as
+ * many keys as the call's rows do: as a call of TRIAL_ROWS queries over the keys up to the end of
+ * those rows (the kernels align queries with the last keys, as a KV cache's do). Calls whose masks
+ * are data of the call's shape (attnMask, key padding) and varlen batches keep their first rows.
+ */
+export function attentionTrialPlan(plan: ForwardPlan): ForwardPlan {
+  const p = trialPlan(plan);
+  const banded = p.isCausal || p.masks.window > 0;
+  const fixedMasks = p.masks.attnMask !== null || p.masks.keyPaddingMask !== null;
+  if (!banded || fixedMasks || p.mode === 'varlen' || p.seqLen !== p.kvSeqLen || p.seqLen <= TRIAL_ROWS) return p;
+  const seqLen = TRIAL_ROWS;
+  const kvSeqLen = Math.floor(p.seqLen / 2) + TRIAL_ROWS / 2;
+  return { ...p, mode: 'cross', seqLen, kvSeqLen, geometry: geometryOf('cross', p.geometry.sequences, seqLen, kvSeqLen) };
+}
+
 /** Wall milliseconds of `kernel` as `variant`, run `repeat` times, on buffers shaped like `plan`'s, waiting for the GPU. */
 export async function timeKernel(pool: BufferPool, plan: ForwardPlan, kernel: KernelName, variant: string, repeat = 1): Promise<number> {
   const device = pool.device;
   const scratch = new CallScratch(pool);
   try {
-    const p = trialPlan(plan);
+    const p = kernel === 'flash_attention' ? attentionTrialPlan(plan) : trialPlan(plan);
     const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh, kdim, vdim } = p.layer;
     const { tokens, batches, kvRows } = p.geometry;
     const el = scratch.elementBytes;

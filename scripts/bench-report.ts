@@ -10,7 +10,8 @@ export const CELL = 40;
 /** Footnotes and goals wrap at this many columns. */
 const WIDTH = 100;
 
-export const describeShape = (s: BenchShape) => `B=${s.batchSize} S=${s.seqLen} E=${s.embedDim} H=${s.numHeads}${s.isCausal ? ' causal' : ''}`;
+export const describeShape = (s: BenchShape) =>
+  `B=${s.batchSize} S=${s.seqLen} E=${s.embedDim} H=${s.numHeads}${s.isCausal ? ' causal' : ''}${s.cacheLen ? ` over a KV cache of ${s.cacheLen}` : ''}`;
 
 /** Bytes in MB (10⁶ bytes, the unit of the memory goal's "< 200 MB"), one decimal. */
 export const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
@@ -61,7 +62,7 @@ export function table(report: HeadlessReport): string {
     }
     return [
       label,
-      s.status === 'ok' ? (s.medianMs ?? 0).toFixed(1) : 'failed',
+      s.status === 'ok' ? (s.medianMs ?? 0).toFixed((s.medianMs ?? 0) < 10 ? 2 : 1) : 'failed',
       s.gflops !== undefined ? s.gflops.toFixed(2) : '',
       s.ratioToEngine !== undefined ? `${s.ratioToEngine.toFixed(2)}x` : '',
       s.maxAbsError !== undefined ? s.maxAbsError.toExponential(1) : '',
@@ -76,7 +77,8 @@ export function table(report: HeadlessReport): string {
       .join('  ')
       .trimEnd();
   const lines = [fmt(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(fmt)];
-  return [...lines, ...(footnotes.length ? ['', ...footnotes] : [])].join('\n');
+  const notRun = (report.result.notRun ?? []).map((s) => `not run: ${s.label} (${s.reason})`);
+  return [...lines, ...(footnotes.length ? ['', ...footnotes] : []), ...(notRun.length ? ['', ...notRun] : [])].join('\n');
 }
 
 // The performance goals of this project, for the shapes a run measured. Peer ratios are (peer median) /

@@ -10,6 +10,8 @@
 //
 // `--preset all` runs every preset but those marked `inAll: false` (s8192-e512: name it to run it, best
 // with --systems engine; the peers and the float64 reference take many minutes there, or run out of memory).
+// The decode presets (decode-1024, decode-4096: one token over a KV cache) run this engine's backends
+// only (engine, wasm, wasm-threads, cpu); the peers take no KV cache and are listed as not run.
 //
 // --cold measures a new user's first call instead (scripts/bench-cold.ts): this engine and TensorFlow.js, each
 // in a fresh process or browser profile with empty shader caches, then the steady state once settled.
@@ -95,6 +97,8 @@ if (values.help) {
           once settled (default presets s128-e256,s512-e512; Chromium, or Node with --node)
   A run first checks the system packages it needs (scripts/setup-system.sh: lavapipe, and Chromium
   unless --node) and installs those missing on Debian 12 as root; elsewhere it names them and stops.
+  decode-*: one decoder step over a KV cache of that many positions; this engine's backends only (the
+          peers take no KV cache)
   all: every preset but ${PRESETS.filter((p) => p.inAll === false)
     .map((p) => p.id)
     .join(', ')} (name those to run them, e.g. with --systems engine)`);
@@ -122,8 +126,13 @@ if (values.seq || values.embed || values.heads || values.batch) {
   const ids = preset === 'all' ? PRESETS.filter((p) => p.inAll !== false).map((p) => p.id) : preset.split(',');
   for (const id of ids) {
     const p = PRESETS.find((q) => q.id === id) ?? fail(`unknown preset "${id}"; known: ${PRESETS.map((q) => q.id).join(', ')}, all`);
-    shapes.push({ id, shape: { batchSize: p.batchSize, seqLen: p.seqLen, embedDim: p.embedDim, numHeads: p.numHeads, isCausal: p.isCausal } });
+    const { batchSize, seqLen, embedDim, numHeads, isCausal, cacheLen } = p;
+    shapes.push({ id, shape: { batchSize, seqLen, embedDim, numHeads, isCausal, ...(cacheLen ? { cacheLen } : {}) } });
   }
+}
+const decodeIds = shapes.filter((s) => s.shape.cacheLen).map((s) => s.id);
+if ((values.cold || values.roofline) && decodeIds.length) {
+  fail(`--${values.cold ? 'cold' : 'roofline'} measures calls over whole sequences; ${decodeIds.join(', ')} (a decode step on a KV cache) runs in the plain benchmark`);
 }
 const systemIds = values.systems.split(',');
 for (const s of systemIds) if (!ALL_SYSTEMS.includes(s)) fail(`unknown system "${s}"; known: ${ALL_SYSTEMS.join(', ')}`);

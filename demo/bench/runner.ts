@@ -3,11 +3,11 @@
 // gate: a wrong system is reported failed with its error, never timed), warm-ups, timed runs, dispose.
 // Used by the demo page; nothing here touches the DOM.
 
-import type { AdapterInfo, ForwardOptions, MultiHeadAttentionConfig, StateDict } from 'webgpu-attention';
+import { type AdapterInfo, createAttentionEngine, type ForwardOptions, type MultiHeadAttentionConfig, type StateDict } from 'webgpu-attention';
 import { attention, outputProjection, qkvProjection } from '../../src/cpu/reference.ts';
 import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../../src/plan/index.ts';
 import { attentionFlops } from '../../src/util/flops.ts';
-import { randomLayerInputs } from '../../src/util/random.ts';
+import { mulberry32, randomLayerInputs, uniform } from '../../src/util/random.ts';
 import { compareArrays, f32Tolerance, type Tolerance } from '../../src/util/tolerance.ts';
 import type { BenchProgress, BenchResult, BenchShape, BenchSystem, SystemResult } from './types.ts';
 
@@ -31,9 +31,30 @@ export interface RunResult extends BenchResult {
   peerToleranceFactor: number;
 }
 
-/** Seeded weights (PyTorch init) and query (uniform ±1) for a shape: src/util/random.ts's randomLayerInputs. */
-export function benchInputs(shape: BenchShape, seed: number): { stateDict: StateDict; query: Float32Array } {
-  return randomLayerInputs({ embedDim: shape.embedDim, numHeads: shape.numHeads }, shape.batchSize * shape.seqLen, seed);
+/**
+ * Seeded weights (PyTorch init) and query (uniform ±1) for a shape: src/util/random.ts's randomLayerInputs;
+ * with a KV cache (cacheLen), its past keys and values too (uniform ±1, [B, H, cacheLen, Dh] each).
+ */
+export function benchInputs(shape: BenchShape, seed: number): { stateDict: StateDict; query: Float32Array; past?: { key: Float32Array; value: Float32Array } } {
+  const inputs = randomLayerInputs({ embedDim: shape.embedDim, numHeads: shape.numHeads }, shape.batchSize * shape.seqLen, seed);
+  const cacheLen = shape.cacheLen ?? 0;
+  if (cacheLen === 0) return inputs;
+  const random = mulberry32((seed ^ 0x85ebca6b) >>> 0);
+  const n = shape.batchSize * cacheLen * shape.embedDim; // B·H·cacheLen·Dh
+  return { ...inputs, past: { key: uniform(n, 1, random), value: uniform(n, 1, random) } };
+}
+
+/** A decode step's reference: this library's float64 CPU backend, on a KV cache holding `past` (the float64 passes behind it are referenceOutput's). */
+async function referenceDecode(shape: BenchShape, stateDict: StateDict, query: Float32Array, past: { key: Float32Array; value: Float32Array }): Promise<Float32Array> {
+  const engine = await createAttentionEngine({ backend: 'cpu' });
+  try {
+    const layer = engine.createMultiHeadAttention({ embedDim: shape.embedDim, numHeads: shape.numHeads }, stateDict);
+    const { batchSize, seqLen, isCausal, cacheLen = 0 } = shape;
+    const kvCache = layer.createKvCache({ batchSize, maxSeqLen: cacheLen + seqLen, key: past.key, value: past.value });
+    return (await layer.forward(query, { batchSize, seqLen, isCausal, kvCache })).output;
+  } finally {
+    engine.dispose();
+  }
 }
 
 /**
@@ -61,9 +82,9 @@ export async function referenceOutput(
   return y;
 }
 
-/** The f32 rule of the test suite: the layer chains reductions of length E (QKV), S (scores, P·V) and E (W_O). */
+/** The f32 rule of the test suite: the layer chains reductions of length E (QKV), Skv (scores, P·V) and E (W_O). */
 export function engineTolerance(shape: BenchShape): Tolerance {
-  return f32Tolerance([shape.embedDim, shape.seqLen, shape.embedDim]);
+  return f32Tolerance([shape.embedDim, (shape.cacheLen ?? 0) + shape.seqLen, shape.embedDim]);
 }
 
 /**
@@ -120,8 +141,14 @@ export async function runBenchmark(shape: BenchShape, systems: BenchSystem[], op
   const seed = options.seed ?? 1;
   if (!Number.isInteger(warmup) || warmup < 0) throw new Error(`warmup must be an integer ≥ 0; got ${warmup}`);
   if (!Number.isInteger(runs) || runs < 1) throw new Error(`runs must be an integer ≥ 1; got ${runs}`);
-  const chosen = options.systemIds ? systems.filter((s) => options.systemIds!.includes(s.id)) : systems;
-  const flops = attentionFlops(shape.batchSize, shape.seqLen, shape.embedDim, shape.isCausal);
+  const asked = options.systemIds ? systems.filter((s) => options.systemIds!.includes(s.id)) : systems;
+  // A decode step runs on the systems that take a KV cache (this engine's backends); the others are listed as not run.
+  const decode = (shape.cacheLen ?? 0) > 0;
+  const chosen = decode ? asked.filter((s) => s.kvCache) : asked;
+  const notRun = asked
+    .filter((s) => !chosen.includes(s))
+    .map((s) => ({ id: s.id, label: s.label, reason: 'takes no KV cache: it runs a layer over whole sequences only' }));
+  const flops = attentionFlops(shape.batchSize, shape.seqLen, shape.embedDim, shape.isCausal, shape.cacheLen);
 
   // Progress in units: 3 for the reference's passes, then per system 1 (prepare) + 1 (gate) + warm-ups + runs.
   const total = 3 + chosen.length * (2 + warmup + runs);
@@ -132,13 +159,18 @@ export async function runBenchmark(shape: BenchShape, systems: BenchSystem[], op
     await breathe();
   };
 
-  const { stateDict, query } = benchInputs(shape, seed);
-  const dims = `B=${shape.batchSize} S=${shape.seqLen} E=${shape.embedDim} H=${shape.numHeads}${shape.isCausal ? ' causal' : ''}`;
+  const { stateDict, query, past } = benchInputs(shape, seed);
+  const dims = `B=${shape.batchSize} S=${shape.seqLen} E=${shape.embedDim} H=${shape.numHeads}${shape.isCausal ? ' causal' : ''}${decode ? ` KV cache ${shape.cacheLen}` : ''}`;
   await report('reference', 'load', `CPU reference (float64) for ${dims}: pass 1 of 3, QKV projection…`);
   const passNames = ['', 'attention (softmax(QKᵀ/√Dh)·V)', 'output projection'];
-  const reference = await referenceOutput(shape, stateDict, query, (pass) =>
-    report('reference', 'load', pass < 3 ? `CPU reference (float64): pass ${pass + 1} of 3, ${passNames[pass]}…` : 'CPU reference done', 1),
-  );
+  const reference = past
+    ? await referenceDecode(shape, stateDict, query, past).then(async (out) => {
+        await report('reference', 'load', 'CPU reference done', 3);
+        return out;
+      })
+    : await referenceOutput(shape, stateDict, query, (pass) =>
+        report('reference', 'load', pass < 3 ? `CPU reference (float64): pass ${pass + 1} of 3, ${passNames[pass]}…` : 'CPU reference done', 1),
+      );
 
   const results: SystemResult[] = [];
   for (const system of chosen) {
@@ -153,7 +185,7 @@ export async function runBenchmark(shape: BenchShape, systems: BenchSystem[], op
     await report(system.id, 'load', `${system.label}: loading and building the layer…`);
     let prepared: Awaited<ReturnType<BenchSystem['prepare']>> | null = null;
     try {
-      prepared = await system.prepare({ shape, stateDict });
+      prepared = await system.prepare({ shape, stateDict, past });
       result.label = system.label; // a system may name what it chose while preparing (ORT's graph, a version)
       await step('load', 'correctness check (first run against the CPU reference)…');
       const out = await prepared.run(query);
@@ -215,7 +247,17 @@ export async function runBenchmark(shape: BenchShape, systems: BenchSystem[], op
   if (engine?.medianMs) {
     for (const r of results) if (r.status === 'ok' && r.medianMs !== undefined) r.ratioToEngine = r.medianMs / engine.medianMs;
   }
-  return { shape, flops, warmup, runs, systems: results, seed, tolerance: engineTolerance(shape), peerToleranceFactor: PEER_TOLERANCE_FACTOR };
+  return {
+    shape,
+    flops,
+    warmup,
+    runs,
+    systems: results,
+    ...(notRun.length ? { notRun } : {}),
+    seed,
+    tolerance: engineTolerance(shape),
+    peerToleranceFactor: PEER_TOLERANCE_FACTOR,
+  };
 }
 
 export interface ResultsMeta {

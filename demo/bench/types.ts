@@ -11,6 +11,12 @@ export interface BenchShape {
   embedDim: number; // E
   numHeads: number; // H
   isCausal: boolean;
+  /**
+   * A decode step: positions already in a KV cache, which the seqLen new tokens attend over (queries
+   * aligned with the last keys). Only this engine's backends take a KV cache (BenchSystem.kvCache);
+   * the peers compose a layer over whole sequences and are not run. Default 0: no cache.
+   */
+  cacheLen?: number;
 }
 
 export interface BenchPreset extends BenchShape {
@@ -29,6 +35,8 @@ export interface BenchLayer {
   shape: BenchShape;
   /** in_proj_weight [3E, E], in_proj_bias [3E], out_proj.weight [E, E], out_proj.bias [E] */
   stateDict: StateDict;
+  /** With BenchShape.cacheLen: the cache's past keys and values, [B, H, cacheLen, Dh] each (the layer's head layout). */
+  past?: { key: Float32Array; value: Float32Array };
 }
 
 /** A system ready to run one shape: build once, run many times, dispose. */
@@ -58,6 +66,8 @@ export interface BenchSystem {
   label: string;
   /** Loads the library and builds the layer. Throws (with a clear message) if the system cannot run here. */
   prepare(layer: BenchLayer): Promise<PreparedSystem>;
+  /** It runs shapes with a KV cache (BenchShape.cacheLen): a decode step on a cache holding BenchLayer.past. */
+  kvCache?: boolean;
 }
 
 export interface SystemResult {
@@ -110,6 +120,8 @@ export interface BenchResult {
   warmup: number;
   runs: number;
   systems: SystemResult[];
+  /** Systems asked for but not run at this shape, and why (a decode step: the peers take no KV cache). */
+  notRun?: { id: string; label: string; reason: string }[];
 }
 
 export interface BenchProgress {

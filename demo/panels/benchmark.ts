@@ -87,16 +87,19 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
       numHeads: readInt(hh.input, 'H', 1, 64),
       isCausal: causal.input.checked,
     };
+    // A decode preset's KV cache (the fields have none: editing them makes the shape custom).
+    const cacheLen = PRESETS.find((x) => x.id === preset.value)?.cacheLen;
     if (shape.embedDim % shape.numHeads) throw new Error(`E (${shape.embedDim}) must be divisible by H (${shape.numHeads}).`);
-    return shape;
+    return cacheLen ? { ...shape, cacheLen } : shape;
   };
   const describe = () => {
     try {
       const sh = readShape();
-      const flops = attentionFlops(sh.batchSize, sh.seqLen, sh.embedDim, sh.isCausal);
+      const flops = attentionFlops(sh.batchSize, sh.seqLen, sh.embedDim, sh.isCausal, sh.cacheLen);
       const slow = sh.batchSize * sh.seqLen * sh.embedDim * (sh.embedDim + sh.seqLen) > 2e8;
+      const decode = sh.cacheLen ? ` A decode step over a KV cache of ${sh.cacheLen} positions: only this engine's backends run it (the peers take no cache).` : '';
       shapeInfo.textContent =
-        `${si(flops)}FLOP per forward; Dh = ${sh.embedDim / sh.numHeads}. Each system's first run is checked against the float64 CPU reference before it is timed.` +
+        `${si(flops)}FLOP per forward; Dh = ${sh.embedDim / sh.numHeads}.${decode} Each system's first run is checked against the float64 CPU reference before it is timed.` +
         (slow ? ' This shape is large: the JavaScript reference (and the CPU system) take seconds to minutes here.' : '');
       shapeInfo.classList.remove('error-text');
       run.disabled = false;
@@ -119,8 +122,10 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
   const onShapeEdit = () => {
     try {
       const sh = readShape();
+      // The shape fields have no KV cache, so an edited shape is never a decode preset.
       const match = PRESETS.find(
-        (p) => p.batchSize === sh.batchSize && p.seqLen === sh.seqLen && p.embedDim === sh.embedDim && p.numHeads === sh.numHeads && p.isCausal === sh.isCausal,
+        (p) =>
+          !p.cacheLen && p.batchSize === sh.batchSize && p.seqLen === sh.seqLen && p.embedDim === sh.embedDim && p.numHeads === sh.numHeads && p.isCausal === sh.isCausal,
       );
       preset.value = match ? match.id : 'custom';
     } catch {
@@ -186,7 +191,7 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
       h(
         'p',
         { class: 'muted' },
-        `B=${sh.batchSize} S=${sh.seqLen} E=${sh.embedDim} H=${sh.numHeads}${sh.isCausal ? ' causal' : ''} · ${si(result.flops)}FLOP · ` +
+        `B=${sh.batchSize} S=${sh.seqLen} E=${sh.embedDim} H=${sh.numHeads}${sh.isCausal ? ' causal' : ''}${sh.cacheLen ? ` over a KV cache of ${sh.cacheLen}` : ''} · ${si(result.flops)}FLOP · ` +
           `${result.warmup} warm-up, ${result.runs} timed runs · seed ${result.seed} · gate: |out − ref| ≤ ${result.tolerance.atol.toExponential(1)}·(1 + |ref|), ×${result.peerToleranceFactor} for peers`,
       ),
       h(
@@ -213,6 +218,7 @@ export function mountBenchmarkPanel(section: HTMLElement, engine: AttentionEngin
           h('tbody', {}, ...result.systems.map(row)),
         ),
       ),
+      ...(result.notRun ?? []).map((s) => h('p', { class: 'muted', 'data-not-run': s.id }, `not run: ${s.label} (${s.reason})`)),
     );
   }
 

@@ -3,20 +3,25 @@
 
 import { type AttentionEngine, createAttentionEngine } from 'webgpu-attention';
 import type { BenchLayer, BenchSystem, PreparedSystem } from '../types.ts';
+import { layerRun } from './layer-run.ts';
 
 let cpuEngine: Promise<AttentionEngine> | null = null;
 
 export const cpuSystem: BenchSystem = {
   id: 'cpu',
   label: 'webgpu-attention CPU backend (float64 JS)',
-  async prepare({ shape, stateDict }: BenchLayer): Promise<PreparedSystem> {
+  kvCache: true,
+  async prepare({ shape, stateDict, past }: BenchLayer): Promise<PreparedSystem> {
     cpuEngine ??= createAttentionEngine({ backend: 'cpu' });
     const engine = await cpuEngine;
     const layer = engine.createMultiHeadAttention({ embedDim: shape.embedDim, numHeads: shape.numHeads }, stateDict);
-    const options = { batchSize: shape.batchSize, seqLen: shape.seqLen, isCausal: shape.isCausal };
+    const run = layerRun(layer, { shape, past });
     return {
-      run: async (query) => (await layer.forward(query, options)).output,
-      dispose: () => layer.dispose(),
+      run: run.run,
+      dispose: () => {
+        run.dispose();
+        layer.dispose();
+      },
     };
   },
 };

@@ -8,6 +8,7 @@
 
 import { type AttentionEngine, createAttentionEngine, type MultiHeadAttention, WebGPUUnavailableError } from 'webgpu-attention';
 import type { BenchLayer, BenchSystem, PreparedSystem } from '../types.ts';
+import { layerRun } from './layer-run.ts';
 
 let shared: Promise<AttentionEngine> | null = null;
 
@@ -28,7 +29,8 @@ export function sharedEngine(): Promise<AttentionEngine> {
 export const engineSystem: BenchSystem = {
   id: 'engine',
   label: 'webgpu-attention (this engine, WebGPU)',
-  async prepare({ shape, stateDict }: BenchLayer): Promise<PreparedSystem> {
+  kvCache: true,
+  async prepare({ shape, stateDict, past }: BenchLayer): Promise<PreparedSystem> {
     const engine = await sharedEngine();
     if (engine.backend !== 'webgpu') {
       throw new Error(
@@ -45,13 +47,13 @@ export const engineSystem: BenchSystem = {
       throw e;
     }
     const weightBytes = own.stats().bytes;
-    const options = { batchSize: shape.batchSize, seqLen: shape.seqLen, isCausal: shape.isCausal };
+    const run = layerRun(layer, { shape, past });
     return {
-      run: async (query) => (await layer.forward(query, options)).output,
+      run: run.run,
       settled: () => own.settled(),
       gpuMemory: () => {
         const { peakBytes } = own.stats();
-        return { peakBytes, weightBytes, scratchPeakBytes: peakBytes - weightBytes };
+        return { peakBytes, weightBytes, scratchPeakBytes: peakBytes - weightBytes }; // a KV cache counts as scratch
       },
       kernelVariants: () => own.tuning?.choices ?? null,
       kernelTimings: async (query) => {
@@ -60,6 +62,9 @@ export const engineSystem: BenchSystem = {
         try {
           if (!timed.profiling) return null; // no timestamp-query on this device
           const probe = timed.createMultiHeadAttention({ embedDim: shape.embedDim, numHeads: shape.numHeads }, stateDict);
+          const { batchSize, seqLen, isCausal, cacheLen = 0 } = shape;
+          const cache = cacheLen > 0 ? probe.createKvCache({ batchSize, maxSeqLen: cacheLen + 2 * seqLen, key: past?.key, value: past?.value }) : undefined;
+          const options = { batchSize, seqLen, isCausal, kvCache: cache };
           await probe.forward(query, options); // warms up
           return (await probe.forward(query, options)).timings ?? null;
         } finally {
@@ -67,6 +72,7 @@ export const engineSystem: BenchSystem = {
         }
       },
       dispose: () => {
+        run.dispose();
         layer.dispose();
         own.dispose(); // leaves the shared device alive (the engine did not create it)
       },

@@ -7,6 +7,7 @@
 
 import { type AttentionEngine, createAttentionEngine } from 'webgpu-attention';
 import type { BenchLayer, BenchSystem, PreparedSystem } from '../types.ts';
+import { layerRun } from './layer-run.ts';
 
 function threadsLabel(engine: AttentionEngine): string {
   const n = engine.threads;
@@ -19,7 +20,8 @@ function createWasmSystem(id: string, threads: 1 | undefined, label: string): Be
   const system: BenchSystem = {
     id,
     label,
-    async prepare({ shape, stateDict }: BenchLayer): Promise<PreparedSystem> {
+    kvCache: true,
+    async prepare({ shape, stateDict, past }: BenchLayer): Promise<PreparedSystem> {
       enginePromise ??= createAttentionEngine({ backend: 'wasm', ...(threads ? { threads } : {}) });
       enginePromise.catch(() => {
         enginePromise = null; // a later prepare() may try again
@@ -27,11 +29,14 @@ function createWasmSystem(id: string, threads: 1 | undefined, label: string): Be
       const engine = await enginePromise;
       system.label = threadsLabel(engine);
       const layer = engine.createMultiHeadAttention({ embedDim: shape.embedDim, numHeads: shape.numHeads }, stateDict);
-      const options = { batchSize: shape.batchSize, seqLen: shape.seqLen, isCausal: shape.isCausal };
+      const run = layerRun(layer, { shape, past });
       return {
-        run: async (query) => (await layer.forward(query, options)).output,
+        run: run.run,
         threads: engine.threads,
-        dispose: () => layer.dispose(),
+        dispose: () => {
+          run.dispose();
+          layer.dispose();
+        },
       };
     },
   };

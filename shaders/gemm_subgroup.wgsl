@@ -22,7 +22,7 @@
 // of each subgroup as if the subgroup were that small (the other lanes still compute their columns,
 // with A from those lanes): the tests run the size-dependent arithmetic at sizes the adapter lacks.
 // Host guarantees: N % 4 == 0; ROWS % 4 == 0; SUBGROUP_LANES is 0 or a multiple of 4;
-// dispatch = (ceil(N / (4·WG)), ceil(M / ROWS), 1).
+// colLanes (params) as variants.ts gemmLayout chose it; dispatch = (ceil(N / (4·colLanes)), ceil(M / (ROWS·WG / colLanes)), 1).
 
 override WG: u32 = 128u;
 override SUBGROUP_LANES: u32 = 0u;  // 0: the whole subgroup; else at most this many lanes (tests)
@@ -36,8 +36,12 @@ fn main(
   @builtin(subgroup_size) subgroupSize: u32,
 ) {
   let lanes = select(subgroupSize, min(subgroupSize, SUBGROUP_LANES), SUBGROUP_LANES > 0u);
-  let row0 = wid.y * ROWS;
-  let col0 = (wid.x * WG + lix) * 4u;
+  // Row blocks of params.colLanes invocations (a multiple of the largest subgroup size dividing WG,
+  // so a subgroup never straddles two), each 4·colLanes columns of ROWS rows: a narrow layer fills
+  // the workgroup with more rows instead of columns past N (variants.ts gemmLayout).
+  let blocks = WG / params.colLanes;
+  let row0 = (wid.y * blocks + lix / params.colLanes) * ROWS;
+  let col0 = (wid.x * params.colLanes + lix % params.colLanes) * 4u;
   let lastRow = params.M - 1u;
   let lastCol = params.N - 1u;
   let b0Row = bRow(min(col0 + 0u, lastCol));

@@ -14,8 +14,8 @@
 // K), and shuffled to every lane. The 4 × 4 product of one step is written as acc += a.x · Bᵀ[0] + …
 // + a.w · Bᵀ[3], with Bᵀ the transpose of the 4 B vec4s (free where lanes are SIMD lanes): 16 fused
 // multiply-adds on the accumulators, where `a · mat4x4(b…)` is 4 dot products and 4 more adds.
-// Groups of 4 rows past M are skipped, loads and products (a branch uniform across the workgroup), so a
-// block of a few rows (decode steps) costs what its rows need.
+// Groups of 4 rows past M are skipped, loads and products (a branch uniform across the row block, so
+// across each subgroup), so a block of a few rows (decode steps) costs what its rows need.
 //
 // Correct at any subgroup size (4…128): as in gemm_subgroup.wgsl, everything is derived from the
 // `subgroup_size` builtin, every invocation runs every shuffle (the only branches around them depend on
@@ -24,7 +24,7 @@
 // size. SUBGROUP_LANES > 0 makes the core use only that many lanes of each subgroup, as if the
 // subgroup were that small (tests).
 // Host guarantees: N % 4 == 0; ROWS % 4 == 0; SUBGROUP_LANES is 0 or a multiple of 4;
-// dispatch = (ceil(N / (4·WG)), ceil(M / ROWS), 1).
+// colLanes (params) as variants.ts gemmLayout chose it; dispatch = (ceil(N / (4·colLanes)), ceil(M / (ROWS·WG / colLanes)), 1).
 
 override WG: u32 = 128u;
 override SUBGROUP_LANES: u32 = 0u;  // 0: the whole subgroup; else at most this many lanes (tests)
@@ -43,8 +43,12 @@ fn main(
   @builtin(subgroup_size) subgroupSize: u32,
 ) {
   let lanes = select(subgroupSize, min(subgroupSize, SUBGROUP_LANES), SUBGROUP_LANES > 0u);
-  let row0 = wid.y * ROWS;
-  let col0 = (wid.x * WG + lix) * 4u;
+  // Row blocks of params.colLanes invocations (a multiple of the largest subgroup size dividing WG,
+  // so a subgroup never straddles two), each 4·colLanes columns of ROWS rows: a narrow layer fills
+  // the workgroup with more rows instead of columns past N (variants.ts gemmLayout).
+  let blocks = WG / params.colLanes;
+  let row0 = (wid.y * blocks + lix / params.colLanes) * ROWS;
+  let col0 = (wid.x * params.colLanes + lix % params.colLanes) * 4u;
   let lastRow = params.M - 1u;
   let lastCol = params.N - 1u;
   let b0Row = bRow(min(col0 + 0u, lastCol));
@@ -57,7 +61,7 @@ fn main(
     aMine[g] = aRow(min(row0 + 4u * g + lane % 4u, lastRow));
   }
   let aStep = lane / 4u;
-  let rowsHere = params.M - row0;  // rows of this block in Y: groups of 4 past them are skipped
+  let rowsHere = select(0u, params.M - row0, row0 < params.M);  // rows of this block in Y: groups of 4 past them are skipped
   let steps = lanes / 4u;  // K steps (vec4s) one shuffled load of A covers
 
   var acc: array<vec4<f32>, ROWS>;
@@ -83,9 +87,10 @@ fn main(
         // B[col0 + c, k … k + 3] as the columns of a matrix, transposed: column j holds component j of the 4.
         let bt = transpose(mat4x4<f32>(vec4<f32>(loadB(b0Row + k)), vec4<f32>(loadB(b1Row + k)), vec4<f32>(loadB(b2Row + k)), vec4<f32>(loadB(b3Row + k))));
         for (var g = 0u; g < GROUPS; g++) {
-          if (4u * g < rowsHere) {
-            for (var t = 0u; t < 4u; t++) {
-              acc[4u * g + t] = fma4x4(acc[4u * g + t], subgroupShuffle(mine[g], s * 4u + t), bt);
+          for (var t = 0u; t < 4u; t++) {
+            let a = subgroupShuffle(mine[g], s * 4u + t);  // every lane shuffles (uniform control flow)
+            if (4u * g < rowsHere) {
+              acc[4u * g + t] = fma4x4(acc[4u * g + t], a, bt);
             }
           }
         }

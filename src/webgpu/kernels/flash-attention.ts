@@ -13,7 +13,7 @@ import type { Precision } from '../buffers.ts';
 import { getPipeline, type PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, scoreModParts, shaderCode, unrollLoops } from '../shader.ts';
-import { type AttentionVariant, attentionShape, subgroupEmulation } from '../variants.ts';
+import { type AttentionVariant, attentionShape, largestSubgroup, subgroupEmulation } from '../variants.ts';
 import { encodeDecodeMerge } from './decode-merge.ts';
 import { SCORE_FIELDS, type MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
@@ -67,7 +67,7 @@ export function flashTiles(device: GPUDevice, Dh: number, variant: AttentionVari
   const RPI = Math.max(1, Math.min(rowsPerInvocation, Math.floor(256 / Dh)));
   if (shuffle) {
     // Whole subgroups: the workgroup is a multiple of the largest subgroup size (128 where unknown).
-    const largest = (device.adapterInfo as (GPUAdapterInfo & { subgroupMaxSize?: number }) | undefined)?.subgroupMaxSize ?? 128;
+    const largest = largestSubgroup(device);
     const WG = Math.ceil(Math.max(rows / RPI, largest) / largest) * largest;
     return { BR: WG * RPI, BC: keys, RPI };
   }

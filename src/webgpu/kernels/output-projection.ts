@@ -6,7 +6,7 @@ import type { Precision } from '../buffers.ts';
 import { getPipeline, type PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, shaderCode } from '../shader.ts';
-import { gemmShape, type ProjectionVariant } from '../variants.ts';
+import { gemmLayout, gemmShape, largestSubgroup, type ProjectionVariant } from '../variants.ts';
 
 /** output_projection.wgsl's uniforms. */
 export const OUTPUT_PARAMS = defineParams([
@@ -15,6 +15,7 @@ export const OUTPUT_PARAMS = defineParams([
   ['S', 'u32', 'sequence length'],
   ['H', 'u32', 'heads'],
   ['Dh4', 'u32', 'head size / 4'],
+  ['colLanes', 'u32', 'subgroup GEMM cores: invocations per row block (variants.ts gemmLayout)'],
 ]);
 
 export function outputProjectionPipeline(precision: Precision, variant: ProjectionVariant): PipelineSpec {
@@ -40,8 +41,9 @@ export function encodeOutputProjection(
   const M = B * S;
   const el = scratch.elementBytes;
   const gemm = gemmShape(variant);
+  const layout = gemmLayout(gemm, Math.min(M, rowLimit), E, largestSubgroup(scratch.device));
   const pipeline = getPipeline(scratch.device, outputProjectionPipeline(scratch.precision, variant));
-  const params = scratch.uniforms(OUTPUT_PARAMS.pack({ M, N: E, S, H, Dh4: Dh / 4 }), 'OutputProjection.params');
+  const params = scratch.uniforms(OUTPUT_PARAMS.pack({ M, N: E, S, H, Dh4: Dh / 4, colLanes: layout.colLanes }), 'OutputProjection.params');
   const bindGroup = scratch.device.createBindGroup({
     label: 'OutputProjection.bindGroup',
     layout: pipeline.getBindGroupLayout(0),
@@ -55,5 +57,5 @@ export function encodeOutputProjection(
   });
   pass.setPipeline(pipeline);
   pass.setBindGroup(0, bindGroup);
-  pass.dispatchWorkgroups(Math.ceil(E / gemm.tileCols), Math.ceil(Math.min(M, rowLimit) / gemm.tileRows));
+  pass.dispatchWorkgroups(...layout.groups);
 }

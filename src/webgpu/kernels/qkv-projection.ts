@@ -10,7 +10,7 @@ import type { Precision } from '../buffers.ts';
 import { getPipeline, type PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, shaderCode } from '../shader.ts';
-import { gemmShape, type ProjectionVariant } from '../variants.ts';
+import { gemmLayout, gemmShape, largestSubgroup, type ProjectionVariant } from '../variants.ts';
 
 /** qkv_projection.wgsl's uniforms. */
 export const QKV_PARAMS = defineParams([
@@ -27,6 +27,7 @@ export const QKV_PARAMS = defineParams([
   ['wRow0', 'u32', "row of W holding this dispatch's first column"],
   ['kvStride', 'u32', "rows per (b, g) block of K and V: S, or a KV cache's maxSeqLen"],
   ['kvRow0', 'u32', "row of the block the first token goes to: 0, or the cache's length"],
+  ['colLanes', 'u32', 'subgroup GEMM cores: invocations per row block (variants.ts gemmLayout)'],
 ]);
 
 export function qkvProjectionPipeline(precision: Precision, variant: ProjectionVariant): PipelineSpec {
@@ -130,6 +131,7 @@ export function encodeQkvProjection(
   for (const part of parts) {
     const M = batches * part.rows;
     const N = part.slots * Dh;
+    const layout = gemmLayout(gemm, Math.min(M, rowLimit), N, largestSubgroup(scratch.device));
     const params = scratch.uniforms(
       QKV_PARAMS.pack({
         M,
@@ -145,6 +147,7 @@ export function encodeQkvProjection(
         wRow0: part.wRow0,
         kvStride: kv.stride,
         kvRow0: kv.row0,
+        colLanes: layout.colLanes,
       }),
       'QkvProjection.params',
     );
@@ -161,6 +164,6 @@ export function encodeQkvProjection(
     });
     pass.setPipeline(pipeline);
     pass.setBindGroup(0, bindGroup);
-    pass.dispatchWorkgroups(Math.ceil(N / gemm.tileCols), Math.ceil(Math.min(M, rowLimit) / gemm.tileRows));
+    pass.dispatchWorkgroups(...layout.groups);
   }
 }

@@ -245,6 +245,32 @@ test('benchmark: tiny preset, 1 warm-up, 1 run: every system shows a time or an 
   await demo.expectClean(mark);
 });
 
+test('benchmark: a decode preset runs this engine on a KV cache and lists the peers as not run', async ({ demo }) => {
+  test.setTimeout(240_000);
+  await demo.requireWebGPU();
+  const { page } = demo;
+  const mark = demo.mark();
+  await page.selectOption('#bench-preset', 'decode-1024');
+  await expect(page.locator('#bench-shape-info')).toContainText('KV cache of 1024');
+  await page.fill('#bench-warmup', '0');
+  await page.fill('#bench-runs', '1');
+  for (const id of ['engine', 'naive', 'tfjs', 'ort', 'wasm', 'wasm-threads', 'ort-wasm', 'tfjs-wasm', 'cpu']) {
+    await (['engine', 'tfjs', 'wasm'].includes(id) ? page.check(`#bench-sys-${id}`) : page.uncheck(`#bench-sys-${id}`));
+  }
+  await page.click('#bench-run');
+  expect(await demo.settled('benchmark', 200_000)).toBe('done');
+  // The engine and 'wasm' pass the gate against the float64 backend on the same cache; TF.js is not run.
+  await expect(page.locator('#bench-table tbody tr')).toHaveCount(2);
+  for (const id of ['engine', 'wasm']) await expect(page.locator(`#bench-table tr[data-system="${id}"]`)).toHaveAttribute('data-status', 'ok');
+  await expect(page.locator('#benchmark [data-not-run="tfjs"]')).toContainText('no KV cache');
+  await expect(page.locator('#benchmark')).toContainText('over a KV cache of 1024');
+  // Editing a shape field leaves the preset: the shape has no cache then.
+  await page.fill('#bench-s', '2');
+  await expect(page.locator('#bench-preset')).toHaveValue('custom');
+  await expect(page.locator('#bench-shape-info')).not.toContainText('KV cache');
+  await demo.expectClean(mark);
+});
+
 test('scaling: S = 16, 32 at E=32 H=2, engine only, 0 warm-up, 1 run: ms and GFLOP/s per S, two log-log charts, JSON; Stop stops between sizes', async ({
   demo,
 }, testInfo) => {

@@ -12,7 +12,7 @@ import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import type { DeviceState } from '../src/webgpu/device.ts';
 import { KernelScheduler } from '../src/webgpu/tuning/scheduler.ts';
 import { type ResolvedTuning, Tuner } from '../src/webgpu/tuning/tuner.ts';
-import { type AdapterKind, defaultChoice, FEW_QUERY_ROWS, KERNEL_NAMES, TIER0 } from '../src/webgpu/variants.ts';
+import { type AdapterKind, defaultChoice, FEW_QUERY_ROWS, KERNEL_NAMES, SHORT_QUERY_ROWS, TIER0 } from '../src/webgpu/variants.ts';
 import { referenceMultiHeadAttention } from '../src/cpu/reference.ts';
 import { useEngines } from './helpers/engines.ts';
 import { watchDevice, withErrorScopes } from './helpers/gpu.ts';
@@ -107,10 +107,11 @@ describe('the scheduler, with a fake backend', () => {
 describe('the built-in attention kernel follows the query rows where that was measured (lavapipe with subgroups)', () => {
   const planOf = (seqLen: number) => resolveForwardPlan(resolveLayerSpec(layer), uniform(seqLen * 64, 1, mulberry32(seqLen)), { batchSize: 1, seqLen });
 
-  test('defaultChoice: lanes sharing a row up to FEW_QUERY_ROWS rows, K/V shuffled between lanes past it', () => {
-    expect(FEW_QUERY_ROWS).toBe(16);
-    for (const rows of [1, 4, 16]) expect(defaultChoice('unrolling-cpu', true, rows).flash_attention).toBe('rows16-keys32-sg');
-    for (const rows of [17, 512]) expect(defaultChoice('unrolling-cpu', true, rows).flash_attention).toBe('rows128-keys4-r4-shuffle');
+  test('defaultChoice: lanes sharing a row up to FEW_QUERY_ROWS rows, K/V shuffled between lanes past it (2 rows a lane up to SHORT_QUERY_ROWS)', () => {
+    expect([FEW_QUERY_ROWS, SHORT_QUERY_ROWS]).toEqual([8, 64]);
+    for (const rows of [1, 4, 8]) expect(defaultChoice('unrolling-cpu', true, rows).flash_attention).toBe('rows16-keys32-sg');
+    for (const rows of [9, 16, 64]) expect(defaultChoice('unrolling-cpu', true, rows).flash_attention).toBe('rows64-keys4-r2-shuffle');
+    for (const rows of [65, 512]) expect(defaultChoice('unrolling-cpu', true, rows).flash_attention).toBe('rows128-keys4-r4-shuffle');
     expect(defaultChoice('unrolling-cpu', true).flash_attention).toBe('rows128-keys4-r4-shuffle'); // no rows given: a prompt's
     // Without subgroups, and on other adapter kinds, the rows change nothing.
     for (const rows of [1, 512]) {
@@ -122,7 +123,8 @@ describe('the built-in attention kernel follows the query rows where that was me
   test('the scheduler runs the choice of each call: a decode-sized call and a prompt get different kernels', async () => {
     const { state, scheduler } = fakeBackend({ mode: 'off', forced: {}, store: null }, 'unrolling-cpu', ['subgroups']);
     expect((await scheduler.choose(state, planOf(1), KERNEL_NAMES)).flash_attention).toBe('rows16-keys32-sg');
-    expect((await scheduler.choose(state, planOf(40), KERNEL_NAMES)).flash_attention).toBe('rows128-keys4-r4-shuffle');
+    expect((await scheduler.choose(state, planOf(40), KERNEL_NAMES)).flash_attention).toBe('rows64-keys4-r2-shuffle');
+    expect((await scheduler.choose(state, planOf(100), KERNEL_NAMES)).flash_attention).toBe('rows128-keys4-r4-shuffle');
     // A sweep of a few-row class compares against the few-row built-in choice.
     const auto = fakeBackend({ mode: 'auto', forced: {}, store: null }, 'unrolling-cpu', ['subgroups']);
     expect(auto.scheduler.tuner.candidatesOf('flash_attention', 1)).toContain('rows16-keys32-sg');

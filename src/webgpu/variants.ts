@@ -119,13 +119,18 @@ export function isCpuAdapter(info: { vendor: string; architecture: string; devic
 
 /**
  * Query rows per sequence up to which lavapipe's built-in attention is the subgroup kernel whose lanes
- * share a row (rows16-keys32-sg): decode steps and short speculative blocks. Past it, every lane owning
- * its own rows wins. 16 is where a tuner class ends (tuner.ts shapeClass: q4, q16, …), so a class has one
- * built-in choice. Kernel times, forced variants interleaved (2026-11-30, B=1 E=512 H=8, KV cache of
- * 1024): 1 row 1.4 against 14.2 ms (rows128-keys4-r4-shuffle) and 18.2 ms (rows64-keys32-r4); 4 rows
- * 4.3 / 14.2 / 22.2; 16 rows 17.3 / 15.9 / 23.9; 64 rows 68.0 / 18.7 / 28.9.
+ * share a row (rows16-keys32-sg): decode steps and short speculative blocks; past it, up to
+ * SHORT_QUERY_ROWS, the 2-row shuffle kernel (64 rows a workgroup), then the 4-row one (128 rows a
+ * workgroup, which a short call leaves mostly idle). Kernel times, forced variants interleaved
+ * (2026-11-30, B=1 E=512 H=8, KV cache of 1024; sg / 2-row / 4-row): 1 row 1.2 / 8.1 / 13.6 ms; 4 rows
+ * 4.2 / 8.3 / 14.0; 5 rows 5.1 / 8.5 / 13.9; 8 rows 7.9 / 8.5 / 13.8; 16 rows 16.3 / 9.6 / 15.5 (and
+ * 15.9 / 11.3 / 14.7); 32 rows 34.1 / 10.0 / 15.4; 64 rows 63.7 / 14.4 / 16.9; 80 rows 97.1 / 20.2 /
+ * 19.2; prompts without a cache, S=32 and 64: 2-row 0.39 and 0.66 ms, 4-row 0.59 and 0.98; S=128 1.18
+ * against 1.05. The tuner's classes (q4, q16, q64: tuner.ts shapeClass) then start from the built-in
+ * choice of the call that met them first.
  */
-export const FEW_QUERY_ROWS = 16;
+export const FEW_QUERY_ROWS = 8;
+export const SHORT_QUERY_ROWS = 64;
 
 /**
  * The built-in final choice of an adapter kind (and whether the device has the `subgroups` feature):
@@ -149,11 +154,12 @@ export function defaultChoice(kind: AdapterKind, subgroups = false, queryRows = 
       // it for causal calls (their timing trial then took the first 512 rows, which see few keys, where 4
       // rows gain < 10%; trials now take the middle rows: tuning/trial.ts) and the causal layer at S=2048
       // lost its goal of ≥ 1.35× the non-causal speed (1.19–1.26×, README). At few query rows, the kernel
-      // whose lanes share a row (FEW_QUERY_ROWS).
+      // whose lanes share a row, and for short calls the 2-row one, whose workgroups hold half as many rows
+      // (FEW_QUERY_ROWS, SHORT_QUERY_ROWS).
       return subgroups
         ? {
             qkv_projection: 'subgroup-16x4',
-            flash_attention: queryRows <= FEW_QUERY_ROWS ? 'rows16-keys32-sg' : 'rows128-keys4-r4-shuffle',
+            flash_attention: queryRows <= FEW_QUERY_ROWS ? 'rows16-keys32-sg' : queryRows <= SHORT_QUERY_ROWS ? 'rows64-keys4-r2-shuffle' : 'rows128-keys4-r4-shuffle',
             output_projection: 'subgroup-16x4',
           }
         : { qkv_projection: 'register-4x4', flash_attention: 'rows64-keys32-r4', output_projection: 'register-4x4' };

@@ -22,7 +22,7 @@ import { type AdapterKind, candidates, defaultChoice, type KernelChoice, type Ke
 import { decide, interleave } from './measure.ts';
 
 /** Bump when variants, what they compute or how they are chosen change: remembered choices from before are ignored. */
-export const TUNING_VERSION = 8; // 8: causal and windowed attention timed on its middle rows (trial.ts); subgroup GEMMs in row blocks
+export const TUNING_VERSION = 8; // 8: long causal calls timed on their middle rows; GEMM row blocks; short calls 2-row
 
 export interface ResolvedTuning {
   mode: 'auto' | 'off';

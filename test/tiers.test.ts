@@ -104,31 +104,40 @@ describe('the scheduler, with a fake backend', () => {
   });
 });
 
-describe('the built-in attention kernel follows the query rows where that was measured (lavapipe with subgroups)', () => {
+describe('the built-in attention kernel follows the size of the call where that was measured (lavapipe with subgroups)', () => {
   const planOf = (seqLen: number) => resolveForwardPlan(resolveLayerSpec(layer), uniform(seqLen * 64, 1, mulberry32(seqLen)), { batchSize: 1, seqLen });
+  const attentionFor = (queryRows: number, keys: number, subgroups = true) => defaultChoice('unrolling-cpu', subgroups, { queryRows, keys }).flash_attention;
 
-  test('defaultChoice: lanes sharing a row up to FEW_QUERY_ROWS rows, K/V shuffled between lanes past it (2 rows a lane up to SHORT_QUERY_ROWS)', () => {
+  test('defaultChoice: lanes sharing a row up to FEW_QUERY_ROWS rows (16 over as many keys), K/V shuffled between lanes past it (2 rows a lane up to SHORT_QUERY_ROWS)', () => {
     expect([FEW_QUERY_ROWS, SHORT_QUERY_ROWS]).toEqual([8, 64]);
-    for (const rows of [1, 4, 8]) expect(defaultChoice('unrolling-cpu', true, rows).flash_attention).toBe('rows16-keys32-sg');
-    for (const rows of [9, 16, 64]) expect(defaultChoice('unrolling-cpu', true, rows).flash_attention).toBe('rows64-keys4-r2-shuffle');
-    for (const rows of [65, 512]) expect(defaultChoice('unrolling-cpu', true, rows).flash_attention).toBe('rows128-keys4-r4-shuffle');
-    expect(defaultChoice('unrolling-cpu', true).flash_attention).toBe('rows128-keys4-r4-shuffle'); // no rows given: a prompt's
-    // Without subgroups, and on other adapter kinds, the rows change nothing.
+    for (const rows of [1, 4, 8]) expect(attentionFor(rows, 4096)).toBe('rows16-keys32-sg');
+    for (const rows of [9, 16]) expect(attentionFor(rows, 16)).toBe('rows16-keys32-sg'); // a few µs of work: the smaller dispatch wins
+    for (const [rows, keys] of [
+      [9, 17],
+      [16, 1040],
+      [64, 64],
+      [64, 4096],
+    ])
+      expect(attentionFor(rows, keys)).toBe('rows64-keys4-r2-shuffle');
+    for (const rows of [65, 512]) expect(attentionFor(rows, rows)).toBe('rows128-keys4-r4-shuffle');
+    expect(defaultChoice('unrolling-cpu', true).flash_attention).toBe('rows128-keys4-r4-shuffle'); // no size given: a prompt's
+    // Without subgroups, and on other adapter kinds, the size changes nothing.
     for (const rows of [1, 512]) {
-      expect(defaultChoice('unrolling-cpu', false, rows)).toEqual(defaultChoice('unrolling-cpu', false));
-      for (const kind of ['jit-cpu', 'cpu', 'gpu'] as const) expect(defaultChoice(kind, true, rows)).toEqual(defaultChoice(kind, true));
+      expect(defaultChoice('unrolling-cpu', false, { queryRows: rows, keys: rows })).toEqual(defaultChoice('unrolling-cpu', false));
+      for (const kind of ['jit-cpu', 'cpu', 'gpu'] as const) expect(defaultChoice(kind, true, { queryRows: rows, keys: rows })).toEqual(defaultChoice(kind, true));
     }
   });
 
   test('the scheduler runs the choice of each call: a decode-sized call and a prompt get different kernels', async () => {
     const { state, scheduler } = fakeBackend({ mode: 'off', forced: {}, store: null }, 'unrolling-cpu', ['subgroups']);
     expect((await scheduler.choose(state, planOf(1), KERNEL_NAMES)).flash_attention).toBe('rows16-keys32-sg');
+    expect((await scheduler.choose(state, planOf(16), KERNEL_NAMES)).flash_attention).toBe('rows16-keys32-sg');
     expect((await scheduler.choose(state, planOf(40), KERNEL_NAMES)).flash_attention).toBe('rows64-keys4-r2-shuffle');
     expect((await scheduler.choose(state, planOf(100), KERNEL_NAMES)).flash_attention).toBe('rows128-keys4-r4-shuffle');
     // A sweep of a few-row class compares against the few-row built-in choice.
     const auto = fakeBackend({ mode: 'auto', forced: {}, store: null }, 'unrolling-cpu', ['subgroups']);
-    expect(auto.scheduler.tuner.candidatesOf('flash_attention', 1)).toContain('rows16-keys32-sg');
-    expect(auto.scheduler.tuner.candidatesOf('flash_attention', 100)).toEqual(['rows64-keys4-r2-shuffle', 'rows128-keys4-r4-shuffle']);
+    expect(auto.scheduler.tuner.candidatesOf('flash_attention', { queryRows: 1, keys: 1000 })).toContain('rows16-keys32-sg');
+    expect(auto.scheduler.tuner.candidatesOf('flash_attention', { queryRows: 100, keys: 100 })).toEqual(['rows64-keys4-r2-shuffle', 'rows128-keys4-r4-shuffle']);
   });
 });
 

@@ -126,19 +126,34 @@ export function isCpuAdapter(info: { vendor: string; architecture: string; devic
  * 4.2 / 8.3 / 14.0; 5 rows 5.1 / 8.5 / 13.9; 8 rows 7.9 / 8.5 / 13.8; 16 rows 16.3 / 9.6 / 15.5 (and
  * 15.9 / 11.3 / 14.7); 32 rows 34.1 / 10.0 / 15.4; 64 rows 63.7 / 14.4 / 16.9; 80 rows 97.1 / 20.2 /
  * 19.2; prompts without a cache, S=32 and 64: 2-row 0.39 and 0.66 ms, 4-row 0.59 and 0.98; S=128 1.18
- * against 1.05. The tuner's classes (q4, q16, q64: tuner.ts shapeClass) then start from the built-in
- * choice of the call that met them first.
+ * against 1.05. Where a call of up to 16 rows sees at most 16 keys (the whole call is a few microseconds
+ * of work), the sg kernel's smaller dispatch wins: B=1 S=16 E=32 H=2, wall time of a forward 0.41–0.47
+ * against 0.53–0.56 ms, while at 64 keys the 2-row kernel is already ahead (1.11 against 1.84 ms). These
+ * bounds are where the tuner's classes end (tuner.ts shapeClass: q4, q16, q64; kv16, kv64), so each
+ * class has one built-in choice.
  */
 export const FEW_QUERY_ROWS = 8;
 export const SHORT_QUERY_ROWS = 64;
 
+/** What decides lavapipe's built-in attention kernel: the call's longest sequence of query rows, and of keys. */
+export interface CallSize {
+  queryRows: number;
+  keys: number;
+}
+
+function fewRowsKernel({ queryRows, keys }: CallSize): boolean {
+  return queryRows <= FEW_QUERY_ROWS || (queryRows <= 16 && keys <= 16);
+}
+
 /**
  * The built-in final choice of an adapter kind (and whether the device has the `subgroups` feature):
  * what runs, once compiled, where nothing was swept, forced or remembered (the tuner's measurements on
- * these adapters; README, Performance). `queryRows`: the call's longest sequence of query rows, where
- * it decides the attention kernel (a decode step of one row wants another kernel than a prompt of 512).
+ * these adapters; README, Performance). `call`: the call's longest sequences of query rows and keys,
+ * where they decide the attention kernel (a decode step of one row wants another kernel than a prompt
+ * of 512); without it, a prompt's.
  */
-export function defaultChoice(kind: AdapterKind, subgroups = false, queryRows = Number.POSITIVE_INFINITY): KernelChoice {
+export function defaultChoice(kind: AdapterKind, subgroups = false, call?: CallSize): KernelChoice {
+  const queryRows = call?.queryRows ?? Number.POSITIVE_INFINITY;
   switch (kind) {
     case 'unrolling-cpu':
       // With subgroups, the 16-row subgroup GEMM (FMAs on the accumulators): against the 8-row one, medians of
@@ -159,7 +174,7 @@ export function defaultChoice(kind: AdapterKind, subgroups = false, queryRows = 
       return subgroups
         ? {
             qkv_projection: 'subgroup-16x4',
-            flash_attention: queryRows <= FEW_QUERY_ROWS ? 'rows16-keys32-sg' : queryRows <= SHORT_QUERY_ROWS ? 'rows64-keys4-r2-shuffle' : 'rows128-keys4-r4-shuffle',
+            flash_attention: call && fewRowsKernel(call) ? 'rows16-keys32-sg' : queryRows <= SHORT_QUERY_ROWS ? 'rows64-keys4-r2-shuffle' : 'rows128-keys4-r4-shuffle',
             output_projection: 'subgroup-16x4',
           }
         : { qkv_projection: 'register-4x4', flash_attention: 'rows64-keys32-r4', output_projection: 'register-4x4' };

@@ -20,7 +20,7 @@
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { DeviceState } from '../device.ts';
 import { compilePipeline, hasRun, markRun, type PipelineSpec } from '../pipelines.ts';
-import { type AdapterKind, defaultChoice, type KernelChoice, type KernelName, kernelsOf, TIER0 } from '../variants.ts';
+import { type AdapterKind, type CallSize, defaultChoice, type KernelChoice, type KernelName, kernelsOf, TIER0 } from '../variants.ts';
 import { shapeClass, type Tuner } from './tuner.ts';
 
 /** What the scheduler needs of its backend. */
@@ -32,6 +32,12 @@ export interface SchedulerHost {
   pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): PipelineSpec;
   /** Runs `kernel` as `variant` once, alone, on buffers shaped like the plan's; wall milliseconds. */
   time(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string, repeat?: number): Promise<number>;
+}
+
+/** The sizes of a call that decide a built-in choice: its longest sequences of query rows and of keys (a packed batch's are its longest sequence). */
+export function callSize(plan: ForwardPlan): CallSize {
+  const queryRows = plan.geometry.longestSequence;
+  return { queryRows, keys: plan.mode === 'varlen' ? queryRows : plan.kvSeqLen };
 }
 
 export type Progress = (p: { done: number; total: number; kernel: string; variant: string }) => void;
@@ -76,7 +82,7 @@ export class KernelScheduler {
   /** The final choice of each kernel for this plan: forced, remembered, or built in. */
   finalChoice(plan: ForwardPlan, state: DeviceState, kernels: readonly KernelName[]): KernelChoice {
     const { forced } = this.tuner.options;
-    const builtIn = defaultChoice(this.host.kind(), state.device.features.has('subgroups'), plan.geometry.longestSequence);
+    const builtIn = defaultChoice(this.host.kind(), state.device.features.has('subgroups'), callSize(plan));
     const choice: KernelChoice = { ...builtIn, ...forced };
     if (this.tuner.options.mode === 'off') return choice;
     for (const kernel of kernels) {
@@ -172,16 +178,16 @@ export class KernelScheduler {
 
   private async sweep(state: DeviceState, plan: ForwardPlan, kernel: KernelName, cls: string): Promise<void> {
     if (this.host.current() !== state) return;
-    const queryRows = plan.geometry.longestSequence;
+    const call = callSize(plan);
     await this.tuner.sweep(kernel, cls, plan.layer.headDim, state.pool.precision, {
-      queryRows,
+      call,
       time: (k, variant, repeat) => {
         if (this.host.current() !== state) return Promise.reject(new Error('the device changed or the engine was disposed'));
         return this.host.time(state, plan, k, variant, repeat);
       },
     });
     // Every candidate the sweep timed has compiled and run: a switch to the winner costs nothing.
-    for (const variant of this.tuner.candidatesOf(kernel, queryRows)) {
+    for (const variant of this.tuner.candidatesOf(kernel, call)) {
       const spec = this.host.pipelineOf(state, plan, kernel, variant);
       if (this.host.current() === state) markRun(state.device, spec);
     }

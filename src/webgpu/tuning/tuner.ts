@@ -18,7 +18,7 @@
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { TuningChoice, TuningStore } from '../../types.ts';
 import type { Precision } from '../buffers.ts';
-import { type AdapterKind, candidates, defaultChoice, type KernelChoice, type KernelName, VARIANTS } from '../variants.ts';
+import { type AdapterKind, type CallSize, candidates, defaultChoice, type KernelChoice, type KernelName, VARIANTS } from '../variants.ts';
 import { decide, interleave } from './measure.ts';
 
 /** Bump when variants, what they compute or how they are chosen change: remembered choices from before are ignored. */
@@ -34,8 +34,8 @@ export interface ResolvedTuning {
 export interface Trial {
   /** Runs `kernel` alone as `variant`, `repeat` times in one submission; resolves when the GPU is done, with wall milliseconds. */
   time(kernel: KernelName, variant: string, repeat?: number): Promise<number>;
-  /** The call's longest sequence of query rows: it can decide the built-in choice (defaultChoice). */
-  queryRows?: number;
+  /** The call's longest sequences of query rows and keys: they can decide the built-in choice (defaultChoice). */
+  call?: CallSize;
 }
 
 /** Each timed sample lasts at least about this long (short kernels run several times per sample): timer and submission noise stay small beside it. */
@@ -139,18 +139,18 @@ export class Tuner {
     return sweep;
   }
 
-  /** The variants a sweep of `kernel` compiles: the candidates of this adapter kind, and the built-in choice (for calls of `queryRows` rows). */
-  candidatesOf(kernel: KernelName, queryRows?: number): string[] {
-    const builtIn = defaultChoice(this.kind(), this.subgroups(), queryRows)[kernel];
+  /** The variants a sweep of `kernel` compiles: the candidates of this adapter kind, and the built-in choice (for calls of this size). */
+  candidatesOf(kernel: KernelName, call?: CallSize): string[] {
+    const builtIn = defaultChoice(this.kind(), this.subgroups(), call)[kernel];
     const list = candidates(this.kind(), kernel, this.subgroups()) as readonly string[];
     return list.includes(builtIn) ? [...list] : [builtIn, ...list];
   }
 
   private async measure(kernel: KernelName, cls: string, headDim: number, precision: Precision, trial: Trial): Promise<TuningChoice> {
-    const { queryRows } = trial;
+    const { call } = trial;
     const refused: Record<string, string> = {};
     const passed: string[] = [];
-    for (const variant of this.candidatesOf(kernel, queryRows)) {
+    for (const variant of this.candidatesOf(kernel, call)) {
       const gateKey = `${this.adapterKey()}|${precision}|dh${headDim}|${kernel}|${variant}`;
       let verdict = this.gates.get(gateKey);
       if (!verdict) {
@@ -161,7 +161,7 @@ export class Tuner {
       if (why) refused[variant] = why;
       else passed.push(variant);
     }
-    const builtIn = defaultChoice(this.kind(), this.subgroups(), queryRows)[kernel];
+    const builtIn = defaultChoice(this.kind(), this.subgroups(), call)[kernel];
     const base = { kernel, shapeClass: cls, source: 'sweep' as const, ...(Object.keys(refused).length ? { refused } : {}) };
     if (passed.length === 0) {
       // Every variant failed the gate: keep the built-in choice and say so (the tests of this

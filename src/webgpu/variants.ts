@@ -266,7 +266,7 @@ export function gemmLayout(gemm: GemmShape, M: number, N: number, largest: numbe
   const WG = gemm.tileCols / 4;
   const rows = gemm.tileRows;
   const N4 = N / 4;
-  let best = { colLanes: WG, groups: [Math.ceil(N4 / WG), Math.ceil(M / rows)] as [number, number], useful: 0 };
+  let best = { colLanes: WG, groups: [0, 0] as [number, number], useful: 0 };
   for (let colLanes = WG; colLanes >= Math.min(largest, WG); colLanes /= 2) {
     const blocks = WG / colLanes;
     const groups: [number, number] = [Math.ceil(N4 / colLanes), Math.ceil(M / (rows * blocks))];

@@ -61,12 +61,9 @@ export const engineSystem: BenchSystem = {
         const timed = await createAttentionEngine({ device: engine.device!, profile: true, tuning: { mode: 'off', kernels } });
         try {
           if (!timed.profiling) return null; // no timestamp-query on this device
-          const probe = timed.createMultiHeadAttention({ embedDim: shape.embedDim, numHeads: shape.numHeads }, stateDict);
-          const { batchSize, seqLen, isCausal, cacheLen = 0 } = shape;
-          const cache = cacheLen > 0 ? probe.createKvCache({ batchSize, maxSeqLen: cacheLen + 2 * seqLen, key: past?.key, value: past?.value }) : undefined;
-          const options = { batchSize, seqLen, isCausal, kvCache: cache };
-          await probe.forward(query, options); // warms up
-          return (await probe.forward(query, options)).timings ?? null;
+          const probe = layerRun(timed.createMultiHeadAttention({ embedDim: shape.embedDim, numHeads: shape.numHeads }, stateDict), { shape, past });
+          await probe.forward(query); // warms up
+          return (await probe.forward(query)).timings ?? null;
         } finally {
           timed.dispose();
         }

@@ -5,12 +5,15 @@
 // from the past, so every run sees cacheLen to cacheLen + CACHE_SLACK·seqLen positions, and the
 // first run (the correctness gate) exactly cacheLen.
 
-import type { KvCache, MultiHeadAttention } from 'webgpu-attention';
+import type { ForwardResult, KvCache, MultiHeadAttention } from 'webgpu-attention';
 import type { BenchLayer } from '../types.ts';
 
 const CACHE_SLACK = 64;
 
 export interface LayerRun {
+  /** One forward (a step, with a cache): its whole result (timings included where the engine profiles). */
+  forward(query: Float32Array): Promise<ForwardResult>;
+  /** The same, its output only. */
   run(query: Float32Array): Promise<Float32Array>;
   dispose(): void;
 }
@@ -18,18 +21,23 @@ export interface LayerRun {
 export function layerRun(layer: MultiHeadAttention, { shape, past }: Pick<BenchLayer, 'shape' | 'past'>): LayerRun {
   const { batchSize, seqLen, isCausal, cacheLen = 0 } = shape;
   const options = { batchSize, seqLen, isCausal };
-  if (cacheLen === 0) return { run: async (query) => (await layer.forward(query, options)).output, dispose: () => {} };
+  const withOutput = (forward: LayerRun['forward'], dispose: () => void): LayerRun => ({ forward, run: async (query) => (await forward(query)).output, dispose });
+  if (cacheLen === 0)
+    return withOutput(
+      (query) => layer.forward(query, options) as Promise<ForwardResult>,
+      () => {},
+    );
   if (!past) throw new Error(`a shape with a KV cache (cacheLen ${cacheLen}) needs the cache's past keys and values (BenchLayer.past)`);
   const fresh = (): KvCache => layer.createKvCache({ batchSize, maxSeqLen: cacheLen + CACHE_SLACK * seqLen, key: past.key, value: past.value });
   let cache = fresh();
-  return {
-    async run(query) {
+  return withOutput(
+    (query) => {
       if (cache.length + seqLen > cache.maxSeqLen) {
         cache.dispose();
         cache = fresh();
       }
-      return (await layer.forward(query, { ...options, kvCache: cache })).output;
+      return layer.forward(query, { ...options, kvCache: cache }) as Promise<ForwardResult>;
     },
-    dispose: () => cache.dispose(),
-  };
+    () => cache.dispose(),
+  );
 }

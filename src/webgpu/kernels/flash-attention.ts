@@ -89,24 +89,22 @@ export function flashAttentionPipeline(device: GPUDevice, precision: Precision, 
     const code = shaderCode({ precision, subgroups: true, params: FLASH_PARAMS, sizes, sources: [mod.source, scoreRule, source, subgroupBody] });
     return { label, code, constants: { WG: 64, BR, SUBGROUP_LANES: subgroupEmulation.lanes } };
   }
+  // The bodies whose loops the host writes out: over the rows, a step's keys and, up to Dh = 64, the
+  // head size. Past Dh = 64 the loops over the head size run to params.Dh4, which no compiler unrolls:
+  // written out, Dh = 128 took lavapipe's LLVM over 2 minutes to compile.
+  const writtenOut = (body: string, counts: Record<string, number>) =>
+    headDim <= 64 ? unrollLoops(body, { DH4: headDim / 4, ...counts }) : unrollLoops(body.replaceAll('d < DH4; d++', 'd < params.Dh4; d++'), counts);
   if (shuffle) {
-    // Each block of K/V rows loaded once per subgroup and shuffled to every lane; the loops over the
-    // rows, a step's keys and (up to Dh = 64) the head size written out here (flash_attention_unrolled's reasons).
+    // Each block of K/V rows loaded once per subgroup and shuffled to every lane.
     const sizes = { DH4: headDim / 4, BC, RPI, HAS_SCORE_MOD: mod.HAS_SCORE_MOD };
-    const unrollHead = headDim <= 64;
-    const loops = unrollHead ? shuffleBody : shuffleBody.replaceAll('d < DH4; d++', 'd < params.Dh4; d++');
-    const body = unrollLoops(loops, unrollHead ? { DH4: headDim / 4, RPI, KC: 4 } : { RPI, KC: 4 });
+    const body = writtenOut(shuffleBody, { RPI, KC: 4 });
     const code = shaderCode({ precision, subgroups: true, params: FLASH_PARAMS, sizes, sources: [mod.source, scoreRule, source, body] });
     return { label, code, constants: { WG: BR / RPI, SUBGROUP_LANES: subgroupEmulation.lanes } };
   }
   if (unrolled) {
-    // K and V from storage, 4 keys a step; the loops over the rows and (up to Dh = 64) the head size
-    // written out here. Past Dh = 64 the loops over the head size run to params.Dh4, which no compiler
-    // unrolls: written out, Dh = 128 took lavapipe's LLVM over 2 minutes to compile.
+    // K and V from storage, 4 keys a step.
     const sizes = { DH4: headDim / 4, BC, RPI, HAS_SCORE_MOD: mod.HAS_SCORE_MOD };
-    const unrollHead = headDim <= 64;
-    const loops = unrollHead ? unrolledBody : unrolledBody.replaceAll('d < DH4; d++', 'd < params.Dh4; d++');
-    const body = unrollLoops(loops, unrollHead ? { DH4: headDim / 4, RPI } : { RPI });
+    const body = writtenOut(unrolledBody, { RPI });
     return { label, code: shaderCode({ precision, params: FLASH_PARAMS, sizes, sources: [mod.source, scoreRule, source, body] }), constants: { WG: BR / RPI } };
   }
   const sources = [mod.source, scoreRule, source, RPI === 1 ? oneRowBody : rowsBody];

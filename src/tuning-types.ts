@@ -4,7 +4,7 @@
 
 import type { MultiHeadAttention } from './layer.ts';
 
-export type ProjectionVariant = 'register-4x4' | 'register-8x8' | 'workgroup-64' | 'subgroup-4x4' | 'subgroup-8x4' | 'subgroup-16x4';
+export type ProjectionVariant = 'register-4x4' | 'register-8x8' | 'workgroup-64' | 'workgroup-128' | 'subgroup-4x4' | 'subgroup-8x4' | 'subgroup-16x4';
 export type AttentionVariant =
   | 'rows32-keys32'
   | 'rows64-keys32'

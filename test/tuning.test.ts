@@ -259,6 +259,7 @@ describe('the Tuner, with a fake gate and fake timings', () => {
     'register-4x4': 5,
     'register-8x8': 1,
     'workgroup-64': 3,
+    'workgroup-128': 3.5,
     'rows32-keys32': 4,
     'rows64-keys32': 2,
     'rows32-keys32-loop': 8,
@@ -286,7 +287,7 @@ describe('the Tuner, with a fake gate and fake timings', () => {
     const qkv = await tuner.sweep('qkv_projection', cls('qkv_projection'), 32, 'f32', fakeTrial(timed));
     expect(timed).not.toContain('register-8x8');
     expect(qkv.refused).toEqual({ 'register-8x8': 'output[3] = 7, the float64 reference says 1' });
-    expect(Object.keys(qkv.timesMs!).sort()).toEqual(['register-4x4', 'workgroup-64']);
+    expect(Object.keys(qkv.timesMs!).sort()).toEqual(['register-4x4', 'workgroup-128', 'workgroup-64']);
     expect(qkv.variant).toBe('workgroup-64'); // the built-in GPU choice, and the fastest left
   });
 

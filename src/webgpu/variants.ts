@@ -6,6 +6,7 @@
 //     register-4x4   shaders/gemm_register_4x4.wgsl, 4 rows × 4 columns per invocation
 //     register-8x8   shaders/gemm_register_8x8.wgsl, 8 rows × 8 columns per invocation (fewer loads per FMA)
 //     workgroup-64   shaders/gemm_workgroup.wgsl, 64 × 64 tiles staged through workgroup memory
+//     workgroup-128  shaders/gemm_workgroup_128.wgsl, 128 × 128 tiles, 8 × 8 per invocation (GPUs only)
 //     subgroup-4x4   shaders/gemm_subgroup.wgsl, 4 rows × 4 columns per invocation, the rows of A passed between
 //                    lanes by subgroupShuffle (needs the `subgroups` feature)
 //     subgroup-8x4   the same with 8 rows (each B load serves 8 rows; more registers)
@@ -42,11 +43,20 @@ import gemmRegister8x8 from '../../shaders/gemm_register_8x8.wgsl?raw';
 import gemmSubgroup from '../../shaders/gemm_subgroup.wgsl?raw';
 import gemmSubgroupFma from '../../shaders/gemm_subgroup_fma.wgsl?raw';
 import gemmWorkgroup from '../../shaders/gemm_workgroup.wgsl?raw';
+import gemmWorkgroup128 from '../../shaders/gemm_workgroup_128.wgsl?raw';
 
 import type { AttentionVariant, ProjectionVariant } from '../types.ts';
 
 export type { AttentionVariant, ProjectionVariant };
-export const PROJECTION_VARIANTS: readonly ProjectionVariant[] = ['register-4x4', 'register-8x8', 'workgroup-64', 'subgroup-4x4', 'subgroup-8x4', 'subgroup-16x4'];
+export const PROJECTION_VARIANTS: readonly ProjectionVariant[] = [
+  'register-4x4',
+  'register-8x8',
+  'workgroup-64',
+  'workgroup-128',
+  'subgroup-4x4',
+  'subgroup-8x4',
+  'subgroup-16x4',
+];
 export const ATTENTION_VARIANTS: readonly AttentionVariant[] = [
   'rows32-keys32',
   'rows64-keys32',
@@ -284,6 +294,8 @@ export function gemmShape(variant: ProjectionVariant): GemmShape {
       return { core: gemmRegister8x8, constants: { WG_X: 8, WG_Y: 8 }, tileRows: 64, tileCols: 64, subgroups: false };
     case 'workgroup-64':
       return { core: gemmWorkgroup, constants: {}, tileRows: 64, tileCols: 64, subgroups: false };
+    case 'workgroup-128':
+      return { core: gemmWorkgroup128, constants: {}, tileRows: 128, tileCols: 128, subgroups: false };
     case 'subgroup-4x4':
     case 'subgroup-8x4': {
       // 128 invocations: a multiple of every subgroup size (4…128), so subgroups are whole.

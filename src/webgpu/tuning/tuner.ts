@@ -22,7 +22,7 @@ import { type AdapterKind, type CallSize, candidates, defaultChoice, type Kernel
 import { decide, interleave } from './measure.ts';
 
 /** Bump when variants, what they compute or how they are chosen change: remembered choices from before are ignored. */
-export const TUNING_VERSION = 8; // 8: long causal calls timed on their middle rows; GEMM row blocks; short calls 2-row
+export const TUNING_VERSION = 9; // 9: workgroup-128 GEMM on GPUs; 8: long causal calls timed on their middle rows; GEMM row blocks; short calls 2-row
 
 export interface ResolvedTuning {
   mode: 'auto' | 'off';

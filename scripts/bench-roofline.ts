@@ -5,7 +5,7 @@
 //      chains per invocation, written out, a loop count the compiler cannot see), swept over workgroup
 //      sizes and chain counts; the best GFLOP/s (an FMA is 2 FLOPs).
 //   2. The memory ceiling: a vec4 copy of 32 MiB, swept over workgroup sizes and vec4s per invocation;
-//      the best GB/s (bytes read + bytes written).
+//      the best GB/s (bytes read + bytes written); and the price of one vec4 load in FMAs (loadCost).
 //   3. The engine's kernels at each shape (default: B=1 S=128 E=256 H=4 and B=1 S=512 E=512 H=8),
 //      every candidate variant of each kernel on this adapter forced in turn (subgroup ones included
 //      where the device has the feature), timed by timestamp queries (profile: true): ms, GFLOP/s
@@ -76,6 +76,53 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lix:
     dst[base + p * WG] = src[base + p * WG];
   }
 }`;
+
+// The price of a load: LOADS vec4 loads from storage at addresses that differ per invocation, beside
+// 16 independent vec4 FMA chains, against the same FMAs with values made from the loop counter instead.
+// On GPUs a load costs little beside FMAs; on CPU drivers it can cost dozens (lavapipe gathers each
+// lane's element one at a time), which bounds any kernel by its loads per FMA, not by the FMA ceiling.
+const LOADS = 4;
+function loadShader(load: boolean): string {
+  const ids = Array.from({ length: 16 }, (_, c) => c);
+  const value = (i: number) => (load ? `src[(i * ${LOADS}u + ${i}u + lix * 7u) & 4095u]` : `vec4<f32>(f32(i + ${i}u))`);
+  return [
+    '@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;',
+    '@group(0) @binding(1) var<uniform> loops: vec4<u32>;',
+    '@group(0) @binding(2) var<storage, read> src: array<vec4<f32>>;',
+    '@compute @workgroup_size(64)',
+    'fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(local_invocation_index) lix: u32) {',
+    ...ids.map((c) => `  var a${c} = vec4<f32>(f32(gid.x) * 1e-7 + ${c}.0);`),
+    '  let m = vec4<f32>(0.999);',
+    '  for (var i = 0u; i < loops.x; i++) {',
+    ...Array.from({ length: LOADS }, (_, i) => `    let v${i} = ${value(i)};`),
+    ...ids.map((c) => `    a${c} = fma(a${c}, v${c % LOADS}, m);`),
+    '  }',
+    `  out[gid.x] = ${ids.map((c) => `a${c}`).join(' + ')};`,
+    '}',
+  ].join('\n');
+}
+
+/** Nanoseconds per invocation of one vec4 storage load (loop of LOADS loads beside 16 FMA chains, minus the FMAs alone). */
+async function loadCost(device: GPUDevice): Promise<number> {
+  const invocations = 64 * 256;
+  const loops = 1024;
+  const out = device.createBuffer({ label: 'Roofline.loadOut', size: invocations * 16, usage: Usage.STORAGE });
+  const src = device.createBuffer({ label: 'Roofline.loadSrc', size: 4096 * 16, usage: Usage.STORAGE });
+  const uniformBuffer = device.createBuffer({ label: 'Roofline.loops', size: 16, usage: Usage.UNIFORM | Usage.COPY_DST });
+  device.queue.writeBuffer(uniformBuffer, 0, Uint32Array.from([loops, 0, 0, 0]));
+  const ms: number[] = [];
+  for (const load of [false, true]) {
+    const module = device.createShaderModule({ label: `Roofline.load${load}`, code: loadShader(load) });
+    const pipeline = await device.createComputePipelineAsync({ label: 'Roofline.load', layout: 'auto', compute: { module, entryPoint: 'main' } });
+    const group = device.createBindGroup({
+      layout: pipeline.getBindGroupLayout(0),
+      entries: [out, uniformBuffer, src].map((buffer, binding) => ({ binding, resource: { buffer } })),
+    });
+    ms.push(await timeDispatches(device, pipeline, group, invocations / 64, 4));
+  }
+  for (const b of [out, src, uniformBuffer]) b.destroy();
+  return Math.max(0, ((ms[1] - ms[0]) * 1e6) / (4 * invocations * loops * LOADS));
+}
 
 interface Ceiling {
   best: number;
@@ -194,6 +241,10 @@ export async function benchRoofline(options: { shapes: { id: string; shape: Benc
   const fma = await fmaCeiling(device, log);
   log('Memory ceiling (vec4 copy, 32 MiB):');
   const copy = await copyCeiling(device, log);
+  const loadNs = await loadCost(device);
+  // A vec4 FMA is 8 FLOPs: its time per invocation at the arithmetic ceiling.
+  const loadInFmas = loadNs / (8 / fma.best);
+  log(`Load cost: a vec4 storage load ${loadNs.toFixed(3)} ns per invocation, ${loadInFmas.toFixed(1)} vec4 FMAs at the ceiling`);
 
   const figures: KernelFigure[] = [];
   const builtIn = defaultChoice(kind, subgroups);
@@ -222,6 +273,7 @@ export async function benchRoofline(options: { shapes: { id: string; shape: Benc
   console.log(`\nRoofline on ${adapter} (${kind}; ${subgroupText}), Node on Dawn`);
   console.log(`  arithmetic ceiling: ${fma.best.toFixed(1)} GFLOP/s (vec4 FMA, ${fma.config})`);
   console.log(`  memory ceiling:     ${copy.best.toFixed(1)} GB/s (vec4 copy, ${copy.config})`);
+  console.log(`  a vec4 load:        ${loadNs.toFixed(3)} ns per invocation = ${loadInFmas.toFixed(1)} vec4 FMAs at that ceiling (per-invocation addresses)`);
   console.log('\n| shape | kernel | variant | ms | GFLOP/s | % of FMA ceiling |');
   console.log('|---|---|---|---:|---:|---:|');
   for (const f of figures) {
@@ -230,6 +282,9 @@ export async function benchRoofline(options: { shapes: { id: string; shape: Benc
   }
   mkdirSync(dirname(options.out), { recursive: true });
   const shapes = Object.fromEntries(options.shapes.map(({ id, shape }) => [id, shape]));
-  writeFileSync(options.out, `${JSON.stringify({ when: new Date().toISOString(), adapter, kind, subgroups, fma, copy, shapes, figures }, null, 2)}\n`);
+  writeFileSync(
+    options.out,
+    `${JSON.stringify({ when: new Date().toISOString(), adapter, kind, subgroups, fma, copy, loadNs, loadInFmas, shapes, figures }, null, 2)}\n`,
+  );
   console.log(`\nwrote ${options.out}`);
 }

@@ -146,13 +146,13 @@ export interface ScoreOptions {
   /** > 0: each scaled score s becomes softcap·tanh(s / softcap), before masks and additive biases (Gemma 2; ONNX Runtime's `softcap`). */
   softcap?: number;
   /**
-   * [H]: a logit per head that joins every row's softmax as one more key whose value is 0: the
+   * Float32Array [H]: a logit per head that joins every row's softmax as one more key whose value is 0: the
    * denominator gains exp(sinks[h]) and the row's maximum includes it; it is not scaled, soft-capped
    * or biased (gpt-oss's learned sinks; ONNX Runtime's `head_sink`; zeros are "smooth softmax").
    * With needWeights the probabilities leave the sink out (rows sum to less than 1).
    */
   sinks?: Float32Array;
-  /** [H]: adds −slope·|i' − j| to head h's scores (ALiBi; FlashAttention-2's `alibi_slopes`; i' = i + Skv − Sq). */
+  /** Float32Array [H]: adds −slope·|i' − j| to head h's scores (ALiBi; FlashAttention-2's `alibi_slopes`; i' = i + Skv − Sq). */
   alibiSlopes?: Float32Array;
 }
 
@@ -324,7 +324,7 @@ export interface HalfForwardResult extends Omit<ForwardResult, 'output'> {
 export interface ForwardResult {
   /** [B, S, E], batch first. */
   output: Float32Array;
-  /** [B, H, Sq, Skv]: softmax(Q·Kᵀ/√Dh) of each head; 0 where a key is masked. Only with needWeights. */
+  /** Probabilities [B, H, Sq, Skv]: softmax(Q·Kᵀ/√Dh) of each head; 0 where a key is masked. Only with needWeights. */
   attentionWeights?: Float32Array;
   /**
    * With createAttentionEngine({ profile: true }) on an adapter with timestamp-query: GPU milliseconds

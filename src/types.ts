@@ -62,9 +62,9 @@ export interface EngineOptions {
    */
   profile?: boolean;
   /**
-   * How kernel variants are chosen (src/webgpu/variants.ts). Default: a short sweep on first use per
-   * adapter and shape class (every variant checked against the float64 reference first, then timed),
-   * remembered in localStorage (browser) or `~/.cache/webgpu-attention/tuning.json` (Node).
+   * How kernel variants are chosen (src/webgpu/variants.ts). Default: a sweep in the background on first use per
+   * adapter and shape class (each candidate of the adapter kind checked against the float64 reference first, then
+   * timed; calls never wait for it), remembered in localStorage (browser) or `~/.cache/webgpu-attention/tuning.json` (Node).
    */
   tuning?: TuningOptions;
 }
@@ -328,8 +328,8 @@ export interface ForwardResult {
   attentionWeights?: Float32Array;
   /**
    * With createAttentionEngine({ profile: true }) on an adapter with timestamp-query: GPU milliseconds
-   * of each kernel (qkv_projection, flash_attention, attention_probs, output_projection) and `gpu`,
-   * from the first kernel's start to the last one's end. Not for calls split to fit device limits.
+   * of each stage it ran (qkv_projection, head_transform, flash_attention or linear_attention, attention_probs,
+   * output_projection, …) and `gpu`, from the first kernel's start to the last one's end. Not for calls split to fit device limits.
    */
   timings?: Record<string, number>;
 }

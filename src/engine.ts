@@ -35,6 +35,7 @@ export type { AdapterInfo };
 const ENGINE_KEYS = ['backend', 'device', 'limits', 'precision', 'profile', 'threads', 'tuning'] as const;
 const LIMIT_KEYS = ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension'] as const;
 
+/** Owns a backend (a GPU device with its buffers and pipelines, or CPU kernels) and makes layers; made by createAttentionEngine(). */
 export class AttentionEngine {
   /** The live layers, and their sizes. */
   private readonly layers = new Map<MultiHeadAttention, LayerSpec>();

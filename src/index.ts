@@ -16,6 +16,7 @@ export {
   DisposedError,
   WebGPUUnavailableError,
 } from './errors.ts';
+export type { ArgumentProblem } from './errors.ts';
 export type {
   BackendKind,
   EngineOptions,

@@ -31,7 +31,7 @@ export interface MatmulWeights {
   wK?: MatmulProjection;
   /** [E, G·Dh] = [E, E], or a list of G per-head [E, Dh]. */
   wV?: MatmulProjection;
-  /** [E, E]: out = concat(heads) @ wO + bO; concat(heads) has head i in columns i·Dh … i·Dh + Dh − 1. */
+  /** wO [E, E]: out = concat(heads) @ wO + bO; concat(heads) has head i in columns i·Dh … i·Dh + Dh − 1. */
   wO: Float32Array;
   /** [3E], with wQkv. */
   bQkv?: Float32Array;

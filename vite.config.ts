@@ -30,6 +30,8 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     setupFiles: ['test/setup.ts'],
+    // One Mesa shader cache per run, shared by the test files (each compiled its kernels from cold before).
+    globalSetup: ['test/global-setup.ts'],
     environment: 'node',
     // One WebGPU device per test file; the software drivers are slow, so give GPU tests room.
     testTimeout: 120_000,

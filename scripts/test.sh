@@ -8,6 +8,14 @@ cd "$(dirname "$0")/.."
 bash scripts/setup-system.sh lavapipe chromium
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1   # Playwright uses the system Chromium; it cannot download its own here
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}  # quiets Dawn's warning
+# One Mesa (lavapipe) shader cache for this run, empty at the start and deleted at the end: the unit
+# tests' files (test/global-setup.ts otherwise makes one per vitest run) and the package test's Node
+# forward compile each kernel once between them; nothing carries over to the next run.
+if [ -z "${MESA_SHADER_CACHE_DIR:-}${MESA_SHADER_CACHE_DISABLE:-}" ]; then
+  MESA_SHADER_CACHE_DIR=$(mktemp -d "${TMPDIR:-/tmp}/webgpu-attention-mesa-XXXXXX")
+  export MESA_SHADER_CACHE_DIR
+  trap 'rm -rf "$MESA_SHADER_CACHE_DIR"' EXIT
+fi
 npm ci --no-audit --no-fund
 
 mkdir -p test-reports

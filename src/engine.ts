@@ -19,7 +19,6 @@ import type {
   StateDict,
   TensorArray,
   TuningReport,
-  WarmupCall,
   WarmupOptions,
 } from './types.ts';
 import { AutoBackend } from './auto/backend.ts';
@@ -31,6 +30,19 @@ import { type AcquiredDevice, acquireDevice, describeAdapter } from './webgpu/de
 import { adapterKind } from './webgpu/variants.ts';
 
 export type { AdapterInfo };
+
+/** One call shape to prepare for: engine.warmup() and engine.tune(). */
+export interface WarmupCall {
+  /** A layer of this engine. */
+  layer: MultiHeadAttention;
+  /** Default 1. */
+  batchSize?: number;
+  seqLen: number;
+  /** Keys per query: a KV cache's length after the call, or cross-attention's Skv. Default seqLen. */
+  kvSeqLen?: number;
+  /** Default false. */
+  isCausal?: boolean;
+}
 
 const ENGINE_KEYS = ['backend', 'device', 'limits', 'precision', 'profile', 'threads', 'tuning'] as const;
 const LIMIT_KEYS = ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension'] as const;

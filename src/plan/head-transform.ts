@@ -6,28 +6,7 @@
 import { InvalidArgumentError, ShapeMismatchError } from '../errors.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { requireBothOrNeither } from './checks.ts';
-
-/** Rotary embeddings, resolved: rotate the first `dim` features of each head by position·θ_i. */
-export interface RotaryPlan {
-  /** Features rotated (even, ≤ Dh). */
-  dim: number;
-  /** θ_i = base^(−2i/dim), when no tables are given. */
-  base: number;
-  /** false: halves (i, i + dim/2), Llama / GPT-NeoX; true: pairs (2i, 2i + 1), GPT-J. */
-  interleaved: boolean;
-  /** Given tables [maxPositions, dim/2] (Llama 3, YaRN, NTK scaling), or null: computed from base. */
-  cos: Float32Array | null;
-  sin: Float32Array | null;
-}
-
-/** QK-norm, resolved: an RMS norm of every query and key head with these weights [Dh]. */
-export interface QkNormPlan {
-  query: Float32Array;
-  key: Float32Array;
-  eps: number;
-  /** Features the mean of squares runs over: Dh (the GPU's padded heads have more lanes, zeros). */
-  dim: number;
-}
+import type { QkNormPlan, RotaryPlan } from './types.ts';
 
 /** The layer config's `rotary` (or scaledDotProductAttention's, `name` = 'options.rotary'), checked for head size Dh. */
 export function resolveRotary(where: string, value: unknown, Dh: number, name = 'config.rotary'): RotaryPlan | null {

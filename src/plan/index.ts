@@ -4,6 +4,7 @@
 
 export type { ForwardPlan, Geometry, LayerSpec, LayerWeights, MaskPlan, PlanMode, QkNormPlan, RotaryPlan, ScorePlan } from './types.ts';
 export { geometryOf } from './geometry.ts';
+export { makePlan, NO_MASKS, type PlanParts, plainScore } from './make-plan.ts';
 export { copyWeights, expectedWeights, resolveLayerSpec, resolveWeights } from './layer.ts';
 export { resolveForwardPlan } from './forward.ts';
 export { resolveKvCacheOptions } from './kv-cache.ts';

@@ -5,15 +5,16 @@ import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../e
 import { KvCache } from '../kv-cache.ts';
 import { describe, rejectUnknownKeys, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { clampWindow, requireBothOrNeither, resolveMasks, resolveScore } from './checks.ts';
-import { geometryOf } from './geometry.ts';
 import { resolvePositions } from './head-transform.ts';
+import { makePlan } from './make-plan.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
 /** forward(x, { kvCache }): the new tokens' K/V are appended, and the queries see everything cached. */
 export function resolveCachedPlan(
   where: string,
   spec: LayerSpec,
-  query: Float32Array,
+  /** The query [B, Sq, E] (empty when it is a GPUBuffer), and what forward checked of the call's GPU inputs and output. */
+  inputs: Pick<ForwardPlan, 'query' | 'gpu' | 'returnBuffer'>,
   o: Record<string, unknown>,
   batchSize: number,
   seqLen: number,
@@ -78,7 +79,7 @@ export function resolveCachedPlan(
     });
   }
   const H = spec.numHeads;
-  return {
+  return makePlan({
     layer: spec,
     mode: 'self',
     positions: spec.rotary ? resolvePositions(where, spec.rotary, { batchSize, seqLen, start, cuSeqlens: null }, o.positionIds) : null,
@@ -89,15 +90,9 @@ export function resolveCachedPlan(
     needWeights,
     masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
     score: resolveScore(where, o, H, spec.headDim),
-    cuSeqlens: null,
-    geometry: geometryOf('self', batchSize, seqLen, kvSeqLen),
-    query,
-    key: query,
-    value: query,
+    ...inputs,
     cache: { cache, start },
-    gpu: null,
-    returnBuffer: false,
-  };
+  });
 }
 
 /** mha.createKvCache's options: sizes, and a past to start from (key and value [B, G, length, Dh]). */

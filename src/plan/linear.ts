@@ -5,8 +5,8 @@
 import { InvalidArgumentError, UnsupportedError } from '../errors.ts';
 import type { LinearAttentionOptions } from '../types.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject } from '../validate.ts';
-import { plainScore, requireUint8Array, resolveHeadShape } from './checks.ts';
-import { geometryOf } from './geometry.ts';
+import { requireUint8Array, resolveHeadShape } from './checks.ts';
+import { makePlan } from './make-plan.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
 const LINEAR_KEYS = ['batchSize', 'numHeads', 'numKvHeads', 'seqLen', 'kvSeqLen', 'headDim', 'isCausal', 'keyPaddingMask', 'eps', 'needWeights'] as const;
@@ -89,24 +89,5 @@ export function resolveLinearPlan(query: unknown, key: unknown, value: unknown, 
     scoreMod: null,
     attention: 'linear',
   };
-  return {
-    layer,
-    mode: 'cross',
-    positions: null,
-    batchSize: B,
-    seqLen: Sq,
-    kvSeqLen: Skv,
-    isCausal,
-    needWeights: false,
-    masks: { attnMask: null, attnMaskPerHead: false, keyPaddingMask, window: 0, headMask: null },
-    score: { ...plainScore(Dh), eps },
-    cuSeqlens: null,
-    geometry: geometryOf('cross', B, Sq, Skv),
-    query: q,
-    key: k,
-    value: v,
-    cache: null,
-    gpu: null,
-    returnBuffer: false,
-  };
+  return makePlan({ layer, mode: 'cross', batchSize: B, seqLen: Sq, kvSeqLen: Skv, isCausal, masks: { keyPaddingMask }, score: { eps }, query: q, key: k, value: v });
 }

@@ -1,6 +1,7 @@
 // The resolved forms of a layer and of one call: what every backend and kernel reads. They are built
-// by the checks in this folder (layer.ts, forward.ts, kv-cache.ts, attention.ts) and by nothing else;
-// nothing below them checks arguments again.
+// by the checks in this folder (layer.ts, forward.ts, kv-cache.ts, attention.ts, linear.ts, shape.ts)
+// and by nothing else, a ForwardPlan always through make-plan.ts's makePlan (which fills in the
+// defaults); nothing below them checks arguments again.
 
 import type { KvCache } from '../kv-cache.ts';
 import type { ScoreMod } from '../types.ts';

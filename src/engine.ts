@@ -24,7 +24,8 @@ import type {
 import { AutoBackend } from './auto/backend.ts';
 import { WasmBackend } from './wasm/backend.ts';
 import { progressOption, resolveTuning } from './engine-options.ts';
-import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from './validate.ts';
+import { ENGINE_KEYS, LIMIT_KEYS } from './option-keys.ts';
+import { describe, knownKeys, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from './validate.ts';
 import { WebGPUBackend } from './webgpu/backend.ts';
 import { type AcquiredDevice, acquireDevice, describeAdapter } from './webgpu/device.ts';
 import { adapterKind } from './webgpu/variants.ts';
@@ -44,8 +45,8 @@ export interface WarmupCall {
   isCausal?: boolean;
 }
 
-const ENGINE_KEYS = ['backend', 'device', 'limits', 'precision', 'profile', 'threads', 'tuning'] as const;
-const LIMIT_KEYS = ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension'] as const;
+/** WarmupCall's keys (its table lives beside the type: option-keys.ts cannot name the layer class without an import cycle). */
+const WARMUP_CALL_KEYS = knownKeys<WarmupCall>({ layer: true, batchSize: true, seqLen: true, kvSeqLen: true, isCausal: true });
 
 export class AttentionEngine {
   /** The live layers, and their sizes. */
@@ -212,7 +213,7 @@ export class AttentionEngine {
     const onProgress = progressOption(where, options);
     const list = calls ?? [...this.layers.keys()].map((layer) => ({ layer, seqLen: 128 }));
     await impl.warmup(
-      resolveShapeCalls(where, list, (l) => this.layers.get(l as MultiHeadAttention)),
+      resolveShapeCalls(where, list, WARMUP_CALL_KEYS, (l) => this.layers.get(l as MultiHeadAttention)),
       onProgress,
     );
   }
@@ -227,7 +228,7 @@ export class AttentionEngine {
     const where = 'AttentionEngine.tune';
     const onProgress = progressOption(where, options);
     await impl.tune(
-      resolveShapeCalls(where, calls, (l) => this.layers.get(l as MultiHeadAttention)),
+      resolveShapeCalls(where, calls, WARMUP_CALL_KEYS, (l) => this.layers.get(l as MultiHeadAttention)),
       onProgress,
     );
     return impl.tuningReport();

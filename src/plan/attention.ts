@@ -1,37 +1,13 @@
 // engine.scaledDotProductAttention's checks: the attention kernel alone on tensors the caller projected.
 
 import { InvalidArgumentError } from '../errors.ts';
+import { SDPA_KEYS } from '../option-keys.ts';
 import type { ScaledDotProductAttentionOptions } from '../types.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject } from '../validate.ts';
 import { clampWindow, refuseDropout, resolveHeadShape, resolveMasks, resolveOutputType, resolveScore, resolveScoreMod, resolveWindow, tensorInput } from './checks.ts';
 import { resolvePositions, resolveRotary } from './head-transform.ts';
 import { makePlan } from './make-plan.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
-
-const SDPA_KEYS = [
-  'batchSize',
-  'numHeads',
-  'numKvHeads',
-  'seqLen',
-  'kvSeqLen',
-  'headDim',
-  'isCausal',
-  'attnMask',
-  'keyPaddingMask',
-  'window',
-  'headMask',
-  'needWeights',
-  'dropout',
-  'scale',
-  'softcap',
-  'sinks',
-  'alibiSlopes',
-  'rotary',
-  'positionIds',
-  'returnBuffer',
-  'scoreMod',
-  'outputType',
-] as const;
 
 /**
  * engine.scaledDotProductAttention: the attention kernel alone on projected tensors, query

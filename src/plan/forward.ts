@@ -2,6 +2,7 @@
 // cross-attention, a varlen batch with cuSeqlens, GPU-resident inputs; kv-cache.ts for calls with a cache).
 
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
+import { BATCHED_ONLY_KEYS, FORWARD_KEYS } from '../option-keys.ts';
 import type { ForwardOptions } from '../types.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
 import {
@@ -22,30 +23,6 @@ import { resolveCachedPlan } from './kv-cache.ts';
 import { refuseForLinear } from './linear.ts';
 import { makePlan } from './make-plan.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
-
-const FORWARD_KEYS = [
-  'batchSize',
-  'seqLen',
-  'isCausal',
-  'needWeights',
-  'key',
-  'value',
-  'kvSeqLen',
-  'keyPaddingMask',
-  'attnMask',
-  'window',
-  'headMask',
-  'cuSeqlens',
-  'kvCache',
-  'returnBuffer',
-  'dropout',
-  'scale',
-  'softcap',
-  'sinks',
-  'alibiSlopes',
-  'positionIds',
-  'outputType',
-] as const;
 
 function resolveCuSeqlens(where: string, value: unknown, queryLength: unknown, E: number): { cu: Int32Array; maxLen: number } {
   if (!(value instanceof Int32Array)) {
@@ -119,19 +96,7 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
   }
 
   if (o.cuSeqlens !== undefined) {
-    for (const name of [
-      'batchSize',
-      'seqLen',
-      'key',
-      'value',
-      'kvSeqLen',
-      'keyPaddingMask',
-      'attnMask',
-      'needWeights',
-      'kvCache',
-      'returnBuffer',
-      'positionIds',
-    ] as const) {
+    for (const name of BATCHED_ONLY_KEYS) {
       if (o[name] === undefined) continue;
       throw new UnsupportedError({
         where,

@@ -4,6 +4,7 @@
 // The kernel is shaders/head_transform.wgsl; the reference cpu/head-transform.ts.
 
 import { InvalidArgumentError, ShapeMismatchError } from '../errors.ts';
+import { QK_NORM_KEYS, ROTARY_KEYS } from '../option-keys.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { requireBothOrNeither } from './checks.ts';
 import type { QkNormPlan, RotaryPlan } from './types.ts';
@@ -12,7 +13,7 @@ import type { QkNormPlan, RotaryPlan } from './types.ts';
 export function resolveRotary(where: string, value: unknown, Dh: number, name = 'config.rotary'): RotaryPlan | null {
   if (value === undefined) return null;
   const r = requireObject(where, name, value, 'Pass { dim?, base?, interleaved?, cos?, sin? }.');
-  rejectUnknownKeys(where, name, r, ['dim', 'base', 'interleaved', 'cos', 'sin']);
+  rejectUnknownKeys(where, name, r, ROTARY_KEYS);
   const dim = r.dim === undefined ? Dh : requirePositiveInteger(where, `${name}.dim`, r.dim);
   if (dim % 2 !== 0 || dim > Dh) {
     throw new InvalidArgumentError({
@@ -57,7 +58,7 @@ export function resolveRotary(where: string, value: unknown, Dh: number, name = 
 export function resolveQkNorm(where: string, value: unknown, Dh: number): QkNormPlan | null {
   if (value === undefined) return null;
   const q = requireObject(where, 'config.qkNorm', value, 'Pass { query, key, eps? }: RMS-norm weights [headDim] for query and key heads.');
-  rejectUnknownKeys(where, 'config.qkNorm', q, ['query', 'key', 'eps']);
+  rejectUnknownKeys(where, 'config.qkNorm', q, QK_NORM_KEYS);
   const query = requireFloat32Array(where, 'config.qkNorm.query', q.query, Dh, `[headDim] = ${Dh}`).slice();
   const key = requireFloat32Array(where, 'config.qkNorm.key', q.key, Dh, `[headDim] = ${Dh}`).slice();
   let eps = 1e-6;

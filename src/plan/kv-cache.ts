@@ -3,6 +3,7 @@
 
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import { KvCache } from '../kv-cache.ts';
+import { KV_CACHE_KEYS } from '../option-keys.ts';
 import { describe, rejectUnknownKeys, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { clampWindow, requireBothOrNeither, resolveMasks, resolveScore } from './checks.ts';
 import { resolvePositions } from './head-transform.ts';
@@ -102,7 +103,7 @@ export function resolveKvCacheOptions(
 ): { batchSize: number; maxSeqLen: number; past: { key: Float32Array; value: Float32Array; length: number } | null } {
   const where = 'MultiHeadAttention.createKvCache';
   const o = requireObject(where, 'options', options, 'Pass { batchSize, maxSeqLen } (and key, value to start from a past).');
-  rejectUnknownKeys(where, 'options', o, ['batchSize', 'maxSeqLen', 'key', 'value', 'length']);
+  rejectUnknownKeys(where, 'options', o, KV_CACHE_KEYS);
   const batchSize = requirePositiveInteger(where, 'options.batchSize', o.batchSize);
   const maxSeqLen = requirePositiveInteger(where, 'options.maxSeqLen', o.maxSeqLen);
   if (o.key === undefined && o.value === undefined) {

@@ -25,20 +25,19 @@ export function shapePlan(spec: LayerSpec, shape: { batchSize: number; seqLen: n
   });
 }
 
-const CALL_KEYS = ['layer', 'batchSize', 'seqLen', 'kvSeqLen', 'isCausal'] as const;
-
 /**
  * engine.warmup's and engine.tune's `calls`: each a layer of this engine (`specOf` knows it) and a
- * shape. Checked like every argument, before any GPU work.
+ * shape. Checked like every argument, before any GPU work. `known`: WarmupCall's keys (engine.ts
+ * owns that type, which names the layer class, and so its table).
  */
-export function resolveShapeCalls(where: string, calls: unknown, specOf: (layer: unknown) => LayerSpec | undefined): ForwardPlan[] {
+export function resolveShapeCalls(where: string, calls: unknown, known: readonly string[], specOf: (layer: unknown) => LayerSpec | undefined): ForwardPlan[] {
   if (!Array.isArray(calls)) {
     throw new InvalidArgumentError({ where, argument: 'calls', expected: 'an array of { layer, seqLen, batchSize?, kvSeqLen?, isCausal? }', given: describe(calls) });
   }
   return calls.map((call, i) => {
     const argument = `calls[${i}]`;
     const c = requireObject(where, argument, call, 'Pass { layer, seqLen } (batchSize, kvSeqLen and isCausal optional).');
-    rejectUnknownKeys(where, argument, c, CALL_KEYS);
+    rejectUnknownKeys(where, argument, c, known);
     const spec = specOf(c.layer);
     if (!spec) {
       throw new InvalidArgumentError({

@@ -1,7 +1,7 @@
 // The package entry: the public surface and nothing else.
 
 export { AttentionEngine, createAttentionEngine } from './engine.ts';
-export type { AdapterInfo } from './engine.ts';
+export type { AdapterInfo, WarmupCall } from './engine.ts';
 export { MultiHeadAttention } from './layer.ts';
 export { KvCache } from './kv-cache.ts';
 export {
@@ -46,7 +46,6 @@ export type {
   BackendChoice,
   BackendChoiceReport,
   TuningReport,
-  WarmupCall,
   WarmupOptions,
   ProjectionVariant,
   AttentionVariant,

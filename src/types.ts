@@ -12,7 +12,6 @@ export type {
   TuningReport,
   BackendChoice,
   BackendChoiceReport,
-  WarmupCall,
   WarmupOptions,
 } from './tuning-types.ts';
 

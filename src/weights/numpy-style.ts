@@ -14,7 +14,7 @@
 
 import { InvalidArgumentError, MissingWeightError, ShapeMismatchError } from '../errors.ts';
 import type { StateDict } from '../types.ts';
-import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
+import { describe, knownKeys, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
 import { transpose } from './layouts.ts';
 
 /** A projection as one matrix [E, n] or as a list of per-head matrices [E, Dh], used as x @ W. */
@@ -54,7 +54,23 @@ export interface MatmulWeights {
 }
 
 const WHERE = 'stateDictFromMatmulWeights';
-const KEYS = ['wQkv', 'wQ', 'wK', 'wV', 'wO', 'bQkv', 'bQ', 'bK', 'bV', 'bO', 'embedDim', 'numHeads', 'numKvHeads', 'bias'] as const;
+/** MatmulWeights' keys (checked against the type: knownKeys). */
+const KEYS = knownKeys<MatmulWeights>({
+  wQkv: true,
+  wQ: true,
+  wK: true,
+  wV: true,
+  wO: true,
+  bQkv: true,
+  bQ: true,
+  bK: true,
+  bV: true,
+  bO: true,
+  embedDim: true,
+  numHeads: true,
+  numKvHeads: true,
+  bias: true,
+});
 
 function matrix(argument: string, value: unknown, rows: number, cols: number, names: string, hint = ''): Float32Array {
   const shape = `[${names}] = [${rows}, ${cols}] = ${rows * cols}`;

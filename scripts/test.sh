@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test, from a fresh machine: system packages (lavapipe, Chromium), npm ci, lint, type check,
-# unit tests in Node on real WebGPU (Dawn on lavapipe), browser tests in Chromium (SwiftShader).
+# import cycles, the API reference, unit tests in Node on real WebGPU (Dawn on lavapipe), browser tests in Chromium (SwiftShader).
 # GPU tests never skip: without an adapter they fail and say what to install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +25,10 @@ echo "== lint and format (Biome)"
 npx biome check . || status=1
 echo "== type check"
 npx tsc --noEmit -p . || status=1
+echo "== import cycles (type-only included) in src/"
+node scripts/check-cycles.mjs || status=1
+echo "== API reference (TypeDoc from the TSDoc comments; a warning fails)"
+npx typedoc --treatWarningsAsErrors --logLevel Warn || status=1
 echo "== unit tests (vitest, Node, WebGPU through Dawn on lavapipe)"
 npx vitest run --reporter=default --reporter=json --outputFile.json=test-reports/vitest.json || status=1
 echo "== browser tests (Playwright, Chromium's WebGPU)"

@@ -15,7 +15,9 @@ export {
   DeviceLostError,
   DisposedError,
   WebGPUUnavailableError,
+  WebGPUCallError,
 } from './errors.ts';
+export type { WebGPUErrorScope } from './errors.ts';
 export type {
   BackendKind,
   EngineOptions,

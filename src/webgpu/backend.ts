@@ -104,6 +104,9 @@ export class WebGPUBackend implements Backend {
         kind: () => this.adapterKind(),
         pipelineOf: (state, plan, kernel, variant) => pipelineOf(state, plan, kernel, variant),
         time: (state, plan, kernel, variant, repeat) => timeKernel(state.pool, plan, kernel, variant, repeat),
+        // The sweeps' trial and gate buffers sit idle in the pool once the queue is empty: they go (the
+        // next call takes its own scratch again, once).
+        drained: () => this.state.pool.trim(),
       },
       tuner,
     );

@@ -8,7 +8,10 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AttentionError, type AttentionEngine, createAttentionEngine, WebGPUCallError } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
+import { resolveForwardPlan, resolveLayerSpec } from '../src/plan/index.ts';
 import { acquireDevice } from '../src/webgpu/device.ts';
+import { shapeClass as shapeClass_, TUNING_VERSION } from '../src/webgpu/tuning/tuner.ts';
+import { KERNEL_NAMES } from '../src/webgpu/variants.ts';
 import { watchDevice } from './helpers/gpu.ts';
 
 const [COPY_SRC, COPY_DST] = [0x4, 0x8]; // GPUBufferUsage, which Node has no global for
@@ -195,5 +198,45 @@ describe.each(FAULTS)('a %s', (fault) => {
     expectClose(got.value, expected.value, f32Tolerance([16]));
     mha.dispose();
     ref.dispose();
+  });
+});
+
+describe('memory the background work leaves behind', () => {
+  test('after settled() the engine holds no more than after the first call; the next call is right', async () => {
+    // Its own engine, on choices remembered as an earlier engine's sweep would have left them (the
+    // projections' tier 0, an attention kernel that is not): the first call runs tier 0, and the
+    // background compiles the remembered attention kernel and runs it once on trial buffers of the
+    // call's shape (what a sweep does for every candidate, at a fraction of its time on a software adapter).
+    const config = { embedDim: 32, numHeads: 4 };
+    const options = { batchSize: 1, seqLen: 9 };
+    const plan = resolveForwardPlan(resolveLayerSpec(config), uniform(9 * 32, 1, mulberry32(1)), options);
+    const a = engine.adapterInfo!;
+    const adapter = [a.vendor, a.architecture, a.device, a.description].join('/');
+    const remembered = { qkv_projection: 'register-4x4', flash_attention: 'rows32-keys32-r2', output_projection: 'register-4x4' } as const;
+    const records = Object.fromEntries(
+      KERNEL_NAMES.map((kernel) => {
+        const shapeClass = shapeClass_(kernel, plan, 'f32');
+        return [`v${TUNING_VERSION}|${adapter}|${kernel}|${shapeClass}`, { kernel, shapeClass, variant: remembered[kernel], source: 'sweep' as const, steady: true }];
+      }),
+    );
+    const tuned = await createAttentionEngine({ device, tuning: { store: { where: 'test', load: async () => records, save: async () => {} } } });
+    const weights = randomStateDict(config, 5);
+    const mha = tuned.createMultiHeadAttention(config, weights);
+    const ref = cpu.createMultiHeadAttention(config, weights);
+    await mha.forward(uniform(9 * 32, 1, mulberry32(1)), options);
+    const afterFirst = tuned.stats();
+    await tuned.settled();
+    expect(tuned.tuning!.compiled.map((c) => c.variant)).toEqual(['rows32-keys32-r2']);
+    const afterBackground = tuned.stats();
+    // The trials' buffers, and the idle scratch with them, went when the queue emptied.
+    expect(afterBackground.buffers).toBeLessThan(afterFirst.buffers);
+    expect(afterBackground.bytes).toBeLessThanOrEqual(afterFirst.bytes);
+    const x = uniform(9 * 32, 1, mulberry32(2));
+    const next = await mha.forward(x, options);
+    expectClose(next.output, (await ref.forward(x, options)).output, f32Tolerance([32, 9, 32]));
+    expect(tuned.stats().buffers).toBeLessThanOrEqual(afterFirst.buffers);
+    mha.dispose();
+    ref.dispose();
+    tuned.dispose();
   });
 });

@@ -128,7 +128,7 @@ class AutoLayer implements BackendLayer {
 
   /** Measures this plan's class now (engine.tune()). */
   async measure(plan: ForwardPlan): Promise<void> {
-    if (this.wasm) await this.chooser.measure(classOf(layerName(this.spec), plan), () => this.trial(plan));
+    if (this.wasm) await this.chooser.measure(classOf(layerName(this.spec), plan), () => this.trial(withZeros(plan)));
   }
 
   dispose(): void {
@@ -228,6 +228,19 @@ function needsGpu(plan: ForwardPlan): boolean {
 /** The cache as the backend layer sees it: everything the same, but its storage that backend's. */
 function withStorage(cache: KvCache, storage: KvCacheStorage): KvCache {
   return Object.create(cache, { storage: { value: storage } }) as KvCache;
+}
+
+/**
+ * A shape-only plan (engine.tune's: no data) with zero inputs of its sizes, so that a trial runs a
+ * real call (the work does not depend on the values; WebGPU refuses bindings larger than their buffers).
+ */
+function withZeros(plan: ForwardPlan): ForwardPlan {
+  if (plan.query.length > 0) return plan;
+  const { embedDim: E, kdim, vdim } = plan.layer;
+  const { batches, qRows, kvRows } = plan.geometry;
+  const query = new Float32Array(batches * qRows * E); // [B, Sq, E]
+  if (plan.mode !== 'cross') return { ...plan, query, key: query, value: query };
+  return { ...plan, query, key: new Float32Array(batches * kvRows * kdim), value: new Float32Array(batches * kvRows * vdim) };
 }
 
 /** The plan with its own copies of the inputs (a trial runs later, when the caller may reuse its arrays). */

@@ -68,7 +68,7 @@ export class AttentionEngine {
 
   /** The adapter behind the current device; null on the CPU backend. */
   get adapterInfo(): AdapterInfo | null {
-    return this.live('adapterInfo').adapterInfo;
+    return this.live('adapterInfo').gpu?.adapterInfo ?? null;
   }
 
   /** Which backend runs the layers; on an engine that chooses (tuning.backends), the backend of the latest call. */
@@ -89,7 +89,7 @@ export class AttentionEngine {
    * cross-origin isolated pages; 1 elsewhere.
    */
   get threads(): number {
-    return this.live('threads').threads;
+    return this.live('threads').threading?.threads ?? 1;
   }
 
   /**
@@ -97,12 +97,12 @@ export class AttentionEngine {
    * not cross-origin isolated, or where workers cannot start); null when not.
    */
   get threadsNote(): string | null {
-    return this.live('threadsNote').threadsNote;
+    return this.live('threadsNote').threading?.note ?? null;
   }
 
   /** Whether forwards report `timings` (kernel times from timestamp queries). */
   get profiling(): boolean {
-    return this.live('profiling').profiling;
+    return this.live('profiling').gpu?.profiling ?? false;
   }
 
   /** Why the precision asked for is not the one in use; null when it is. */
@@ -112,7 +112,7 @@ export class AttentionEngine {
 
   /** The current GPU device (a new one after a recovered device loss), or null on the CPU backend. */
   get device(): GPUDevice | null {
-    return this.live('device').device;
+    return this.live('device').gpu?.device ?? null;
   }
 
   /**
@@ -190,7 +190,7 @@ export class AttentionEngine {
    * class: the variant, each variant's time, any the correctness gate refused). Null on the CPU backend.
    */
   get tuning(): TuningReport | null {
-    return this.live('tuning').tuningReport();
+    return this.live('tuning').gpu?.tuningReport() ?? null;
   }
 
   /**
@@ -200,7 +200,7 @@ export class AttentionEngine {
    * and tests measure the steady state after it. Resolves at once on the CPU backend.
    */
   settled(): Promise<void> {
-    return this.live('settled').settled();
+    return this.live('settled').gpu?.settled() ?? Promise.resolve();
   }
 
   /**
@@ -213,10 +213,8 @@ export class AttentionEngine {
     const where = 'AttentionEngine.warmup';
     const onProgress = progressOption(where, options);
     const list = calls ?? [...this.layers.keys()].map((layer) => ({ layer, seqLen: 128 }));
-    await impl.warmup(
-      resolveShapeCalls(where, list, WARMUP_CALL_KEYS, (l) => this.layers.get(l as MultiHeadAttention)),
-      onProgress,
-    );
+    const plans = resolveShapeCalls(where, list, WARMUP_CALL_KEYS, (l) => this.layers.get(l as MultiHeadAttention)); // checked on every backend
+    await impl.gpu?.warmup(plans, onProgress); // nothing compiles per shape without a GPU
   }
 
   /**
@@ -228,16 +226,15 @@ export class AttentionEngine {
     const impl = this.live('tune');
     const where = 'AttentionEngine.tune';
     const onProgress = progressOption(where, options);
-    await impl.tune(
-      resolveShapeCalls(where, calls, WARMUP_CALL_KEYS, (l) => this.layers.get(l as MultiHeadAttention)),
-      onProgress,
-    );
-    return impl.tuningReport();
+    const plans = resolveShapeCalls(where, calls, WARMUP_CALL_KEYS, (l) => this.layers.get(l as MultiHeadAttention)); // checked on every backend
+    if (!impl.gpu) return null;
+    await impl.gpu.tune(plans, onProgress);
+    return impl.gpu.tuningReport();
   }
 
   /** GPU buffers and bytes the engine holds, weights included; zero on the CPU backend. */
   stats(): EngineStats {
-    return this.live('stats').stats();
+    return this.live('stats').gpu?.stats() ?? { buffers: 0, bytes: 0, peakBytes: 0 };
   }
 
   /** Releases every layer and all GPU memory at once; destroys the device if the engine created it. */

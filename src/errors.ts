@@ -89,3 +89,41 @@ export class DeviceLostError extends AttentionError {
     super(message);
   }
 }
+
+/** Which WebGPU error scope caught an error during a call. */
+export type WebGPUErrorScope = 'validation' | 'out-of-memory' | 'internal';
+
+/**
+ * WebGPU refused the work of one call (forward, scaledDotProductAttention, linearAttention, a decode
+ * step): a validation error (a fault of this engine: please report it), out of memory, or an internal
+ * error of the implementation. The call returned nothing, freed what it had made, and the engine stays
+ * usable; `gpuMessage` is what WebGPU reported.
+ */
+export class WebGPUCallError extends AttentionError {
+  override name = 'WebGPUCallError';
+  constructor(
+    /** The API entry point, e.g. `MultiHeadAttention.forward`. */
+    readonly where: string,
+    readonly scope: WebGPUErrorScope,
+    /** WebGPU's own message. */
+    readonly gpuMessage: string,
+  ) {
+    super(callMessage(where, scope, gpuMessage));
+  }
+}
+
+function callMessage(where: string, scope: WebGPUErrorScope, gpuMessage: string): string {
+  const reported = `WebGPU reported: ${gpuMessage.trim() || '(no message)'}`;
+  const after = 'The call returned nothing and freed what it allocated; the engine stays usable.';
+  if (scope === 'out-of-memory') {
+    return (
+      `${where}: the GPU ran out of memory during this call. ${reported}. ${after} ` +
+      'Make smaller calls (a smaller batch or sequence, fewer layers or KV caches alive at once), or pass ' +
+      'createAttentionEngine({ limits: { maxBufferSize } }) so the engine splits calls into smaller pieces.'
+    );
+  }
+  return (
+    `${where}: WebGPU refused the engine's work (${scope} error). ${reported}. ${after} ` +
+    'This is a fault in webgpu-attention, not in your call: please report it with this message and your adapter (engine.adapterInfo).'
+  );
+}

@@ -15,8 +15,10 @@ export {
   DeviceLostError,
   DisposedError,
   WebGPUUnavailableError,
+  WebGPUCallError,
 } from './errors.ts';
 export type { ArgumentProblem } from './errors.ts';
+export type { WebGPUErrorScope } from './errors.ts';
 export type {
   BackendKind,
   EngineOptions,

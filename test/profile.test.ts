@@ -1,5 +1,6 @@
 // Kernel timings from timestamp queries: createAttentionEngine({ profile: true }) on an adapter with
-// 'timestamp-query' (lavapipe has it) reports GPU milliseconds per kernel with each forward.
+// 'timestamp-query' (lavapipe has it) reports GPU milliseconds per kernel with each forward, for any
+// number of stages, and changes no output.
 
 import { expect, test } from 'vitest';
 import { createAttentionEngine } from '../src/index.ts';
@@ -32,7 +33,41 @@ test('profile: true gives per-kernel GPU times; the results equal an unprofiled 
     }
     expect(r.timings!.gpu).toBeGreaterThan(0);
   }
+
   profiled.dispose();
   plain.dispose();
   await expect(createAttentionEngine({ profile: 'yes' as never })).rejects.toThrow(/options\.profile must be true or false/);
+});
+
+test('profile: true with every stage (more than four): the same output, and a timing for each stage', async () => {
+  const profiled = await createAttentionEngine({ backend: 'webgpu', profile: true, tuning: { mode: 'off' } });
+  const plain = await createAttentionEngine({ backend: 'webgpu', tuning: { mode: 'off' } });
+  watchDevice(profiled.device!);
+  // Every stage at once, more than the four the query set once held: a GPU-buffer input copied into
+  // padded rows (head size 9 runs as 12), QK-norm and rotary, needWeights. The output is the unprofiled
+  // engine's, and every stage that ran has a timing.
+  const headDim = 9;
+  const rng = mulberry32(7);
+  const qkNorm = { query: uniform(headDim, 1, rng).map((v) => 1 + 0.5 * v), key: uniform(headDim, 1, rng).map((v) => 1 + 0.5 * v) };
+  const every = { embedDim: 18, numHeads: 2, rotary: { dim: 8 }, qkNorm };
+  const everySd = randomStateDict(every, 2);
+  const y = uniform(2 * 7 * 18, 1, mulberry32(3));
+  const device = profiled.device!;
+  const input = device.createBuffer({ size: y.byteLength, usage: 0x80 | 0x8 }); // STORAGE | COPY_DST
+  device.queue.writeBuffer(input, 0, y.buffer as ArrayBuffer, y.byteOffset, y.byteLength);
+  const options = { batchSize: 2, seqLen: 7, isCausal: true, needWeights: true } as const;
+  const r = await withErrorScopes(device, () => profiled.createMultiHeadAttention(every, everySd).forward(input, options));
+  const s = await plain.createMultiHeadAttention(every, everySd).forward(y, options);
+  expect(Array.from(r.output)).toEqual(Array.from(s.output));
+  expect(Array.from(r.attentionWeights)).toEqual(Array.from(s.attentionWeights));
+  const stages = ['copy_inputs', 'qkv_projection', 'head_transform', 'flash_attention', 'attention_probs', 'output_projection'];
+  expect(Object.keys(r.timings!).sort()).toEqual([...stages, 'gpu'].sort());
+  for (const k of stages) {
+    expect(r.timings![k]).toBeGreaterThanOrEqual(0);
+    expect(r.timings![k]).toBeLessThanOrEqual(r.timings!.gpu);
+  }
+  expect(r.timings!.gpu).toBeGreaterThan(0);
+  input.destroy();
+  profiled.dispose();
+  plain.dispose();
 });

@@ -6,7 +6,7 @@
 // attention: the float64 path there) runs on WebGPU. A KV cache lives on the backend of its latest
 // call and moves (read, then written into the other's storage) when its calls change backend.
 
-import type { Backend, BackendLayer } from '../backend.ts';
+import type { Backend, BackendLayer, GpuCapability, ThreadCapability } from '../backend.ts';
 import type { KvCache, KvCacheStorage } from '../kv-cache.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { BufferForwardResult, ForwardResult, TuningReport, WarmupOptions } from '../types.ts';
@@ -17,7 +17,7 @@ import { type AutoKind, BackendChooser, bucket, type Timer, type Trial } from '.
 
 type Result = ForwardResult | BufferForwardResult;
 
-export class AutoBackend implements Backend {
+export class AutoBackend implements Backend, GpuCapability {
   readonly chooser: BackendChooser;
   readonly precision = 'f32' as const;
   readonly precisionNote = null;
@@ -26,53 +26,54 @@ export class AutoBackend implements Backend {
   private readonly layers = new WeakMap<LayerSpec, AutoLayer>();
 
   constructor(
-    private readonly gpu: WebGPUBackend,
+    private readonly webgpu: WebGPUBackend,
     private readonly wasm: WasmBackend,
     why: string,
     timer?: Timer,
     rounds?: number,
   ) {
-    this.chooser = new BackendChooser(why, () => gpu.settled(), timer, rounds);
+    this.chooser = new BackendChooser(why, () => webgpu.settled(), timer, rounds);
   }
 
   /** The backend of the latest call ('wasm' before any). */
   get kind(): AutoKind {
     return this.chooser.current;
   }
+  /** Its GPU side: WebGPU's, with the backend choices in the tuning report. */
+  get gpu(): GpuCapability {
+    return this;
+  }
+  get threading(): ThreadCapability {
+    return this.wasm.threading;
+  }
   get adapterInfo() {
-    return this.gpu.adapterInfo;
+    return this.webgpu.adapterInfo;
   }
   get device() {
-    return this.gpu.device;
-  }
-  get threads() {
-    return this.wasm.threads;
-  }
-  get threadsNote() {
-    return this.wasm.threadsNote;
+    return this.webgpu.device;
   }
 
   tuningReport(): TuningReport {
-    return { ...this.gpu.tuningReport(), backends: this.chooser.report() };
+    return { ...this.webgpu.tuningReport(), backends: this.chooser.report() };
   }
 
   async settled(): Promise<void> {
     await this.chooser.idle();
-    await this.gpu.settled();
+    await this.webgpu.settled();
   }
 
   warmup(plans: readonly ForwardPlan[], onProgress?: WarmupOptions['onProgress']): Promise<void> {
-    return this.gpu.warmup(plans, onProgress); // 'wasm' compiles nothing per shape
+    return this.webgpu.warmup(plans, onProgress); // 'wasm' compiles nothing per shape
   }
 
   /** WebGPU's sweeps for these shapes, then the backend measurement of each (now, not in the background). */
   async tune(plans: readonly ForwardPlan[], onProgress?: WarmupOptions['onProgress']): Promise<void> {
-    await this.gpu.tune(plans, onProgress);
+    await this.webgpu.tune(plans, onProgress);
     for (const plan of plans) await this.layers.get(plan.layer)?.measure(plan);
   }
 
   createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
-    const gpu = this.gpu.createLayer(spec, weights);
+    const gpu = this.webgpu.createLayer(spec, weights);
     const wasm = coveredByKernels(spec) ? this.wasm.createLayer(spec, weights) : null;
     const layer = new AutoLayer(spec, gpu, wasm, this.chooser);
     this.layers.set(spec, layer);
@@ -88,20 +89,20 @@ export class AutoBackend implements Backend {
       return this.attendOn(backend, plan, true);
     }
     this.chooser.current = 'webgpu';
-    return this.gpu.attend(plan);
+    return this.webgpu.attend(plan);
   }
 
   private attendOn(backend: AutoKind, plan: ForwardPlan, call: boolean): Promise<Result> {
     if (call) this.chooser.current = backend;
-    return backend === 'wasm' ? this.wasm.attend(plan) : this.gpu.attend(plan);
+    return backend === 'wasm' ? this.wasm.attend(plan) : this.webgpu.attend(plan);
   }
 
   stats() {
-    return this.gpu.stats();
+    return this.webgpu.stats();
   }
 
   dispose(): void {
-    this.gpu.dispose();
+    this.webgpu.dispose();
     this.wasm.dispose();
   }
 }
@@ -127,7 +128,7 @@ class AutoLayer implements BackendLayer {
 
   /** Measures this plan's class now (engine.tune()). */
   async measure(plan: ForwardPlan): Promise<void> {
-    if (this.wasm) await this.chooser.measure(classOf(layerName(this.spec), plan), () => this.trial(plan));
+    if (this.wasm) await this.chooser.measure(classOf(layerName(this.spec), plan), () => this.trial(withZeros(plan)));
   }
 
   dispose(): void {
@@ -227,6 +228,19 @@ function needsGpu(plan: ForwardPlan): boolean {
 /** The cache as the backend layer sees it: everything the same, but its storage that backend's. */
 function withStorage(cache: KvCache, storage: KvCacheStorage): KvCache {
   return Object.create(cache, { storage: { value: storage } }) as KvCache;
+}
+
+/**
+ * A shape-only plan (engine.tune's: no data) with zero inputs of its sizes, so that a trial runs a
+ * real call (the work does not depend on the values; WebGPU refuses bindings larger than their buffers).
+ */
+function withZeros(plan: ForwardPlan): ForwardPlan {
+  if (plan.query.length > 0) return plan;
+  const { embedDim: E, kdim, vdim } = plan.layer;
+  const { batches, qRows, kvRows } = plan.geometry;
+  const query = new Float32Array(batches * qRows * E); // [B, Sq, E]
+  if (plan.mode !== 'cross') return { ...plan, query, key: query, value: query };
+  return { ...plan, query, key: new Float32Array(batches * kvRows * kdim), value: new Float32Array(batches * kvRows * vdim) };
 }
 
 /** The plan with its own copies of the inputs (a trial runs later, when the caller may reuse its arrays). */

@@ -61,27 +61,13 @@ class CpuKvCache implements KvCacheStorage {
 
 export class CpuBackend implements Backend {
   readonly kind = 'cpu' as const;
-  readonly adapterInfo = null;
-  readonly device = null;
   /** The CPU computes in float64 and returns float32. */
   readonly precision = 'f32' as const;
-  readonly profiling = false;
-  readonly threads = 1;
-  readonly threadsNote = null;
   readonly precisionNote: string | null;
 
   constructor(options: { precision?: 'f32' | 'f16' } = {}) {
     this.precisionNote = options.precision === 'f16' ? "precision 'f16' applies to WebGPU; the CPU backend computes in float64" : null;
   }
-
-  tuningReport(): null {
-    return null;
-  }
-
-  /** Nothing compiles and nothing runs in the background on the CPU. */
-  async settled(): Promise<void> {}
-  async warmup(): Promise<void> {}
-  async tune(): Promise<void> {}
 
   createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
     // Copy, as the WebGPU backend's upload does: later changes to the caller's arrays do not leak in.
@@ -125,10 +111,6 @@ export class CpuBackend implements Backend {
     const o = attention(plan, q, k, Float64Array.from(plan.value), keep);
     const output = Float32Array.from(o);
     return keep ? { output, attentionWeights: Float32Array.from(keep.probs) } : { output };
-  }
-
-  stats() {
-    return { buffers: 0, bytes: 0, peakBytes: 0 };
   }
 
   dispose(): void {}

@@ -4,7 +4,7 @@
 // on the float64 reference instead (their projections on the kernels); so does
 // scaledDotProductAttention with a scoreMod, and linearAttention.
 
-import type { Backend, BackendLayer } from '../backend.ts';
+import type { Backend, BackendLayer, ThreadCapability } from '../backend.ts';
 import { CpuBackend, refuseGpuBuffers } from '../cpu/backend.ts';
 import { transformHeads } from '../cpu/head-transform.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
@@ -18,10 +18,7 @@ const GIVEN = "an engine on the 'wasm' backend";
 
 export class WasmBackend implements Backend {
   readonly kind = 'wasm' as const;
-  readonly adapterInfo = null;
-  readonly device = null;
   readonly precision = 'f32' as const;
-  readonly profiling = false;
   readonly precisionNote: string | null;
   /** The float64 reference, for what the kernels do not cover. */
   private readonly reference: CpuBackend;
@@ -29,8 +26,8 @@ export class WasmBackend implements Backend {
   private attendKernels: WasmKernels | null = null;
   /** The scaledDotProductAttention call before this one (they share attendKernels' arena). */
   private lastAttend: Promise<unknown> = Promise.resolve();
-  readonly threads: number;
-  readonly threadsNote: string | null;
+  /** Threads the forwards run on (threads.ts), and why fewer than asked for, if so. */
+  readonly threading: ThreadCapability;
 
   private constructor(
     /** compileKernels('shared') with a pool, else 'single'. */
@@ -41,8 +38,7 @@ export class WasmBackend implements Backend {
   ) {
     this.precisionNote = precision === 'f16' ? "precision 'f16' applies to WebGPU; the 'wasm' backend computes in float32" : null;
     this.reference = new CpuBackend();
-    this.threads = pool ? pool.size : 1;
-    this.threadsNote = threadsNote;
+    this.threading = { threads: pool ? pool.size : 1, note: threadsNote };
   }
 
   /** Compiles the kernels and starts the threads (`threads`: the number, default the cores; threads.ts). */
@@ -56,15 +52,6 @@ export class WasmBackend implements Backend {
       throw e;
     }
   }
-
-  tuningReport(): null {
-    return null;
-  }
-
-  /** Nothing compiles or runs in the background: the module was compiled when the engine was made. */
-  async settled(): Promise<void> {}
-  async warmup(): Promise<void> {}
-  async tune(): Promise<void> {}
 
   createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
     // Packing copies the weights, as the other backends do: later changes to the caller's arrays do not leak in.
@@ -97,10 +84,6 @@ export class WasmBackend implements Backend {
     const probs = await runAttention(kernels, plan, qView, kView, vView, o);
     const output = kernels.take(o.ptr, B * H * Sq * Dh);
     return probs ? { output, attentionWeights: kernels.take(probs, B * H * Sq * Skv) } : { output };
-  }
-
-  stats() {
-    return { buffers: 0, bytes: 0, peakBytes: 0 };
   }
 
   dispose(): void {

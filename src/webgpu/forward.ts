@@ -1,26 +1,28 @@
-// One forward on the GPU, its kernel variants already chosen: encoded as one command buffer (QKV
-// projection → flash attention → output projection, and the probabilities when asked) with one
-// readback (attend.ts: the attention kernel alone on given Q, K, V). Nothing here chooses
-// variants or compiles ahead: the caller passes the choice (backend.ts, from tuning/).
+// One forward on the GPU, its kernel variants already chosen: the prepare and encode steps of a
+// call (inputs in, QKV projection → head transform → attention → output projection, and the
+// probabilities when asked), handed to call.ts, which submits them as one command buffer inside
+// error scopes and reads the output back. attend.ts runs the attention part alone (attentionStages).
+// Nothing here chooses variants or compiles ahead: the caller passes the choice (tuning/scheduler.ts).
 
 import type { ForwardPlan } from '../plan/index.ts';
-import { InvalidArgumentError, ShapeMismatchError } from '../errors.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
-import { type BufferPool, MAP_MODE_READ, Usage } from './buffers.ts';
+import type { BufferPool } from './buffers.ts';
+import { checkBufferSizes, runCall } from './call.ts';
 import { encodeAttentionProbs } from './kernels/attention-probs.ts';
 import { encodeCopyRows } from './kernels/copy-tensor.ts';
 import { encodeFlashAttention } from './kernels/flash-attention.ts';
 import { encodeHeadTransform } from './kernels/head-transform.ts';
 import { encodeLinearAttention } from './kernels/linear-attention.ts';
-import { uploadMasks } from './kernels/masks.ts';
+import { type MaskBuffers, uploadMasks } from './kernels/masks.ts';
 import { encodeOutputProjection } from './kernels/output-projection.ts';
 import { encodeQkvProjection, type QkvTargets, qkvBufferTargets, qkvLayout } from './kernels/qkv-projection.ts';
-import { fromF16 } from './f16.ts';
-import { cropColumns, type Unpadded } from './padding.ts';
-import { PassStages } from './profiler.ts';
-import { CallScratch } from './scratch.ts';
-import type { KernelChoice } from './variants.ts';
+import type { Unpadded } from './padding.ts';
+import type { PassStages } from './profiler.ts';
+import type { CallScratch } from './scratch.ts';
+import type { AttentionVariant, KernelChoice } from './variants.ts';
 import type { GpuLayerWeights } from './weights.ts';
+
+const WHERE = 'MultiHeadAttention.forward';
 
 /** Where the attention output and each row's softmax statistics go. */
 export function attentionBuffers(scratch: CallScratch, plan: ForwardPlan): { attention: GPUBuffer; rowStats: GPUBuffer } {
@@ -39,33 +41,6 @@ export function probsBuffer(scratch: CallScratch, plan: ForwardPlan): { probs: G
   return { probs: plan.needWeights ? scratch.storage(probsBytes, 'probs') : null, probsBytes };
 }
 
-/** Copies `sources` into one staging buffer, submits, maps once, and returns each as float32 (f16 sources converted). */
-export async function readBack(
-  scratch: CallScratch,
-  encoder: GPUCommandEncoder,
-  sources: { buffer: GPUBuffer; bytes: number; f16?: boolean }[],
-): Promise<Float32Array[]> {
-  const total = sources.reduce((a, s) => a + s.bytes, 0);
-  const readback = scratch.readback(total, 'readback');
-  let offset = 0;
-  for (const s of sources) {
-    encoder.copyBufferToBuffer(s.buffer, 0, readback, offset, s.bytes);
-    offset += s.bytes;
-  }
-  scratch.device.queue.submit([encoder.finish()]);
-  await readback.mapAsync(MAP_MODE_READ, 0, total);
-  const mapped = readback.getMappedRange(0, total);
-  offset = 0;
-  const out = sources.map((s) => {
-    const bytes = mapped.slice(offset, offset + s.bytes);
-    const copy = s.f16 ? fromF16(new Uint16Array(bytes)) : new Float32Array(bytes);
-    offset += s.bytes;
-    return copy;
-  });
-  readback.unmap();
-  return out;
-}
-
 /** A KV cache on the GPU: one buffer, K [B, G, capacity, Dh] then V [B, G, capacity, Dh] (capacity: the cache's maxSeqLen). */
 export interface GpuKvCache {
   buffer: GPUBuffer;
@@ -76,10 +51,31 @@ export interface GpuKvCache {
 }
 
 /**
- * Runs one planned forward on the GPU and reads the output [B, Sq, E] (and P [B, H, Sq, Skv] if asked)
- * back. `unpadded`: the caller's sizes when the plan's layer is padded (padding.ts), else null.
+ * The attention part of a call, shared by forward and scaledDotProductAttention: the head transform
+ * (rotary, QK-norm) where the layer has one, the attention kernel (flash, or linear), and the
+ * probabilities with needWeights.
  */
-export async function forwardWebGPU(
+export function attentionStages(
+  stages: PassStages,
+  scratch: CallScratch,
+  plan: ForwardPlan,
+  buffers: { q: GPUBuffer; kv: QkvTargets['kv']; attention: GPUBuffer; rowStats: GPUBuffer; probs: GPUBuffer | null },
+  masks: MaskBuffers,
+  variant: AttentionVariant,
+): void {
+  const { q, kv, attention, rowStats, probs } = buffers;
+  if (plan.layer.rotary || plan.layer.qkNorm) stages.run('head_transform', (pass) => encodeHeadTransform(pass, scratch, plan, { q, kv }));
+  if (plan.layer.attention === 'linear') stages.run('linear_attention', (pass) => encodeLinearAttention(pass, scratch, plan, { q, kv, attention }, masks));
+  else stages.run('flash_attention', (pass) => encodeFlashAttention(pass, scratch, plan, { q, kv, attention, rowStats }, masks, variant));
+  if (probs) stages.run('attention_probs', (pass) => encodeAttentionProbs(pass, scratch, plan, { q, kv, rowStats, probs }, masks));
+}
+
+/**
+ * Runs one planned forward on the GPU and reads the output [B, Sq, E] (and P [B, H, Sq, Skv] if asked)
+ * back, or leaves them in new buffers (returnBuffer). `unpadded`: the caller's sizes when the plan's
+ * layer is padded (padding.ts), else null. Rejects with WebGPUCallError when WebGPU refused the work (call.ts).
+ */
+export function forwardWebGPU(
   pool: BufferPool,
   weights: GpuLayerWeights,
   plan: ForwardPlan,
@@ -88,16 +84,23 @@ export async function forwardWebGPU(
   choice: KernelChoice,
   unpadded: Unpadded | null = null,
 ): Promise<ForwardResult | BufferForwardResult> {
-  const device = pool.device;
   const { batches, qRows, kvRows } = plan.geometry;
   const E = plan.layer.embedDim; // Ep when padded
   const userE = unpadded?.embedDim ?? E;
-  const scratch = new CallScratch(pool);
-  try {
+  const g = plan.gpu;
+  if (g) {
+    const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
+    const { embedDim: uE, kdim: uK, vdim: uV } = unpadded ?? plan.layer;
+    checkBufferSizes(WHERE, pool.elementBytes, [
+      ['query', g.query, `[B, Sq, E] = [${B}, ${Sq}, ${uE}]`, B * Sq * uE],
+      ['options.key', g.key, `[B, Skv, kdim] = [${B}, ${Skv}, ${uK}]`, B * Skv * uK],
+      ['options.value', g.value, `[B, Skv, vdim] = [${B}, ${Skv}, ${uV}]`, B * Skv * uV],
+    ]);
+  }
+  const options = { where: WHERE, callerBuffers: g !== null, returnBuffer: plan.returnBuffer, profile };
+  return runCall(pool, options, ({ scratch, stages, resultTarget }) => {
     // Inputs: the caller's GPUBuffers where given (read in place, or copied to padded rows), else
     // uploads of the arrays (at the engine's precision).
-    const g = plan.gpu;
-    if (g) checkInputSizes(plan, g, scratch.elementBytes, unpadded);
     const copies: { src: GPUBuffer; dst: GPUBuffer; rows: number; srcCols: number; dstCols: number }[] = [];
     const caller = (buffer: GPUBuffer, rows: number, cols: number, colsTo: number, role: string): GPUBuffer => {
       if (cols === colsTo) return buffer;
@@ -125,93 +128,21 @@ export async function forwardWebGPU(
           }
         : qkvBufferTargets(plan, scratch.storage(qkvLayout(plan).total * scratch.elementBytes, 'qkv'));
     const masks = uploadMasks(scratch, plan);
-    const f16 = scratch.precision === 'f16';
-    const outputBytes = batches * qRows * E * scratch.elementBytes; // Y stored at the engine's precision
-    // With returnBuffer the output goes straight into a buffer the caller will own (cropped into it when padded).
-    const owned = (bytes: number, label: string) =>
-      device.createBuffer({ label, size: Math.max(16, Math.ceil(bytes / 4) * 4), usage: Usage.STORAGE | Usage.COPY_SRC | Usage.COPY_DST });
-    const ownedY = plan.returnBuffer ? owned(batches * qRows * userE * scratch.elementBytes, 'MultiHeadAttention.outputBuffer') : null;
-    const y = ownedY && userE === E ? ownedY : scratch.storage(outputBytes, 'y'); // Y [B, Sq, E]
-
+    // Y [B, Sq, E] at the engine's precision; with returnBuffer (and nothing to crop) the caller's new buffer.
+    const y = resultTarget(batches * qRows, E, userE, 'y');
     const { attention, rowStats } = attentionBuffers(scratch, plan);
     const { probs, probsBytes } = probsBuffer(scratch, plan);
     const { q, kv } = targets;
-    // A caller's buffer from another device, or of the wrong kind, is a validation error: catch it here.
-    if (g) device.pushErrorScope('validation');
-    const encoder = device.createCommandEncoder({ label: 'MultiHeadAttention.forward' });
-    const stages = new PassStages(device, encoder, 'MultiHeadAttention.forward', profile);
     if (copies.length > 0) {
       stages.run('copy_inputs', (pass) => {
         for (const c of copies) encodeCopyRows(pass, scratch, c.src, c.dst, c);
       });
     }
     stages.run('qkv_projection', (pass) => encodeQkvProjection(pass, scratch, plan, { query, key, value }, weights.projection, targets, choice.qkv_projection));
-    if (plan.layer.rotary || plan.layer.qkNorm) stages.run('head_transform', (pass) => encodeHeadTransform(pass, scratch, plan, targets));
-    if (plan.layer.attention === 'linear') stages.run('linear_attention', (pass) => encodeLinearAttention(pass, scratch, plan, { q, kv, attention }, masks));
-    else stages.run('flash_attention', (pass) => encodeFlashAttention(pass, scratch, plan, { q, kv, attention, rowStats }, masks, choice.flash_attention));
-    if (probs) stages.run('attention_probs', (pass) => encodeAttentionProbs(pass, scratch, plan, { q, kv, rowStats, probs }, masks));
+    attentionStages(stages, scratch, plan, { q, kv, attention, rowStats, probs }, masks, choice.flash_attention);
     stages.run('output_projection', (pass) =>
       encodeOutputProjection(pass, scratch, plan, { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y }, choice.output_projection),
     );
-    if (ownedY && ownedY !== y) stages.run('crop_output', (pass) => encodeCopyRows(pass, scratch, y, ownedY, { rows: batches * qRows, srcCols: E, dstCols: userE }));
-    const timestamps = stages.end(scratch);
-    if (plan.returnBuffer && ownedY) {
-      const weightsBuffer = probs ? owned(probsBytes, 'MultiHeadAttention.attentionWeightsBuffer') : null;
-      if (probs && weightsBuffer) encoder.copyBufferToBuffer(probs, 0, weightsBuffer, 0, probsBytes);
-      device.queue.submit([encoder.finish()]);
-      stages.destroyAfter(device.queue);
-      await rejectInvalidBuffers(device, !!g, [ownedY, weightsBuffer]);
-      return weightsBuffer ? { outputBuffer: ownedY, attentionWeightsBuffer: weightsBuffer } : { outputBuffer: ownedY };
-    }
-    const sources = [{ buffer: y, bytes: outputBytes, f16 }, ...(probs ? [{ buffer: probs, bytes: probsBytes }] : []), ...(timestamps ? [timestamps] : [])];
-    // Submit (readBack's synchronous part) before popping the validation scope, then wait for both,
-    // so nothing is left pending either way.
-    const reading = readBack(scratch, encoder, sources);
-    const [verdict, read] = await Promise.allSettled([rejectInvalidBuffers(device, !!g, []), reading]);
-    stages.destroyAfter(device.queue);
-    if (verdict.status === 'rejected') throw verdict.reason;
-    if (read.status === 'rejected') throw read.reason;
-    const output = cropColumns(read.value[0], batches * qRows, E, userE);
-    const attentionWeights = probs ? read.value[1] : undefined;
-    const timings = timestamps ? stages.timings(read.value[read.value.length - 1].buffer) : undefined;
-    return { output, ...(attentionWeights ? { attentionWeights } : {}), ...(timings ? { timings } : {}) };
-  } finally {
-    scratch.releaseAll();
-  }
-}
-
-/** GPU-resident inputs must hold their tensors at the engine's precision (4 bytes an element, or 2 with f16). */
-function checkInputSizes(plan: ForwardPlan, g: NonNullable<ForwardPlan['gpu']>, el: number, unpadded: Unpadded | null): void {
-  const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
-  const { embedDim: E, kdim, vdim } = unpadded ?? plan.layer;
-  const type = el === 2 ? "float16 (the engine's precision is f16)" : 'float32';
-  for (const [argument, buffer, shape, n] of [
-    ['query', g.query, `[B, Sq, E] = [${B}, ${Sq}, ${E}]`, B * Sq * E],
-    ['options.key', g.key, `[B, Skv, kdim] = [${B}, ${Skv}, ${kdim}]`, B * Skv * kdim],
-    ['options.value', g.value, `[B, Skv, vdim] = [${B}, ${Skv}, ${vdim}]`, B * Skv * vdim],
-  ] as const) {
-    if (buffer && buffer.size < n * el) {
-      throw new ShapeMismatchError({
-        where: 'MultiHeadAttention.forward',
-        argument,
-        expected: `a GPUBuffer of at least ${n * el} bytes (${shape} ${type})`,
-        given: `${buffer.size} bytes`,
-      });
-    }
-  }
-}
-
-/** Pops the validation scope pushed for GPU-resident inputs; turns an error into the caller's mistake. */
-export async function rejectInvalidBuffers(device: GPUDevice, scoped: boolean, created: (GPUBuffer | null)[], where = 'MultiHeadAttention.forward'): Promise<void> {
-  if (!scoped) return;
-  const error = await device.popErrorScope();
-  if (!error) return;
-  for (const b of created) b?.destroy();
-  throw new InvalidArgumentError({
-    where,
-    argument: 'a GPUBuffer input',
-    expected: "a buffer of this engine's device (engine.device) with STORAGE usage",
-    given: `one WebGPU refused: ${error.message.split('\n')[0]}`,
-    fix: 'Create input buffers on engine.device, or pass your device to createAttentionEngine({ device }).',
+    return { result: y, rows: batches * qRows, cols: E, keepCols: userE, probs, probsBytes };
   });
 }

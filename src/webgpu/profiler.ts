@@ -1,70 +1,81 @@
-// Kernel timings from timestamp queries (createAttentionEngine({ profile: true }) on an adapter with
-// 'timestamp-query'). Without a query set every stage shares one compute pass; with one, each stage
-// gets its own pass whose beginning and end write a timestamp, read back with the output.
+// The stages of one call's command buffer, and their timings (createAttentionEngine({ profile: true })
+// on an adapter with 'timestamp-query'). Stages are collected first and encoded at end(): without
+// profiling, all of them in one compute pass; with it, each in its own pass whose beginning and end
+// write a timestamp into a query set made for exactly that many stages (any number), resolved into a
+// buffer read back with the output.
 
 import { Usage } from './buffers.ts';
 import type { CallScratch } from './scratch.ts';
 
 const QUERY_RESOLVE = 0x0200; // GPUBufferUsage.QUERY_RESOLVE
-const MAX_STAGES = 4;
 
 export class PassStages {
-  private shared: GPUComputePassEncoder | null = null;
-  private readonly names: string[] = [];
-  private readonly querySet: GPUQuerySet | null;
+  private readonly stages: { name: string; encode: (pass: GPUComputePassEncoder) => void }[] = [];
+  private querySet: GPUQuerySet | null = null;
+  /** The names of the stages encoded with timestamps, in order. */
+  private names: string[] = [];
 
   constructor(
-    device: GPUDevice,
+    private readonly device: GPUDevice,
     private readonly encoder: GPUCommandEncoder,
     private readonly label: string,
-    profile: boolean,
-  ) {
-    this.querySet = profile ? device.createQuerySet({ label: `${label}.timestamps`, type: 'timestamp', count: 2 * MAX_STAGES }) : null;
-  }
+    private readonly profile: boolean,
+  ) {}
 
-  /** Encodes one stage (one or more dispatches) under `name`. */
+  /** Adds one stage (one or more dispatches) under `name`; it is encoded, in order, by end(). */
   run(name: string, encode: (pass: GPUComputePassEncoder) => void): void {
-    if (!this.querySet) {
-      this.shared ??= this.encoder.beginComputePass({ label: `${this.label}.pass` });
-      encode(this.shared);
-      return;
-    }
-    const i = this.names.length;
-    this.names.push(name);
-    const pass = this.encoder.beginComputePass({
-      label: `${this.label}.${name}`,
-      timestampWrites: { querySet: this.querySet, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 },
-    });
-    encode(pass);
-    pass.end();
+    this.stages.push({ name, encode });
   }
 
-  /** Ends the shared pass; with timestamps, resolves them into a buffer to read back (8 bytes each). */
+  /**
+   * Encodes the stages. With timestamps, resolves them into a buffer to read back (8 bytes each: a
+   * beginning and an end per stage, resolved at offset 0, which satisfies resolveQuerySet's 256-byte alignment).
+   */
   end(scratch: CallScratch): { buffer: GPUBuffer; bytes: number } | null {
-    this.shared?.end();
-    this.shared = null;
-    if (!this.querySet || this.names.length === 0) return null;
-    const count = 2 * this.names.length;
-    const resolved = scratch.buffer(8 * 2 * MAX_STAGES, QUERY_RESOLVE | Usage.COPY_SRC, 'timestamps');
-    this.encoder.resolveQuerySet(this.querySet, 0, count, resolved, 0);
+    const stages = this.stages.splice(0);
+    if (stages.length === 0) return null;
+    if (!this.profile) {
+      const pass = this.encoder.beginComputePass({ label: `${this.label}.pass` });
+      for (const s of stages) s.encode(pass);
+      pass.end();
+      return null;
+    }
+    const count = 2 * stages.length;
+    const querySet = this.device.createQuerySet({ label: `${this.label}.timestamps`, type: 'timestamp', count });
+    this.querySet = querySet;
+    this.names = stages.map((s) => s.name);
+    stages.forEach((s, i) => {
+      const pass = this.encoder.beginComputePass({
+        label: `${this.label}.${s.name}`,
+        timestampWrites: { querySet, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 },
+      });
+      s.encode(pass);
+      pass.end();
+    });
+    const resolved = scratch.buffer(8 * count, QUERY_RESOLVE | Usage.COPY_SRC, 'timestamps');
+    this.encoder.resolveQuerySet(querySet, 0, count, resolved, 0);
     return { buffer: resolved, bytes: 8 * count };
   }
 
-  /** Milliseconds per stage, and `gpu`, from the first beginning to the last end, from the resolved bytes. */
+  /** Milliseconds per stage (a name met twice: the sum), and `gpu`, from the first beginning to the last end, from the resolved bytes. */
   timings(bytes: ArrayBufferLike): Record<string, number> {
-    const t = new BigUint64Array(bytes as ArrayBuffer, 0, 2 * this.names.length);
+    const n = this.names.length;
+    const t = new BigUint64Array(bytes as ArrayBuffer, 0, 2 * n);
     const ms = (a: bigint, b: bigint) => Number(b - a) / 1e6;
     const out: Record<string, number> = {};
     this.names.forEach((name, i) => {
-      out[name] = ms(t[2 * i], t[2 * i + 1]);
+      out[name] = (out[name] ?? 0) + ms(t[2 * i], t[2 * i + 1]);
     });
-    out.gpu = ms(t[0], t[2 * this.names.length - 1]);
+    out.gpu = ms(t[0], t[2 * n - 1]);
     return out;
   }
 
-  /** Destroys the query set once the queue has finished the work that writes it. */
-  destroyAfter(queue: GPUQueue): void {
+  /** Destroys the query set once the queue has finished the work that writes it (at once when nothing was submitted). */
+  destroyAfter(queue: GPUQueue | null): void {
     const set = this.querySet;
-    if (set) void queue.onSubmittedWorkDone().then(() => set.destroy());
+    this.querySet = null;
+    if (!set) return;
+    if (queue) void queue.onSubmittedWorkDone().then(() => set.destroy());
+    else set.destroy();
   }
 }

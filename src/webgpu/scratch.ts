@@ -1,5 +1,5 @@
 // The scratch buffers of one forward call: taken from the engine's pool, all given back at once
-// when the call's readback is done (or it failed), so concurrent calls never share one.
+// when the call's readback is done, so concurrent calls never share one; destroyed when it failed.
 
 import { type BufferPool, type Precision, Usage, writeTensor } from './buffers.ts';
 import { toF16 } from './f16.ts';
@@ -59,6 +59,14 @@ export class CallScratch {
 
   releaseAll(): void {
     for (const b of this.taken.splice(0)) this.pool.release(b);
+  }
+
+  /**
+   * Destroys every buffer taken, for a call that failed: one may be invalid (made when memory ran out)
+   * or hold half a result, so none goes back for reuse.
+   */
+  destroyAll(): void {
+    for (const b of this.taken.splice(0)) this.pool.destroy(b);
   }
 
   private take(buffer: GPUBuffer): GPUBuffer {

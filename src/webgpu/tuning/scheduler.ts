@@ -14,6 +14,9 @@
 // variant it runs. engine.settled() waits for them; engine.warmup() and engine.tune() do the same
 // work up front for apps that show a progress bar.
 //
+// When the queue empties, the host frees what the trials allocated (backend.ts: the pool's idle scratch),
+// so a settled engine holds what its calls need and no more.
+//
 // With forced variants those run, compiled in line. With `tuning.mode: 'off'` the built-in choice runs,
 // compiled in line, and nothing happens in the background (the behaviour of the engine before tiers).
 
@@ -32,6 +35,8 @@ export interface SchedulerHost {
   pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): PipelineSpec;
   /** Runs `kernel` as `variant` once, alone, on buffers shaped like the plan's; wall milliseconds. */
   time(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string, repeat?: number): Promise<number>;
+  /** Called when the background queue has emptied: what its trials and gates allocated may go (the pool's idle scratch). */
+  drained?(): void;
 }
 
 /** The sizes of a call that decide a built-in choice: its longest sequences of query rows and of keys (a packed batch's are its longest sequence). */
@@ -203,7 +208,7 @@ export class KernelScheduler {
       } catch (e) {
         this.failures.push(`${what}: ${(e as Error).message}`);
       } finally {
-        this.queued--;
+        if (--this.queued === 0) this.host.drained?.();
       }
     });
     this.chain = run;

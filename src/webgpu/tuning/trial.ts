@@ -49,45 +49,69 @@ export function attentionTrialPlan(plan: ForwardPlan): ForwardPlan {
 export async function timeKernel(pool: BufferPool, plan: ForwardPlan, kernel: KernelName, variant: string, repeat = 1): Promise<number> {
   const device = pool.device;
   const scratch = new CallScratch(pool);
+  let ok = false;
+  // Its own error scopes, pushed and popped with no await between (calls may run meanwhile): a variant
+  // WebGPU refuses is the sweep's recorded failure, never an error in a user's call.
+  device.pushErrorScope('internal');
+  device.pushErrorScope('out-of-memory');
+  device.pushErrorScope('validation');
+  let t0 = 0;
+  let thrown: unknown = null;
+  let done: Promise<number> = Promise.resolve(0);
   try {
-    const p = kernel === 'flash_attention' ? attentionTrialPlan(plan) : trialPlan(plan);
-    const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh, kdim, vdim } = p.layer;
-    const { tokens, batches, kvRows } = p.geometry;
-    const el = scratch.elementBytes;
-    const storage = (elements: number, role: string) => scratch.storage(elements * el, `tuning.${role}`);
-    const qkv = qkvBufferTargets(p, storage(qkvLayout(p).total, 'qkv'));
-    const attention = storage(tokens * E, 'attention');
-    let encode: (pass: GPUComputePassEncoder) => void;
-    if (kernel === 'qkv_projection') {
-      const N = (H + 2 * G) * Dh;
-      const query = storage(tokens * E, 'query');
-      const key = p.mode === 'cross' ? storage(batches * kvRows * kdim, 'key') : query;
-      const value = p.mode === 'cross' ? storage(batches * kvRows * vdim, 'value') : query;
-      const bias = storage(N, 'bias');
-      const weights: ProjectionWeights =
-        kdim === E && vdim === E
-          ? { inProj: storage(N * E, 'in_proj_weight'), bias }
-          : { q: storage(H * Dh * E, 'q_proj_weight'), k: storage(G * Dh * kdim, 'k_proj_weight'), v: storage(G * Dh * vdim, 'v_proj_weight'), bias };
-      encode = (pass) => encodeQkvProjection(pass, scratch, p, { query, key, value }, weights, qkv, variant as ProjectionVariant, TRIAL_ROWS);
-    } else if (kernel === 'flash_attention') {
-      const masks = uploadMasks(scratch, p);
-      const rowStats = scratch.storage(batches * H * p.geometry.qRows * 8, 'tuning.rowStats');
-      encode = (pass) => encodeFlashAttention(pass, scratch, p, { q: qkv.q, kv: qkv.kv, attention, rowStats }, masks, variant as AttentionVariant, TRIAL_ROWS);
-    } else {
-      const weight = storage(E * E, 'out_proj.weight');
-      const bias = storage(E, 'out_proj.bias');
-      const y = storage(tokens * E, 'y');
-      encode = (pass) => encodeOutputProjection(pass, scratch, p, { attention, weight, bias, y }, variant as ProjectionVariant, TRIAL_ROWS);
-    }
+    const encode = trialEncoder(scratch, plan, kernel, variant);
     const encoder = device.createCommandEncoder({ label: 'Tuner.trial' });
     const pass = encoder.beginComputePass({ label: 'Tuner.trial' });
     for (let i = 0; i < repeat; i++) encode(pass);
     pass.end();
-    const t0 = performance.now();
+    t0 = performance.now();
     device.queue.submit([encoder.finish()]);
-    await device.queue.onSubmittedWorkDone();
-    return performance.now() - t0;
-  } finally {
-    scratch.releaseAll();
+    done = device.queue.onSubmittedWorkDone().then(() => performance.now());
+  } catch (e) {
+    thrown = e;
   }
+  const scopes = ['validation', 'out-of-memory', 'internal'].map((scope) => device.popErrorScope().then((error) => error && `${scope} error: ${error.message}`));
+  try {
+    const [end, ...errors] = await Promise.all([done, ...scopes]);
+    if (thrown) throw thrown;
+    const error = errors.find((e) => e);
+    if (error) throw new Error(`WebGPU refused the trial of ${kernel} ${variant}: ${error}`);
+    ok = true;
+    return end - t0;
+  } finally {
+    if (ok) scratch.releaseAll();
+    else scratch.destroyAll();
+  }
+}
+
+/** Takes the trial's buffers and returns what encodes one run of `kernel` as `variant` (synchronous: it runs inside the error scopes). */
+function trialEncoder(scratch: CallScratch, plan: ForwardPlan, kernel: KernelName, variant: string): (pass: GPUComputePassEncoder) => void {
+  const p = kernel === 'flash_attention' ? attentionTrialPlan(plan) : trialPlan(plan);
+  const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh, kdim, vdim } = p.layer;
+  const { tokens, batches, kvRows } = p.geometry;
+  const el = scratch.elementBytes;
+  const storage = (elements: number, role: string) => scratch.storage(elements * el, `tuning.${role}`);
+  const qkv = qkvBufferTargets(p, storage(qkvLayout(p).total, 'qkv'));
+  const attention = storage(tokens * E, 'attention');
+  if (kernel === 'qkv_projection') {
+    const N = (H + 2 * G) * Dh;
+    const query = storage(tokens * E, 'query');
+    const key = p.mode === 'cross' ? storage(batches * kvRows * kdim, 'key') : query;
+    const value = p.mode === 'cross' ? storage(batches * kvRows * vdim, 'value') : query;
+    const bias = storage(N, 'bias');
+    const weights: ProjectionWeights =
+      kdim === E && vdim === E
+        ? { inProj: storage(N * E, 'in_proj_weight'), bias }
+        : { q: storage(H * Dh * E, 'q_proj_weight'), k: storage(G * Dh * kdim, 'k_proj_weight'), v: storage(G * Dh * vdim, 'v_proj_weight'), bias };
+    return (pass) => encodeQkvProjection(pass, scratch, p, { query, key, value }, weights, qkv, variant as ProjectionVariant, TRIAL_ROWS);
+  }
+  if (kernel === 'flash_attention') {
+    const masks = uploadMasks(scratch, p);
+    const rowStats = scratch.storage(batches * H * p.geometry.qRows * 8, 'tuning.rowStats');
+    return (pass) => encodeFlashAttention(pass, scratch, p, { q: qkv.q, kv: qkv.kv, attention, rowStats }, masks, variant as AttentionVariant, TRIAL_ROWS);
+  }
+  const weight = storage(E * E, 'out_proj.weight');
+  const bias = storage(E, 'out_proj.bias');
+  const y = storage(tokens * E, 'y');
+  return (pass) => encodeOutputProjection(pass, scratch, p, { attention, weight, bias, y }, variant as ProjectionVariant, TRIAL_ROWS);
 }

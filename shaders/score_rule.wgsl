@@ -89,6 +89,14 @@ fn modifyScore(s: f32, b: u32, h: u32, ip: i32, j: u32) -> f32 {
   return score;
 }
 
+// Whether every key a row sees by position takes its score as q·k gives it, with nothing added or
+// hidden: no key padding, attnMask, softcap, ALiBi or scoreMod. The bodies with a fast path that skips
+// the rule for such keys (software/) ask this; a new option that changes a score or hides a key must
+// make it false here, or those bodies would skip it.
+fn plainScores() -> bool {
+  return params.hasPadding == 0u && params.maskMode == 0u && params.softcapLog2 <= 0.0 && params.hasAlibi == 0u && HAS_SCORE_MOD == 0u;
+}
+
 // Head h's sink logit in log2 units, or NO_SCORE (nothing) without sinks.
 fn sinkLog2(h: u32) -> f32 {
   if (params.hasSinks != 0u) {

@@ -108,10 +108,27 @@ describe('a bind group names exactly the declared bindings', () => {
   });
 });
 
-test('on a device, a pipeline with the explicit layout takes the bind group of the same declaration', async () => {
+test('on a device, every kernel and variant is valid WGSL, and a pipeline with the explicit layout takes the bind group of the same declaration', async () => {
   const engine = await createGpuEngine();
   const device = engine.device!;
   try {
+    // Shader modules only (no pipelines: those compile, seconds each): the generated bindings, the
+    // shared functions and each body parse and validate, at f16 and past Dh = 64 too.
+    const specs = [
+      ...kernels.map(([, spec]) => spec),
+      ...ATTENTION_VARIANTS.flatMap((v) => [
+        flashAttentionPipeline(device, 'f16', 128, v),
+        flashAttentionPipeline(device, 'f32', 8, v, 'fn scoreMod(s: f32, b: u32, h: u32, i: u32, j: u32) -> f32 { return s; }'),
+      ]),
+    ];
+    const errors: string[] = [];
+    await withErrorScopes(device, async () => {
+      for (const spec of specs) {
+        const info = await device.createShaderModule({ label: spec.label, code: spec.code }).getCompilationInfo();
+        for (const m of info.messages) if (m.type === 'error') errors.push(`${spec.key}: ${m.message} (line ${m.lineNum}: ${spec.code.split('\n')[m.lineNum - 1]})`);
+      }
+    });
+    expect(errors).toEqual([]);
     await withErrorScopes(device, async () => {
       const spec = copyTensorPipeline('f32');
       const pipeline = await device.createComputePipelineAsync({

@@ -1,5 +1,8 @@
 // Host side of shaders/flash_attention.wgsl: Q, K, V (head-split) → O [B, H, Sq, Dh], online softmax,
-// scores never stored; each row's softmax statistics (m, l) kept for attention-probs.ts.
+// scores never stored; each row's softmax statistics (m, l) kept for attention-probs.ts. Holds the
+// kernel's uniforms and bindings (one declaration each), the record of each body of the GPU kernel set
+// (the software bodies' records are in software/flash-attention.ts), the tiles on a device, split-KV,
+// and the pipeline spec of a variant, built once per variant and shape class.
 
 import source from '../../../shaders/flash_attention.wgsl?raw';
 import oneRowBody from '../../../shaders/flash_attention_row.wgsl?raw';

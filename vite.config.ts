@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 import { CROSS_ORIGIN_ISOLATED } from './scripts/vite-isolation.ts';
 import { weightShards } from './scripts/vite-weight-shards.ts';
+import { CompileFirstSequencer } from './test/sequencer.ts';
 
 // One config for the demo page (Vite), the unit tests (vitest in Node) and the e2e harness.
 // WGSL files are imported as strings with `?raw`, so no build step is needed to run the engine.
@@ -30,6 +31,10 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     setupFiles: ['test/setup.ts'],
+    // One Mesa shader cache per run, shared by the test files (each compiled its kernels from cold before).
+    globalSetup: ['test/global-setup.ts'],
+    // kernel-variants.test.ts first (it compiles every variant: later files read them from that cache), then by name.
+    sequence: { sequencer: CompileFirstSequencer },
     environment: 'node',
     // One WebGPU device per test file; the software drivers are slow, so give GPU tests room.
     testTimeout: 120_000,

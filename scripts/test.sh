@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test, from a fresh machine: system packages (lavapipe, Chromium), npm ci, lint, type check,
-# unit tests in Node on real WebGPU (Dawn on lavapipe), browser tests in Chromium (SwiftShader).
+# import cycles, the API reference, unit tests in Node on real WebGPU (Dawn on lavapipe), browser tests in Chromium (SwiftShader).
 # GPU tests never skip: without an adapter they fail and say what to install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +8,14 @@ cd "$(dirname "$0")/.."
 bash scripts/setup-system.sh lavapipe chromium
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1   # Playwright uses the system Chromium; it cannot download its own here
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}  # quiets Dawn's warning
+# One Mesa (lavapipe) shader cache for this run, empty at the start and deleted at the end: the unit
+# tests' files (test/global-setup.ts otherwise makes one per vitest run) and the package test's Node
+# forward compile each kernel once between them; nothing carries over to the next run.
+if [ -z "${MESA_SHADER_CACHE_DIR:-}${MESA_SHADER_CACHE_DISABLE:-}" ]; then
+  MESA_SHADER_CACHE_DIR=$(mktemp -d "${TMPDIR:-/tmp}/webgpu-attention-mesa-XXXXXX")
+  export MESA_SHADER_CACHE_DIR
+  trap 'rm -rf "$MESA_SHADER_CACHE_DIR"' EXIT
+fi
 npm ci --no-audit --no-fund
 
 mkdir -p test-reports
@@ -17,6 +25,10 @@ echo "== lint and format (Biome)"
 npx biome check . || status=1
 echo "== type check"
 npx tsc --noEmit -p . || status=1
+echo "== import cycles (type-only included) in src/"
+node scripts/check-cycles.mjs || status=1
+echo "== API reference (TypeDoc from the TSDoc comments; a warning fails)"
+npx typedoc --treatWarningsAsErrors --logLevel Warn || status=1
 echo "== unit tests (vitest, Node, WebGPU through Dawn on lavapipe)"
 npx vitest run --reporter=default --reporter=json --outputFile.json=test-reports/vitest.json || status=1
 echo "== browser tests (Playwright, Chromium's WebGPU)"

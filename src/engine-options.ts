@@ -1,18 +1,17 @@
 // createAttentionEngine's `tuning` option and warmup/tune's options: checked, defaults filled in.
 
 import { InvalidArgumentError } from './errors.ts';
+import { TUNING_KEYS, WARMUP_OPTION_KEYS } from './option-keys.ts';
 import type { TuningStore, WarmupOptions } from './types.ts';
 import { describe, rejectUnknownKeys, requireObject } from './validate.ts';
 import { defaultTuningStore } from './webgpu/tuning/store.ts';
 import type { ResolvedTuning } from './webgpu/tuning/tuner.ts';
 import { KERNEL_NAMES, type KernelChoice, type KernelName, VARIANTS } from './webgpu/variants.ts';
 
-const TUNING_KEYS = ['mode', 'kernels', 'store'] as const;
-
 /** warmup's and tune's options: { onProgress? }. */
 export function progressOption(where: string, options: unknown): WarmupOptions['onProgress'] {
   const o = requireObject(where, 'options', options, 'Pass { onProgress } or leave it out.');
-  rejectUnknownKeys(where, 'options', o, ['onProgress']);
+  rejectUnknownKeys(where, 'options', o, WARMUP_OPTION_KEYS);
   if (o.onProgress !== undefined && typeof o.onProgress !== 'function') {
     throw new InvalidArgumentError({
       where,

@@ -19,22 +19,36 @@ import type {
   StateDict,
   TensorArray,
   TuningReport,
-  WarmupCall,
   WarmupOptions,
 } from './types.ts';
 import { AutoBackend } from './auto/backend.ts';
 import { WasmBackend } from './wasm/backend.ts';
 import { progressOption, resolveTuning } from './engine-options.ts';
-import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from './validate.ts';
+import { ENGINE_KEYS, LIMIT_KEYS } from './option-keys.ts';
+import { describe, knownKeys, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from './validate.ts';
 import { WebGPUBackend } from './webgpu/backend.ts';
 import { type AcquiredDevice, acquireDevice, describeAdapter } from './webgpu/device.ts';
 import { adapterKind } from './webgpu/variants.ts';
 
 export type { AdapterInfo };
 
-const ENGINE_KEYS = ['backend', 'device', 'limits', 'precision', 'profile', 'threads', 'tuning'] as const;
-const LIMIT_KEYS = ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension'] as const;
+/** One call shape to prepare for: engine.warmup() and engine.tune(). */
+export interface WarmupCall {
+  /** A layer of this engine. */
+  layer: MultiHeadAttention;
+  /** Default 1. */
+  batchSize?: number;
+  seqLen: number;
+  /** Keys per query: a KV cache's length after the call, or cross-attention's Skv. Default seqLen. */
+  kvSeqLen?: number;
+  /** Default false. */
+  isCausal?: boolean;
+}
 
+/** WarmupCall's keys (its table lives beside the type: option-keys.ts cannot name the layer class without an import cycle). */
+const WARMUP_CALL_KEYS = knownKeys<WarmupCall>({ layer: true, batchSize: true, seqLen: true, kvSeqLen: true, isCausal: true });
+
+/** Owns a backend (a GPU device with its buffers and pipelines, or CPU kernels) and makes layers; made by createAttentionEngine(). */
 export class AttentionEngine {
   /** The live layers, and their sizes. */
   private readonly layers = new Map<MultiHeadAttention, LayerSpec>();
@@ -200,7 +214,7 @@ export class AttentionEngine {
     const onProgress = progressOption(where, options);
     const list = calls ?? [...this.layers.keys()].map((layer) => ({ layer, seqLen: 128 }));
     await impl.warmup(
-      resolveShapeCalls(where, list, (l) => this.layers.get(l as MultiHeadAttention)),
+      resolveShapeCalls(where, list, WARMUP_CALL_KEYS, (l) => this.layers.get(l as MultiHeadAttention)),
       onProgress,
     );
   }
@@ -215,7 +229,7 @@ export class AttentionEngine {
     const where = 'AttentionEngine.tune';
     const onProgress = progressOption(where, options);
     await impl.tune(
-      resolveShapeCalls(where, calls, (l) => this.layers.get(l as MultiHeadAttention)),
+      resolveShapeCalls(where, calls, WARMUP_CALL_KEYS, (l) => this.layers.get(l as MultiHeadAttention)),
       onProgress,
     );
     return impl.tuningReport();

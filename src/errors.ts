@@ -29,6 +29,7 @@ function formatProblem(p: ArgumentProblem): string {
 /** Base of the errors about one argument; `argument` names it, e.g. `config.numHeads`. */
 export class ArgumentError extends AttentionError {
   override name = 'ArgumentError';
+  /** The argument or option that was wrong. */
   readonly argument: string;
   constructor(problem: ArgumentProblem) {
     super(formatProblem(problem));

@@ -1,7 +1,7 @@
 // The package entry: the public surface and nothing else.
 
 export { AttentionEngine, createAttentionEngine } from './engine.ts';
-export type { AdapterInfo } from './engine.ts';
+export type { AdapterInfo, WarmupCall } from './engine.ts';
 export { MultiHeadAttention } from './layer.ts';
 export { KvCache } from './kv-cache.ts';
 export {
@@ -16,6 +16,7 @@ export {
   DisposedError,
   WebGPUUnavailableError,
 } from './errors.ts';
+export type { ArgumentProblem } from './errors.ts';
 export type {
   BackendKind,
   EngineOptions,
@@ -45,7 +46,6 @@ export type {
   BackendChoice,
   BackendChoiceReport,
   TuningReport,
-  WarmupCall,
   WarmupOptions,
   ProjectionVariant,
   AttentionVariant,

@@ -15,6 +15,7 @@ export interface KvCacheStorage {
   dispose(): void;
 }
 
+/** The keys and values of the positions a layer has seen, for decoding; made by mha.createKvCache(). */
 export class KvCache {
   /** B */
   readonly batchSize: number;
@@ -75,6 +76,7 @@ export class KvCache {
     this.storageImpl = null;
   }
 
+  /** True after dispose(). */
   get disposed(): boolean {
     return this.storageImpl === null;
   }

@@ -15,6 +15,7 @@ export function withOutputType(result: ForwardResult | BufferForwardResult, opti
   return { ...result, output: toF16(result.output) };
 }
 
+/** A multi-head attention layer with its weights uploaded once; made by engine.createMultiHeadAttention(). */
 export class MultiHeadAttention {
   /** E */
   readonly embedDim: number;
@@ -24,6 +25,7 @@ export class MultiHeadAttention {
   readonly numKvHeads: number;
   /** Dh = E / H */
   readonly headDim: number;
+  /** Whether the layer has in_proj_bias and out_proj.bias. */
   readonly bias: boolean;
   private impl: BackendLayer | null;
 
@@ -104,6 +106,7 @@ export class MultiHeadAttention {
     this.onDispose(this);
   }
 
+  /** True after dispose(). */
   get disposed(): boolean {
     return this.impl === null;
   }

@@ -1,8 +1,7 @@
 // The public shapes of kernel tuning and warm-up: the variants an engine chooses between, how it is
 // told to choose (EngineOptions.tuning), what it reports (engine.tuning), and engine.warmup/tune's
-// calls. Re-exported by types.ts, so every public type is still imported from one place.
-
-import type { MultiHeadAttention } from './layer.ts';
+// options. Re-exported by types.ts. (Their `calls`, WarmupCall, name the layer class, so they are
+// declared in engine.ts: a type here that named layer.ts would close an import cycle back to types.ts.)
 
 export type ProjectionVariant = 'register-4x4' | 'register-8x8' | 'workgroup-64' | 'workgroup-128' | 'subgroup-4x4' | 'subgroup-8x4' | 'subgroup-16x4';
 export type AttentionVariant =
@@ -109,19 +108,6 @@ export interface BackendChoiceReport {
   pending: number;
   /** Measurements that failed, and why ('wasm' kept for those classes). */
   failures: string[];
-}
-
-/** One call shape to prepare for: engine.warmup() and engine.tune(). */
-export interface WarmupCall {
-  /** A layer of this engine. */
-  layer: MultiHeadAttention;
-  /** Default 1. */
-  batchSize?: number;
-  seqLen: number;
-  /** Keys per query: a KV cache's length after the call, or cross-attention's Skv. Default seqLen. */
-  kvSeqLen?: number;
-  /** Default false. */
-  isCausal?: boolean;
 }
 
 export interface WarmupOptions {

@@ -12,10 +12,10 @@ export type {
   TuningReport,
   BackendChoice,
   BackendChoiceReport,
-  WarmupCall,
   WarmupOptions,
 } from './tuning-types.ts';
 
+/** Which backend runs the layers: WebGPU, float32 WebAssembly SIMD kernels on the CPU, or the float64 reference. */
 export type BackendKind = 'webgpu' | 'wasm' | 'cpu';
 
 /** The adapter behind an engine's device (GPUAdapterInfo's strings; empty where the browser hides them). */
@@ -26,6 +26,7 @@ export interface AdapterInfo {
   description: string;
 }
 
+/** createAttentionEngine's options; each may be left out. */
 export interface EngineOptions {
   /**
    * 'webgpu' (fail if no adapter), 'wasm' (float32 WebAssembly SIMD kernels on the CPU, `threads`),
@@ -62,13 +63,14 @@ export interface EngineOptions {
    */
   profile?: boolean;
   /**
-   * How kernel variants are chosen (src/webgpu/variants.ts). Default: a short sweep on first use per
-   * adapter and shape class (every variant checked against the float64 reference first, then timed),
-   * remembered in localStorage (browser) or `~/.cache/webgpu-attention/tuning.json` (Node).
+   * How kernel variants are chosen (src/webgpu/variants.ts). Default: a sweep in the background on first use per
+   * adapter and shape class (each candidate of the adapter kind checked against the float64 reference first, then
+   * timed; calls never wait for it), remembered in localStorage (browser) or `~/.cache/webgpu-attention/tuning.json` (Node).
    */
   tuning?: TuningOptions;
 }
 
+/** A layer's sizes and what it computes: engine.createMultiHeadAttention's first argument. */
 export interface MultiHeadAttentionConfig {
   /** E: model width. */
   embedDim: number;
@@ -146,13 +148,13 @@ export interface ScoreOptions {
   /** > 0: each scaled score s becomes softcap·tanh(s / softcap), before masks and additive biases (Gemma 2; ONNX Runtime's `softcap`). */
   softcap?: number;
   /**
-   * [H]: a logit per head that joins every row's softmax as one more key whose value is 0: the
+   * Float32Array [H]: a logit per head that joins every row's softmax as one more key whose value is 0: the
    * denominator gains exp(sinks[h]) and the row's maximum includes it; it is not scaled, soft-capped
    * or biased (gpt-oss's learned sinks; ONNX Runtime's `head_sink`; zeros are "smooth softmax").
    * With needWeights the probabilities leave the sink out (rows sum to less than 1).
    */
   sinks?: Float32Array;
-  /** [H]: adds −slope·|i' − j| to head h's scores (ALiBi; FlashAttention-2's `alibi_slopes`; i' = i + Skv − Sq). */
+  /** Float32Array [H]: adds −slope·|i' − j| to head h's scores (ALiBi; FlashAttention-2's `alibi_slopes`; i' = i + Skv − Sq). */
   alibiSlopes?: Float32Array;
 }
 
@@ -233,6 +235,7 @@ export interface BatchedForwardOptions extends MaskOptions, ScoreOptions, Output
   dropout?: number;
   /** With config.rotary: each token's position, Int32Array [B, Sq] (left-padded batches, say). Default 0 … Sq − 1 after the cache's length. */
   positionIds?: Int32Array;
+  /** Left out here: a packed batch is PackedForwardOptions. */
   cuSeqlens?: undefined;
 }
 
@@ -242,22 +245,28 @@ export interface BatchedForwardOptions extends MaskOptions, ScoreOptions, Output
  * sequence; no work is spent on padding.
  */
 export interface PackedForwardOptions extends Pick<MaskOptions, 'isCausal' | 'window' | 'headMask'>, ScoreOptions, OutputTypeOption {
+  /** Offsets [n + 1], 0 … T: sequence i is rows cuSeqlens[i] … cuSeqlens[i + 1] − 1 of query. */
   cuSeqlens: Int32Array;
   /** Refused unless 0: this engine is inference only. */
   dropout?: number;
 }
 
+/** MultiHeadAttention.forward's options: a batch of sequences of one length, or a packed batch (cuSeqlens). */
 export type ForwardOptions = BatchedForwardOptions | PackedForwardOptions;
 
 /** The sizes of projected tensors: query [B, H, Sq, Dh], key and value [B, G, Skv, Dh]. */
 export interface HeadShapeOptions {
+  /** B. */
   batchSize: number;
+  /** H: query heads. */
   numHeads: number;
   /** Key/value heads; query head h uses h / (numHeads / numKvHeads). Default numHeads. */
   numKvHeads?: number;
+  /** Sq: query positions. */
   seqLen: number;
-  /** Default seqLen. */
+  /** Skv: key positions. Default seqLen. */
   kvSeqLen?: number;
+  /** Dh. */
   headDim: number;
 }
 
@@ -273,8 +282,11 @@ export interface LinearAttentionOptions extends HeadShapeOptions {
   needWeights?: boolean;
 }
 
+/** engine.scaledDotProductAttention's options: the head shapes, masks, score options and output type. */
 export interface ScaledDotProductAttentionOptions extends MaskOptions, ScoreOptions, HeadShapeOptions, OutputTypeOption {
+  /** Also return attentionWeights [B, H, Sq, Skv], each head's probabilities. Default false. */
   needWeights?: boolean;
+  /** Refused unless 0: this engine is inference only. */
   dropout?: number;
   /**
    * Rotates the queries and the last Sq keys by their positions (positionIds [B, Sq], default
@@ -321,19 +333,21 @@ export interface HalfForwardResult extends Omit<ForwardResult, 'output'> {
   output: Uint16Array;
 }
 
+/** What forward, scaledDotProductAttention and linearAttention resolve to (without returnBuffer or outputType 'f16'). */
 export interface ForwardResult {
   /** [B, S, E], batch first. */
   output: Float32Array;
-  /** [B, H, Sq, Skv]: softmax(Q·Kᵀ/√Dh) of each head; 0 where a key is masked. Only with needWeights. */
+  /** Probabilities [B, H, Sq, Skv]: softmax(Q·Kᵀ/√Dh) of each head; 0 where a key is masked. Only with needWeights. */
   attentionWeights?: Float32Array;
   /**
    * With createAttentionEngine({ profile: true }) on an adapter with timestamp-query: GPU milliseconds
-   * of each kernel (qkv_projection, flash_attention, attention_probs, output_projection) and `gpu`,
-   * from the first kernel's start to the last one's end. Not for calls split to fit device limits.
+   * of each stage it ran (qkv_projection, head_transform, flash_attention or linear_attention, attention_probs,
+   * output_projection, …) and `gpu`, from the first kernel's start to the last one's end. Not for calls split to fit device limits.
    */
   timings?: Record<string, number>;
 }
 
+/** engine.stats(): the GPU memory the engine holds. */
 export interface EngineStats {
   /** GPU buffers the engine holds (weights, scratch, staging); 0 on the CPU backend. */
   buffers: number;

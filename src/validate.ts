@@ -39,6 +39,19 @@ export function requireObject(where: string, argument: string, value: unknown, f
   return value as Record<string, unknown>;
 }
 
+/** Every key of T; of every member where T is a union (ForwardOptions: the batched form's and the packed form's). */
+export type KeysOf<T> = T extends unknown ? keyof T : never;
+
+/**
+ * The option names of the options type T, from a table that names each once, for rejectUnknownKeys:
+ * `knownKeys<KvCacheOptions>({ batchSize: true, maxSeqLen: true, key: true, value: true, length: true })`.
+ * A table that leaves out a key of T, or names one T lacks, does not compile. Its order is the order
+ * an unknown option's message lists them in.
+ */
+export function knownKeys<T>(table: { readonly [K in KeysOf<T>]: true }): readonly (KeysOf<T> & string)[] {
+  return Object.keys(table) as (KeysOf<T> & string)[];
+}
+
 /** Refuses option names this entry point does not know (a misspelt option must not be ignored silently). */
 export function rejectUnknownKeys(where: string, argument: string, value: Record<string, unknown>, known: readonly string[]): void {
   for (const key of Object.keys(value)) {

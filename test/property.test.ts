@@ -21,6 +21,7 @@ import {
   type ScaledDotProductAttentionOptions,
 } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import type { KeysOf } from '../src/validate.ts';
 import { expectClose, f32Tolerance, maxAbsFinite, probabilityTolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
 import { withErrorScopes } from './helpers/gpu.ts';
@@ -285,7 +286,10 @@ describe('random layers and calls: WebGPU = CPU backend', () => {
 // Garbage in: the validation layer throws only the engine's typed errors, and nothing reaches the GPU.
 // ─────────────────────────────────────────────────────────────────────────────────────────────────
 
-const FORWARD_KEYS = [
+// The options garbage is made of: a chosen subset of each entry point's known keys (src/option-keys.ts
+// has them all; options that change what a call returns, such as returnBuffer, stay out), typed so that
+// a key renamed or removed from the options type fails to compile here.
+const FORWARD_KEYS: KeysOf<ForwardOptions>[] = [
   'batchSize',
   'seqLen',
   'isCausal',
@@ -300,7 +304,7 @@ const FORWARD_KEYS = [
   'cuSeqlens',
   'dropout',
 ];
-const SDPA_KEYS = [
+const SDPA_KEYS: KeysOf<ScaledDotProductAttentionOptions>[] = [
   'batchSize',
   'numHeads',
   'numKvHeads',
@@ -315,7 +319,7 @@ const SDPA_KEYS = [
   'needWeights',
   'dropout',
 ];
-const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'dropout'];
+const CONFIG_KEYS: (keyof MultiHeadAttentionConfig)[] = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'dropout'];
 const MISSPELLINGS = [
   'is_causal',
   'iscausal',

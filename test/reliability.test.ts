@@ -4,7 +4,7 @@
 
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type AttentionEngine, createAttentionEngine, DeviceLimitError, DeviceLostError, type ForwardOptions } from '../src/index.ts';
-import type { ForwardPlan } from '../src/plan/index.ts';
+import { makePlan, resolveLayerSpec } from '../src/plan/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { withinDispatchLimit } from '../src/webgpu/backend.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
@@ -97,7 +97,8 @@ describe('device loss', () => {
     expect((error as Error).message).toContain('given to createAttentionEngine was lost');
     engine.dispose();
     owner.dispose();
-    expect(gpu).toBeTruthy(); // alive until here
+    // A real use of `gpu` after its device is gone (which also keeps it alive until here): it still hands out adapters.
+    expect(await gpu.requestAdapter()).not.toBeNull();
   });
 });
 
@@ -148,7 +149,9 @@ describe("limits smaller than the device's: calls are split, and equal the unspl
   test('a GEMM variant whose row tiles would exceed the workgroup limit gives way to register-4x4', () => {
     // chunking.ts bounds the rows per call by 32 rows per workgroup; the subgroup cores cover 4 to 16.
     const choice = { qkv_projection: 'subgroup-16x4', flash_attention: 'rows64-keys32-r4', output_projection: 'subgroup-4x4' } as const;
-    const plan = (batchSize: number, seqLen: number, kvSeqLen = seqLen) => ({ batchSize, seqLen, kvSeqLen, cache: null }) as unknown as ForwardPlan;
+    const spec = resolveLayerSpec(L);
+    const plan = (batchSize: number, seqLen: number, kvSeqLen = seqLen) =>
+      makePlan({ layer: spec, mode: kvSeqLen === seqLen ? 'self' : 'cross', batchSize, seqLen, kvSeqLen, query: new Float32Array(0) });
     expect(withinDispatchLimit(choice, plan(1, 16), 4)).toEqual(choice); // 16/16 = 1, 16/4 = 4 workgroups
     expect(withinDispatchLimit(choice, plan(2, 32), 4)).toEqual({ ...choice, output_projection: 'register-4x4' }); // 64/4 = 16 > 4
     expect(withinDispatchLimit(choice, plan(1, 8, 128), 4)).toEqual({ ...choice, qkv_projection: 'register-4x4' }); // cross: 128 K/V rows

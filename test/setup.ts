@@ -1,6 +1,7 @@
 // Runs around every test file: a test during which any watched WebGPU device reported an uncaptured
 // error fails, with the error's message. Engines created with the default tuning store remember their
-// sweeps in a folder of this test run, never in the user's ~/.cache.
+// sweeps in a folder of this test file, never in the user's ~/.cache. (Mesa's shader cache, which would
+// also follow XDG_CACHE_HOME, is one folder for the whole run: MESA_SHADER_CACHE_DIR, test/global-setup.ts.)
 
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -13,7 +13,7 @@ import { defineBindings } from '../src/webgpu/bindings.ts';
 import type { DeviceState } from '../src/webgpu/device.ts';
 import { KernelScheduler } from '../src/webgpu/tuning/scheduler.ts';
 import { type ResolvedTuning, Tuner } from '../src/webgpu/tuning/tuner.ts';
-import { type AdapterKind, defaultChoice, FEW_QUERY_ROWS, isSoftwareVariant, KERNEL_NAMES, SHORT_QUERY_ROWS, TIER0 } from '../src/webgpu/variants.ts';
+import { type AdapterKind, candidates, defaultChoice, FEW_QUERY_ROWS, isSoftwareVariant, KERNEL_NAMES, SHORT_QUERY_ROWS, TIER0 } from '../src/webgpu/variants.ts';
 import { referenceMultiHeadAttention } from '../src/cpu/reference.ts';
 import { useEngines } from './helpers/engines.ts';
 import { watchDevice, withErrorScopes } from './helpers/gpu.ts';
@@ -40,7 +40,12 @@ function fakeDevice(features: string[] = [], built: string[] = []): GPUDevice {
   } as unknown as GPUDevice;
 }
 
-function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features: string[] = [], tunerKind: AdapterKind = 'unrolling-cpu') {
+/**
+ * A scheduler and tuner on a fake device of one adapter `kind`: both are told the same kind (as
+ * WebGPUBackend tells them its one adapter's), so the built-in choice a sweep must beat and the
+ * candidates it times belong to the same adapter.
+ */
+function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features: string[] = []) {
   /** Pipelines built (compiled), by label: `kernel.variant.pipeline`. */
   const built: string[] = [];
   const state = { device: fakeDevice(features, built), pool: { precision: 'f32' }, generation: 0, lost: null } as unknown as DeviceState;
@@ -48,7 +53,7 @@ function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features
   const tuner = new Tuner(
     tuning,
     () => 'fake',
-    () => tunerKind,
+    () => kind,
     async () => null,
     () => features.includes('subgroups'),
   );
@@ -84,6 +89,17 @@ describe('the scheduler, with a fake backend', () => {
     expect(after).toEqual({ qkv_projection: 'register-4x4', flash_attention: built.flash_attention, output_projection: 'register-4x4' });
     expect(scheduler.compiled.map((c) => `${c.kernel} ${c.variant}`)).toEqual(KERNEL_NAMES.map((k) => `${k} ${built[k]}`));
     expect(scheduler.failures).toEqual([]);
+    // The sweeps timed this adapter kind's candidates (and no other kind's), each measured against this
+    // kind's built-in choice: a tuner told another kind than the scheduler would time another set and
+    // compare against another built-in variant (for 'unrolling-cpu': 4×4, which would then "stay").
+    for (const kernel of KERNEL_NAMES) {
+      const timed = new Set(ran.filter((r) => r.startsWith(`${kernel} `)).map((r) => r.slice(kernel.length + 1)));
+      expect([...timed].sort(), kernel).toEqual([...new Set([built[kernel], ...candidates('cpu', kernel)])].sort());
+    }
+    const swept = Object.fromEntries(scheduler.tuner.entries().map((e) => [e.kernel, e]));
+    expect(swept.qkv_projection.note).toMatch(/^register-4x4 is .* faster than the built-in register-8x8/);
+    expect(swept.output_projection.note).toMatch(/^register-4x4 is .* faster than the built-in register-8x8/);
+    expect(swept.flash_attention.variant).toBe(built.flash_attention); // every attention variant ties: the built-in one stays
   });
 
   test('background work waits while a call is under way', async () => {
@@ -118,7 +134,7 @@ describe('the scheduler, with a fake backend', () => {
 
 describe('on a GPU the scheduler and its sweeps compile no software kernel (src/webgpu/software/)', () => {
   test.each([[[]], [['subgroups']]])('features %j: warm-up, sweeps and calls build only GPU-set variants', async (features: string[]) => {
-    const { state, scheduler, ran, built } = fakeBackend({ mode: 'auto', forced: {}, store: null }, 'gpu', features, 'gpu');
+    const { state, scheduler, ran, built } = fakeBackend({ mode: 'auto', forced: {}, store: null }, 'gpu', features);
     const plans = [1, 10, 100].map((seqLen) => resolveForwardPlan(resolveLayerSpec(layer), uniform(seqLen * 64, 1, mulberry32(seqLen)), { batchSize: 1, seqLen }));
     for (const plan of plans) await scheduler.choose(state, plan, KERNEL_NAMES);
     await scheduler.tune(state, plans, KERNEL_NAMES);
@@ -138,7 +154,13 @@ describe('the built-in attention kernel follows the size of the call where that 
   const attentionFor = (queryRows: number, keys: number, subgroups = true) => defaultChoice('unrolling-cpu', subgroups, { queryRows, keys }).flash_attention;
 
   test('defaultChoice: lanes sharing a row up to FEW_QUERY_ROWS rows (16 over as many keys), K/V shuffled between lanes past it (2 rows a lane up to SHORT_QUERY_ROWS)', () => {
-    expect([FEW_QUERY_ROWS, SHORT_QUERY_ROWS]).toEqual([8, 64]);
+    // Each bound is where the kernel changes (over many keys): the last row count of one kernel, the first of the next.
+    expect([FEW_QUERY_ROWS, FEW_QUERY_ROWS + 1, SHORT_QUERY_ROWS, SHORT_QUERY_ROWS + 1].map((rows) => attentionFor(rows, 4096))).toEqual([
+      'rows16-keys32-sg',
+      'rows64-keys4-r2-shuffle',
+      'rows64-keys4-r2-shuffle',
+      'rows128-keys4-r4-shuffle',
+    ]);
     for (const rows of [1, 4, 8]) expect(attentionFor(rows, 4096)).toBe('rows16-keys32-sg');
     for (const rows of [9, 16]) expect(attentionFor(rows, 16)).toBe('rows16-keys32-sg'); // a few µs of work: the smaller dispatch wins
     for (const [rows, keys] of [

@@ -1,37 +1,13 @@
 // engine.scaledDotProductAttention's checks: the attention kernel alone on tensors the caller projected.
 
 import { InvalidArgumentError } from '../errors.ts';
+import { SDPA_KEYS } from '../option-keys.ts';
 import type { ScaledDotProductAttentionOptions } from '../types.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject } from '../validate.ts';
 import { clampWindow, refuseDropout, resolveHeadShape, resolveMasks, resolveOutputType, resolveScore, resolveScoreMod, resolveWindow, tensorInput } from './checks.ts';
-import { geometryOf } from './geometry.ts';
 import { resolvePositions, resolveRotary } from './head-transform.ts';
+import { makePlan } from './make-plan.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
-
-const SDPA_KEYS = [
-  'batchSize',
-  'numHeads',
-  'numKvHeads',
-  'seqLen',
-  'kvSeqLen',
-  'headDim',
-  'isCausal',
-  'attnMask',
-  'keyPaddingMask',
-  'window',
-  'headMask',
-  'needWeights',
-  'dropout',
-  'scale',
-  'softcap',
-  'sinks',
-  'alibiSlopes',
-  'rotary',
-  'positionIds',
-  'returnBuffer',
-  'scoreMod',
-  'outputType',
-] as const;
 
 /**
  * engine.scaledDotProductAttention: the attention kernel alone on projected tensors, query
@@ -87,7 +63,7 @@ export function resolveAttentionPlan(query: unknown, key: unknown, value: unknow
     scoreMod: resolveScoreMod(where, 'options.scoreMod', o.scoreMod),
     attention: 'softmax',
   };
-  return {
+  return makePlan({
     layer,
     mode: 'cross',
     positions: rotary ? resolvePositions(where, rotary, { batchSize: B, seqLen: Sq, start: Skv - Sq, cuSeqlens: null }, o.positionIds) : null,
@@ -98,13 +74,10 @@ export function resolveAttentionPlan(query: unknown, key: unknown, value: unknow
     needWeights,
     masks: resolveMasks(where, o, B, H, Sq, Skv, clampWindow(resolveWindow(where, o.window), Sq, Skv)),
     score: resolveScore(where, o, H, Dh),
-    cuSeqlens: null,
-    geometry: geometryOf('cross', B, Sq, Skv),
     query: q.host,
     key: k.host,
     value: v.host,
-    cache: null,
     gpu: q.gpu || k.gpu || v.gpu ? { query: q.gpu, key: k.gpu, value: v.gpu } : null,
     returnBuffer,
-  };
+  });
 }

@@ -4,6 +4,7 @@ import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../e
 import type { ScoreMod } from '../types.ts';
 import { describe, requirePositiveInteger } from '../validate.ts';
 import { fromF16 } from '../webgpu/f16.ts';
+import { plainScore } from './make-plan.ts';
 import type { MaskPlan, ScorePlan } from './types.ts';
 
 const STORAGE_USAGE = 0x80; // GPUBufferUsage.STORAGE
@@ -192,18 +193,14 @@ export function resolveScore(where: string, o: Record<string, unknown>, H: numbe
     if (bad >= 0) throw new InvalidArgumentError({ where, argument: `options.${name}[${bad}]`, expected: 'a finite number', given: String(value[bad]) });
     return value;
   };
+  const plain = plainScore(Dh);
   return {
-    scale: positive('scale', 'multiplies q·k in place of 1/√headDim') ?? 1 / Math.sqrt(Dh),
-    softcap: positive('softcap', 'scores become softcap·tanh(score / softcap)') ?? 0,
+    ...plain,
+    scale: positive('scale', 'multiplies q·k in place of 1/√headDim') ?? plain.scale,
+    softcap: positive('softcap', 'scores become softcap·tanh(score / softcap)') ?? plain.softcap,
     sinks: perHead('sinks', "each head's sink logit"),
     alibiSlopes: perHead('alibiSlopes', "each head's ALiBi slope"),
-    eps: 1e-6,
   };
-}
-
-/** The score options of a call that has none: 1/√Dh. */
-export function plainScore(Dh: number): ScorePlan {
-  return { scale: 1 / Math.sqrt(Dh), softcap: 0, sinks: null, alibiSlopes: null, eps: 1e-6 };
 }
 
 /** A custom score modification: { wgsl, reference } (types.ts ScoreMod). Its WGSL is compiled on the GPU before its first use. */

@@ -2,6 +2,7 @@
 // cross-attention, a varlen batch with cuSeqlens, GPU-resident inputs; kv-cache.ts for calls with a cache).
 
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
+import { BATCHED_ONLY_KEYS, FORWARD_KEYS } from '../option-keys.ts';
 import type { ForwardOptions } from '../types.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
 import {
@@ -17,35 +18,11 @@ import {
   resolveWindow,
   tensorInput,
 } from './checks.ts';
-import { geometryOf } from './geometry.ts';
 import { resolvePositions } from './head-transform.ts';
 import { resolveCachedPlan } from './kv-cache.ts';
 import { refuseForLinear } from './linear.ts';
+import { makePlan } from './make-plan.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
-
-const FORWARD_KEYS = [
-  'batchSize',
-  'seqLen',
-  'isCausal',
-  'needWeights',
-  'key',
-  'value',
-  'kvSeqLen',
-  'keyPaddingMask',
-  'attnMask',
-  'window',
-  'headMask',
-  'cuSeqlens',
-  'kvCache',
-  'returnBuffer',
-  'dropout',
-  'scale',
-  'softcap',
-  'sinks',
-  'alibiSlopes',
-  'positionIds',
-  'outputType',
-] as const;
 
 function resolveCuSeqlens(where: string, value: unknown, queryLength: unknown, E: number): { cu: Int32Array; maxLen: number } {
   if (!(value instanceof Int32Array)) {
@@ -119,19 +96,7 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
   }
 
   if (o.cuSeqlens !== undefined) {
-    for (const name of [
-      'batchSize',
-      'seqLen',
-      'key',
-      'value',
-      'kvSeqLen',
-      'keyPaddingMask',
-      'attnMask',
-      'needWeights',
-      'kvCache',
-      'returnBuffer',
-      'positionIds',
-    ] as const) {
+    for (const name of BATCHED_ONLY_KEYS) {
       if (o[name] === undefined) continue;
       throw new UnsupportedError({
         where,
@@ -149,32 +114,21 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
     const n = cu.length - 1;
     const T = cu[n];
     const packed = requireTensorArray(where, 'query', query, T * E, `[T, embedDim] = [${T}, ${E}] = ${T * E}`);
-    return {
+    return makePlan({
       layer: spec,
       mode: 'varlen',
       positions: spec.rotary ? resolvePositions(where, spec.rotary, { batchSize: n, seqLen: T, start: 0, cuSeqlens: cu }, undefined) : null,
       batchSize: n,
       seqLen: T,
-      kvSeqLen: T,
       isCausal,
-      needWeights: false,
       masks: {
-        attnMask: null,
-        attnMaskPerHead: false,
-        keyPaddingMask: null,
         window: clampWindow(window, maxLen, maxLen),
         headMask: o.headMask === undefined ? null : resolveHeadMask(where, o.headMask, n, H),
       },
       score: resolveScore(where, o, H, spec.headDim),
       cuSeqlens: cu,
-      geometry: geometryOf('varlen', n, T, T, maxLen),
       query: packed,
-      key: packed,
-      value: packed,
-      cache: null,
-      gpu: null,
-      returnBuffer: false,
-    };
+    });
   }
 
   const batchSize = requirePositiveInteger(where, 'options.batchSize', o.batchSize);
@@ -191,13 +145,13 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
   }
   const q = tensorInput(where, 'query', query, length, `[batchSize, seqLen, embedDim] = [${batchSize}, ${seqLen}, ${E}] = ${length}`);
   const returnBuffer = o.returnBuffer === undefined ? false : requireBoolean(where, 'options.returnBuffer', o.returnBuffer);
-  const withGpu = (plan: ForwardPlan, key: GPUBuffer | null = null, value: GPUBuffer | null = null): ForwardPlan => ({
-    ...plan,
-    gpu: q.gpu || key || value ? { query: q.gpu, key, value } : null,
-    returnBuffer,
-  });
+  /** GPU-resident inputs, or null when every input is an array. */
+  const gpuInputs = (key: GPUBuffer | null, value: GPUBuffer | null): ForwardPlan['gpu'] => (q.gpu || key || value ? { query: q.gpu, key, value } : null);
 
-  if (o.kvCache !== undefined) return withGpu(resolveCachedPlan(where, spec, q.host, o, batchSize, seqLen, isCausal, needWeights, window, owner));
+  if (o.kvCache !== undefined) {
+    const inputs = { query: q.host, gpu: gpuInputs(null, null), returnBuffer };
+    return resolveCachedPlan(where, spec, inputs, o, batchSize, seqLen, isCausal, needWeights, window, owner);
+  }
 
   // Cross-attention: key and value come together; kvSeqLen defaults to seqLen.
   const cross = o.key !== undefined || o.value !== undefined;
@@ -258,28 +212,21 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
         )
     : q;
 
-  return withGpu(
-    {
-      layer: spec,
-      mode: cross ? 'cross' : 'self',
-      positions: spec.rotary ? resolvePositions(where, spec.rotary, { batchSize, seqLen, start: 0, cuSeqlens: null }, o.positionIds) : null,
-      batchSize,
-      seqLen,
-      kvSeqLen,
-      isCausal,
-      needWeights,
-      masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
-      score: resolveScore(where, o, H, spec.headDim),
-      cuSeqlens: null,
-      geometry: geometryOf(cross ? 'cross' : 'self', batchSize, seqLen, kvSeqLen),
-      query: q.host,
-      key: key.host,
-      value: value.host,
-      cache: null,
-      gpu: null,
-      returnBuffer: false,
-    },
-    cross ? key.gpu : null,
-    cross ? value.gpu : null,
-  );
+  return makePlan({
+    layer: spec,
+    mode: cross ? 'cross' : 'self',
+    positions: spec.rotary ? resolvePositions(where, spec.rotary, { batchSize, seqLen, start: 0, cuSeqlens: null }, o.positionIds) : null,
+    batchSize,
+    seqLen,
+    kvSeqLen,
+    isCausal,
+    needWeights,
+    masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
+    score: resolveScore(where, o, H, spec.headDim),
+    query: q.host,
+    key: key.host,
+    value: value.host,
+    gpu: gpuInputs(cross ? key.gpu : null, cross ? value.gpu : null),
+    returnBuffer,
+  });
 }

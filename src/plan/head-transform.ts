@@ -4,36 +4,16 @@
 // The kernel is shaders/head_transform.wgsl; the reference cpu/head-transform.ts.
 
 import { InvalidArgumentError, ShapeMismatchError } from '../errors.ts';
+import { QK_NORM_KEYS, ROTARY_KEYS } from '../option-keys.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { requireBothOrNeither } from './checks.ts';
-
-/** Rotary embeddings, resolved: rotate the first `dim` features of each head by position·θ_i. */
-export interface RotaryPlan {
-  /** Features rotated (even, ≤ Dh). */
-  dim: number;
-  /** θ_i = base^(−2i/dim), when no tables are given. */
-  base: number;
-  /** false: halves (i, i + dim/2), Llama / GPT-NeoX; true: pairs (2i, 2i + 1), GPT-J. */
-  interleaved: boolean;
-  /** Given tables [maxPositions, dim/2] (Llama 3, YaRN, NTK scaling), or null: computed from base. */
-  cos: Float32Array | null;
-  sin: Float32Array | null;
-}
-
-/** QK-norm, resolved: an RMS norm of every query and key head with these weights [Dh]. */
-export interface QkNormPlan {
-  query: Float32Array;
-  key: Float32Array;
-  eps: number;
-  /** Features the mean of squares runs over: Dh (the GPU's padded heads have more lanes, zeros). */
-  dim: number;
-}
+import type { QkNormPlan, RotaryPlan } from './types.ts';
 
 /** The layer config's `rotary` (or scaledDotProductAttention's, `name` = 'options.rotary'), checked for head size Dh. */
 export function resolveRotary(where: string, value: unknown, Dh: number, name = 'config.rotary'): RotaryPlan | null {
   if (value === undefined) return null;
   const r = requireObject(where, name, value, 'Pass { dim?, base?, interleaved?, cos?, sin? }.');
-  rejectUnknownKeys(where, name, r, ['dim', 'base', 'interleaved', 'cos', 'sin']);
+  rejectUnknownKeys(where, name, r, ROTARY_KEYS);
   const dim = r.dim === undefined ? Dh : requirePositiveInteger(where, `${name}.dim`, r.dim);
   if (dim % 2 !== 0 || dim > Dh) {
     throw new InvalidArgumentError({
@@ -78,7 +58,7 @@ export function resolveRotary(where: string, value: unknown, Dh: number, name = 
 export function resolveQkNorm(where: string, value: unknown, Dh: number): QkNormPlan | null {
   if (value === undefined) return null;
   const q = requireObject(where, 'config.qkNorm', value, 'Pass { query, key, eps? }: RMS-norm weights [headDim] for query and key heads.');
-  rejectUnknownKeys(where, 'config.qkNorm', q, ['query', 'key', 'eps']);
+  rejectUnknownKeys(where, 'config.qkNorm', q, QK_NORM_KEYS);
   const query = requireFloat32Array(where, 'config.qkNorm.query', q.query, Dh, `[headDim] = ${Dh}`).slice();
   const key = requireFloat32Array(where, 'config.qkNorm.key', q.key, Dh, `[headDim] = ${Dh}`).slice();
   let eps = 1e-6;

@@ -3,17 +3,19 @@
 
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import { KvCache } from '../kv-cache.ts';
+import { KV_CACHE_KEYS } from '../option-keys.ts';
 import { describe, rejectUnknownKeys, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { clampWindow, requireBothOrNeither, resolveMasks, resolveScore } from './checks.ts';
-import { geometryOf } from './geometry.ts';
 import { resolvePositions } from './head-transform.ts';
+import { makePlan } from './make-plan.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
 /** forward(x, { kvCache }): the new tokens' K/V are appended, and the queries see everything cached. */
 export function resolveCachedPlan(
   where: string,
   spec: LayerSpec,
-  query: Float32Array,
+  /** The query [B, Sq, E] (empty when it is a GPUBuffer), and what forward checked of the call's GPU inputs and output. */
+  inputs: Pick<ForwardPlan, 'query' | 'gpu' | 'returnBuffer'>,
   o: Record<string, unknown>,
   batchSize: number,
   seqLen: number,
@@ -78,7 +80,7 @@ export function resolveCachedPlan(
     });
   }
   const H = spec.numHeads;
-  return {
+  return makePlan({
     layer: spec,
     mode: 'self',
     positions: spec.rotary ? resolvePositions(where, spec.rotary, { batchSize, seqLen, start, cuSeqlens: null }, o.positionIds) : null,
@@ -89,15 +91,9 @@ export function resolveCachedPlan(
     needWeights,
     masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
     score: resolveScore(where, o, H, spec.headDim),
-    cuSeqlens: null,
-    geometry: geometryOf('self', batchSize, seqLen, kvSeqLen),
-    query,
-    key: query,
-    value: query,
+    ...inputs,
     cache: { cache, start },
-    gpu: null,
-    returnBuffer: false,
-  };
+  });
 }
 
 /** mha.createKvCache's options: sizes, and a past to start from (key and value [B, G, length, Dh]). */
@@ -107,7 +103,7 @@ export function resolveKvCacheOptions(
 ): { batchSize: number; maxSeqLen: number; past: { key: Float32Array; value: Float32Array; length: number } | null } {
   const where = 'MultiHeadAttention.createKvCache';
   const o = requireObject(where, 'options', options, 'Pass { batchSize, maxSeqLen } (and key, value to start from a past).');
-  rejectUnknownKeys(where, 'options', o, ['batchSize', 'maxSeqLen', 'key', 'value', 'length']);
+  rejectUnknownKeys(where, 'options', o, KV_CACHE_KEYS);
   const batchSize = requirePositiveInteger(where, 'options.batchSize', o.batchSize);
   const maxSeqLen = requirePositiveInteger(where, 'options.maxSeqLen', o.maxSeqLen);
   if (o.key === undefined && o.value === undefined) {

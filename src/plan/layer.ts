@@ -1,12 +1,11 @@
 // createMultiHeadAttention's checks: a layer's sizes (LayerSpec) and its weights (LayerWeights).
 
 import { InvalidArgumentError, MissingWeightError, UnsupportedError } from '../errors.ts';
+import { CONFIG_KEYS } from '../option-keys.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { refuseDropout, resolveScoreMod } from './checks.ts';
 import { resolveQkNorm, resolveRotary } from './head-transform.ts';
 import type { LayerSpec, LayerWeights } from './types.ts';
-
-const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'dropout', 'rotary', 'qkNorm', 'scoreMod', 'attention'] as const;
 
 export function resolveLayerSpec(config: unknown): LayerSpec {
   const where = 'createMultiHeadAttention';

@@ -3,16 +3,15 @@
 // softmax over scores).
 
 import { InvalidArgumentError, UnsupportedError } from '../errors.ts';
-import type { LinearAttentionOptions } from '../types.ts';
-import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject } from '../validate.ts';
-import { plainScore, requireUint8Array, resolveHeadShape } from './checks.ts';
-import { geometryOf } from './geometry.ts';
+import { LINEAR_KEYS } from '../option-keys.ts';
+import type { ForwardOptions, LinearAttentionOptions } from '../types.ts';
+import { describe, type KeysOf, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject } from '../validate.ts';
+import { requireUint8Array, resolveHeadShape } from './checks.ts';
+import { makePlan } from './make-plan.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
-const LINEAR_KEYS = ['batchSize', 'numHeads', 'numKvHeads', 'seqLen', 'kvSeqLen', 'headDim', 'isCausal', 'keyPaddingMask', 'eps', 'needWeights'] as const;
-
 /** Options of softmax attention that linear attention has no use for, with why. */
-const SOFTMAX_ONLY: readonly [name: string, why: string][] = [
+const SOFTMAX_ONLY: readonly [name: KeysOf<ForwardOptions>, why: string][] = [
   ['attnMask', 'an additive mask needs scores to add to; linear attention has none'],
   ['window', 'a sliding window breaks the running sums; use causal linear attention'],
   ['headMask', 'not offered with linear attention'],
@@ -89,24 +88,5 @@ export function resolveLinearPlan(query: unknown, key: unknown, value: unknown, 
     scoreMod: null,
     attention: 'linear',
   };
-  return {
-    layer,
-    mode: 'cross',
-    positions: null,
-    batchSize: B,
-    seqLen: Sq,
-    kvSeqLen: Skv,
-    isCausal,
-    needWeights: false,
-    masks: { attnMask: null, attnMaskPerHead: false, keyPaddingMask, window: 0, headMask: null },
-    score: { ...plainScore(Dh), eps },
-    cuSeqlens: null,
-    geometry: geometryOf('cross', B, Sq, Skv),
-    query: q,
-    key: k,
-    value: v,
-    cache: null,
-    gpu: null,
-    returnBuffer: false,
-  };
+  return makePlan({ layer, mode: 'cross', batchSize: B, seqLen: Sq, kvSeqLen: Skv, isCausal, masks: { keyPaddingMask }, score: { eps }, query: q, key: k, value: v });
 }

@@ -3,9 +3,8 @@
 
 import { InvalidArgumentError } from '../errors.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
-import { plainScore } from './checks.ts';
-import { geometryOf } from './geometry.ts';
 import { resolvePositions } from './head-transform.ts';
+import { makePlan } from './make-plan.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
 const NO_DATA = new Float32Array(0);
@@ -14,7 +13,7 @@ const NO_DATA = new Float32Array(0);
 export function shapePlan(spec: LayerSpec, shape: { batchSize: number; seqLen: number; kvSeqLen: number; isCausal: boolean }): ForwardPlan {
   const { batchSize, seqLen, kvSeqLen, isCausal } = shape;
   const mode = kvSeqLen === seqLen ? 'self' : 'cross';
-  return {
+  return makePlan({
     layer: spec,
     mode,
     positions: spec.rotary ? resolvePositions('AttentionEngine.warmup', spec.rotary, { batchSize, seqLen, start: kvSeqLen - seqLen, cuSeqlens: null }, undefined) : null,
@@ -22,34 +21,23 @@ export function shapePlan(spec: LayerSpec, shape: { batchSize: number; seqLen: n
     seqLen,
     kvSeqLen,
     isCausal,
-    needWeights: false,
-    masks: { attnMask: null, attnMaskPerHead: false, keyPaddingMask: null, window: 0, headMask: null },
-    score: plainScore(spec.headDim),
-    cuSeqlens: null,
-    geometry: geometryOf(mode, batchSize, seqLen, kvSeqLen),
     query: NO_DATA,
-    key: NO_DATA,
-    value: NO_DATA,
-    cache: null,
-    gpu: null,
-    returnBuffer: false,
-  };
+  });
 }
-
-const CALL_KEYS = ['layer', 'batchSize', 'seqLen', 'kvSeqLen', 'isCausal'] as const;
 
 /**
  * engine.warmup's and engine.tune's `calls`: each a layer of this engine (`specOf` knows it) and a
- * shape. Checked like every argument, before any GPU work.
+ * shape. Checked like every argument, before any GPU work. `known`: WarmupCall's keys (engine.ts
+ * owns that type, which names the layer class, and so its table).
  */
-export function resolveShapeCalls(where: string, calls: unknown, specOf: (layer: unknown) => LayerSpec | undefined): ForwardPlan[] {
+export function resolveShapeCalls(where: string, calls: unknown, known: readonly string[], specOf: (layer: unknown) => LayerSpec | undefined): ForwardPlan[] {
   if (!Array.isArray(calls)) {
     throw new InvalidArgumentError({ where, argument: 'calls', expected: 'an array of { layer, seqLen, batchSize?, kvSeqLen?, isCausal? }', given: describe(calls) });
   }
   return calls.map((call, i) => {
     const argument = `calls[${i}]`;
     const c = requireObject(where, argument, call, 'Pass { layer, seqLen } (batchSize, kvSeqLen and isCausal optional).');
-    rejectUnknownKeys(where, argument, c, CALL_KEYS);
+    rejectUnknownKeys(where, argument, c, known);
     const spec = specOf(c.layer);
     if (!spec) {
       throw new InvalidArgumentError({

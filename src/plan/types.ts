@@ -1,10 +1,32 @@
 // The resolved forms of a layer and of one call: what every backend and kernel reads. They are built
-// by the checks in this folder (layer.ts, forward.ts, kv-cache.ts, attention.ts) and by nothing else;
-// nothing below them checks arguments again.
+// by the checks in this folder (layer.ts, forward.ts, kv-cache.ts, attention.ts, linear.ts, shape.ts)
+// and by nothing else, a ForwardPlan always through make-plan.ts's makePlan (which fills in the
+// defaults); nothing below them checks arguments again.
 
 import type { KvCache } from '../kv-cache.ts';
 import type { ScoreMod } from '../types.ts';
-import type { QkNormPlan, RotaryPlan } from './head-transform.ts';
+
+/** Rotary embeddings, resolved (head-transform.ts): rotate the first `dim` features of each head by position·θ_i. */
+export interface RotaryPlan {
+  /** Features rotated (even, ≤ Dh). */
+  dim: number;
+  /** θ_i = base^(−2i/dim), when no tables are given. */
+  base: number;
+  /** false: halves (i, i + dim/2), Llama / GPT-NeoX; true: pairs (2i, 2i + 1), GPT-J. */
+  interleaved: boolean;
+  /** Given tables [maxPositions, dim/2] (Llama 3, YaRN, NTK scaling), or null: computed from base. */
+  cos: Float32Array | null;
+  sin: Float32Array | null;
+}
+
+/** QK-norm, resolved (head-transform.ts): an RMS norm of every query and key head with these weights [Dh]. */
+export interface QkNormPlan {
+  query: Float32Array;
+  key: Float32Array;
+  eps: number;
+  /** Features the mean of squares runs over: Dh (the GPU's padded heads have more lanes, zeros). */
+  dim: number;
+}
 
 /** The sizes of one multi-head attention layer. */
 export interface LayerSpec {

@@ -3,7 +3,7 @@
 // from the file's shapes in ./layouts.ts).
 
 import { InvalidArgumentError } from '../errors.ts';
-import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
+import { describe, knownKeys, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
 
 export type WeightLayout = 'pytorch' | 'bert' | 'gpt2';
 
@@ -45,7 +45,18 @@ export interface SafetensorsLayoutOptions {
   vdim?: number;
 }
 
-const OPTION_KEYS = ['layout', 'prefix', 'names', 'embedDim', 'numHeads', 'numKvHeads', 'bias', 'kdim', 'vdim'] as const;
+/** SafetensorsLayoutOptions' keys (checked against the type: knownKeys). */
+const OPTION_KEYS = knownKeys<SafetensorsLayoutOptions>({
+  layout: true,
+  prefix: true,
+  names: true,
+  embedDim: true,
+  numHeads: true,
+  numKvHeads: true,
+  bias: true,
+  kdim: true,
+  vdim: true,
+});
 
 /** The tensor names of each layout (under the prefix), which options.names may map. */
 export const LAYOUT_NAMES: Record<WeightLayout, readonly string[]> = {

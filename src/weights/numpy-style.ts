@@ -14,7 +14,7 @@
 
 import { InvalidArgumentError, MissingWeightError, ShapeMismatchError } from '../errors.ts';
 import type { StateDict } from '../types.ts';
-import { describe, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
+import { describe, knownKeys, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from '../validate.ts';
 import { transpose } from './layouts.ts';
 
 /** A projection as one matrix [E, n] or as a list of per-head matrices [E, Dh], used as x @ W. */
@@ -31,7 +31,7 @@ export interface MatmulWeights {
   wK?: MatmulProjection;
   /** [E, G·Dh] = [E, E], or a list of G per-head [E, Dh]. */
   wV?: MatmulProjection;
-  /** [E, E]: out = concat(heads) @ wO + bO; concat(heads) has head i in columns i·Dh … i·Dh + Dh − 1. */
+  /** wO [E, E]: out = concat(heads) @ wO + bO; concat(heads) has head i in columns i·Dh … i·Dh + Dh − 1. */
   wO: Float32Array;
   /** [3E], with wQkv. */
   bQkv?: Float32Array;
@@ -54,7 +54,23 @@ export interface MatmulWeights {
 }
 
 const WHERE = 'stateDictFromMatmulWeights';
-const KEYS = ['wQkv', 'wQ', 'wK', 'wV', 'wO', 'bQkv', 'bQ', 'bK', 'bV', 'bO', 'embedDim', 'numHeads', 'numKvHeads', 'bias'] as const;
+/** MatmulWeights' keys (checked against the type: knownKeys). */
+const KEYS = knownKeys<MatmulWeights>({
+  wQkv: true,
+  wQ: true,
+  wK: true,
+  wV: true,
+  wO: true,
+  bQkv: true,
+  bQ: true,
+  bK: true,
+  bV: true,
+  bO: true,
+  embedDim: true,
+  numHeads: true,
+  numKvHeads: true,
+  bias: true,
+});
 
 function matrix(argument: string, value: unknown, rows: number, cols: number, names: string, hint = ''): Float32Array {
   const shape = `[${names}] = [${rows}, ${cols}] = ${rows * cols}`;

@@ -8,7 +8,19 @@
 //     reading its `.data` throws an UnsupportedError.
 
 import { UnsupportedError } from '../errors.ts';
-import type { SafetensorsTensor } from './safetensors.ts';
+
+/** One tensor of a safetensors file (declared here, beside the class that implements it; re-exported by ./safetensors.ts). */
+export interface SafetensorsTensor {
+  /** The dtype code as the file states it: 'F32', 'F16', 'BF16', 'F64', 'I64', … */
+  readonly dtype: string;
+  /** Row-major shape; [] for a scalar. */
+  readonly shape: number[];
+  /**
+   * The values as float32, row-major, converted on first access and kept. Throws UnsupportedError
+   * for dtypes other than F32, F16, BF16 and F64.
+   */
+  readonly data: Float32Array;
+}
 
 /** Bits per element of every dtype the format defines. */
 export const DTYPE_BITS: Record<string, number> = {

@@ -28,7 +28,9 @@
 
 import { type ArgumentProblem, ArgumentError } from '../errors.ts';
 import { describe } from '../validate.ts';
-import { DTYPE_ALIASES, DTYPE_BITS, FLOAT_DTYPES, LazyTensor } from './safetensors-dtypes.ts';
+import { DTYPE_ALIASES, DTYPE_BITS, FLOAT_DTYPES, LazyTensor, type SafetensorsTensor } from './safetensors-dtypes.ts';
+
+export type { SafetensorsTensor } from './safetensors-dtypes.ts';
 
 /** Which part of a weight file is wrong. */
 export type WeightFileProblem =
@@ -57,19 +59,6 @@ export class WeightFileError extends ArgumentError {
     this.problem = problem.problem;
     this.tensor = problem.tensor;
   }
-}
-
-/** One tensor of a safetensors file. */
-export interface SafetensorsTensor {
-  /** The dtype code as the file states it: 'F32', 'F16', 'BF16', 'F64', 'I64', … */
-  readonly dtype: string;
-  /** Row-major shape; [] for a scalar. */
-  readonly shape: number[];
-  /**
-   * The values as float32, row-major, converted on first access and kept. Throws UnsupportedError
-   * for dtypes other than F32, F16, BF16 and F64.
-   */
-  readonly data: Float32Array;
 }
 
 /** A parsed safetensors file: tensor name → tensor, in the header's order (no `__metadata__`). */

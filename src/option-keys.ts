@@ -1,0 +1,140 @@
+// The option names each entry point accepts: one table per options type of types.ts, from which the
+// lists that rejectUnknownKeys (validate.ts) checks against are made. knownKeys checks each table
+// against its type, so an option added to (or renamed in) types.ts without its table here fails to
+// compile instead of being refused at run time as "unknown". A table's order is the order an unknown
+// option's message lists the known ones in.
+
+import type {
+  BatchedForwardOptions,
+  EngineOptions,
+  ForwardOptions,
+  KvCacheOptions,
+  LinearAttentionOptions,
+  MultiHeadAttentionConfig,
+  PackedForwardOptions,
+  RotaryOptions,
+  ScaledDotProductAttentionOptions,
+  TuningOptions,
+  WarmupOptions,
+} from './types.ts';
+import { knownKeys } from './validate.ts';
+
+/** MultiHeadAttention.forward's options, batched and packed (cuSeqlens) forms together. */
+export const FORWARD_KEYS = knownKeys<ForwardOptions>({
+  batchSize: true,
+  seqLen: true,
+  isCausal: true,
+  needWeights: true,
+  key: true,
+  value: true,
+  kvSeqLen: true,
+  keyPaddingMask: true,
+  attnMask: true,
+  window: true,
+  headMask: true,
+  cuSeqlens: true,
+  kvCache: true,
+  returnBuffer: true,
+  dropout: true,
+  scale: true,
+  softcap: true,
+  sinks: true,
+  alibiSlopes: true,
+  positionIds: true,
+  outputType: true,
+});
+
+/** The batched form's options that the packed form (cuSeqlens) has not: refused beside cuSeqlens, in this order. */
+export const BATCHED_ONLY_KEYS = knownKeys<Omit<BatchedForwardOptions, keyof PackedForwardOptions>>({
+  batchSize: true,
+  seqLen: true,
+  key: true,
+  value: true,
+  kvSeqLen: true,
+  keyPaddingMask: true,
+  attnMask: true,
+  needWeights: true,
+  kvCache: true,
+  returnBuffer: true,
+  positionIds: true,
+});
+
+/** engine.scaledDotProductAttention's options. */
+export const SDPA_KEYS = knownKeys<ScaledDotProductAttentionOptions>({
+  batchSize: true,
+  numHeads: true,
+  numKvHeads: true,
+  seqLen: true,
+  kvSeqLen: true,
+  headDim: true,
+  isCausal: true,
+  attnMask: true,
+  keyPaddingMask: true,
+  window: true,
+  headMask: true,
+  needWeights: true,
+  dropout: true,
+  scale: true,
+  softcap: true,
+  sinks: true,
+  alibiSlopes: true,
+  rotary: true,
+  positionIds: true,
+  returnBuffer: true,
+  scoreMod: true,
+  outputType: true,
+});
+
+/** engine.linearAttention's options. */
+export const LINEAR_KEYS = knownKeys<LinearAttentionOptions>({
+  batchSize: true,
+  numHeads: true,
+  numKvHeads: true,
+  seqLen: true,
+  kvSeqLen: true,
+  headDim: true,
+  isCausal: true,
+  keyPaddingMask: true,
+  eps: true,
+  needWeights: true,
+});
+
+/** createMultiHeadAttention's config. */
+export const CONFIG_KEYS = knownKeys<MultiHeadAttentionConfig>({
+  embedDim: true,
+  numHeads: true,
+  numKvHeads: true,
+  kdim: true,
+  vdim: true,
+  bias: true,
+  dropout: true,
+  rotary: true,
+  qkNorm: true,
+  scoreMod: true,
+  attention: true,
+});
+
+/** config.rotary, and scaledDotProductAttention's options.rotary. */
+export const ROTARY_KEYS = knownKeys<RotaryOptions>({ dim: true, base: true, interleaved: true, cos: true, sin: true });
+
+/** config.qkNorm. */
+export const QK_NORM_KEYS = knownKeys<NonNullable<MultiHeadAttentionConfig['qkNorm']>>({ query: true, key: true, eps: true });
+
+/** mha.createKvCache's options. */
+export const KV_CACHE_KEYS = knownKeys<KvCacheOptions>({ batchSize: true, maxSeqLen: true, key: true, value: true, length: true });
+
+/** createAttentionEngine's options. */
+export const ENGINE_KEYS = knownKeys<EngineOptions>({ backend: true, device: true, limits: true, precision: true, profile: true, threads: true, tuning: true });
+
+/** createAttentionEngine's options.limits. */
+export const LIMIT_KEYS = knownKeys<NonNullable<EngineOptions['limits']>>({
+  maxStorageBufferBindingSize: true,
+  maxBufferSize: true,
+  maxComputeWorkgroupsPerDimension: true,
+});
+
+/** createAttentionEngine's options.tuning. */
+export const TUNING_KEYS = knownKeys<TuningOptions>({ mode: true, kernels: true, store: true });
+
+/** engine.warmup's and engine.tune's options. */
+export const WARMUP_OPTION_KEYS = knownKeys<WarmupOptions>({ onProgress: true });

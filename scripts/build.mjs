@@ -98,8 +98,13 @@ for (const i of imports.filter((i) => i.kind === 'dynamic' && i.literal !== null
 if (!imports.some((i) => i.kind === 'dynamic' && i.literal === null)) {
   problems.push('dist/index.js has no `import(specifier)` with a variable specifier (the Node-only `webgpu` package)');
 }
-// Shaders inlined: every shaders/*.wgsl as a string (found by its first line), and no .wgsl URL anywhere.
-const shaderFiles = readdirSync(join(root, 'shaders')).filter((f) => f.endsWith('.wgsl'));
+// Shaders inlined: every shaders/*.wgsl and shaders/software/*.wgsl as a string (found by its first
+// line), and no .wgsl URL anywhere.
+const shaderFiles = ['', 'software/'].flatMap((dir) =>
+  readdirSync(join(root, 'shaders', dir))
+    .filter((f) => f.endsWith('.wgsl'))
+    .map((f) => `${dir}${f}`),
+);
 for (const file of shaderFiles) {
   const first = readFileSync(join(root, 'shaders', file), 'utf8').split('\n')[0];
   if (!code.includes(first) && !code.includes(JSON.stringify(first).slice(1, -1))) {

@@ -29,27 +29,25 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   // Keys this row sees by position lie in band = [band.x, band.y) (score_rule.wgsl); the workgroup
   // loads tiles covering [tileStart, tileEnd), the same for every invocation, so the loop (and its
   // barriers) is uniform.
-  let band = keyBand(iq, Sq, Skv);
-  var tileStart = keyBand(firstRow, Sq, Skv).x / BC * BC;
-  var tileEnd = keyBand(min(firstRow + BR, Sq) - 1u, Sq, Skv).y;
-  if (params.splitChunk > 0u) {
-    tileStart = max(tileStart, split * params.splitChunk);
-    tileEnd = min(tileEnd, (split + 1u) * params.splitChunk);
-  }
+  let rule = rowRule(b, h, iq, Sq, Skv);
+  let band = rule.band;
+  let tiles = splitKeys(vec2<u32>(keyBand(firstRow, Sq, Skv).x / BC * BC, keyBand(min(firstRow + BR, Sq) - 1u, Sq, Skv).y), split);
+  let tileStart = tiles.x;
+  let tileEnd = tiles.y;
 
   // q: this row of Q, scaled; acc: unnormalised output row.
   var q: array<vec4<f32>, DH4>;
   var acc: array<vec4<f32>, DH4>;
   let row = qHead + iq;
   for (var d = 0u; d < dh4; d++) {
-    q[d] = vec4<f32>(qkv[row * DH4 + d]) * params.scaleLog2e;
+    q[d] = scaledQuery(row, d);
     acc[d] = vec4<f32>(0.0);
   }
   var m = NO_SCORE;  // running max of the scores seen (log2 units)
   var l = 0.0;       // running sum of exp2(score - m)
 
-  let maskRow = maskRowOf(b, h, iq, Sq, Skv);
-  let ip = i32(iq) + i32(Skv) - i32(Sq);  // the row's position among the keys
+  let maskRow = rule.maskRow;
+  let ip = rule.ip;  // the row's position among the keys
   let kvOffset = kvHeadRow * DH4;
   var s: array<f32, BC>;
   for (var j0 = tileStart; j0 < tileEnd; j0 += BC) {
@@ -93,20 +91,10 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     workgroupBarrier();
   }
 
-  if (i < Sq && params.splitChunk > 0u) {
-    // Split-KV: this split's partial result, unnormalised, for decode_merge.wgsl.
-    let partRow = split * params.splitRows + qHead + i;
-    rowStats[partRow] = vec2<f32>(m, l);
+  if (i < Sq) {
+    let o = finishRow(i, qHead, split, m, l, b, h);
     for (var d = 0u; d < dh4; d++) {
-      out[partRow * DH4 + d] = ST4(acc[d]);
-    }
-  } else if (i < Sq) {
-    let outRow = qHead + i;
-    let stats = withSink(m, l, h);  // (m, l) with the head's sink, and the factor for acc
-    rowStats[outRow] = stats.xy;
-    let scale = select(0.0, stats.z / stats.y, stats.y > 0.0) * headScale(b, h);  // a row that saw no key gives 0
-    for (var d = 0u; d < dh4; d++) {
-      out[outRow * DH4 + d] = ST4(acc[d] * scale);
+      out[o.row * DH4 + d] = ST4(acc[d] * o.scale);
     }
   }
 }

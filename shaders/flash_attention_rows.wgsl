@@ -26,12 +26,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
 
   // Keys the workgroup's rows see lie in [tileStart, tileEnd), the same for every invocation, so
   // the loop (and its barriers) is uniform; each row's own band is band[r] (score_rule.wgsl).
-  var tileStart = keyBand(firstRow, Sq, Skv).x / BC * BC;
-  var tileEnd = keyBand(min(firstRow + BR, Sq) - 1u, Sq, Skv).y;
-  if (params.splitChunk > 0u) {
-    tileStart = max(tileStart, split * params.splitChunk);
-    tileEnd = min(tileEnd, (split + 1u) * params.splitChunk);
-  }
+  let tiles = splitKeys(vec2<u32>(keyBand(firstRow, Sq, Skv).x / BC * BC, keyBand(min(firstRow + BR, Sq) - 1u, Sq, Skv).y), split);
+  let tileStart = tiles.x;
+  let tileEnd = tiles.y;
 
   // This invocation's rows firstRow + lid.x + r·WG (rows past Sq compute a copy of the last row,
   // never stored): q scaled, acc the unnormalised output, m the running max of the scores seen (log2
@@ -48,14 +45,15 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     let iq = min(firstRow + lid.x + r * WG, Sq - 1u);
     let row = qHead + iq;
     for (var d = 0u; d < DH4; d++) {
-      q[r * DH4 + d] = vec4<f32>(qkv[row * DH4 + d]) * params.scaleLog2e;
+      q[r * DH4 + d] = scaledQuery(row, d);
       acc[r * DH4 + d] = vec4<f32>(0.0);
     }
     m[r] = NO_SCORE;
     l[r] = 0.0;
-    band[r] = keyBand(iq, Sq, Skv);
-    maskRow[r] = maskRowOf(b, h, iq, Sq, Skv);
-    ip[r] = i32(iq) + i32(Skv) - i32(Sq);
+    let rule = rowRule(b, h, iq, Sq, Skv);
+    band[r] = rule.band;
+    maskRow[r] = rule.maskRow;
+    ip[r] = rule.ip;
   }
 
   let kvOffset = kvHeadRow * DH4;
@@ -130,20 +128,10 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
 
   for (var r = 0u; r < RPI; r++) {
     let i = firstRow + lid.x + r * WG;
-    if (i < Sq && params.splitChunk > 0u) {
-      // Split-KV: this split's partial result, unnormalised, for decode_merge.wgsl.
-      let partRow = split * params.splitRows + qHead + i;
-      rowStats[partRow] = vec2<f32>(m[r], l[r]);
+    if (i < Sq) {
+      let o = finishRow(i, qHead, split, m[r], l[r], b, h);
       for (var d = 0u; d < DH4; d++) {
-        out[partRow * DH4 + d] = ST4(acc[r * DH4 + d]);
-      }
-    } else if (i < Sq) {
-      let outRow = qHead + i;
-      let stats = withSink(m[r], l[r], h);  // (m, l) with the head's sink, and the factor for acc
-      rowStats[outRow] = stats.xy;
-      let scale = select(0.0, stats.z / stats.y, stats.y > 0.0) * headScale(b, h);  // a row that saw no key gives 0
-      for (var d = 0u; d < DH4; d++) {
-        out[outRow * DH4 + d] = ST4(acc[r * DH4 + d] * scale);
+        out[o.row * DH4 + d] = ST4(acc[r * DH4 + d] * o.scale);
       }
     }
   }

@@ -58,23 +58,21 @@ fn main(@builtin(workgroup_id) wid: vec3u) {
     }
 
     // Keys this row sees: its band (score_rule.wgsl), within this split's keys under split-KV.
-    let band = keyBand(i, Sq, Skv);
-    var kStart = band.x;
-    var kEnd = band.y;
-    if (params.splitChunk > 0u) {
-      kStart = max(kStart, split * params.splitChunk);
-      kEnd = min(kEnd, (split + 1u) * params.splitChunk);
-    }
+    let rule = rowRule(b, h, i, Sq, Skv);
+    let band = rule.band;
+    let keys = splitKeys(band, split);
+    let kStart = keys.x;
+    let kEnd = keys.y;
     var q: array<vec4<f32>, DH4>;
     var acc: array<vec4<f32>, DH4>;
     for (var d = 0u; d < DH4; d++) {
-      q[d] = vec4<f32>(qkv[(qHead + i) * DH4 + d]) * params.scaleLog2e;
+      q[d] = scaledQuery(qHead + i, d);
       acc[d] = vec4<f32>(0.0);
     }
     var m = NO_SCORE;  // this lane's running max (log2 units)
     var l = 0.0;       // this lane's running sum of exp2(score − m)
-    let maskRow = maskRowOf(b, h, i, Sq, Skv);
-    let ip = i32(i) + i32(Skv) - i32(Sq);
+    let maskRow = rule.maskRow;
+    let ip = rule.ip;
     for (var j = select(kEnd, kStart + rank, takesKeys); j < kEnd; j += lanes) {
       let bias = keyBias(b, j, band, maskRow, Skv);
       if (bias > MASKED_BELOW) {
@@ -104,20 +102,9 @@ fn main(@builtin(workgroup_id) wid: vec3u) {
       acc[d] = subgroupAdd(acc[d] * factor);
     }
     if (subgroupElect()) {
-      // Split-KV: this split's partial result, unnormalised, for decode_merge.wgsl. Otherwise the row's
-      // (m, l) with the head's sink, and acc scaled by l's inverse (0 for a row that saw no key).
-      var outRow = split * params.splitRows + qHead + i;
-      var stats = vec2<f32>(rowMax, rowSum);
-      var scale = 1.0;
-      if (params.splitChunk == 0u) {
-        outRow = qHead + i;
-        let sunk = withSink(rowMax, rowSum, h);  // (m, l) with the sink, and the factor for acc
-        stats = sunk.xy;
-        scale = select(0.0, sunk.z / sunk.y, sunk.y > 0.0) * headScale(b, h);
-      }
-      rowStats[outRow] = stats;
+      let o = finishRow(i, qHead, split, rowMax, rowSum, b, h);
       for (var d = 0u; d < DH4; d++) {
-        out[outRow * DH4 + d] = ST4(acc[d] * scale);
+        out[o.row * DH4 + d] = ST4(acc[d] * o.scale);
       }
     }
   }

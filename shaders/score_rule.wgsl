@@ -17,13 +17,8 @@
 //
 // Reads the mask fields every attention kernel's Params declares (src/webgpu/kernels/masks.ts,
 // SCORE_FIELDS: causal, window, maskMode, hasPadding, hasHeadMask, softcapLog2, hasAlibi, hasSinks) and
-// params.H, and the bindings below.
-
-@group(0) @binding(4) var<storage, read> attnMask: array<f32>;  // [1 or B·H, Sq, Skv], MASKED where masked
-@group(0) @binding(5) var<storage, read> padding: array<u32>;   // [B, Skv], 1 = ignore this key
-// Per-head data in one buffer (WebGPU guarantees 8 storage buffers a stage; the flash kernel needs 7
-// more): ALiBi slopes [H], sinks [H], then the head mask [B·H], which multiplies a head's probabilities.
-@group(0) @binding(6) var<storage, read> headData: array<f32>;
+// params.H, and the bindings attnMask, padding and headData, which every attention kernel's bindings
+// declare (src/webgpu/kernels/masks.ts, SCORE_BINDINGS: the host writes their declarations).
 
 // The keys row i may see by position alone (causal, window): [band.x, band.y), within [0, Skv].
 // Both ends grow with i, so rows i0 … i1 together need keys [keyBand(i0).x, keyBand(i1).y).
@@ -92,6 +87,14 @@ fn modifyScore(s: f32, b: u32, h: u32, ip: i32, j: u32) -> f32 {
     score = scoreMod(score / LOG2E, b, h, u32(max(ip, 0)), j) * LOG2E;
   }
   return score;
+}
+
+// Whether every key a row sees by position takes its score as q·k gives it, with nothing added or
+// hidden: no key padding, attnMask, softcap, ALiBi or scoreMod. The bodies with a fast path that skips
+// the rule for such keys (software/) ask this; a new option that changes a score or hides a key must
+// make it false here, or those bodies would skip it.
+fn plainScores() -> bool {
+  return params.hasPadding == 0u && params.maskMode == 0u && params.softcapLog2 <= 0.0 && params.hasAlibi == 0u && HAS_SCORE_MOD == 0u;
 }
 
 // Head h's sink logit in log2 units, or NO_SCORE (nothing) without sinks.

@@ -6,7 +6,9 @@ import { describe, expect, test } from 'vitest';
 import { FLASH_PARAMS } from '../src/webgpu/kernels/flash-attention.ts';
 import { SCORE_FIELDS } from '../src/webgpu/kernels/masks.ts';
 import { PROBS_PARAMS } from '../src/webgpu/kernels/attention-probs.ts';
-import { constant, defineParams, SHADER_CONSTANTS, shaderCode, unrollLoops } from '../src/webgpu/shader.ts';
+import { defineBindings, PARAMS_BINDING } from '../src/webgpu/bindings.ts';
+import { constant, defineParams, SHADER_CONSTANTS, shaderCode } from '../src/webgpu/shader.ts';
+import { unrollLoops } from '../src/webgpu/software/unroll.ts';
 
 describe('defineParams', () => {
   const params = defineParams([
@@ -22,7 +24,10 @@ describe('defineParams', () => {
       ['scale', 'f32', 'a factor'],
       ['last', 'u32', 'the last field'],
     ]);
-    expect(params.wgsl).toContain('@group(0) @binding(0) var<uniform> params: Params;');
+    // The struct only: its binding is the kernel's bindings' (bindings.ts PARAMS_BINDING), written with them.
+    expect(params.wgsl).not.toContain('@binding');
+    const code = shaderCode({ precision: 'f32', params, bindings: defineBindings('Test', [PARAMS_BINDING]), sources: [] });
+    expect(code).toContain('@group(0) @binding(0) var<uniform> params: Params;');
   });
 
   test('pack writes each field by name at its offset, 16-byte aligned, whatever order the values come in', () => {

@@ -9,24 +9,34 @@ import { createAttentionEngine, InvalidArgumentError } from '../src/index.ts';
 import { resolveForwardPlan, resolveLayerSpec } from '../src/plan/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
+import { defineBindings } from '../src/webgpu/bindings.ts';
 import type { DeviceState } from '../src/webgpu/device.ts';
 import { KernelScheduler } from '../src/webgpu/tuning/scheduler.ts';
 import { type ResolvedTuning, Tuner } from '../src/webgpu/tuning/tuner.ts';
-import { type AdapterKind, candidates, defaultChoice, FEW_QUERY_ROWS, KERNEL_NAMES, SHORT_QUERY_ROWS, TIER0 } from '../src/webgpu/variants.ts';
+import { type AdapterKind, candidates, defaultChoice, FEW_QUERY_ROWS, isSoftwareVariant, KERNEL_NAMES, SHORT_QUERY_ROWS, TIER0 } from '../src/webgpu/variants.ts';
 import { referenceMultiHeadAttention } from '../src/cpu/reference.ts';
 import { useEngines } from './helpers/engines.ts';
 import { watchDevice, withErrorScopes } from './helpers/gpu.ts';
 
 const layer = { embedDim: 64, numHeads: 2 };
+const FAKE_BINDINGS = defineBindings('Fake', []);
 const sd = randomStateDict(layer, 7);
 
 /** A device that builds nothing real: the scheduler only needs pipelines to be created and to resolve. */
-function fakeDevice(features: string[] = []): GPUDevice {
+function fakeDevice(features: string[] = [], built: string[] = []): GPUDevice {
   return {
     features: new Set<string>(features), // none by default: the built-in choices without subgroups
     createShaderModule: () => ({}),
-    createComputePipelineAsync: async () => ({}),
-    createComputePipeline: () => ({}),
+    createComputePipelineAsync: async (d: GPUComputePipelineDescriptor) => {
+      built.push(d.label!);
+      return {};
+    },
+    createComputePipeline: (d: GPUComputePipelineDescriptor) => {
+      built.push(d.label!);
+      return {};
+    },
+    createBindGroupLayout: () => ({}),
+    createPipelineLayout: () => ({}),
   } as unknown as GPUDevice;
 }
 
@@ -36,7 +46,9 @@ function fakeDevice(features: string[] = []): GPUDevice {
  * candidates it times belong to the same adapter.
  */
 function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features: string[] = []) {
-  const state = { device: fakeDevice(features), pool: { precision: 'f32' }, generation: 0, lost: null } as unknown as DeviceState;
+  /** Pipelines built (compiled), by label: `kernel.variant.pipeline`. */
+  const built: string[] = [];
+  const state = { device: fakeDevice(features, built), pool: { precision: 'f32' }, generation: 0, lost: null } as unknown as DeviceState;
   const ran: string[] = [];
   const tuner = new Tuner(
     tuning,
@@ -49,7 +61,7 @@ function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features
     {
       current: () => state,
       kind: () => kind,
-      pipelineOf: (_s, _p, kernel, variant) => ({ label: `${kernel}.${variant}`, code: `${kernel} ${variant}` }),
+      pipelineOf: (_s, _p, kernel, variant) => ({ key: `${kernel}.${variant}`, label: `${kernel}.${variant}`, code: `${kernel} ${variant}`, bindings: FAKE_BINDINGS }),
       time: async (_s, _p, kernel, variant, repeat = 1) => {
         ran.push(`${kernel} ${variant}`);
         return repeat * (variant === 'register-4x4' ? 1 : 2);
@@ -57,7 +69,7 @@ function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features
     },
     tuner,
   );
-  return { state, scheduler, ran };
+  return { state, scheduler, ran, built };
 }
 
 describe('the scheduler, with a fake backend', () => {
@@ -117,6 +129,23 @@ describe('the scheduler, with a fake backend', () => {
     const off = fakeBackend({ mode: 'off', forced: {}, store: null });
     expect(await off.scheduler.choose(off.state, plan, KERNEL_NAMES)).toEqual(built);
     expect(off.scheduler.pending).toBe(0);
+  });
+});
+
+describe('on a GPU the scheduler and its sweeps compile no software kernel (src/webgpu/software/)', () => {
+  test.each([[[]], [['subgroups']]])('features %j: warm-up, sweeps and calls build only GPU-set variants', async (features: string[]) => {
+    const { state, scheduler, ran, built } = fakeBackend({ mode: 'auto', forced: {}, store: null }, 'gpu', features);
+    const plans = [1, 10, 100].map((seqLen) => resolveForwardPlan(resolveLayerSpec(layer), uniform(seqLen * 64, 1, mulberry32(seqLen)), { batchSize: 1, seqLen }));
+    for (const plan of plans) await scheduler.choose(state, plan, KERNEL_NAMES);
+    await scheduler.tune(state, plans, KERNEL_NAMES);
+    await scheduler.warmup(state, plans, KERNEL_NAMES);
+    await scheduler.settled();
+    expect(scheduler.failures).toEqual([]);
+    const variants = (names: string[]) => names.map((name) => name.split(' ')[1] ?? name.split('.')[1]);
+    expect(ran.length).toBeGreaterThan(KERNEL_NAMES.length); // sweeps timed their candidates
+    expect(variants(ran).filter(isSoftwareVariant)).toEqual([]);
+    expect(built.length).toBeGreaterThan(0);
+    expect(variants(built).filter(isSoftwareVariant)).toEqual([]);
   });
 });
 

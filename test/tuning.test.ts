@@ -25,7 +25,18 @@ import { decide, interleave, MARGIN, MAX_SPREAD } from '../src/webgpu/tuning/mea
 import { BufferPool } from '../src/webgpu/buffers.ts';
 import { attentionTrialPlan, TRIAL_ROWS, timeKernel } from '../src/webgpu/tuning/trial.ts';
 import { type Gate, shapeClass, Tuner, TUNING_VERSION } from '../src/webgpu/tuning/tuner.ts';
-import { type AdapterKind, adapterKind, candidates, KERNEL_NAMES, type KernelName, needsSubgroups, VARIANTS } from '../src/webgpu/variants.ts';
+import {
+  type AdapterKind,
+  ATTENTION_VARIANTS,
+  adapterKind,
+  candidates,
+  isSoftwareVariant,
+  KERNEL_NAMES,
+  type KernelName,
+  needsSubgroups,
+  PROJECTION_VARIANTS,
+  VARIANTS,
+} from '../src/webgpu/variants.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { createGpuEngine, watchDevice, withErrorScopes } from './helpers/gpu.ts';
 
@@ -298,6 +309,34 @@ describe('the Tuner, with a fake gate and fake timings', () => {
     await tuner.sweep('flash_attention', cls('flash_attention'), 32, 'f32', fakeTrial(timed));
     expect([...new Set(timed)].sort()).toEqual([...candidates('unrolling-cpu', 'flash_attention')].sort());
     expect(timed).not.toContain('rows32-keys32-loop');
+  });
+
+  test('on a GPU no software variant (src/webgpu/software/) is a candidate, and a sweep gates and times none', async () => {
+    const software = [...PROJECTION_VARIANTS, ...ATTENTION_VARIANTS].filter(isSoftwareVariant);
+    expect(software.sort()).toEqual(['rows128-keys4-r4-shuffle', 'rows32-keys4-r4-unrolled', 'rows64-keys4-r2-shuffle', 'subgroup-16x4']);
+    for (const subgroups of [false, true]) {
+      for (const kernel of KERNEL_NAMES) expect(candidates('gpu', kernel, subgroups).filter(isSoftwareVariant)).toEqual([]);
+      const [timed, gated]: string[][] = [[], []];
+      const gate: Gate = async (_k, variant) => {
+        gated.push(variant);
+        return null;
+      };
+      const tuner = new Tuner(
+        { mode: 'auto', forced: {}, store: null },
+        () => 'fake adapter',
+        () => 'gpu',
+        gate,
+        () => subgroups,
+      );
+      for (const kernel of KERNEL_NAMES) await tuner.sweep(kernel, cls(kernel), 32, 'f32', fakeTrial(timed));
+      expect(gated.filter(isSoftwareVariant)).toEqual([]);
+      expect(timed.filter(isSoftwareVariant)).toEqual([]);
+      expect(timed).toContain(subgroups ? 'rows16-keys32-sg' : 'workgroup-64'); // the sweep did run
+    }
+    // On CPU adapters they are: SwiftShader's unrolled body, lavapipe's shuffle bodies and FMA GEMM.
+    expect(candidates('jit-cpu', 'flash_attention')).toContain('rows32-keys4-r4-unrolled');
+    expect(candidates('unrolling-cpu', 'flash_attention', true)).toEqual(['rows64-keys4-r2-shuffle', 'rows128-keys4-r4-shuffle']);
+    expect(candidates('unrolling-cpu', 'qkv_projection', true)).toContain('subgroup-16x4');
   });
 
   test('subgroup variants are gated and timed only where the device has the subgroups feature', async () => {

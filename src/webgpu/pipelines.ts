@@ -6,6 +6,12 @@
 // run off the calling thread). Both fill the same cache, and a compile already under way is shared.
 // Some drivers (lavapipe) compile only at a pipeline's first dispatch, so the cache also records
 // which pipelines have run (tuning/scheduler.ts decides by that).
+//
+// A spec carries its key (the kernel, variant and shape class it was built for: specs are built once
+// per key, see specCache), which is what the caches here go by, never the source text; and its
+// bindings (bindings.ts), whose explicit pipeline layout it is built with.
+
+import type { Bindings } from './bindings.ts';
 
 interface DeviceCache {
   modules: Map<string, GPUShaderModule>;
@@ -28,19 +34,41 @@ function cacheOf(device: GPUDevice): DeviceCache {
 
 /** What a compute pipeline is built from. */
 export interface PipelineSpec {
+  /** What it was built for, unique per source and constants: `Owner.variant|precision|…` (the caches' key). */
+  key: string;
   /** Labels the module and pipeline: `Owner.role`. */
   label: string;
   /** Complete WGSL source (shader.ts shaderCode). */
   code: string;
   /** Values of the shader's `override` constants. */
   constants?: Record<string, number>;
+  /** The shader's bindings: the explicit layout the pipeline is built with. */
+  bindings: Bindings<string>;
+}
+
+/**
+ * Specs built once per key: `build` runs the first time a key is asked for (generating a kernel's
+ * WGSL costs more than a lookup, and a call asks several times). The key must say everything the
+ * spec depends on (variant, precision, head size, subgroup emulation, scoreMod, device tiles).
+ */
+export function specCache(): (key: string, build: () => Omit<PipelineSpec, 'key'>) => PipelineSpec {
+  const specs = new Map<string, PipelineSpec>();
+  return (key, build) => {
+    let spec = specs.get(key);
+    if (!spec) {
+      spec = { key, ...build() };
+      specs.set(key, spec);
+    }
+    return spec;
+  };
 }
 
 function keyOf(spec: PipelineSpec): string {
-  return `${spec.label}|${JSON.stringify(spec.constants ?? {})}|${spec.code}`;
+  return spec.key;
 }
 
 function moduleFor(device: GPUDevice, cache: DeviceCache, spec: PipelineSpec): GPUShaderModule {
+  // By source: variants differing only in override constants share a module (looked up only when a pipeline is built).
   let module = cache.modules.get(spec.code);
   if (!module) {
     module = device.createShaderModule({ label: `${spec.label}.module`, code: spec.code });
@@ -49,8 +77,8 @@ function moduleFor(device: GPUDevice, cache: DeviceCache, spec: PipelineSpec): G
   return module;
 }
 
-function descriptor(module: GPUShaderModule, spec: PipelineSpec): GPUComputePipelineDescriptor {
-  return { label: `${spec.label}.pipeline`, layout: 'auto', compute: { module, entryPoint: 'main', constants: spec.constants ?? {} } };
+function descriptor(device: GPUDevice, module: GPUShaderModule, spec: PipelineSpec): GPUComputePipelineDescriptor {
+  return { label: `${spec.label}.pipeline`, layout: spec.bindings.pipelineLayout(device), compute: { module, entryPoint: 'main', constants: spec.constants ?? {} } };
 }
 
 /** The pipeline for this spec on this device, built now if no one has built it. */
@@ -59,7 +87,7 @@ export function getPipeline(device: GPUDevice, spec: PipelineSpec): GPUComputePi
   const key = keyOf(spec);
   let pipeline = cache.pipelines.get(key);
   if (pipeline) return pipeline;
-  pipeline = device.createComputePipeline(descriptor(moduleFor(device, cache, spec), spec));
+  pipeline = device.createComputePipeline(descriptor(device, moduleFor(device, cache, spec), spec));
   cache.pipelines.set(key, pipeline);
   return pipeline;
 }
@@ -81,7 +109,7 @@ export function compilePipeline(device: GPUDevice, spec: PipelineSpec): Promise<
   if (cache.pipelines.has(key)) return Promise.resolve();
   let compiling = cache.compiling.get(key);
   if (!compiling) {
-    compiling = device.createComputePipelineAsync(descriptor(moduleFor(device, cache, spec), spec));
+    compiling = device.createComputePipelineAsync(descriptor(device, moduleFor(device, cache, spec), spec));
     cache.compiling.set(key, compiling);
     compiling.then(
       (pipeline) => {

@@ -1,13 +1,14 @@
 // What the host and the shaders must agree on, declared once on the host and written into every
 // shader's source: the shared constants (the masked-score sentinel and its threshold, log2(e), the
-// largest head size), each kernel's uniform struct, and the specialisation prelude (storage type,
-// compile-time sizes). A shader file never declares these itself; it says where they come from.
+// largest head size), each kernel's uniform struct, its bindings (bindings.ts), and the specialisation
+// prelude (storage type, compile-time sizes). A shader file never declares these itself; it says where they come from.
 //
 // Uniform structs follow ratchet's `*Meta` structs and webgpu-utils' structured views: a kernel's
 // host module declares its parameters once (name, type, meaning), and both the WGSL `struct Params`
 // and the bytes written to the uniform buffer are generated from that list, so a reordered or
 // renamed field changes both sides together, and a field left out is a type error on the host.
 
+import type { Bindings } from './bindings.ts';
 import type { Precision } from './buffers.ts';
 
 type ScalarType = 'u32' | 'f32';
@@ -70,7 +71,6 @@ export function defineParams<const F extends readonly ParamField[]>(fields: F): 
     'struct Params {',
     ...fields.map(([name, type, meaning]) => `  ${`${name}: ${type},`.padEnd(width)}  // ${meaning}`),
     '}',
-    '@group(0) @binding(0) var<uniform> params: Params;',
   ].join('\n');
   return {
     fields,
@@ -95,8 +95,10 @@ export interface ShaderSpec {
   precision: Precision;
   /** `enable subgroups;` first: the kernel uses subgroup builtins (only where the device has the `subgroups` feature). */
   subgroups?: boolean;
-  /** The kernel's uniform struct (binding 0), if it has one. */
+  /** The kernel's uniform struct, if it has one (bound as `params`: bindings.ts PARAMS_BINDING). */
   params?: Params<string>;
+  /** The kernel's bindings (bindings.ts): their `@group(0) @binding(i)` lines go into the source. */
+  bindings?: Bindings<string>;
   /** `const NAME: u32 = value;` lines, for sizes WGSL needs at compile time (private array lengths). */
   sizes?: Record<string, number>;
   /** The WGSL files, concatenated in this order after the prelude. */
@@ -114,7 +116,7 @@ export function shaderCode(spec: ShaderSpec): string {
     ...Object.entries(SHADER_CONSTANTS).map(([name, { type, value }]) => `const ${name}: ${type} = ${literal(type, value)};`),
     ...Object.entries(spec.sizes ?? {}).map(([name, value]) => `const ${name}: u32 = ${value}u;`),
   ];
-  return [...prelude, ...(spec.params ? [spec.params.wgsl] : []), ...spec.sources].join('\n');
+  return [...prelude, ...(spec.params ? [spec.params.wgsl] : []), ...(spec.bindings ? [spec.bindings.wgsl] : []), ...spec.sources].join('\n');
 }
 
 /** The identity scoreMod the attention kernels get when a layer has none (HAS_SCORE_MOD = 0 skips its call). */
@@ -123,34 +125,4 @@ const NO_SCORE_MOD = 'fn scoreMod(score: f32, b: u32, h: u32, i: u32, j: u32) ->
 /** The sources and size constant that put a custom score modification (or none) into an attention kernel. */
 export function scoreModParts(wgsl: string | undefined): { source: string; HAS_SCORE_MOD: number } {
   return wgsl === undefined ? { source: NO_SCORE_MOD, HAS_SCORE_MOD: 0 } : { source: `// config.scoreMod (the caller's WGSL):\n${wgsl}`, HAS_SCORE_MOD: 1 };
-}
-
-/**
- * Writes out the loops of `code` whose bound is one of `counts`' names: `for (var x = 0u; x < N; x++) { … }`
- * becomes N copies of its body, each in its own braces with x replaced by its value, inner loops first.
- * For drivers that index private arrays by constants only when the source does (SwiftShader's JIT
- * does not unroll, and an array indexed by a variable is a gather there). Other loops stay as written.
- */
-export function unrollLoops(code: string, counts: Record<string, number>): string {
-  const head = /for \(var (\w+) = 0u; \1 < (\w+); \1\+\+\) \{/g;
-  let out = '';
-  let from = 0;
-  for (let match = head.exec(code); match; match = head.exec(code)) {
-    const [text, name, bound] = match;
-    if (!(bound in counts) || match.index < from) continue;
-    let depth = 1;
-    let end = match.index + text.length;
-    while (depth > 0) {
-      if (end >= code.length) throw new Error(`unrollLoops: no closing brace for the loop over ${name}`);
-      depth += code[end] === '{' ? 1 : code[end] === '}' ? -1 : 0;
-      end++;
-    }
-    const body = unrollLoops(code.slice(match.index + text.length, end - 1), counts);
-    const variable = new RegExp(`\\b${name}\\b`, 'g');
-    const copies = Array.from({ length: counts[bound] }, (_, i) => `{${body.replace(variable, `${i}u`)}}`);
-    out += code.slice(from, match.index) + copies.join('');
-    from = end;
-    head.lastIndex = end;
-  }
-  return out + code.slice(from);
 }

@@ -5,10 +5,11 @@ import source from '../../../shaders/attention_probs.wgsl?raw';
 import scoreRule from '../../../shaders/score_rule.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
-import { getPipeline, type PipelineSpec } from '../pipelines.ts';
+import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { getPipeline, type PipelineSpec, specCache } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, scoreModParts, shaderCode } from '../shader.ts';
-import { SCORE_FIELDS, type MaskBuffers } from './masks.ts';
+import { SCORE_BINDINGS, SCORE_FIELDS, scoreBuffers, type MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
 
 /** attention_probs.wgsl's uniforms. */
@@ -24,12 +25,33 @@ export const PROBS_PARAMS = defineParams([
   ['kvStride', 'u32', "rows per (b, g) block of K (Skv, or a KV cache's maxSeqLen)"],
 ]);
 
+/** attention_probs.wgsl's bindings. */
+export const PROBS_BINDINGS = defineBindings('AttentionProbs', [
+  PARAMS_BINDING,
+  ['qkv', 'read-only-storage', 'array<ST4>', 'Q [B, H, Sq, Dh/4] (++ K ++ V)'],
+  ['rowStats', 'read-only-storage', 'array<vec2<f32>>', '(m, l) per row [B, H, Sq]'],
+  ['probs', 'storage', 'array<f32>', 'P [B, H, Sq, Skv]'],
+  ...SCORE_BINDINGS,
+  ['kv', 'read-only-storage', 'array<ST4>', 'K ++ V [B, G, kvStride, Dh/4] (the qkv buffer, or a KV cache)'],
+]);
+
+const specs = specCache();
+
 export function attentionProbsPipeline(precision: Precision, scoreMod?: string): PipelineSpec {
-  const mod = scoreModParts(scoreMod);
-  return {
-    label: 'AttentionProbs',
-    code: shaderCode({ precision, params: PROBS_PARAMS, sizes: { HAS_SCORE_MOD: mod.HAS_SCORE_MOD }, sources: [mod.source, scoreRule, source] }),
-  };
+  return specs(`AttentionProbs|${precision}|${scoreMod ?? ''}`, () => {
+    const mod = scoreModParts(scoreMod);
+    return {
+      label: 'AttentionProbs',
+      code: shaderCode({
+        precision,
+        params: PROBS_PARAMS,
+        bindings: PROBS_BINDINGS,
+        sizes: { HAS_SCORE_MOD: mod.HAS_SCORE_MOD },
+        sources: [mod.source, scoreRule, source],
+      }),
+      bindings: PROBS_BINDINGS,
+    };
+  });
 }
 
 const TILE = 16; // the shader's @workgroup_size(16, 16): 16 keys × 16 query rows
@@ -50,19 +72,13 @@ export function encodeAttentionProbs(
     PROBS_PARAMS.pack({ H, G, Sq, Skv, Dh4: Dh / 4, kBase4: kv.kBase / 4, ...masks.fields, scaleLog2e: plan.score.scale * Math.LOG2E, kvStride: kv.stride }),
     'AttentionProbs.params',
   );
-  const bindGroup = device.createBindGroup({
-    label: 'AttentionProbs.bindGroup',
-    layout: pipeline.getBindGroupLayout(0),
-    entries: [
-      { binding: 0, resource: { buffer: params } },
-      { binding: 1, resource: { buffer: buffers.q } }, // Q [B, H, Sq, Dh] (++ K ++ V)
-      { binding: 2, resource: { buffer: buffers.rowStats, size: B * H * Sq * 8 } }, // (m, l) [B, H, Sq]
-      { binding: 3, resource: { buffer: buffers.probs, size: B * H * Sq * Skv * 4 } }, // P [B, H, Sq, Skv]
-      { binding: 4, resource: { buffer: masks.attnMask } },
-      { binding: 5, resource: { buffer: masks.padding } },
-      { binding: 6, resource: { buffer: masks.headData } }, // ALiBi slopes ++ sinks ++ head mask
-      { binding: 7, resource: { buffer: kv.buffer } }, // K ++ V [B, G, stride, Dh]
-    ],
+  const bindGroup = PROBS_BINDINGS.group(device, {
+    params,
+    qkv: buffers.q, // Q [B, H, Sq, Dh] (++ K ++ V)
+    rowStats: { buffer: buffers.rowStats, size: B * H * Sq * 8 }, // (m, l) [B, H, Sq]
+    probs: { buffer: buffers.probs, size: B * H * Sq * Skv * 4 }, // P [B, H, Sq, Skv]
+    ...scoreBuffers(masks),
+    kv: kv.buffer, // K ++ V [B, G, stride, Dh]
   });
   pass.setPipeline(pipeline);
   pass.setBindGroup(0, bindGroup);

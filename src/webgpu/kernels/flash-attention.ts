@@ -1,21 +1,25 @@
 // Host side of shaders/flash_attention.wgsl: Q, K, V (head-split) → O [B, H, Sq, Dh], online softmax,
-// scores never stored; each row's softmax statistics (m, l) kept for attention-probs.ts.
+// scores never stored; each row's softmax statistics (m, l) kept for attention-probs.ts. Holds the
+// kernel's uniforms and bindings (one declaration each), the record of each body of the GPU kernel set
+// (the software bodies' records are in software/flash-attention.ts), the tiles on a device, split-KV,
+// and the pipeline spec of a variant, built once per variant and shape class.
 
 import source from '../../../shaders/flash_attention.wgsl?raw';
 import oneRowBody from '../../../shaders/flash_attention_row.wgsl?raw';
 import rowsBody from '../../../shaders/flash_attention_rows.wgsl?raw';
-import shuffleBody from '../../../shaders/flash_attention_shuffle.wgsl?raw';
 import subgroupBody from '../../../shaders/flash_attention_subgroup.wgsl?raw';
-import unrolledBody from '../../../shaders/flash_attention_unrolled.wgsl?raw';
 import scoreRule from '../../../shaders/score_rule.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
-import { getPipeline, type PipelineSpec } from '../pipelines.ts';
+import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { getPipeline, type PipelineSpec, specCache } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-import { defineParams, scoreModParts, shaderCode, unrollLoops } from '../shader.ts';
-import { type AttentionVariant, attentionShape, largestSubgroup, subgroupEmulation } from '../variants.ts';
+import { defineParams, scoreModParts, shaderCode } from '../shader.ts';
+import { SOFTWARE_ATTENTION_RECORDS } from '../software/flash-attention.ts';
+import type { AttentionVariant } from '../../types.ts';
+import { type AttentionBuild, type AttentionRecord, type CandidateOn, largestSubgroup, subgroupEmulation } from '../variant-record.ts';
 import { encodeDecodeMerge } from './decode-merge.ts';
-import { SCORE_FIELDS, type MaskBuffers } from './masks.ts';
+import { SCORE_BINDINGS, SCORE_FIELDS, scoreBuffers, type MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
 
 /** flash_attention.wgsl's uniforms. */
@@ -35,6 +39,111 @@ export const FLASH_PARAMS = defineParams([
   ['splitChunk', 'u32', '> 0: split-KV, workgroup x covers keys [x·splitChunk, (x+1)·splitChunk); a multiple of BC'],
   ['splitRows', 'u32', "split-KV: B·H·Sq, the rows of one split's slice of out and rowStats"],
 ]);
+
+/** flash_attention.wgsl's bindings (every body's). */
+export const FLASH_BINDINGS = defineBindings('FlashAttention', [
+  PARAMS_BINDING,
+  ['qkv', 'read-only-storage', 'array<ST4>', 'Q [B, H, Sq, Dh/4] (++ K ++ V)'],
+  ['out', 'storage', 'array<ST4>', "O [B, H, Sq, Dh/4], or the splits' partial accumulators [splits, B, H, Sq, Dh/4]"],
+  ['rowStats', 'storage', 'array<vec2<f32>>', '(m, l) per row [B, H, Sq], or per split'],
+  ...SCORE_BINDINGS,
+  ['cuSeqlens', 'read-only-storage', 'array<u32>', 'varlen: [B + 1]'],
+  ['kv', 'read-only-storage', 'array<ST4>', 'K ++ V [B, G, kvStride, Dh/4] (the qkv buffer, or a KV cache)'],
+]);
+
+// The bodies of the GPU kernel set, one record each (variant-record.ts); the software ones are in
+// software/flash-attention.ts. A tiled body (row or rows) stages K and V through workgroup memory.
+
+/** A tiled body: one row per invocation (flash_attention_row.wgsl) where RPI is 1 on this head size, else RPI rows (flash_attention_rows.wgsl). */
+function tiledBody(b: AttentionBuild, loop: boolean): { code: string; constants: Record<string, number> } {
+  const { headDim, BR, BC, RPI, hasScoreMod } = b;
+  // One row per invocation has its own body (scalars, no per-row arrays), which drivers that do not
+  // unroll constant loops (SwiftShader's JIT) run faster than the RPI body at RPI = 1; the tuner measures which.
+  return RPI === 1
+    ? { code: b.code(oneRowBody, { DH4: headDim / 4, BC, LOOP: loop ? 1 : 0, HAS_SCORE_MOD: hasScoreMod }, false), constants: { BR } }
+    : { code: b.code(rowsBody, { DH4: headDim / 4, BC, RPI, HAS_SCORE_MOD: hasScoreMod }, false), constants: { WG: BR / RPI } };
+}
+
+function tiled(name: AttentionVariant, rows: number, rowsPerInvocation: number, loop: boolean, candidateOn: readonly CandidateOn[]): AttentionRecord {
+  return {
+    name,
+    files: [rowsPerInvocation === 1 ? 'shaders/flash_attention_row.wgsl' : 'shaders/flash_attention_rows.wgsl'],
+    rows,
+    keys: 32,
+    rowsPerInvocation,
+    loop,
+    subgroup: false,
+    unrolled: false,
+    shuffle: false,
+    features: { subgroups: false },
+    candidateOn,
+    software: false,
+    build: (b) => tiledBody(b, loop),
+  };
+}
+
+// Where they are tried: one row per invocation loses where the compiler keeps several rows in registers
+// (lavapipe) and wins over the rows body where it does not (SwiftShader); the rows bodies win on
+// lavapipe without subgroups (with them, the shuffle bodies replace them there: 2–3× faster). The
+// subgroup body reads each K/V element for one row only: 5× slower than the built-in choice on
+// lavapipe and 27–40× on SwiftShader (2026-11-30), so only GPUs try it (on lavapipe it is the built-in
+// choice of a few-row call, which a sweep of such a class then includes).
+const TILED_ONE_ROW: readonly CandidateOn[] = ['jit-cpu', 'cpu', 'gpu'];
+
+/** The attention variants, in the registry's order (variants.ts ATTENTION_VARIANTS). */
+export const ATTENTION_RECORDS: readonly AttentionRecord[] = [
+  tiled('rows32-keys32', 32, 1, false, TILED_ONE_ROW),
+  tiled('rows64-keys32', 64, 1, false, TILED_ONE_ROW),
+  // Its loops over the head size left as loops: slower, but its compile time hardly grows with the head size (tier 0).
+  tiled('rows32-keys32-loop', 32, 1, true, TILED_ONE_ROW),
+  tiled('rows32-keys32-r2', 32, 2, false, ['unrolling-cpu:no-subgroups', 'cpu', 'gpu']),
+  tiled('rows32-keys32-r4', 32, 4, false, ['cpu', 'gpu']),
+  tiled('rows64-keys32-r4', 64, 4, false, ['unrolling-cpu:no-subgroups', 'cpu', 'gpu']),
+  {
+    // The lanes of a subgroup share a row (flash_attention_subgroup.wgsl): BR rows, 64 invocations;
+    // keys32 sizes split-KV's chunks.
+    name: 'rows16-keys32-sg',
+    files: ['shaders/flash_attention_subgroup.wgsl'],
+    rows: 16,
+    keys: 32,
+    rowsPerInvocation: 1,
+    loop: false,
+    subgroup: true,
+    unrolled: false,
+    shuffle: false,
+    features: { subgroups: true },
+    candidateOn: ['gpu'],
+    software: false,
+    build: (b) => ({
+      code: b.code(subgroupBody, { DH4: b.headDim / 4, BC: b.BC, HAS_SCORE_MOD: b.hasScoreMod }, true),
+      constants: { WG: 64, BR: b.BR, SUBGROUP_LANES: subgroupEmulation.lanes },
+    }),
+  },
+  ...SOFTWARE_ATTENTION_RECORDS,
+];
+
+const BY_NAME = new Map(ATTENTION_RECORDS.map((r) => [r.name, r]));
+
+/** The record of an attention variant. */
+export function attentionRecord(variant: AttentionVariant): AttentionRecord {
+  const record = BY_NAME.get(variant);
+  if (!record) throw new Error(`no attention variant ${variant}`);
+  return record;
+}
+
+/** Query rows per workgroup, keys per tile, rows per invocation asked for, and the body's kind, of an attention variant. */
+export function attentionShape(variant: AttentionVariant): {
+  rows: number;
+  keys: number;
+  rowsPerInvocation: number;
+  loop: boolean;
+  subgroup: boolean;
+  unrolled: boolean;
+  shuffle: boolean;
+} {
+  const { rows, keys, rowsPerInvocation, loop, subgroup, unrolled, shuffle } = attentionRecord(variant);
+  return { rows, keys, rowsPerInvocation, loop, subgroup, unrolled, shuffle };
+}
 
 /** Split-KV: keys per split, roughly, and the most splits. */
 const SPLIT_KEYS = 256;
@@ -75,50 +184,19 @@ export function flashTiles(device: GPUDevice, Dh: number, variant: AttentionVari
   return { BR, BC: keysPerTile(Dh, device.limits.maxComputeWorkgroupStorageSize, keys), RPI };
 }
 
-/** The pipeline of `variant` for head size Dh at this precision on this device. */
+const specs = specCache();
+
+/** The pipeline of `variant` for head size Dh at this precision on this device (built once per variant and shape class). */
 export function flashAttentionPipeline(device: GPUDevice, precision: Precision, headDim: number, variant: AttentionVariant, scoreMod?: string): PipelineSpec {
   const { BR, BC, RPI } = flashTiles(device, headDim, variant);
-  const { loop, subgroup, unrolled, shuffle } = attentionShape(variant);
-  // One row per invocation has its own body (scalars, no per-row arrays), which drivers that do not
-  // unroll constant loops (SwiftShader's JIT) run faster than the RPI body at RPI = 1; the tuner measures which.
-  const label = `FlashAttention.${variant}`;
-  const mod = scoreModParts(scoreMod);
-  if (subgroup) {
-    // The lanes of a subgroup share a row (flash_attention_subgroup.wgsl): BR rows, 64 invocations.
-    const sizes = { DH4: headDim / 4, BC, HAS_SCORE_MOD: mod.HAS_SCORE_MOD };
-    const code = shaderCode({ precision, subgroups: true, params: FLASH_PARAMS, sizes, sources: [mod.source, scoreRule, source, subgroupBody] });
-    return { label, code, constants: { WG: 64, BR, SUBGROUP_LANES: subgroupEmulation.lanes } };
-  }
-  // The bodies whose loops the host writes out: over the rows, a step's keys and, up to Dh = 64, the
-  // head size. Past Dh = 64 the loops over the head size run to params.Dh4, which no compiler unrolls:
-  // written out, Dh = 128 took lavapipe's LLVM over 2 minutes to compile.
-  const writtenOut = (body: string, counts: Record<string, number>) =>
-    headDim <= 64 ? unrollLoops(body, { DH4: headDim / 4, ...counts }) : unrollLoops(body.replaceAll('d < DH4; d++', 'd < params.Dh4; d++'), counts);
-  if (shuffle) {
-    // Each block of K/V rows loaded once per subgroup and shuffled to every lane.
-    const sizes = { DH4: headDim / 4, BC, RPI, HAS_SCORE_MOD: mod.HAS_SCORE_MOD };
-    const body = writtenOut(shuffleBody, { RPI, KC: 4 });
-    const code = shaderCode({ precision, subgroups: true, params: FLASH_PARAMS, sizes, sources: [mod.source, scoreRule, source, body] });
-    return { label, code, constants: { WG: BR / RPI, SUBGROUP_LANES: subgroupEmulation.lanes } };
-  }
-  if (unrolled) {
-    // K and V from storage, 4 keys a step.
-    const sizes = { DH4: headDim / 4, BC, RPI, HAS_SCORE_MOD: mod.HAS_SCORE_MOD };
-    const body = writtenOut(unrolledBody, { RPI });
-    return { label, code: shaderCode({ precision, params: FLASH_PARAMS, sizes, sources: [mod.source, scoreRule, source, body] }), constants: { WG: BR / RPI } };
-  }
-  const sources = [mod.source, scoreRule, source, RPI === 1 ? oneRowBody : rowsBody];
-  return RPI === 1
-    ? {
-        label,
-        code: shaderCode({ precision, params: FLASH_PARAMS, sizes: { DH4: headDim / 4, BC, LOOP: loop ? 1 : 0, HAS_SCORE_MOD: mod.HAS_SCORE_MOD }, sources }),
-        constants: { BR },
-      }
-    : {
-        label,
-        code: shaderCode({ precision, params: FLASH_PARAMS, sizes: { DH4: headDim / 4, BC, RPI, HAS_SCORE_MOD: mod.HAS_SCORE_MOD }, sources }),
-        constants: { WG: BR / RPI },
-      };
+  const key = `FlashAttention.${variant}|${precision}|Dh${headDim}|BR${BR}|BC${BC}|RPI${RPI}|lanes${subgroupEmulation.lanes}|${scoreMod ?? ''}`;
+  return specs(key, () => {
+    const mod = scoreModParts(scoreMod);
+    const code = (body: string, sizes: Record<string, number>, subgroups: boolean) =>
+      shaderCode({ precision, subgroups, params: FLASH_PARAMS, bindings: FLASH_BINDINGS, sizes, sources: [mod.source, scoreRule, source, body] });
+    const built = attentionRecord(variant).build({ precision, headDim, BR, BC, RPI, hasScoreMod: mod.HAS_SCORE_MOD, code });
+    return { label: `FlashAttention.${variant}`, ...built, bindings: FLASH_BINDINGS };
+  });
 }
 
 export function encodeFlashAttention(
@@ -161,21 +239,7 @@ export function encodeFlashAttention(
     }),
     'FlashAttention.params',
   );
-  const bindGroup = device.createBindGroup({
-    label: 'FlashAttention.bindGroup',
-    layout: pipeline.getBindGroupLayout(0),
-    entries: [
-      { binding: 0, resource: { buffer: params } },
-      { binding: 1, resource: { buffer: buffers.q } }, // Q [B, H, Sq, Dh] (++ K ++ V)
-      { binding: 2, resource: { buffer: out } }, // O [B, H, Sq, Dh], or the splits' partial accumulators
-      { binding: 3, resource: { buffer: stats } }, // (m, l) [B, H, Sq], or per split
-      { binding: 4, resource: { buffer: masks.attnMask } },
-      { binding: 5, resource: { buffer: masks.padding } },
-      { binding: 6, resource: { buffer: masks.headData } }, // ALiBi slopes ++ sinks ++ head mask
-      { binding: 7, resource: { buffer: masks.cuSeqlens } },
-      { binding: 8, resource: { buffer: kv.buffer } }, // K ++ V [B, G, stride, Dh]
-    ],
-  });
+  const bindGroup = FLASH_BINDINGS.group(device, { params, qkv: buffers.q, out, rowStats: stats, ...scoreBuffers(masks), cuSeqlens: masks.cuSeqlens, kv: kv.buffer });
   pass.setPipeline(pipeline);
   pass.setBindGroup(0, bindGroup);
   // Varlen: one workgroup column per sequence, as many query tiles as the longest needs (shorter

@@ -5,7 +5,8 @@
 import source from '../../../shaders/head_transform.wgsl?raw';
 import { type ForwardPlan, rotaryAngle } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
-import { getPipeline, type PipelineSpec } from '../pipelines.ts';
+import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { getPipeline, type PipelineSpec, specCache } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, shaderCode } from '../shader.ts';
 import type { QkvTargets } from './qkv-projection.ts';
@@ -26,8 +27,22 @@ export const TRANSFORM_PARAMS = defineParams([
   ['interleaved', 'u32', '1: pairs (2i, 2i + 1); 0: halves (i, i + dim/2)'],
 ]);
 
+/** head_transform.wgsl's bindings. */
+export const TRANSFORM_BINDINGS = defineBindings('HeadTransform', [
+  PARAMS_BINDING,
+  ['heads', 'storage', 'array<ST4>', 'the query or key heads, transformed in place [B, heads, stride, Dh/4]'],
+  ['normWeight', 'read-only-storage', 'array<f32>', 'QK-norm weights: query [Dh] ++ key [Dh]'],
+  ['rope', 'read-only-storage', 'array<f32>', 'cos [rows, pairs] ++ sin [rows, pairs]'],
+]);
+
+const specs = specCache();
+
 export function headTransformPipeline(precision: Precision, headDim: number): PipelineSpec {
-  return { label: 'HeadTransform', code: shaderCode({ precision, params: TRANSFORM_PARAMS, sizes: { DH4: headDim / 4 }, sources: [source] }) };
+  return specs(`HeadTransform|${precision}|Dh${headDim}`, () => ({
+    label: 'HeadTransform',
+    code: shaderCode({ precision, params: TRANSFORM_PARAMS, bindings: TRANSFORM_BINDINGS, sizes: { DH4: headDim / 4 }, sources: [source] }),
+    bindings: TRANSFORM_BINDINGS,
+  }));
 }
 
 /** Each query token's cos and sin of position·θ_i, [tokens, dim/2] then [tokens, dim/2], float64 on the host, stored f32. */
@@ -94,16 +109,7 @@ export function encodeHeadTransform(pass: GPUComputePassEncoder, scratch: CallSc
       }),
       'HeadTransform.params',
     );
-    const bindGroup = device.createBindGroup({
-      label: 'HeadTransform.bindGroup',
-      layout: pipeline.getBindGroupLayout(0),
-      entries: [
-        { binding: 0, resource: { buffer: params } },
-        { binding: 1, resource: { buffer: k.buffer } },
-        { binding: 2, resource: { buffer: norm } },
-        { binding: 3, resource: { buffer: rope } },
-      ],
-    });
+    const bindGroup = TRANSFORM_BINDINGS.group(device, { params, heads: k.buffer, normWeight: norm, rope });
     pass.setPipeline(pipeline);
     pass.setBindGroup(0, bindGroup);
     pass.dispatchWorkgroups(Math.ceil(rows / 64), k.heads);

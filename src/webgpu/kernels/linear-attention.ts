@@ -11,7 +11,8 @@ import outputSource from '../../../shaders/linear_attention.wgsl?raw';
 import stateSource from '../../../shaders/linear_state.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
-import { getPipeline, type PipelineSpec } from '../pipelines.ts';
+import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { getPipeline, type PipelineSpec, specCache } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, shaderCode } from '../shader.ts';
 import type { MaskBuffers } from './masks.ts';
@@ -42,8 +43,33 @@ const DIRECT_ROWS = 16;
 type Pass = 'state' | 'prefix' | 'output';
 const SOURCES: Record<Pass, string> = { state: stateSource, prefix: prefixSource, output: outputSource };
 
+/** Each pass's bindings (one Params struct for the three). */
+export const LINEAR_BINDINGS = {
+  state: defineBindings('LinearAttention.state', [
+    PARAMS_BINDING,
+    ['kv', 'read-only-storage', 'array<ST4>', 'K ++ V [B, G, kvStride, Dh/4]'],
+    ['padding', 'read-only-storage', 'array<u32>', '[B, Skv], 1 = ignore this key'],
+    ['state', 'storage', 'array<vec4<f32>>', "each chunk's sums [B·G, chunks + 1, Dh + 1, Dh/4]"],
+  ]),
+  prefix: defineBindings('LinearAttention.prefix', [PARAMS_BINDING, ['state', 'storage', 'array<vec4<f32>>', '[B·G, chunks + 1, Dh + 1, Dh/4], summed in place']]),
+  output: defineBindings('LinearAttention.output', [
+    PARAMS_BINDING,
+    ['q', 'read-only-storage', 'array<ST4>', 'Q [B, H, Sq, Dh/4]'],
+    ['kv', 'read-only-storage', 'array<ST4>', 'K ++ V [B, G, kvStride, Dh/4]'],
+    ['padding', 'read-only-storage', 'array<u32>', '[B, Skv], 1 = ignore this key'],
+    ['state', 'read-only-storage', 'array<vec4<f32>>', 'prefix sums [B·G, chunks + 1, Dh + 1, Dh/4] (unread when direct)'],
+    ['out', 'storage', 'array<ST4>', 'O [B, H, Sq, Dh/4]'],
+  ]),
+} as const;
+
+const specs = specCache();
+
 export function linearAttentionPipeline(precision: Precision, headDim: number, pass: Pass): PipelineSpec {
-  return { label: `LinearAttention.${pass}`, code: shaderCode({ precision, params: LINEAR_PARAMS, sizes: { DH4: headDim / 4, CHUNK }, sources: [SOURCES[pass]] }) };
+  return specs(`LinearAttention.${pass}|${precision}|Dh${headDim}`, () => ({
+    label: `LinearAttention.${pass}`,
+    code: shaderCode({ precision, params: LINEAR_PARAMS, bindings: LINEAR_BINDINGS[pass], sizes: { DH4: headDim / 4, CHUNK }, sources: [SOURCES[pass]] }),
+    bindings: LINEAR_BINDINGS[pass],
+  }));
 }
 
 /** Chunks with sums for this call, or 0 for the direct loop. */
@@ -86,38 +112,16 @@ export function encodeLinearAttention(
   );
   const slotVec4s = (Dh + 1) * (Dh / 4);
   const state = chunks > 0 ? scratch.storage(batches * G * (chunks + 1) * slotVec4s * 16, 'linearState') : masks.padding; // unread when direct
-  const run = (which: Pass, entries: GPUBindGroupEntry[], groups: [number, number, number]) => {
-    const pipeline = getPipeline(device, linearAttentionPipeline(scratch.precision, Dh, which));
-    const bindGroup = device.createBindGroup({
-      label: `LinearAttention.${which}.bindGroup`,
-      layout: pipeline.getBindGroupLayout(0),
-      entries: [{ binding: 0, resource: { buffer: params } }, ...entries],
-    });
-    pass.setPipeline(pipeline);
+  const run = (which: Pass, bindGroup: GPUBindGroup, groups: [number, number, number]) => {
+    pass.setPipeline(getPipeline(device, linearAttentionPipeline(scratch.precision, Dh, which)));
     pass.setBindGroup(0, bindGroup);
     pass.dispatchWorkgroups(...groups);
   };
   if (chunks > 0) {
-    run(
-      'state',
-      [
-        { binding: 1, resource: { buffer: kv.buffer } }, // K ++ V [B, G, stride, Dh]
-        { binding: 2, resource: { buffer: masks.padding } },
-        { binding: 3, resource: { buffer: state } }, // [B·G, chunks + 1, Dh + 1, Dh/4]
-      ],
-      [Math.ceil(slotVec4s / 64), chunks, batches * G],
-    );
-    run('prefix', [{ binding: 1, resource: { buffer: state } }], [Math.ceil(slotVec4s / 64), 1, batches * G]);
+    const stateGroup = LINEAR_BINDINGS.state.group(device, { params, kv: kv.buffer, padding: masks.padding, state });
+    run('state', stateGroup, [Math.ceil(slotVec4s / 64), chunks, batches * G]);
+    run('prefix', LINEAR_BINDINGS.prefix.group(device, { params, state }), [Math.ceil(slotVec4s / 64), 1, batches * G]);
   }
-  run(
-    'output',
-    [
-      { binding: 1, resource: { buffer: buffers.q } }, // Q [B, H, Sq, Dh]
-      { binding: 2, resource: { buffer: kv.buffer } },
-      { binding: 3, resource: { buffer: masks.padding } },
-      { binding: 4, resource: { buffer: state } },
-      { binding: 5, resource: { buffer: buffers.attention } }, // O [B, H, Sq, Dh]
-    ],
-    [Math.ceil(plan.seqLen / 64), H, batches],
-  );
+  const outputGroup = LINEAR_BINDINGS.output.group(device, { params, q: buffers.q, kv: kv.buffer, padding: masks.padding, state, out: buffers.attention });
+  run('output', outputGroup, [Math.ceil(plan.seqLen / 64), H, batches]);
 }

@@ -3,6 +3,7 @@
 // to one small zero buffer, so the kernels' bind group layouts never change.
 
 import type { ForwardPlan } from '../../plan/index.ts';
+import type { BindingDecl } from '../bindings.ts';
 import type { CallScratch } from '../scratch.ts';
 import { constant } from '../shader.ts';
 
@@ -20,6 +21,22 @@ export const SCORE_FIELDS = [
   ['hasAlibi', 'u32', '1: ALiBi slopes in headData[0 … H)'],
   ['hasSinks', 'u32', '1: sink logits in headData[H … 2H)'],
 ] as const;
+
+/**
+ * The score rule's bindings (shaders/score_rule.wgsl reads them), which every attention kernel's
+ * bindings include. Per-head data is one buffer (WebGPU guarantees 8 storage buffers a stage, and the
+ * flash kernel binds all 8): ALiBi slopes [H], sinks [H], then the head mask [B·H].
+ */
+export const SCORE_BINDINGS = [
+  ['attnMask', 'read-only-storage', 'array<f32>', '[1 or B·H, Sq, Skv], MASKED where masked'],
+  ['padding', 'read-only-storage', 'array<u32>', '[B, Skv], 1 = ignore this key'],
+  ['headData', 'read-only-storage', 'array<f32>', '[2·H + B·H]: ALiBi slopes, sinks, head mask'],
+] as const satisfies readonly BindingDecl[];
+
+/** The score rule's buffers of a call, by binding name (SCORE_BINDINGS). */
+export function scoreBuffers(masks: MaskBuffers): { attnMask: GPUBuffer; padding: GPUBuffer; headData: GPUBuffer } {
+  return { attnMask: masks.attnMask, padding: masks.padding, headData: masks.headData };
+}
 
 export interface MaskBuffers {
   attnMask: GPUBuffer; // f32 [1 or B·H, Sq, Skv], MASKED where masked

@@ -3,10 +3,13 @@
 import source from '../../../shaders/output_projection.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
-import { getPipeline, type PipelineSpec } from '../pipelines.ts';
+import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { getPipeline, type PipelineSpec, specCache } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, shaderCode } from '../shader.ts';
-import { gemmLayout, gemmShape, largestSubgroup, type ProjectionVariant } from '../variants.ts';
+import type { ProjectionVariant } from '../../types.ts';
+import { largestSubgroup, subgroupEmulation } from '../variant-record.ts';
+import { gemmLayout, gemmShape } from './gemm.ts';
 
 /** output_projection.wgsl's uniforms. */
 export const OUTPUT_PARAMS = defineParams([
@@ -18,13 +21,28 @@ export const OUTPUT_PARAMS = defineParams([
   ['colLanes', 'u32', 'subgroup GEMM cores: invocations per row block (variants.ts gemmLayout)'],
 ]);
 
+/** output_projection.wgsl's bindings. */
+export const OUTPUT_BINDINGS = defineBindings('OutputProjection', [
+  PARAMS_BINDING,
+  ['o', 'read-only-storage', 'array<ST4>', 'O [B, H, S, Dh/4]'],
+  ['w', 'read-only-storage', 'array<ST4>', 'W_O [N, E/4]'],
+  ['bias', 'read-only-storage', 'array<ST4>', 'b_O [N/4]'],
+  ['y', 'storage', 'array<ST4>', 'Y [M, N/4]'],
+]);
+
+const specs = specCache();
+
+/** The pipeline of `variant` at this precision (built once per variant and shape class). */
 export function outputProjectionPipeline(precision: Precision, variant: ProjectionVariant): PipelineSpec {
-  const gemm = gemmShape(variant);
-  return {
-    label: `OutputProjection.${variant}`,
-    code: shaderCode({ precision, subgroups: gemm.subgroups, params: OUTPUT_PARAMS, sizes: gemm.sizes, sources: [source, gemm.core] }),
-    constants: gemm.constants,
-  };
+  return specs(`OutputProjection.${variant}|${precision}|lanes${subgroupEmulation.lanes}`, () => {
+    const gemm = gemmShape(variant);
+    return {
+      label: `OutputProjection.${variant}`,
+      code: shaderCode({ precision, subgroups: gemm.subgroups, params: OUTPUT_PARAMS, bindings: OUTPUT_BINDINGS, sizes: gemm.sizes, sources: [source, gemm.core] }),
+      constants: gemm.constants,
+      bindings: OUTPUT_BINDINGS,
+    };
+  });
 }
 
 export function encodeOutputProjection(
@@ -44,16 +62,12 @@ export function encodeOutputProjection(
   const layout = gemmLayout(gemm, Math.min(M, rowLimit), E, largestSubgroup(scratch.device));
   const pipeline = getPipeline(scratch.device, outputProjectionPipeline(scratch.precision, variant));
   const params = scratch.uniforms(OUTPUT_PARAMS.pack({ M, N: E, S, H, Dh4: Dh / 4, colLanes: layout.colLanes }), 'OutputProjection.params');
-  const bindGroup = scratch.device.createBindGroup({
-    label: 'OutputProjection.bindGroup',
-    layout: pipeline.getBindGroupLayout(0),
-    entries: [
-      { binding: 0, resource: { buffer: params } },
-      { binding: 1, resource: { buffer: buffers.attention, size: M * H * Dh * el } }, // O [B, H, S, Dh]
-      { binding: 2, resource: { buffer: buffers.weight, size: E * H * Dh * el } }, // W_O [E, H·Dh] (H·Dh = E unless padded)
-      { binding: 3, resource: { buffer: buffers.bias, size: E * el } }, // b_O [E]
-      { binding: 4, resource: { buffer: buffers.y, size: M * E * el } }, // Y [B, S, E]
-    ],
+  const bindGroup = OUTPUT_BINDINGS.group(scratch.device, {
+    params,
+    o: { buffer: buffers.attention, size: M * H * Dh * el }, // O [B, H, S, Dh]
+    w: { buffer: buffers.weight, size: E * H * Dh * el }, // W_O [E, H·Dh] (H·Dh = E unless padded)
+    bias: { buffer: buffers.bias, size: E * el }, // b_O [E]
+    y: { buffer: buffers.y, size: M * E * el }, // Y [B, S, E]
   });
   pass.setPipeline(pipeline);
   pass.setBindGroup(0, bindGroup);

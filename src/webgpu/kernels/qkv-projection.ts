@@ -7,10 +7,13 @@
 import source from '../../../shaders/qkv_projection.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
-import { getPipeline, type PipelineSpec } from '../pipelines.ts';
+import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { getPipeline, type PipelineSpec, specCache } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, shaderCode } from '../shader.ts';
-import { gemmLayout, gemmShape, largestSubgroup, type ProjectionVariant } from '../variants.ts';
+import type { ProjectionVariant } from '../../types.ts';
+import { largestSubgroup, subgroupEmulation } from '../variant-record.ts';
+import { gemmLayout, gemmShape } from './gemm.ts';
 
 /** qkv_projection.wgsl's uniforms. */
 export const QKV_PARAMS = defineParams([
@@ -30,13 +33,28 @@ export const QKV_PARAMS = defineParams([
   ['colLanes', 'u32', 'subgroup GEMM cores: invocations per row block (variants.ts gemmLayout)'],
 ]);
 
+/** qkv_projection.wgsl's bindings (the GEMM cores read x and w, and write through the problem file's store). */
+export const QKV_BINDINGS = defineBindings('QkvProjection', [
+  PARAMS_BINDING,
+  ['x', 'read-only-storage', 'array<ST4>', 'X [M, K/4]'],
+  ['w', 'read-only-storage', 'array<ST4>', 'W [·, K/4]'],
+  ['bias', 'read-only-storage', 'array<ST4>', 'b [(H + 2·G)·Dh / 4]'],
+  ['qkv', 'storage', 'array<ST4>', 'Q ++ K ++ V (qkv_projection.wgsl says where each goes)'],
+]);
+
+const specs = specCache();
+
+/** The pipeline of `variant` at this precision (built once per variant and shape class). */
 export function qkvProjectionPipeline(precision: Precision, variant: ProjectionVariant): PipelineSpec {
-  const gemm = gemmShape(variant);
-  return {
-    label: `QkvProjection.${variant}`,
-    code: shaderCode({ precision, subgroups: gemm.subgroups, params: QKV_PARAMS, sizes: gemm.sizes, sources: [source, gemm.core] }),
-    constants: gemm.constants,
-  };
+  return specs(`QkvProjection.${variant}|${precision}|lanes${subgroupEmulation.lanes}`, () => {
+    const gemm = gemmShape(variant);
+    return {
+      label: `QkvProjection.${variant}`,
+      code: shaderCode({ precision, subgroups: gemm.subgroups, params: QKV_PARAMS, bindings: QKV_BINDINGS, sizes: gemm.sizes, sources: [source, gemm.core] }),
+      constants: gemm.constants,
+      bindings: QKV_BINDINGS,
+    };
+  });
 }
 
 /** Where Q, K and V sit in the qkv buffer (Q, then K, then V), in elements. */
@@ -151,16 +169,12 @@ export function encodeQkvProjection(
       }),
       'QkvProjection.params',
     );
-    const bindGroup = scratch.device.createBindGroup({
-      label: 'QkvProjection.bindGroup',
-      layout: pipeline.getBindGroupLayout(0),
-      entries: [
-        { binding: 0, resource: { buffer: params } },
-        { binding: 1, resource: { buffer: part.x, size: M * part.inDim * el } }, // X [B·S, K]
-        { binding: 2, resource: { buffer: part.weight } }, // W [·, K]
-        { binding: 3, resource: { buffer: weights.bias, size: (H + 2 * G) * Dh * el } }, // b [(H+2G)·Dh]
-        { binding: 4, resource: { buffer: part.out } },
-      ],
+    const bindGroup = QKV_BINDINGS.group(scratch.device, {
+      params,
+      x: { buffer: part.x, size: M * part.inDim * el }, // X [B·S, K]
+      w: part.weight, // W [·, K]
+      bias: { buffer: weights.bias, size: (H + 2 * G) * Dh * el }, // b [(H+2G)·Dh]
+      qkv: part.out,
     });
     pass.setPipeline(pipeline);
     pass.setBindGroup(0, bindGroup);

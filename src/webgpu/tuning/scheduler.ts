@@ -158,7 +158,7 @@ export class KernelScheduler {
   /** Compiles `variant` of `kernel` for this plan and runs it once, in the background queue; resolves when done. */
   private warm(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): Promise<void> {
     const spec = this.host.pipelineOf(state, plan, kernel, variant);
-    const key = `${state.generation}|${spec.label}|${spec.code.length}|${JSON.stringify(spec.constants ?? {})}`;
+    const key = `${state.generation}|${spec.key}`;
     if (hasRun(state.device, spec) || this.warming.has(key)) return this.chain;
     this.warming.add(key);
     return this.enqueue(`compile ${kernel} ${variant}`, async () => {

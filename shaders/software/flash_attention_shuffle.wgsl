@@ -25,7 +25,7 @@
 // many lanes act as a subgroup of its own (tests: sizes smaller than the adapter's).
 //
 // Host guarantees: as flash_attention.wgsl, with `const RPI: u32`, this file's loops over RPI and KC
-// written out (shader.ts unrollLoops), and those over DH4 too up to Dh = 64 (past it they run to
+// written out (src/webgpu/software/unroll.ts), and those over DH4 too up to Dh = 64 (past it they run to
 // params.Dh4); WG a multiple of the largest subgroup size; dispatch = (ceil(max Sq / (WG·RPI)), H, B).
 
 override WG: u32 = 32u;              // invocations per workgroup; each owns RPI consecutive query rows
@@ -61,13 +61,9 @@ fn main(
 
   // Keys the workgroup's rows see lie in [kStart, kEnd), the same for every invocation (uniform
   // loops below); each row's own band is band[r].
-  var kStart = keyBand(tileRow, Sq, Skv).x;
-  var kEnd = keyBand(lastRow, Sq, Skv).y;
-  if (params.splitChunk > 0u) {
-    kStart = max(kStart, split * params.splitChunk);
-    kEnd = min(kEnd, (split + 1u) * params.splitChunk);
-  }
-  kEnd = max(kEnd, kStart);  // an empty range stays empty: the counts below are unsigned
+  let keys = splitKeys(vec2<u32>(keyBand(tileRow, Sq, Skv).x, keyBand(lastRow, Sq, Skv).y), split);
+  let kStart = keys.x;
+  let kEnd = max(keys.y, kStart);  // an empty range stays empty: the counts below are unsigned
 
   // This invocation's rows firstRow + r (rows past Sq compute a copy of the last row, never stored):
   // q scaled, acc the unnormalised output, m the running max of the scores seen (log2 units), l the
@@ -85,19 +81,20 @@ fn main(
     let iq = min(firstRow + r, Sq - 1u);
     let row = qHead + iq;
     for (var d = 0u; d < DH4; d++) {
-      q[r * DH4 + d] = vec4<f32>(qkv[row * DH4 + d]) * params.scaleLog2e;
+      q[r * DH4 + d] = scaledQuery(row, d);
       acc[r * DH4 + d] = vec4<f32>(0.0);
     }
     m[r] = NO_SCORE;
     l[r] = 0.0;
-    band[r] = keyBand(iq, Sq, Skv);
-    maskRow[r] = maskRowOf(b, h, iq, Sq, Skv);
-    ip[r] = i32(iq) + i32(Skv) - i32(Sq);
+    let rule = rowRule(b, h, iq, Sq, Skv);
+    band[r] = rule.band;
+    maskRow[r] = rule.maskRow;
+    ip[r] = rule.ip;
   }
 
   // Keys every row of the workgroup sees with nothing to add or change: [pStart, pEnd). A step of KC
   // keys inside it skips the score rule.
-  let plain = params.hasPadding == 0u && params.maskMode == 0u && params.softcapLog2 <= 0.0 && params.hasAlibi == 0u && HAS_SCORE_MOD == 0u;
+  let plain = plainScores();
   let pStart = select(kEnd, clamp(keyBand(lastRow, Sq, Skv).x, kStart, kEnd), plain);
   let pEnd = select(kEnd, max(min(kEnd, keyBand(tileRow, Sq, Skv).y), pStart), plain);
 
@@ -172,20 +169,10 @@ fn main(
 
   for (var r = 0u; r < RPI; r++) {
     let i = firstRow + r;
-    if (i < Sq && params.splitChunk > 0u) {
-      // Split-KV: this split's partial result, unnormalised, for decode_merge.wgsl.
-      let partRow = split * params.splitRows + qHead + i;
-      rowStats[partRow] = vec2<f32>(m[r], l[r]);
+    if (i < Sq) {
+      let o = finishRow(i, qHead, split, m[r], l[r], b, h);
       for (var d = 0u; d < DH4; d++) {
-        out[partRow * DH4 + d] = ST4(acc[r * DH4 + d]);
-      }
-    } else if (i < Sq) {
-      let outRow = qHead + i;
-      let stats = withSink(m[r], l[r], h);  // (m, l) with the head's sink, and the factor for acc
-      rowStats[outRow] = stats.xy;
-      let scale = select(0.0, stats.z / stats.y, stats.y > 0.0) * headScale(b, h);  // a row that saw no key gives 0
-      for (var d = 0u; d < DH4; d++) {
-        out[outRow * DH4 + d] = ST4(acc[r * DH4 + d] * scale);
+        out[o.row * DH4 + d] = ST4(acc[r * DH4 + d] * o.scale);
       }
     }
   }

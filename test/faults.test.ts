@@ -1,6 +1,6 @@
 // Every call is checked by WebGPU: faults injected into a device the test owns (passed as
 // createAttentionEngine({ device })) make forward, scaledDotProductAttention, linearAttention and a
-// KV-cache decode step reject with WebGPUCallError (an AttentionError); the call frees what it made,
+// KV-cache decode step (and reading a KV cache back) reject with WebGPUCallError (an AttentionError); the call frees what it made,
 // a failed decode step leaves the cache's length as it was, and the next call, with other inputs, is
 // right against the float64 reference (no buffer a failed call wrote is read as a result).
 
@@ -196,6 +196,11 @@ describe.each(FAULTS)('a %s', (fault) => {
     const [got, expected] = [await cache.read(), await refCache.read()];
     expectClose(got.key, expected.key, f32Tolerance([16]));
     expectClose(got.value, expected.value, f32Tolerance([16]));
+    // Reading the cache back is checked too: a refused read rejects, and the next read is right.
+    await expectRefused(fault, 'KvCache.read', () => cache.read());
+    const again = await cache.read();
+    expectClose(again.key, expected.key, f32Tolerance([16]));
+    expectClose(again.value, expected.value, f32Tolerance([16]));
     mha.dispose();
     ref.dispose();
   });

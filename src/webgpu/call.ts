@@ -18,6 +18,7 @@ import { fromF16 } from './f16.ts';
 import { encodeCopyRows } from './kernels/copy-tensor.ts';
 import { cropColumns } from './padding.ts';
 import { PassStages } from './profiler.ts';
+import { inErrorScopes } from './scopes.ts';
 import { CallScratch } from './scratch.ts';
 
 /** What a call's encode step leaves for the output step. */
@@ -45,8 +46,6 @@ export interface CallContext {
   resultTarget(rows: number, cols: number, keepCols: number, role: string): GPUBuffer;
 }
 
-const SCOPES: readonly WebGPUErrorScope[] = ['validation', 'out-of-memory', 'internal'];
-
 export interface CallOptions {
   /** The API entry point, for messages and labels. */
   where: string;
@@ -72,11 +71,8 @@ export async function runCall(pool: BufferPool, options: CallOptions, encode: (c
     owned.push(b);
     return b;
   };
-  let stages: PassStages | null = null;
-  let submitted: Submitted | null = null;
-  let thrown: unknown = null;
-  for (const scope of [...SCOPES].reverse()) device.pushErrorScope(scope);
-  try {
+  let stages = null as PassStages | null;
+  const run = inErrorScopes(device, () => {
     const encoder = device.createCommandEncoder({ label: where });
     stages = new PassStages(device, encoder, where, options.profile);
     const direct: { buffer: GPUBuffer | null } = { buffer: null }; // the caller's output buffer, when the kernel writes it
@@ -93,26 +89,20 @@ export async function runCall(pool: BufferPool, options: CallOptions, encode: (c
       },
     };
     const out = encode(ctx);
-    submitted = submit(ctx, out, options, own, direct.buffer);
-  } catch (e) {
-    thrown = e;
-  }
-  const pops = SCOPES.map(() => device.popErrorScope()); // validation, out-of-memory, internal: the reverse of the pushes
+    return submit(ctx, out, options, own, direct.buffer);
+  });
+  const submitted = run.ok ? (run.value as Submitted) : null;
   const staging = submitted?.staging ?? null;
   const mapping = staging ? staging.buffer.mapAsync(MAP_MODE_READ, 0, staging.bytes) : Promise.resolve();
-  const settled = await Promise.allSettled([...pops, mapping]);
+  const [caught, mapped] = await Promise.allSettled([run.caught, mapping]);
   stages?.destroyAfter(submitted ? device.queue : null);
   let ok = false;
   try {
-    if (thrown) throw thrown;
-    SCOPES.forEach((scope, i) => {
-      const popped = settled[i];
-      if (popped.status === 'rejected') throw popped.reason;
-      if (popped.value) throw refusal(options, scope, popped.value.message);
-    });
-    const mapped = settled[SCOPES.length];
+    if (!run.ok) throw run.thrown;
+    if (caught.status === 'rejected') throw caught.reason;
+    if (caught.value) throw refusal(options, caught.value.scope, caught.value.message);
     if (mapped.status === 'rejected') throw mapped.reason;
-    const s = submitted!;
+    const s = submitted as Submitted;
     const result = s.buffers ?? readResult(s, staging!);
     ok = true;
     return result;

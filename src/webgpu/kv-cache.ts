@@ -1,12 +1,13 @@
 // A KV cache's storage on the GPU: one buffer, K then V [B, G, maxSeqLen, Dp], at the engine's precision
 // (Dp = Dh rounded up to a multiple of 4, padding.ts; read() and write() take and give Dh).
 
-import { DeviceLimitError, DeviceLostError } from '../errors.ts';
+import { DeviceLimitError, DeviceLostError, WebGPUCallError } from '../errors.ts';
 import type { KvCacheStorage } from '../kv-cache.ts';
 import { type BufferPool, MAP_MODE_READ, Usage, writeTensor } from './buffers.ts';
 import { fromF16, toF16 } from './f16.ts';
 import type { GpuKvCache } from './forward.ts';
 import { cropColumns, padColumns, up4 } from './padding.ts';
+import { inErrorScopes } from './scopes.ts';
 
 /** What a cache needs of its backend: the current device generation and pool, and the limits it obeys. */
 export interface CacheHost {
@@ -79,13 +80,20 @@ export class WebGPUKvCache implements KvCacheStorage {
     const device = pool.device;
     const staging = device.createBuffer({ label: 'KvCache.read', size: 2 * half, usage: Usage.MAP_READ | Usage.COPY_DST });
     try {
-      const encoder = device.createCommandEncoder({ label: 'KvCache.read' });
-      for (let bg = 0; bg < blocks; bg++) {
-        encoder.copyBufferToBuffer(live.buffer, bg * this.capacity * rowBytes, staging, bg * length * rowBytes, length * rowBytes);
-        encoder.copyBufferToBuffer(live.buffer, (live.vBase + bg * this.capacity * this.lanes) * el, staging, half + bg * length * rowBytes, length * rowBytes);
-      }
-      device.queue.submit([encoder.finish()]);
-      await staging.mapAsync(MAP_MODE_READ);
+      // In error scopes (scopes.ts), as every call: what WebGPU refused is never read as the cache's contents.
+      const run = inErrorScopes(device, () => {
+        const encoder = device.createCommandEncoder({ label: 'KvCache.read' });
+        for (let bg = 0; bg < blocks; bg++) {
+          encoder.copyBufferToBuffer(live.buffer, bg * this.capacity * rowBytes, staging, bg * length * rowBytes, length * rowBytes);
+          encoder.copyBufferToBuffer(live.buffer, (live.vBase + bg * this.capacity * this.lanes) * el, staging, half + bg * length * rowBytes, length * rowBytes);
+        }
+        device.queue.submit([encoder.finish()]);
+      });
+      const [caught, mapped] = await Promise.allSettled([run.caught, run.ok ? staging.mapAsync(MAP_MODE_READ) : Promise.resolve()]);
+      if (!run.ok) throw run.thrown;
+      if (caught.status === 'rejected') throw caught.reason;
+      if (caught.value) throw new WebGPUCallError('KvCache.read', caught.value.scope, caught.value.message);
+      if (mapped.status === 'rejected') throw mapped.reason;
       const bytes = staging.getMappedRange().slice(0);
       staging.unmap();
       const convert = (b: ArrayBuffer) => cropColumns(el === 2 ? fromF16(new Uint16Array(b)) : new Float32Array(b), blocks * length, this.lanes, this.Dh);

@@ -11,6 +11,7 @@ import { uploadMasks } from '../kernels/masks.ts';
 import { encodeOutputProjection } from '../kernels/output-projection.ts';
 import { encodeQkvProjection, type ProjectionWeights, qkvBufferTargets, qkvLayout } from '../kernels/qkv-projection.ts';
 import { CallScratch } from '../scratch.ts';
+import { inErrorScopes } from '../scopes.ts';
 import type { AttentionVariant, KernelName, ProjectionVariant } from '../variants.ts';
 
 /**
@@ -50,15 +51,10 @@ export async function timeKernel(pool: BufferPool, plan: ForwardPlan, kernel: Ke
   const device = pool.device;
   const scratch = new CallScratch(pool);
   let ok = false;
-  // Its own error scopes, pushed and popped with no await between (calls may run meanwhile): a variant
-  // WebGPU refuses is the sweep's recorded failure, never an error in a user's call.
-  device.pushErrorScope('internal');
-  device.pushErrorScope('out-of-memory');
-  device.pushErrorScope('validation');
+  // Its own error scopes (scopes.ts): a variant WebGPU refuses is the sweep's recorded failure, never an
+  // error in a user's call.
   let t0 = 0;
-  let thrown: unknown = null;
-  let done: Promise<number> = Promise.resolve(0);
-  try {
+  const run = inErrorScopes(device, () => {
     const encode = trialEncoder(scratch, plan, kernel, variant);
     const encoder = device.createCommandEncoder({ label: 'Tuner.trial' });
     const pass = encoder.beginComputePass({ label: 'Tuner.trial' });
@@ -66,16 +62,12 @@ export async function timeKernel(pool: BufferPool, plan: ForwardPlan, kernel: Ke
     pass.end();
     t0 = performance.now();
     device.queue.submit([encoder.finish()]);
-    done = device.queue.onSubmittedWorkDone().then(() => performance.now());
-  } catch (e) {
-    thrown = e;
-  }
-  const scopes = ['validation', 'out-of-memory', 'internal'].map((scope) => device.popErrorScope().then((error) => error && `${scope} error: ${error.message}`));
+    return device.queue.onSubmittedWorkDone().then(() => performance.now());
+  });
   try {
-    const [end, ...errors] = await Promise.all([done, ...scopes]);
-    if (thrown) throw thrown;
-    const error = errors.find((e) => e);
-    if (error) throw new Error(`WebGPU refused the trial of ${kernel} ${variant}: ${error}`);
+    const [end, caught] = await Promise.all([run.value ?? 0, run.caught]);
+    if (!run.ok) throw run.thrown;
+    if (caught) throw new Error(`WebGPU refused the trial of ${kernel} ${variant}: ${caught.scope} error: ${caught.message}`);
     ok = true;
     return end - t0;
   } finally {

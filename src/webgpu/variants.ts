@@ -17,7 +17,7 @@
 //
 // Compile cost is a cost: drivers compile WGSL through LLVM (lavapipe, SwiftShader), FXC/DXC or the
 // GPU vendor's compiler, and written-out tiles and unrolled loops run fast but compile slowly (the
-// README's performance section has the figures). So a first call runs tier 0, which compiles fast.
+// docs/PERFORMANCE.md has the figures). So a first call runs tier 0, which compiles fast.
 
 import type { AttentionVariant, ProjectionVariant } from '../types.ts';
 import { ATTENTION_RECORDS, attentionRecord, attentionShape } from './kernels/flash-attention.ts';
@@ -109,7 +109,7 @@ function fewRowsKernel({ queryRows, keys }: CallSize): boolean {
 /**
  * The built-in final choice of an adapter kind (and whether the device has the `subgroups` feature):
  * what runs, once compiled, where nothing was swept, forced or remembered (the tuner's measurements on
- * these adapters; README, Performance). `call`: the call's longest sequences of query rows and keys,
+ * these adapters; docs/PERFORMANCE.md). `call`: the call's longest sequences of query rows and keys,
  * where they decide the attention kernel (a decode step of one row wants another kernel than a prompt
  * of 512); without it, a prompt's.
  */
@@ -129,7 +129,7 @@ export function defaultChoice(kind: AdapterKind, subgroups = false, call?: CallS
       // ~16 s cold at Dh 64 against ~4 s (tier 0 runs meanwhile); with the 2-row one built in, the sweeps kept
       // it for causal calls (their timing trial then took the first 512 rows, which see few keys, where 4
       // rows gain < 10%; trials now take the middle rows: tuning/trial.ts) and the causal layer at S=2048
-      // lost its goal of ≥ 1.35× the non-causal speed (1.19–1.26×, README). At few query rows, the kernel
+      // lost its goal of ≥ 1.35× the non-causal speed (1.19–1.26×, docs/PERFORMANCE.md). At few query rows, the kernel
       // whose lanes share a row, and for short calls the 2-row one, whose workgroups hold half as many rows
       // (FEW_QUERY_ROWS, SHORT_QUERY_ROWS).
       return subgroups
@@ -143,7 +143,7 @@ export function defaultChoice(kind: AdapterKind, subgroups = false, call?: CallS
       return { qkv_projection: 'register-8x8', flash_attention: 'rows64-keys32-r4', output_projection: 'register-8x8' };
     case 'jit-cpu':
       // The unrolled attention kernel: 3.1–5.7× faster than rows64-keys32 at B=1 S=512 E=512 H=8 in Chromium
-      // (kernel time, 4 pairs of runs alternating, medians ~594 → 126 ms; 2026-11-30), 4.2× in Node (README).
+      // (kernel time, 4 pairs of runs alternating, medians ~594 → 126 ms; 2026-11-30), 4.2× in Node (docs/PERFORMANCE.md).
       return { qkv_projection: 'register-8x8', flash_attention: 'rows32-keys4-r4-unrolled', output_projection: 'register-8x8' };
     case 'gpu':
       return { qkv_projection: 'workgroup-64', flash_attention: 'rows64-keys32', output_projection: 'workgroup-64' };

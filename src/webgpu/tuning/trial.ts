@@ -30,7 +30,7 @@ function trialPlan(plan: ForwardPlan): ForwardPlan {
  * The call an attention trial runs. Where every row sees all keys, the call's first TRIAL_ROWS rows
  * stand for all of them. Under a causal mask or a window, row i sees about i keys, so the first rows
  * of a long call see few and time a different kernel than the call runs: a sweep kept a kernel that is
- * 10% slower at S = 2048 causal because its first 512 rows were as fast (README, Performance). So a
+ * 10% slower at S = 2048 causal because its first 512 rows were as fast (docs/PERFORMANCE.md). So a
  * long call of that kind is timed on the TRIAL_ROWS rows around its middle, which see on average as
  * many keys as the call's rows do: as a call of TRIAL_ROWS queries over the keys up to the end of
  * those rows (the kernels align queries with the last keys, as a KV cache's do). Calls whose masks

@@ -1,0 +1,205 @@
+// From any quantized format to the one layout the kernels read (types.ts PackedWeight): unsigned 4- or
+// 8-bit quants in 32-bit words, row after row, and a (scale, offset) pair per group of weights along K,
+// w = scale·q − offset. Made once when a layer is created; the GPU and wasm kernels dequantize it in
+// their GEMM/GEMV loops, so float weights never exist on the device.
+//
+// The block decoders follow ggml-quants.c's dequantize_row_q4_0 / q8_0 / q4_K / q6_K (the bit layouts
+// of each block) and ONNX Runtime's MatMulNBits (contrib_ops/cpu/quantization/matmul_nbits.cc).
+// Arguments are checked before (validate.ts); this file assumes well-formed tensors.
+
+import type { NBitsTensor, PackedWeight, QuantizedTensor } from './types.ts';
+
+/** IEEE half bits → its value (exact in float32). */
+export function halfToFloat(h: number): number {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exp = (h >>> 10) & 0x1f;
+  const mant = h & 0x3ff;
+  if (exp === 0) return sign * mant * 2 ** -24;
+  if (exp === 0x1f) return mant ? Number.NaN : sign * Number.POSITIVE_INFINITY;
+  return sign * (1 + mant / 1024) * 2 ** (exp - 15);
+}
+
+/** Bytes of one block, and weights per block, of each GGUF type. */
+export const GGUF_BLOCKS = {
+  q4_0: { bytes: 18, weights: 32 },
+  q8_0: { bytes: 34, weights: 32 },
+  q4_k: { bytes: 144, weights: 256 },
+  q6_k: { bytes: 210, weights: 256 },
+} as const;
+
+/** ggml's get_scale_min_k4: the j-th (of 8) 6-bit scale and min of a q4_K block's 12 packed bytes at `at`. */
+export function q4kScaleMin(data: Uint8Array, at: number, j: number): [scale: number, min: number] {
+  if (j < 4) return [data[at + j] & 63, data[at + j + 4] & 63];
+  return [(data[at + j + 4] & 0xf) | ((data[at + j - 4] >> 6) << 4), (data[at + j + 4] >> 4) | ((data[at + j] >> 6) << 4)];
+}
+
+/**
+ * Calls `put(k, q)` for every weight k of row `n` (q unsigned, 0 … 2^bits − 1) and `group(g, scale,
+ * offset, zero)` for every group g (weights g·group … of the packed layout), so that w[n, k] = scale·q − offset. Formats
+ * with an integer zero also give it (offset = scale·zero): their exact value is (q − zero)·scale, as
+ * ggml and ONNX Runtime compute it. The float32 arithmetic of scale and offset is ggml's.
+ */
+export function decodeRow(
+  t: QuantizedTensor,
+  n: number,
+  put: (k: number, q: number) => void,
+  group: (g: number, scale: number, offset: number, zero?: number) => void,
+): void {
+  const K = t.shape[1];
+  const f = Math.fround;
+  if (t.dtype === 'nbits') {
+    decodeNBitsRow(t, n, put, group);
+    return;
+  }
+  const { bytes, weights } = GGUF_BLOCKS[t.dtype];
+  const blocks = K / weights;
+  const d8 = t.data;
+  for (let blk = 0; blk < blocks; blk++) {
+    const at = (n * blocks + blk) * bytes;
+    const k0 = blk * weights;
+    switch (t.dtype) {
+      case 'q4_0': {
+        // { f16 d; u8 qs[16] }: weight j in the low nibble of qs[j], weight j + 16 in its high nibble; w = (q − 8)·d
+        const d = halfToFloat(d8[at] | (d8[at + 1] << 8));
+        group(blk, d, f(8 * d), 8);
+        for (let j = 0; j < 16; j++) {
+          const b = d8[at + 2 + j];
+          put(k0 + j, b & 0xf);
+          put(k0 + j + 16, b >> 4);
+        }
+        break;
+      }
+      case 'q8_0': {
+        // { f16 d; i8 qs[32] }: w = q·d, stored as q + 128
+        const d = halfToFloat(d8[at] | (d8[at + 1] << 8));
+        group(blk, d, f(128 * d), 128);
+        for (let j = 0; j < 32; j++) put(k0 + j, (d8[at + 2 + j] ^ 0x80) & 0xff);
+        break;
+      }
+      case 'q4_k': {
+        // { f16 d; f16 dmin; u8 scales[12]; u8 qs[128] }: 4 chunks of 64 weights, each 32 low nibbles then
+        // 32 high nibbles of 32 bytes; sub-block s (of 8, 32 weights) has 6-bit scale sc and min m:
+        // w = (d·sc)·q − (dmin·m)
+        const d = halfToFloat(d8[at] | (d8[at + 1] << 8));
+        const dmin = halfToFloat(d8[at + 2] | (d8[at + 3] << 8));
+        for (let s = 0; s < 8; s++) {
+          const [sc, m] = q4kScaleMin(d8, at + 4, s);
+          group(blk * 8 + s, f(d * sc), f(dmin * m));
+        }
+        for (let c = 0; c < 4; c++) {
+          const qs = at + 16 + 32 * c;
+          for (let l = 0; l < 32; l++) {
+            put(k0 + 64 * c + l, d8[qs + l] & 0xf);
+            put(k0 + 64 * c + 32 + l, d8[qs + l] >> 4);
+          }
+        }
+        break;
+      }
+      case 'q6_k': {
+        // { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }: 2 halves of 128 weights; in half h, weight
+        // 32·i + l (i < 4, l < 32) has low 4 bits from ql[64h + l + 32·(i & 1)] (low nibble for i < 2,
+        // high for i ≥ 2) and high 2 bits from qh[32h + l] >> 2i; sub-block of 16 weights s = 8h + 2i + l/16
+        // has int8 scale sc: w = (d·sc)·(q − 32)
+        const d = halfToFloat(d8[at + 208] | (d8[at + 209] << 8));
+        for (let s = 0; s < 16; s++) {
+          const sc = (d8[at + 192 + s] << 24) >> 24;
+          const scale = f(d * sc);
+          group(blk * 16 + s, scale, f(32 * scale), 32);
+        }
+        for (let h = 0; h < 2; h++) {
+          const ql = at + 64 * h;
+          const qh = at + 128 + 32 * h;
+          for (let l = 0; l < 32; l++) {
+            const high = d8[qh + l];
+            put(k0 + 128 * h + l, (d8[ql + l] & 0xf) | ((high & 3) << 4));
+            put(k0 + 128 * h + 32 + l, (d8[ql + l + 32] & 0xf) | (((high >> 2) & 3) << 4));
+            put(k0 + 128 * h + 64 + l, (d8[ql + l] >> 4) | (((high >> 4) & 3) << 4));
+            put(k0 + 128 * h + 96 + l, (d8[ql + l + 32] >> 4) | (((high >> 6) & 3) << 4));
+          }
+        }
+        break;
+      }
+    }
+  }
+}
+
+function decodeNBitsRow(t: NBitsTensor, n: number, put: (k: number, q: number) => void, group: (g: number, scale: number, offset: number, zero?: number) => void): void {
+  const K = t.shape[1];
+  const { bits, blockSize } = t;
+  const blocks = Math.ceil(K / blockSize);
+  const blockBytes = (blockSize * bits) / 8;
+  const zpBytesPerRow = Math.ceil((blocks * bits) / 8);
+  const f = Math.fround;
+  for (let blk = 0; blk < blocks; blk++) {
+    const s = n * blocks + blk;
+    const scale = t.scales instanceof Uint16Array ? halfToFloat(t.scales[s]) : t.scales[s];
+    let zero = 1 << (bits - 1);
+    if (t.zeroPoints) {
+      const zp = t.zeroPoints[n * zpBytesPerRow + ((blk * bits) >> 3)];
+      zero = bits === 8 ? zp : blk & 1 ? zp >> 4 : zp & 0xf;
+    }
+    group(blk, scale, f(scale * zero), zero);
+    const at = s * blockBytes;
+    const end = Math.min(blockSize, K - blk * blockSize);
+    for (let j = 0; j < end; j++) {
+      const q = bits === 8 ? t.data[at + j] : (t.data[at + (j >> 1)] >> ((j & 1) * 4)) & 0xf;
+      put(blk * blockSize + j, q);
+    }
+  }
+}
+
+/** Weights per (scale, offset) group, and quant bits, of a format in the packed layout. */
+export function packedGeometry(t: QuantizedTensor): { bits: 4 | 8; group: number } {
+  switch (t.dtype) {
+    case 'q4_0':
+    case 'q4_k':
+      return { bits: 4, group: 32 };
+    case 'q8_0':
+      return { bits: 8, group: 32 };
+    case 'q6_k':
+      return { bits: 8, group: 16 };
+    case 'nbits':
+      return { bits: t.bits, group: t.blockSize };
+  }
+}
+
+/** The packed layout (types.ts PackedWeight) of a quantized weight; `t` is assumed valid (validate.ts). */
+export function packWeight(t: QuantizedTensor): PackedWeight {
+  const [N, K] = t.shape;
+  const { bits, group } = packedGeometry(t);
+  const wordsPerRow = Math.ceil((K * bits) / 32);
+  const groups = Math.ceil(K / group);
+  const quants = new Uint32Array(N * wordsPerRow);
+  const scaleOffset = new Float32Array(N * groups * 2);
+  const perWord = 32 / bits;
+  for (let n = 0; n < N; n++) {
+    const row = n * wordsPerRow;
+    decodeRow(
+      t,
+      n,
+      (k, q) => {
+        quants[row + Math.floor(k / perWord)] |= q << (bits * (k % perWord));
+      },
+      (g, scale, offset) => {
+        scaleOffset[2 * (n * groups + g)] = scale;
+        scaleOffset[2 * (n * groups + g) + 1] = offset;
+      },
+    );
+  }
+  return { bits, group, rows: N, cols: K, wordsPerRow, groups, quants, scaleOffset, dtype: t.dtype };
+}
+
+/** The float32 weights a packed weight stands for (w = scale·q − offset, in float32): what the kernels compute. */
+export function unpackWeight(p: PackedWeight): Float32Array {
+  const out = new Float32Array(p.rows * p.cols);
+  const perWord = 32 / p.bits;
+  const mask = (1 << p.bits) - 1;
+  for (let n = 0; n < p.rows; n++) {
+    for (let k = 0; k < p.cols; k++) {
+      const q = (p.quants[n * p.wordsPerRow + Math.floor(k / perWord)] >>> (p.bits * (k % perWord))) & mask;
+      const g = 2 * (n * p.groups + Math.floor(k / p.group));
+      out[n * p.cols + k] = Math.fround(p.scaleOffset[g] * q) - p.scaleOffset[g + 1];
+    }
+  }
+  return out;
+}

@@ -16,6 +16,7 @@ import type {
   MultiHeadAttentionConfig,
   LinearAttentionOptions,
   ScaledDotProductAttentionOptions,
+  QuantizedStateDict,
   StateDict,
   TensorArray,
   TuningReport,
@@ -118,8 +119,10 @@ export class AttentionEngine {
   /**
    * A multi-head attention layer with PyTorch nn.MultiheadAttention weights (state_dict names).
    * The weights are copied (uploaded once on WebGPU); later changes to the arrays do not affect the layer.
+   * Projection weights may be quantized tensors (QuantizedStateDict: GGUF q4_0/q8_0/q4_k/q6_k blocks or
+   * ONNX MatMulNBits), kept packed; the CPU backend dequantizes them exactly as ggml / ONNX Runtime do.
    */
-  createMultiHeadAttention(config: MultiHeadAttentionConfig, stateDict: StateDict): MultiHeadAttention {
+  createMultiHeadAttention(config: MultiHeadAttentionConfig, stateDict: StateDict | QuantizedStateDict): MultiHeadAttention {
     const impl = this.live('createMultiHeadAttention');
     const spec = resolveLayerSpec(config);
     const weights = resolveWeights(spec, stateDict);

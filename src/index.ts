@@ -42,6 +42,7 @@ export type {
   BufferForwardResult,
   MultiHeadAttentionConfig,
   StateDict,
+  QuantizedStateDict,
   TuningOptions,
   TuningStore,
   TuningChoice,
@@ -61,3 +62,7 @@ export { stateDictFromSafetensors, attentionLayerFromSafetensors, loadSafetensor
 export type { SafetensorsLayoutOptions, WeightLayout } from './weights/layouts.ts';
 export { stateDictFromMatmulWeights } from './weights/numpy-style.ts';
 export type { MatmulWeights, MatmulProjection, MatmulBias } from './weights/numpy-style.ts';
+// Quantized weights (GGUF block types, ONNX MatMulNBits): the tensor types and their exact dequantization.
+export type { GgufQuantizedTensor, GgufQuantType, NBitsTensor, QuantizedTensor, WeightTensor } from './quant/types.ts';
+export { isQuantized } from './quant/types.ts';
+export { dequantize } from './quant/dequantize.ts';

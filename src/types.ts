@@ -1,6 +1,7 @@
 // The public nouns' shapes. Names follow PyTorch's nn.MultiheadAttention (batch_first=True).
 
 import type { KvCache } from './kv-cache.ts';
+import type { QuantizedTensor } from './quant/types.ts';
 import type { TuningOptions } from './tuning-types.ts';
 
 export type {
@@ -114,6 +115,13 @@ export interface MultiHeadAttentionConfig {
  *   out_proj.weight [E, E], out_proj.bias [E]. Linear layers compute y = x·Wᵀ + b.
  */
 export type StateDict = Record<string, Float32Array>;
+
+/**
+ * A state_dict whose projection weights (in_proj_weight, q/k/v_proj_weight, out_proj.weight) may also
+ * be quantized tensors: GGUF blocks (q4_0, q8_0, q4_k, q6_k) or ONNX MatMulNBits (src/quant/types.ts).
+ * Biases stay Float32Array. A layer with q/k/v biases may leave out_proj.bias out (Qwen2): it is zero.
+ */
+export type QuantizedStateDict = Record<string, Float32Array | QuantizedTensor>;
 
 /**
  * A custom score modification (what FlexAttention's score_mod is to PyTorch): applied to every score

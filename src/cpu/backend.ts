@@ -2,7 +2,7 @@
 
 import type { Backend, BackendLayer } from '../backend.ts';
 import { UnsupportedError } from '../errors.ts';
-import { copyWeights, type ForwardPlan, geometryOf, type LayerSpec, type LayerWeights } from '../plan/index.ts';
+import { copyWeights, floatLayerWeights, type ForwardPlan, isFloat, geometryOf, type LayerSpec, type LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import type { KvCacheStorage } from '../kv-cache.ts';
 import { transformHeads } from './head-transform.ts';
@@ -71,7 +71,8 @@ export class CpuBackend implements Backend {
 
   createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
     // Copy, as the WebGPU backend's upload does: later changes to the caller's arrays do not leak in.
-    const own = copyWeights(weights);
+    // Quantized weights are dequantized once, exactly (a new array: no copy needed).
+    const own = isFloat(weights) ? copyWeights(weights) : floatLayerWeights(weights);
     const { numKvHeads: G, headDim: Dh, numHeads: H } = spec;
     return {
       createCacheStorage: (B, maxSeqLen) => new CpuKvCache(B, G, maxSeqLen, Dh),

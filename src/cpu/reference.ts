@@ -10,7 +10,7 @@
 // (tests and learners do; the backend does not).
 
 import { linearAttention } from './linear.ts';
-import { type ForwardPlan, type LayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../plan/index.ts';
+import { type ForwardPlan, floatLayerWeights, type LayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../plan/index.ts';
 import { transformHeads } from './head-transform.ts';
 import { headScale, keyBand, keyBias, modifyScore } from './score-rule.ts';
 import type { ForwardOptions, MultiHeadAttentionConfig, StateDict } from '../types.ts';
@@ -56,7 +56,8 @@ function project(
 }
 
 /** Pass 1: the three projections, stored split into heads (the kernel does them as one GEMM when key = value = query); then QK-norm and rotary, if any. */
-export function qkvProjection(plan: ForwardPlan, weights: LayerWeights): { q: Float64Array; k: Float64Array; v: Float64Array } {
+export function qkvProjection(plan: ForwardPlan, layerWeights: LayerWeights): { q: Float64Array; k: Float64Array; v: Float64Array } {
+  const weights = floatLayerWeights(layerWeights); // quantized weights dequantized exactly (ggml / ONNX Runtime)
   const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = plan.layer;
   const { batches, qRows, kvRows } = plan.geometry;
   const bias = weights.inProjBias; // [(H + 2G)·Dh]: q, then k, then v
@@ -135,7 +136,8 @@ export function attention(plan: ForwardPlan, q: Float64Array, k: Float64Array, v
 }
 
 /** Pass 3: O read as concat(heads) [B·S, E] (column h·Dh + d), times W_Oᵀ, plus b_O. */
-export function outputProjection(plan: ForwardPlan, weights: LayerWeights, o: Float64Array): Float64Array {
+export function outputProjection(plan: ForwardPlan, layerWeights: LayerWeights, o: Float64Array): Float64Array {
+  const weights = floatLayerWeights(layerWeights);
   const { batches: B, qRows: S } = plan.geometry;
   const { embedDim: E, numHeads: H, headDim: Dh } = plan.layer;
   const W = weights.outProjWeight; // [E, E]
@@ -160,7 +162,8 @@ export function outputProjection(plan: ForwardPlan, weights: LayerWeights, o: Fl
 }
 
 /** All three passes, with the intermediates. */
-export function referenceForward(plan: ForwardPlan, weights: LayerWeights, options: { keepScores?: boolean } = {}): ReferenceResult {
+export function referenceForward(plan: ForwardPlan, layerWeights: LayerWeights, options: { keepScores?: boolean } = {}): ReferenceResult {
+  const weights = floatLayerWeights(layerWeights); // once for both projections
   const { q, k, v } = qkvProjection(plan, weights);
   const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
   const H = plan.layer.numHeads;

@@ -5,7 +5,10 @@ import { CONFIG_KEYS } from '../option-keys.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { refuseDropout, resolveScoreMod } from './checks.ts';
 import { resolveQkNorm, resolveRotary } from './head-transform.ts';
-import type { LayerSpec, LayerWeights } from './types.ts';
+import { floatWeight } from '../quant/dequantize.ts';
+import type { WeightTensor } from '../quant/types.ts';
+import { checkQuantized, copyQuantized, sliceRows } from '../quant/validate.ts';
+import type { FloatLayerWeights, LayerSpec, LayerWeights } from './types.ts';
 
 export function resolveLayerSpec(config: unknown): LayerSpec {
   const where = 'createMultiHeadAttention';
@@ -107,11 +110,16 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
       throw new InvalidArgumentError({ where, argument: `stateDict["${key}"]`, expected: 'a known state_dict name', given: 'an unexpected entry', fix: hint });
     }
   }
-  const tensors: Record<string, Float32Array> = {};
+  const tensors: Record<string, WeightTensor> = {};
   for (const { name, shape } of expected) {
     const length = shape.reduce((a, b) => a * b, 1);
     const shapeText = `[${shape.join(', ')}] = ${length}`;
     if (sd[name] === undefined) {
+      // A layer with q/k/v biases and none on the output (Qwen2): the output bias is zero.
+      if (name === 'out_proj.bias' && sd.in_proj_bias !== undefined) {
+        tensors[name] = new Float32Array(length);
+        continue;
+      }
       throw new MissingWeightError({
         where,
         argument: `stateDict["${name}"]`,
@@ -120,39 +128,92 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
         fix: `PyTorch's nn.MultiheadAttention.state_dict() has it; pass all of: ${names.join(', ')}.`,
       });
     }
-    tensors[name] = requireFloat32Array(where, `stateDict["${name}"]`, sd[name], length, shapeText);
+    tensors[name] =
+      shape.length === 2 && isQuantizedValue(sd[name])
+        ? checkQuantized(where, `stateDict["${name}"]`, sd[name], shape as [number, number], `[${shape.join(', ')}]`)
+        : requireFloat32Array(where, `stateDict["${name}"]`, sd[name], length, shapeText);
   }
   const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh } = spec;
-  let inProjWeight: Float32Array | null = tensors.in_proj_weight ?? null;
-  if (!inProjWeight && sameDims) {
-    inProjWeight = new Float32Array((H + 2 * G) * Dh * E);
-    inProjWeight.set(tensors.q_proj_weight, 0);
-    inProjWeight.set(tensors.k_proj_weight, H * Dh * E);
-    inProjWeight.set(tensors.v_proj_weight, (H + G) * Dh * E);
+  const given = tensors.in_proj_weight ?? null;
+  let inProjWeight: WeightTensor | null = given;
+  // Separate float q/k/v weights of a self-attention layer are packed into one in_proj_weight; quantized
+  // ones (each of its own type, as GGUF files mix them) stay separate.
+  const separateFloat = [tensors.q_proj_weight, tensors.k_proj_weight, tensors.v_proj_weight].every((w) => w instanceof Float32Array);
+  if (!inProjWeight && sameDims && separateFloat) {
+    const packed = new Float32Array((H + 2 * G) * Dh * E);
+    packed.set(tensors.q_proj_weight as Float32Array, 0);
+    packed.set(tensors.k_proj_weight as Float32Array, H * Dh * E);
+    packed.set(tensors.v_proj_weight as Float32Array, (H + G) * Dh * E);
+    inProjWeight = packed;
   }
   return {
     inProjWeight,
-    qProjWeight: inProjWeight ? inProjWeight.subarray(0, H * Dh * E) : tensors.q_proj_weight,
-    kProjWeight: inProjWeight ? inProjWeight.subarray(H * Dh * E, (H + G) * Dh * E) : tensors.k_proj_weight,
-    vProjWeight: inProjWeight ? inProjWeight.subarray((H + G) * Dh * E) : tensors.v_proj_weight,
-    inProjBias: spec.bias ? tensors.in_proj_bias : null,
+    qProjWeight: inProjWeight ? rows(inProjWeight, 0, H * Dh, E) : tensors.q_proj_weight,
+    kProjWeight: inProjWeight ? rows(inProjWeight, H * Dh, (H + G) * Dh, E) : tensors.k_proj_weight,
+    vProjWeight: inProjWeight ? rows(inProjWeight, (H + G) * Dh, (H + 2 * G) * Dh, E) : tensors.v_proj_weight,
+    inProjBias: spec.bias ? (tensors.in_proj_bias as Float32Array) : null,
     outProjWeight: tensors['out_proj.weight'],
-    outProjBias: spec.bias ? tensors['out_proj.bias'] : null,
+    outProjBias: spec.bias ? (tensors['out_proj.bias'] as Float32Array) : null,
   };
+}
+
+/** Rows r0 … r1 − 1 of a [·, K] weight: a view. */
+function rows(w: WeightTensor, r0: number, r1: number, K: number): WeightTensor {
+  return w instanceof Float32Array ? w.subarray(r0 * K, r1 * K) : sliceRows(w, r0, r1);
+}
+
+/** Whether a state_dict value is meant as a quantized tensor (an object with a dtype, not an array). */
+function isQuantizedValue(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && !ArrayBuffer.isView(value) && 'dtype' in value;
 }
 
 /** A private copy of a layer's weights (in_proj_weight and its q/k/v views stay consistent). */
 export function copyWeights(w: LayerWeights): LayerWeights {
-  const inProj = w.inProjWeight?.slice() ?? null;
-  const q = w.qProjWeight.length;
-  const k = w.kProjWeight.length;
+  const inProj = w.inProjWeight ? copyWeight(w.inProjWeight) : null;
+  const [q, k, v] = inProj ? thirds(inProj, w) : [copyWeight(w.qProjWeight), copyWeight(w.kProjWeight), copyWeight(w.vProjWeight)];
   return {
     inProjWeight: inProj,
-    qProjWeight: inProj ? inProj.subarray(0, q) : w.qProjWeight.slice(),
-    kProjWeight: inProj ? inProj.subarray(q, q + k) : w.kProjWeight.slice(),
-    vProjWeight: inProj ? inProj.subarray(q + k) : w.vProjWeight.slice(),
+    qProjWeight: q,
+    kProjWeight: k,
+    vProjWeight: v,
     inProjBias: w.inProjBias?.slice() ?? null,
-    outProjWeight: w.outProjWeight.slice(),
+    outProjWeight: copyWeight(w.outProjWeight),
     outProjBias: w.outProjBias?.slice() ?? null,
   };
+}
+
+/** All of a layer's weights as float32 (quantized ones dequantized exactly, as ggml / ONNX Runtime do). */
+export function floatLayerWeights(w: LayerWeights): FloatLayerWeights {
+  if (isFloat(w)) return w;
+  const inProj = w.inProjWeight ? floatWeight(w.inProjWeight) : null;
+  const [q, k, v] = inProj ? thirds(inProj, w) : [floatWeight(w.qProjWeight), floatWeight(w.kProjWeight), floatWeight(w.vProjWeight)];
+  return {
+    ...w,
+    inProjWeight: inProj,
+    qProjWeight: q as Float32Array,
+    kProjWeight: k as Float32Array,
+    vProjWeight: v as Float32Array,
+    outProjWeight: floatWeight(w.outProjWeight),
+  };
+}
+
+/** Whether every weight of a layer is float32. */
+export function isFloat(w: LayerWeights): w is FloatLayerWeights {
+  return [w.inProjWeight, w.qProjWeight, w.kProjWeight, w.vProjWeight, w.outProjWeight].every((t) => t === null || t instanceof Float32Array);
+}
+
+function copyWeight(w: WeightTensor): WeightTensor {
+  return w instanceof Float32Array ? w.slice() : copyQuantized(w);
+}
+
+/** The q, k and v rows of `inProj` (a copy of w.inProjWeight, or its float32 values), in the proportions of w's views. */
+function thirds(inProj: WeightTensor, w: LayerWeights): [WeightTensor, WeightTensor, WeightTensor] {
+  // A float weight is measured in elements, a quantized one in rows: only the proportions carry over.
+  const measure = (t: WeightTensor) => (t instanceof Float32Array ? t.length : t.shape[0]);
+  const total = measure(w.inProjWeight as WeightTensor);
+  const size = measure(inProj);
+  const a = (size * measure(w.qProjWeight)) / total;
+  const b = (size * measure(w.kProjWeight)) / total;
+  if (inProj instanceof Float32Array) return [inProj.subarray(0, a), inProj.subarray(a, a + b), inProj.subarray(a + b)];
+  return [sliceRows(inProj, 0, a), sliceRows(inProj, a, a + b), sliceRows(inProj, a + b, size)];
 }

@@ -5,6 +5,7 @@
 
 import type { KvCache } from '../kv-cache.ts';
 import type { ScoreMod } from '../types.ts';
+import type { WeightTensor } from '../quant/types.ts';
 
 /** Rotary embeddings, resolved (head-transform.ts): rotate the first `dim` features of each head by position·θ_i. */
 export interface RotaryPlan {
@@ -51,14 +52,27 @@ export interface LayerSpec {
 
 /** A layer's weights, in PyTorch's layout. */
 export interface LayerWeights {
-  /** [(H + 2·G)·Dh, E] when kdim = vdim = E (given so, or packed from q/k/v_proj_weight); else null. */
-  inProjWeight: Float32Array | null;
-  qProjWeight: Float32Array; // [H·Dh, E]     (a view into inProjWeight when packed)
-  kProjWeight: Float32Array; // [G·Dh, kdim]
-  vProjWeight: Float32Array; // [G·Dh, vdim]
+  /**
+   * [(H + 2·G)·Dh, E] when kdim = vdim = E (given so, or packed from float q/k/v_proj_weight); else null.
+   * A weight is a Float32Array or a quantized tensor (src/quant/types.ts), kept as given: each backend
+   * reads it its own way (cpu dequantizes exactly; WebGPU and wasm keep it packed).
+   */
+  inProjWeight: WeightTensor | null;
+  qProjWeight: WeightTensor; // [H·Dh, E]     (a view into inProjWeight when packed)
+  kProjWeight: WeightTensor; // [G·Dh, kdim]
+  vProjWeight: WeightTensor; // [G·Dh, vdim]
   inProjBias: Float32Array | null; // [(H + 2·G)·Dh]
-  outProjWeight: Float32Array; // [E, E]
+  outProjWeight: WeightTensor; // [E, E]
   outProjBias: Float32Array | null; // [E]
+}
+
+/** LayerWeights whose weights are all float32 (what floatLayerWeights returns). */
+export interface FloatLayerWeights extends LayerWeights {
+  inProjWeight: Float32Array | null;
+  qProjWeight: Float32Array;
+  kProjWeight: Float32Array;
+  vProjWeight: Float32Array;
+  outProjWeight: Float32Array;
 }
 
 /** What masks a score, resolved. Additive masks hold −Infinity where a bool mask said "not allowed". */

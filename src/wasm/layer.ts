@@ -13,7 +13,7 @@
 import type { BackendLayer } from '../backend.ts';
 import { DisposedError } from '../errors.ts';
 import { transformHead } from '../cpu/head-transform.ts';
-import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
+import { type ForwardPlan, floatLayerWeights, type LayerSpec, type LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import { type HeadView, referenceAttention, runAttention, type TransposedKeys, tokenMajor } from './attention.ts';
 import { packBias, packWeights, threadsFor, type WasmKernels } from './kernels.ts';
@@ -42,17 +42,19 @@ export class WasmLayer implements BackendLayer {
     private readonly refuse: (plan: ForwardPlan) => void,
   ) {
     const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = spec;
-    const bias = weights.inProjBias; // q, then k, then v
+    // Quantized weights: dequantized to float32 here for now (the wasm kernels do not read the packed layout yet).
+    const float = floatLayerWeights(weights);
+    const bias = float.inProjBias; // q, then k, then v
     const project = (W: Float32Array, N: number, K: number, b: Float32Array | null, offset: number): Projection => ({
       w: kernels!.put(packWeights(W, N, K)),
       bias: kernels!.put(packBias(b, offset, N)),
       N,
       K,
     });
-    this.q = project(weights.qProjWeight, H * Dh, E, bias, 0);
-    this.k = project(weights.kProjWeight, G * Dh, kdim, bias, H * Dh);
-    this.v = project(weights.vProjWeight, G * Dh, vdim, bias, (H + G) * Dh);
-    this.out = project(weights.outProjWeight, E, E, weights.outProjBias, 0);
+    this.q = project(float.qProjWeight, H * Dh, E, bias, 0);
+    this.k = project(float.kProjWeight, G * Dh, kdim, bias, H * Dh);
+    this.v = project(float.vProjWeight, G * Dh, vdim, bias, (H + G) * Dh);
+    this.out = project(float.outProjWeight, E, E, float.outProjBias, 0);
     kernels!.keep();
   }
 

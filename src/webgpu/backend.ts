@@ -21,6 +21,7 @@ import { GpuRuntime } from './runtime.ts';
 import { constant } from './shader.ts';
 import { gateVariant } from './tuning/gate.ts';
 import { KernelScheduler, type Progress } from './tuning/scheduler.ts';
+import { weightBytes } from '../quant/validate.ts';
 import { timeKernel } from './tuning/trial.ts';
 import { type ResolvedTuning, Tuner } from './tuning/tuner.ts';
 import {
@@ -192,12 +193,12 @@ export class WebGPUBackend implements Backend, GpuCapability {
     checkHeadDim('createMultiHeadAttention', 'embedDim / numHeads (the head size)', `${spec.embedDim} / ${spec.numHeads} = ${spec.headDim}`, spec.headDim);
     const maxBinding = Math.min(this.limits().maxStorageBufferBindingSize, this.limits().maxBufferSize);
     for (const [name, w] of Object.entries({ in_proj_weight: weights.inProjWeight ?? weights.qProjWeight, 'out_proj.weight': weights.outProjWeight })) {
-      if (w.byteLength > maxBinding) {
+      if (weightBytes(w) > maxBinding) {
         throw new DeviceLimitError({
           where: 'createMultiHeadAttention',
           argument: `stateDict["${name}"]`,
           expected: `at most maxStorageBufferBindingSize = ${maxBinding} bytes on this device`,
-          given: `${w.byteLength} bytes`,
+          given: `${weightBytes(w)} bytes`,
           fix: "Weights are not split across buffers; use a smaller layer or createAttentionEngine({ backend: 'cpu' }).",
         });
       }

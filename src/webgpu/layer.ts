@@ -5,7 +5,7 @@
 // the runtime the backend handed it, never the backend.
 
 import type { BackendLayer } from '../backend.ts';
-import { copyWeights, type ForwardPlan, type LayerSpec, type LayerWeights } from '../plan/index.ts';
+import { copyWeights, type FloatLayerWeights, type ForwardPlan, floatLayerWeights, type LayerSpec, type LayerWeights } from '../plan/index.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import type { DeviceState } from './device.ts';
 import { forwardWebGPU } from './forward.ts';
@@ -18,7 +18,7 @@ const WHERE = 'MultiHeadAttention.forward';
 
 export class WebGPULayer implements BackendLayer {
   /** The host copy (padded) outlives a device loss; the GPU copy is made for each device generation. */
-  private readonly weights: LayerWeights;
+  private readonly weights: FloatLayerWeights;
   /** The layer as the kernels see it: sizes rounded up to multiples of 4 (the caller's spec when they are). */
   private readonly padded: LayerSpec;
   /** The caller's sizes when padded, else null. */
@@ -33,7 +33,9 @@ export class WebGPULayer implements BackendLayer {
   ) {
     this.padded = paddedSpec(spec);
     this.unpadded = unpaddedOf(spec);
-    this.weights = this.unpadded ? padWeights(spec, weights) : copyWeights(weights);
+    // Quantized weights: dequantized to float32 here for now (the GPU kernels do not read the packed layout yet).
+    const float = floatLayerWeights(weights);
+    this.weights = this.unpadded ? padWeights(spec, float) : float === weights ? floatLayerWeights(copyWeights(float)) : float;
     const { pool, generation } = runtime.current();
     this.gpu = new GpuLayerWeights(pool, this.padded, this.weights);
     this.generation = generation;

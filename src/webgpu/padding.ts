@@ -16,7 +16,7 @@
 // Aligned layers (every size a multiple of 4, the common case) never come here: their plans pass
 // through unchanged.
 
-import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
+import type { FloatLayerWeights, ForwardPlan, LayerSpec } from '../plan/index.ts';
 
 /** n rounded up to a multiple of 4. */
 export function up4(n: number): number {
@@ -103,7 +103,7 @@ export function cropColumns(src: Float32Array, rows: number, from: number, cols:
 }
 
 /** A layer's weights for its padded spec: zero rows for the added head lanes, zero columns for the added input lanes. */
-export function padWeights(spec: LayerSpec, w: LayerWeights): LayerWeights {
+export function padWeights(spec: LayerSpec, w: FloatLayerWeights): FloatLayerWeights {
   if (aligned(spec)) return w;
   const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = spec;
   const Dp = up4(Dh);

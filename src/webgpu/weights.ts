@@ -1,6 +1,6 @@
 // A layer's weights on the GPU: uploaded once per device, destroyed with the layer (or its device).
 
-import type { LayerSpec, LayerWeights } from '../plan/index.ts';
+import type { FloatLayerWeights, LayerSpec } from '../plan/index.ts';
 import { type BufferPool, Usage } from './buffers.ts';
 import type { ProjectionWeights } from './kernels/qkv-projection.ts';
 
@@ -14,7 +14,7 @@ export class GpuLayerWeights {
   constructor(
     private readonly pool: BufferPool,
     spec: LayerSpec,
-    weights: LayerWeights,
+    weights: FloatLayerWeights,
   ) {
     const N = (spec.numHeads + 2 * spec.numKvHeads) * spec.headDim;
     const usage = Usage.STORAGE;

@@ -5,7 +5,7 @@
 // synchronisation bug, which moves outputs by their own size.
 
 import { referenceForward } from '../../cpu/reference.ts';
-import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../../plan/index.ts';
+import { floatLayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../../plan/index.ts';
 import type { ForwardResult } from '../../types.ts';
 import { mulberry32, uniform } from '../../util/seeded.ts';
 import { compareArrays, f16Tolerance, f32Tolerance, maxAbsFinite } from '../../util/tolerance.ts';
@@ -28,7 +28,7 @@ export async function gateVariant(pool: BufferPool, kind: AdapterKind, kernel: K
   });
   const [B, S] = [2, 37];
   const choice: KernelChoice = { ...defaultChoice(kind, pool.device.features.has('subgroups')), [kernel]: variant };
-  const gpu = new GpuLayerWeights(pool, spec, weights);
+  const gpu = new GpuLayerWeights(pool, spec, floatLayerWeights(weights)); // float weights: a no-op
   try {
     // Two inputs, one after the other: scratch buffers are reused, so an element a variant fails to
     // write would still hold the previous call's value; the second input makes that value wrong.

@@ -10,7 +10,8 @@
 // directly. Columns k..k+3 (k % 4 == 0) never straddle two heads because Dh % 4 == 0.
 //
 // The multiply is a GEMM core the host appends (gemm_register_*.wgsl, gemm_workgroup.wgsl, gemm_subgroup*.wgsl, as tuned);
-// this file gives it A = concat(heads) as H segments of Dh (segment h of row m is O[b, h, s, :]),
+// B's loads come from the weights' file the host appends (weights_float.wgsl, or weights_packed.wgsl:
+// the packed weights dequantized as loaded); this file gives it A = concat(heads) as H segments of Dh (segment h of row m is O[b, h, s, :]),
 // B = W_O, and a plain row-major store with the bias. Storage is ST4 (f32, or f16 with precision
 // f16); the four-term dot products run in that type and accumulate in f32.
 // Host guarantees: Dh % 4 == 0, N % 4 == 0; dispatch as the core says.
@@ -24,9 +25,9 @@ fn kSegments() -> u32 { return params.H; }
 fn segLen4() -> u32 { return params.Dh4; }
 fn aRow(m: u32) -> u32 { return ((m / params.S) * params.H * params.S + m % params.S) * params.Dh4; }
 fn aSegStride() -> u32 { return params.S * params.Dh4; }
-fn bRow(n: u32) -> u32 { return n * params.H * params.Dh4; }
+fn bRowLen4() -> u32 { return params.H * params.Dh4; }
+fn bRow(n: u32) -> u32 { return wIndex(n, params.H * params.Dh4); }
 fn loadA(i: u32) -> ST4 { return o[i]; }
-fn loadB(i: u32) -> ST4 { return w[i]; }
 fn store4(m: u32, n: u32, acc: vec4<f32>) {
   y[m * (params.N / 4u) + n / 4u] = ST4(acc + vec4<f32>(bias[n / 4u]));
 }

@@ -15,6 +15,9 @@
 // no loop over heads. Self-attention is one dispatch over all N = (H + 2·G)·Dh columns; cross-
 // attention dispatches the query's columns and the key's and value's separately (their X differ).
 //
+// B's loads come from the weights' file the host appends (weights_float.wgsl: w; weights_packed.wgsl:
+// quants and scaleOffset, dequantized as loaded): wIndex and loadB.
+//
 // The multiply itself is a GEMM core the host appends (gemm_register_*.wgsl, gemm_workgroup.wgsl, gemm_subgroup*.wgsl),
 // whichever the tuner chose for this adapter and shape (src/webgpu/variants.ts, tuning/). This file supplies
 // what the core asks for: A = X, B = W from row wRow0, and store4, which adds the bias and scatters.
@@ -51,9 +54,9 @@ fn kSegments() -> u32 { return 1u; }
 fn segLen4() -> u32 { return params.K4; }
 fn aRow(m: u32) -> u32 { return m * params.K4; }
 fn aSegStride() -> u32 { return 0u; }
-fn bRow(n: u32) -> u32 { return (params.wRow0 + n) * params.K4; }
+fn bRowLen4() -> u32 { return params.K4; }
+fn bRow(n: u32) -> u32 { return wIndex(params.wRow0 + n, params.K4); }
 fn loadA(i: u32) -> ST4 { return x[i]; }
-fn loadB(i: u32) -> ST4 { return w[i]; }
 fn store4(m: u32, n: u32, y: vec4<f32>) {
   let column = params.slot0 * params.Dh4 * 4u + n;  // column of the whole projection, [(H + 2·G)·Dh]
   qkv[destination4(m, column)] = ST4(y + vec4<f32>(bias[column / 4u]));

@@ -13,6 +13,7 @@ import type { EngineLimits } from './chunking.ts';
 import type { DeviceState } from './device.ts';
 import { flashAttentionPipeline } from './kernels/flash-attention.ts';
 import { outputProjectionPipeline } from './kernels/output-projection.ts';
+import { distinctFormats, formatsOf } from './kernels/packed-weight.ts';
 import { qkvProjectionPipeline } from './kernels/qkv-projection.ts';
 import { WebGPULayer } from './layer.ts';
 import { padAttentionPlan, padForwardPlan } from './padding.ts';
@@ -88,7 +89,7 @@ export class WebGPUBackend implements Backend, GpuCapability {
         return [a.vendor, a.architecture, a.device, a.description].join('/');
       },
       kind,
-      (kernel, variant, headDim) => gateVariant(runtime.pool, kind(), kernel, variant, headDim),
+      (kernel, variant, headDim, format) => gateVariant(runtime.pool, kind(), kernel, variant, headDim, format),
       () => runtime.device.features.has('subgroups'),
     );
     this.scheduler = new KernelScheduler(
@@ -215,14 +216,15 @@ export class WebGPUBackend implements Backend, GpuCapability {
   }
 }
 
-/** The pipeline `variant` of `kernel` needs for this plan on this device. */
-function pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): PipelineSpec {
+/** The pipeline(s) `variant` of `kernel` needs for this plan on this device (one per weight format the kernel's dispatches read). */
+function pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): PipelineSpec | PipelineSpec[] {
   const { precision } = state.pool;
+  const formats = formatsOf(plan.layer);
   switch (kernel) {
     case 'qkv_projection':
-      return qkvProjectionPipeline(precision, variant as ProjectionVariant);
+      return distinctFormats(formats.qkv).map((format) => qkvProjectionPipeline(precision, variant as ProjectionVariant, format));
     case 'output_projection':
-      return outputProjectionPipeline(precision, variant as ProjectionVariant);
+      return outputProjectionPipeline(precision, variant as ProjectionVariant, formats.out);
     case 'flash_attention':
       return flashAttentionPipeline(state.device, precision, plan.layer.headDim, variant as AttentionVariant, plan.layer.scoreMod?.wgsl);
   }

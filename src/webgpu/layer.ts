@@ -5,22 +5,23 @@
 // the runtime the backend handed it, never the backend.
 
 import type { BackendLayer } from '../backend.ts';
-import { copyWeights, type FloatLayerWeights, type ForwardPlan, floatLayerWeights, type LayerSpec, type LayerWeights } from '../plan/index.ts';
+import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import type { DeviceState } from './device.ts';
 import { forwardWebGPU } from './forward.ts';
 import { WebGPUKvCache } from './kv-cache.ts';
-import { padForwardPlan, paddedSpec, padWeights, type Unpadded, unpaddedOf } from './padding.ts';
+import { type FormattedSpec, hasPacked } from './kernels/packed-weight.ts';
+import { padForwardPlan, paddedSpec, type Unpadded, unpaddedOf } from './padding.ts';
 import type { GpuRuntime } from './runtime.ts';
-import { GpuLayerWeights } from './weights.ts';
+import { GpuLayerWeights, type HostLayerWeights, hostFormats, hostWeights } from './weights.ts';
 
 const WHERE = 'MultiHeadAttention.forward';
 
 export class WebGPULayer implements BackendLayer {
-  /** The host copy (padded) outlives a device loss; the GPU copy is made for each device generation. */
-  private readonly weights: FloatLayerWeights;
-  /** The layer as the kernels see it: sizes rounded up to multiples of 4 (the caller's spec when they are). */
-  private readonly padded: LayerSpec;
+  /** The host copy (padded; quantized weights packed) outlives a device loss; the GPU copy is made for each device generation. */
+  private readonly weights: HostLayerWeights;
+  /** The layer as the kernels see it: sizes rounded up to multiples of 4 (the caller's spec when they are), with its weights' formats where some are packed. */
+  private readonly padded: FormattedSpec;
   /** The caller's sizes when padded, else null. */
   private readonly unpadded: Unpadded | null;
   private gpu: GpuLayerWeights;
@@ -31,11 +32,11 @@ export class WebGPULayer implements BackendLayer {
     private readonly spec: LayerSpec,
     weights: LayerWeights,
   ) {
-    this.padded = paddedSpec(spec);
     this.unpadded = unpaddedOf(spec);
-    // Quantized weights: dequantized to float32 here for now (the GPU kernels do not read the packed layout yet).
-    const float = floatLayerWeights(weights);
-    this.weights = this.unpadded ? padWeights(spec, float) : float === weights ? floatLayerWeights(copyWeights(float)) : float;
+    this.weights = hostWeights(spec, weights); // quantized weights packed, never expanded (weights.ts)
+    const formats = hostFormats(this.weights);
+    // Plans carry the formats (packed-weight.ts formatsOf): pipelines, tiers, sweeps and gates follow them.
+    this.padded = hasPacked(formats) ? { ...paddedSpec(spec), projectionFormats: formats } : paddedSpec(spec);
     const { pool, generation } = runtime.current();
     this.gpu = new GpuLayerWeights(pool, this.padded, this.weights);
     this.generation = generation;
@@ -46,7 +47,10 @@ export class WebGPULayer implements BackendLayer {
   }
 
   forward(callPlan: ForwardPlan): Promise<ForwardResult | BufferForwardResult> {
-    const call = this.runtime.prepare(WHERE, padForwardPlan(callPlan), undefined, { mod: this.spec.scoreMod, argument: 'config.scoreMod' });
+    const padded = padForwardPlan(callPlan);
+    const formats = this.padded.projectionFormats;
+    const plan = formats ? { ...padded, layer: { ...padded.layer, projectionFormats: formats } } : padded;
+    const call = this.runtime.prepare(WHERE, plan, undefined, { mod: this.spec.scoreMod, argument: 'config.scoreMod' });
     const profile = this.runtime.profiling && call.parts.length === 1;
     return this.runtime.run(call, (state, part, choice) => {
       const cache = part.cache ? (part.cache.cache.storage as WebGPUKvCache).live(state.generation) : null;

@@ -100,6 +100,22 @@ export const SHORT_QUERY_ROWS = 64;
 export interface CallSize {
   queryRows: number;
   keys: number;
+  /** Rows of the projections' GEMMs (B·Sq; with cross-attention, the key's too, the larger). */
+  rows?: number;
+  /** Whether the layer's projection weights are packed (quantized). */
+  packed?: boolean;
+}
+
+/**
+ * Rows up to which the projections of a layer with packed weights run the GEMV core (a decode step:
+ * one token per sequence, B ≤ 8): it reads each weight word once for all rows, where the GEMM cores'
+ * tiles of 16 to 128 rows would read (and dequantize) them for rows that do not exist.
+ */
+export const GEMV_MAX_ROWS = 8;
+
+function withGemv(choice: KernelChoice, call?: CallSize): KernelChoice {
+  if (!call?.packed || call.rows === undefined || call.rows > GEMV_MAX_ROWS) return choice;
+  return { ...choice, qkv_projection: 'gemv', output_projection: 'gemv' };
 }
 
 function fewRowsKernel({ queryRows, keys }: CallSize): boolean {
@@ -111,9 +127,13 @@ function fewRowsKernel({ queryRows, keys }: CallSize): boolean {
  * what runs, once compiled, where nothing was swept, forced or remembered (the tuner's measurements on
  * these adapters; docs/PERFORMANCE.md). `call`: the call's longest sequences of query rows and keys,
  * where they decide the attention kernel (a decode step of one row wants another kernel than a prompt
- * of 512); without it, a prompt's.
+ * of 512); without it, a prompt's. With packed weights, calls of at most GEMV_MAX_ROWS rows run the GEMV core.
  */
 export function defaultChoice(kind: AdapterKind, subgroups = false, call?: CallSize): KernelChoice {
+  return withGemv(builtInChoice(kind, subgroups, call), call);
+}
+
+function builtInChoice(kind: AdapterKind, subgroups: boolean, call?: CallSize): KernelChoice {
   const queryRows = call?.queryRows ?? Number.POSITIVE_INFINITY;
   switch (kind) {
     case 'unrolling-cpu':

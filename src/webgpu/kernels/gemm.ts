@@ -10,6 +10,9 @@
 //                  lanes by subgroupShuffle (needs the `subgroups` feature)
 //   subgroup-8x4   the same with 8 rows (each B load serves 8 rows; more registers)
 //   subgroup-16x4  software/gemm.ts: 16 rows, the products as FMAs on the accumulators (lavapipe)
+//   gemv           shaders/gemv.wgsl, decode steps (M ≤ 8): a workgroup per 8 columns, its invocations
+//                  splitting K, each weight read once for all rows (variants.ts chooses it for packed
+//                  weights at M ≤ GEMV_MAX_ROWS; never swept otherwise: its candidateOn is empty)
 //
 // Where they are tried: register tiles everywhere (they compile fastest, and win on CPUs whose
 // compiler keeps them in registers); workgroup tiles on GPUs only (barriers cost on CPUs); the
@@ -21,6 +24,7 @@ import gemmRegister8x8 from '../../../shaders/gemm_register_8x8.wgsl?raw';
 import gemmSubgroup from '../../../shaders/gemm_subgroup.wgsl?raw';
 import gemmWorkgroup from '../../../shaders/gemm_workgroup.wgsl?raw';
 import gemmWorkgroup128 from '../../../shaders/gemm_workgroup_128.wgsl?raw';
+import gemv from '../../../shaders/gemv.wgsl?raw';
 import type { ProjectionVariant } from '../../types.ts';
 import { SUBGROUP_16X4 } from '../software/gemm.ts';
 import { type GemmShape, type ProjectionRecord, subgroupEmulation } from '../variant-record.ts';
@@ -92,6 +96,19 @@ export const PROJECTION_RECORDS: readonly ProjectionRecord[] = [
   subgroupCore('subgroup-4x4', 4),
   subgroupCore('subgroup-8x4', 8),
   SUBGROUP_16X4,
+  {
+    name: 'gemv',
+    files: ['shaders/gemv.wgsl'],
+    core: gemv,
+    constants: () => ({}),
+    tileRows: 8,
+    tileCols: 8,
+    features: { subgroups: false },
+    // The built-in choice of decode steps with packed weights (variants.ts), swept only there; for float
+    // weights it may be forced (tuning.kernels), until measurements say where it wins.
+    candidateOn: [],
+    software: false,
+  },
 ];
 
 const BY_NAME = new Map(PROJECTION_RECORDS.map((r) => [r.name, r]));

@@ -14,6 +14,7 @@ import { defineParams, shaderCode } from '../shader.ts';
 import type { ProjectionVariant } from '../../types.ts';
 import { largestSubgroup, subgroupEmulation } from '../variant-record.ts';
 import { gemmLayout, gemmShape } from './gemm.ts';
+import { type GpuWeight, formatKey, formatOf, GROUP_SHIFT_PARAM, groupShift, type WeightFormat, weightDecls, weightEntries, weightSource } from './packed-weight.ts';
 
 /** qkv_projection.wgsl's uniforms. */
 export const QKV_PARAMS = defineParams([
@@ -31,28 +32,39 @@ export const QKV_PARAMS = defineParams([
   ['kvStride', 'u32', "rows per (b, g) block of K and V: S, or a KV cache's maxSeqLen"],
   ['kvRow0', 'u32', "row of the block the first token goes to: 0, or the cache's length"],
   ['colLanes', 'u32', 'subgroup GEMM cores: invocations per row block (variants.ts gemmLayout)'],
+  GROUP_SHIFT_PARAM,
 ]);
 
+const W = weightDecls('W [·, K/4]');
+const X = ['x', 'read-only-storage', 'array<ST4>', 'X [M, K/4]'] as const;
+const BIAS = ['bias', 'read-only-storage', 'array<ST4>', 'b [(H + 2·G)·Dh / 4]'] as const;
+const QKV = ['qkv', 'storage', 'array<ST4>', 'Q ++ K ++ V (qkv_projection.wgsl says where each goes)'] as const;
+
 /** qkv_projection.wgsl's bindings (the GEMM cores read x and w, and write through the problem file's store). */
-export const QKV_BINDINGS = defineBindings('QkvProjection', [
-  PARAMS_BINDING,
-  ['x', 'read-only-storage', 'array<ST4>', 'X [M, K/4]'],
-  ['w', 'read-only-storage', 'array<ST4>', 'W [·, K/4]'],
-  ['bias', 'read-only-storage', 'array<ST4>', 'b [(H + 2·G)·Dh / 4]'],
-  ['qkv', 'storage', 'array<ST4>', 'Q ++ K ++ V (qkv_projection.wgsl says where each goes)'],
-]);
+export const QKV_BINDINGS = defineBindings('QkvProjection', [PARAMS_BINDING, X, W.float[0], BIAS, QKV]);
+/** The same with packed weights (packed-weight.ts): quants and scaleOffset in place of w. */
+export const QKV_PACKED_BINDINGS = defineBindings('QkvProjection.packed', [PARAMS_BINDING, X, W.packed[0], W.packed[1], BIAS, QKV]);
 
 const specs = specCache();
 
-/** The pipeline of `variant` at this precision (built once per variant and shape class). */
-export function qkvProjectionPipeline(precision: Precision, variant: ProjectionVariant): PipelineSpec {
-  return specs(`QkvProjection.${variant}|${precision}|lanes${subgroupEmulation.lanes}`, () => {
+/** The pipeline of `variant` at this precision, for float weights or packed ones of `format` (built once per key). */
+export function qkvProjectionPipeline(precision: Precision, variant: ProjectionVariant, format: WeightFormat | null = null): PipelineSpec {
+  return specs(`QkvProjection.${variant}|${precision}|lanes${subgroupEmulation.lanes}${formatKey(format)}`, () => {
     const gemm = gemmShape(variant);
+    const weights = weightSource(format);
+    const bindings = format ? QKV_PACKED_BINDINGS : QKV_BINDINGS;
     return {
-      label: `QkvProjection.${variant}`,
-      code: shaderCode({ precision, subgroups: gemm.subgroups, params: QKV_PARAMS, bindings: QKV_BINDINGS, sizes: gemm.sizes, sources: [source, gemm.core] }),
+      label: `QkvProjection.${variant}${format ? `.q${format.bits}` : ''}`,
+      code: shaderCode({
+        precision,
+        subgroups: gemm.subgroups,
+        params: QKV_PARAMS,
+        bindings,
+        sizes: { ...gemm.sizes, ...weights.sizes },
+        sources: [source, weights.source, gemm.core],
+      }),
       constants: gemm.constants,
-      bindings: QKV_BINDINGS,
+      bindings,
     };
   });
 }
@@ -89,8 +101,11 @@ export function qkvBufferTargets(plan: ForwardPlan, qkv: GPUBuffer): QkvTargets 
   return { q: qkv, kv: { buffer: qkv, kBase: layout.kBase, vBase: layout.vBase, stride: plan.geometry.kvRows, row0: 0 } };
 }
 
-/** The layer's projection weights on the GPU: in_proj_weight [(H+2G)·Dh, E], or q, k, v apart (kdim/vdim ≠ E). */
-export type ProjectionWeights = { inProj: GPUBuffer; bias: GPUBuffer } | { q: GPUBuffer; k: GPUBuffer; v: GPUBuffer; bias: GPUBuffer };
+/**
+ * The layer's projection weights on the GPU: in_proj_weight [(H+2G)·Dh, E], or q, k, v apart (kdim/vdim ≠ E,
+ * or quantized separately, each of its own type). Each is a float buffer or packed (packed-weight.ts).
+ */
+export type ProjectionWeights = { inProj: GpuWeight; bias: GPUBuffer } | { q: GpuWeight; k: GpuWeight; v: GpuWeight; bias: GPUBuffer };
 
 /** The input activations on the GPU: query, and for cross-attention key and value (the same buffer when the same array). */
 export interface ProjectionInputs {
@@ -102,7 +117,7 @@ export interface ProjectionInputs {
 interface Part {
   x: GPUBuffer;
   out: GPUBuffer; // Q's buffer for Q columns, K/V's for K and V columns
-  weight: GPUBuffer;
+  weight: GpuWeight;
   rows: number; // S of this input
   inDim: number; // K
   slot0: number; // first head slot written
@@ -126,27 +141,38 @@ export function encodeQkvProjection(
   const w = (part: 'q' | 'k' | 'v') => ('inProj' in weights ? weights.inProj : weights[part]);
   const row0 = (slot0: number) => ('inProj' in weights ? slot0 * Dh : 0);
   const { q: qOut, kv } = targets;
-  const parts: Part[] = plan.cache
-    ? [
-        // a KV cache: Q to its own buffer; the new tokens' K and V (from the query) into the cache
-        { x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H, wRow0: 0 },
-        { x: inputs.query, out: kv.buffer, weight: w('k'), rows: qRows, inDim: E, slot0: H, slots: 2 * G, wRow0: row0(H) },
-      ]
-    : plan.mode !== 'cross'
-      ? [{ x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H + 2 * G, wRow0: 0 }]
-      : [
+  const apart = !('inProj' in weights);
+  const parts: Part[] =
+    apart && plan.mode !== 'cross'
+      ? [
+          // q, k, v apart (each of its own type) in a self-attention layer: a dispatch each, from the query;
+          // K and V into the cache when there is one
           { x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H, wRow0: 0 },
-          ...(inputs.key === inputs.value && 'inProj' in weights
-            ? [{ x: inputs.key, out: kv.buffer, weight: w('k'), rows: kvRows, inDim: kdim, slot0: H, slots: 2 * G, wRow0: row0(H) }]
-            : [
-                { x: inputs.key, out: kv.buffer, weight: w('k'), rows: kvRows, inDim: kdim, slot0: H, slots: G, wRow0: row0(H) },
-                { x: inputs.value, out: kv.buffer, weight: w('v'), rows: kvRows, inDim: vdim, slot0: H + G, slots: G, wRow0: row0(H + G) },
-              ]),
-        ];
+          { x: inputs.query, out: kv.buffer, weight: w('k'), rows: qRows, inDim: E, slot0: H, slots: G, wRow0: 0 },
+          { x: inputs.query, out: kv.buffer, weight: w('v'), rows: qRows, inDim: E, slot0: H + G, slots: G, wRow0: 0 },
+        ]
+      : plan.cache
+        ? [
+            // a KV cache: Q to its own buffer; the new tokens' K and V (from the query) into the cache
+            { x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H, wRow0: 0 },
+            { x: inputs.query, out: kv.buffer, weight: w('k'), rows: qRows, inDim: E, slot0: H, slots: 2 * G, wRow0: row0(H) },
+          ]
+        : plan.mode !== 'cross'
+          ? [{ x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H + 2 * G, wRow0: 0 }]
+          : [
+              { x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H, wRow0: 0 },
+              ...(inputs.key === inputs.value && 'inProj' in weights
+                ? [{ x: inputs.key, out: kv.buffer, weight: w('k'), rows: kvRows, inDim: kdim, slot0: H, slots: 2 * G, wRow0: row0(H) }]
+                : [
+                    { x: inputs.key, out: kv.buffer, weight: w('k'), rows: kvRows, inDim: kdim, slot0: H, slots: G, wRow0: row0(H) },
+                    { x: inputs.value, out: kv.buffer, weight: w('v'), rows: kvRows, inDim: vdim, slot0: H + G, slots: G, wRow0: row0(H + G) },
+                  ]),
+            ];
   const el = scratch.elementBytes;
   const gemm = gemmShape(variant);
-  const pipeline = getPipeline(scratch.device, qkvProjectionPipeline(scratch.precision, variant));
   for (const part of parts) {
+    const format = formatOf(part.weight);
+    const pipeline = getPipeline(scratch.device, qkvProjectionPipeline(scratch.precision, variant, format));
     const M = batches * part.rows;
     const N = part.slots * Dh;
     const layout = gemmLayout(gemm, Math.min(M, rowLimit), N, largestSubgroup(scratch.device));
@@ -166,16 +192,18 @@ export function encodeQkvProjection(
         kvStride: kv.stride,
         kvRow0: kv.row0,
         colLanes: layout.colLanes,
+        wGroupShift: groupShift(format),
       }),
       'QkvProjection.params',
     );
-    const bindGroup = QKV_BINDINGS.group(scratch.device, {
+    const buffers = {
       params,
       x: { buffer: part.x, size: M * part.inDim * el }, // X [B·S, K]
-      w: part.weight, // W [·, K]
+      ...weightEntries(part.weight), // W [·, K]: w, or quants [·, wordsPerRow] and scaleOffset [·, groups]
       bias: { buffer: weights.bias, size: (H + 2 * G) * Dh * el }, // b [(H+2G)·Dh]
       qkv: part.out,
-    });
+    };
+    const bindGroup = (format ? QKV_PACKED_BINDINGS : QKV_BINDINGS).group(scratch.device, buffers as never);
     pass.setPipeline(pipeline);
     pass.setBindGroup(0, bindGroup);
     pass.dispatchWorkgroups(...layout.groups);

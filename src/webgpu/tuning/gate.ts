@@ -2,33 +2,65 @@
 // (B = 2, S = 37: no tile divides it; two query heads sharing one key/value head) with that variant,
 // on two inputs, and the float64 CPU reference checks each output with the tests' rule (src/util/tolerance.ts:
 // |gpu − ref| ≤ atol + rtol·|ref| everywhere, NaN fails), far tighter than any indexing or
-// synchronisation bug, which moves outputs by their own size.
+// synchronisation bug, which moves outputs by their own size. A variant for packed weights (a format:
+// bits, group) is gated with random packed weights of that format, and the reference multiplies by
+// the float32 values they stand for (src/quant/pack.ts unpackWeight): the dequantizing loads are
+// checked with the rest.
 
 import { referenceForward } from '../../cpu/reference.ts';
-import { floatLayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../../plan/index.ts';
+import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../../plan/index.ts';
 import type { ForwardResult } from '../../types.ts';
 import { mulberry32, uniform } from '../../util/seeded.ts';
 import { compareArrays, f16Tolerance, f32Tolerance, maxAbsFinite } from '../../util/tolerance.ts';
 import type { BufferPool } from '../buffers.ts';
 import { forwardWebGPU } from '../forward.ts';
 import { type AdapterKind, defaultChoice, type KernelChoice, type KernelName } from '../variants.ts';
-import { GpuLayerWeights } from '../weights.ts';
+import type { WeightFormat } from '../kernels/packed-weight.ts';
+import { GpuLayerWeights, hostWeights } from '../weights.ts';
+import { unpackWeight } from '../../quant/pack.ts';
+import type { PackedWeight } from '../../quant/types.ts';
 
-export async function gateVariant(pool: BufferPool, kind: AdapterKind, kernel: KernelName, variant: string, headDim: number): Promise<string | null> {
+/** A random packed weight [rows, K] of `format`, its values within ±1/√K. */
+function randomPacked(format: WeightFormat, rows: number, K: number, rng: () => number): PackedWeight {
+  const { bits, group } = format;
+  const wordsPerRow = Math.ceil((K * bits) / 32);
+  const groups = Math.ceil(K / group);
+  const quants = new Uint32Array(rows * wordsPerRow).map(() => Math.floor(rng() * 2 ** 32));
+  const scaleOffset = new Float32Array(rows * groups * 2);
+  const half = 2 ** (bits - 1);
+  for (let g = 0; g < rows * groups; g++) {
+    const scale = (0.5 + 0.5 * rng()) / (Math.sqrt(K) * half);
+    scaleOffset[2 * g] = scale;
+    scaleOffset[2 * g + 1] = scale * (half - 1 + 2 * rng());
+  }
+  return { bits, group, rows, cols: K, wordsPerRow, groups, quants, scaleOffset, dtype: 'nbits' };
+}
+
+export async function gateVariant(
+  pool: BufferPool,
+  kind: AdapterKind,
+  kernel: KernelName,
+  variant: string,
+  headDim: number,
+  format: WeightFormat | null = null,
+): Promise<string | null> {
   const config = { embedDim: 2 * headDim, numHeads: 2, numKvHeads: 1 };
   const spec = resolveLayerSpec(config);
   const E = spec.embedDim;
   const N = (spec.numHeads + 2 * spec.numKvHeads) * spec.headDim;
   const rng = mulberry32(1);
+  const packedIn = format ? randomPacked(format, N, E, rng) : null;
+  const packedOut = format ? randomPacked(format, E, E, rng) : null;
   const weights = resolveWeights(spec, {
-    in_proj_weight: uniform(N * E, 1 / Math.sqrt(E), rng),
+    in_proj_weight: packedIn ? unpackWeight(packedIn) : uniform(N * E, 1 / Math.sqrt(E), rng),
     in_proj_bias: uniform(N, 0.1, rng),
-    'out_proj.weight': uniform(E * E, 1 / Math.sqrt(E), rng),
+    'out_proj.weight': packedOut ? unpackWeight(packedOut) : uniform(E * E, 1 / Math.sqrt(E), rng),
     'out_proj.bias': uniform(E, 0.1, rng),
   });
   const [B, S] = [2, 37];
   const choice: KernelChoice = { ...defaultChoice(kind, pool.device.features.has('subgroups')), [kernel]: variant };
-  const gpu = new GpuLayerWeights(pool, spec, floatLayerWeights(weights)); // float weights: a no-op
+  const host = hostWeights(spec, weights);
+  const gpu = new GpuLayerWeights(pool, spec, packedIn && packedOut ? { ...host, inProj: packedIn, out: packedOut } : host);
   try {
     // Two inputs, one after the other: scratch buffers are reused, so an element a variant fails to
     // write would still hold the previous call's value; the second input makes that value wrong.
@@ -41,7 +73,8 @@ export async function gateVariant(pool: BufferPool, kind: AdapterKind, kernel: K
       const verdict = compareArrays(output, expected, tolerance, 1);
       if (!verdict.ok) {
         const [m] = verdict.mismatches;
-        return `output[${m.index}] = ${m.actual}, the float64 reference says ${m.expected} (head size ${headDim}, B=${B}, S=${S})`;
+        const weightsText = format ? `, packed weights of ${format.bits} bits in groups of ${format.group}` : '';
+        return `output[${m.index}] = ${m.actual}, the float64 reference says ${m.expected} (head size ${headDim}, B=${B}, S=${S}${weightsText})`;
       }
     }
     return null;

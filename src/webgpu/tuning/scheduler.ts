@@ -22,6 +22,7 @@
 
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { DeviceState } from '../device.ts';
+import { formatsOf, hasPacked } from '../kernels/packed-weight.ts';
 import { compilePipeline, hasRun, markRun, type PipelineSpec } from '../pipelines.ts';
 import { type AdapterKind, type CallSize, defaultChoice, type KernelChoice, type KernelName, kernelsOf, TIER0 } from '../variants.ts';
 import { shapeClass, type Tuner } from './tuner.ts';
@@ -31,8 +32,8 @@ export interface SchedulerHost {
   /** The live device state (background work is dropped when it changes: a lost device, a disposed engine). */
   current(): DeviceState | null;
   kind(): AdapterKind;
-  /** The pipeline a kernel variant needs for this plan. */
-  pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): PipelineSpec;
+  /** The pipeline a kernel variant needs for this plan (several where its dispatches differ: q, k, v weights of different types). */
+  pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): PipelineSpec | readonly PipelineSpec[];
   /** Runs `kernel` as `variant` once, alone, on buffers shaped like the plan's; wall milliseconds. */
   time(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string, repeat?: number): Promise<number>;
   /** Called when the background queue has emptied: what its trials and gates allocated may go (the pool's idle scratch). */
@@ -42,7 +43,9 @@ export interface SchedulerHost {
 /** The sizes of a call that decide a built-in choice: its longest sequences of query rows and of keys (a packed batch's are its longest sequence). */
 export function callSize(plan: ForwardPlan): CallSize {
   const queryRows = plan.geometry.longestSequence;
-  return { queryRows, keys: plan.mode === 'varlen' ? queryRows : plan.kvSeqLen };
+  const { batches, qRows, kvRows } = plan.geometry;
+  const rows = plan.mode === 'cross' && !plan.cache ? Math.max(batches * qRows, batches * kvRows) : batches * qRows;
+  return { queryRows, keys: plan.mode === 'varlen' ? queryRows : plan.kvSeqLen, rows, packed: hasPacked(formatsOf(plan.layer)) };
 }
 
 export type Progress = (p: { done: number; total: number; kernel: string; variant: string }) => void;
@@ -108,14 +111,14 @@ export class KernelScheduler {
     const now: KernelChoice = { ...target };
     const free = kernels.filter((kernel) => !forced[kernel]);
     for (const kernel of free) {
-      if (hasRun(state.device, this.host.pipelineOf(state, plan, kernel, target[kernel]))) continue;
+      if (this.specs(state, plan, kernel, target[kernel]).every((spec) => hasRun(state.device, spec))) continue;
       (now as Record<KernelName, string>)[kernel] = TIER0[kernel];
       this.warm(state, plan, kernel, target[kernel]);
     }
     // Then, after the final kernels compiled, a sweep of each class nothing is known about.
     for (const kernel of free) this.scheduleSweep(state, plan, kernel);
     // What this call runs compiles in line and has run once when the call is done.
-    for (const kernel of kernels) markRun(state.device, this.host.pipelineOf(state, plan, kernel, now[kernel]));
+    for (const kernel of kernels) for (const spec of this.specs(state, plan, kernel, now[kernel])) markRun(state.device, spec);
     return now;
   }
 
@@ -157,17 +160,18 @@ export class KernelScheduler {
 
   /** Compiles `variant` of `kernel` for this plan and runs it once, in the background queue; resolves when done. */
   private warm(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): Promise<void> {
-    const spec = this.host.pipelineOf(state, plan, kernel, variant);
-    const key = `${state.generation}|${spec.key}`;
-    if (hasRun(state.device, spec) || this.warming.has(key)) return this.chain;
+    const specs = this.specs(state, plan, kernel, variant);
+    const ran = () => specs.every((spec) => hasRun(state.device, spec));
+    const key = `${state.generation}|${specs.map((spec) => spec.key).join('+')}`;
+    if (ran() || this.warming.has(key)) return this.chain;
     this.warming.add(key);
     return this.enqueue(`compile ${kernel} ${variant}`, async () => {
-      if (hasRun(state.device, spec)) return;
+      if (ran()) return;
       const t0 = performance.now();
-      await compilePipeline(state.device, spec);
+      for (const spec of specs) await compilePipeline(state.device, spec);
       if (this.host.current() !== state) return;
       await this.host.time(state, plan, kernel, variant); // drivers that compile at the first dispatch do it here
-      markRun(state.device, spec);
+      for (const spec of specs) markRun(state.device, spec);
       this.compiled.push({ kernel, variant, ms: Math.round(performance.now() - t0) });
     }).finally(() => this.warming.delete(key));
   }
@@ -186,6 +190,7 @@ export class KernelScheduler {
     const call = callSize(plan);
     await this.tuner.sweep(kernel, cls, plan.layer.headDim, state.pool.precision, {
       call,
+      formats: formatsOf(plan.layer),
       time: (k, variant, repeat) => {
         if (this.host.current() !== state) return Promise.reject(new Error('the device changed or the engine was disposed'));
         return this.host.time(state, plan, k, variant, repeat);
@@ -193,9 +198,14 @@ export class KernelScheduler {
     });
     // Every candidate the sweep timed has compiled and run: a switch to the winner costs nothing.
     for (const variant of this.tuner.candidatesOf(kernel, call)) {
-      const spec = this.host.pipelineOf(state, plan, kernel, variant);
-      if (this.host.current() === state) markRun(state.device, spec);
+      if (this.host.current() === state) for (const spec of this.specs(state, plan, kernel, variant)) markRun(state.device, spec);
     }
+  }
+
+  /** The pipelines `variant` of `kernel` needs for this plan, as a list. */
+  private specs(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): readonly PipelineSpec[] {
+    const specs = this.host.pipelineOf(state, plan, kernel, variant);
+    return Array.isArray(specs) ? specs : [specs as PipelineSpec];
   }
 
   /** Queues a background task after the others; resolves when it is done (its failure is recorded, not thrown). */

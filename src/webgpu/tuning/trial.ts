@@ -9,6 +9,7 @@ import type { BufferPool } from '../buffers.ts';
 import { encodeFlashAttention } from '../kernels/flash-attention.ts';
 import { uploadMasks } from '../kernels/masks.ts';
 import { encodeOutputProjection } from '../kernels/output-projection.ts';
+import { formatsOf, type GpuWeight, type WeightFormat } from '../kernels/packed-weight.ts';
 import { encodeQkvProjection, type ProjectionWeights, qkvBufferTargets, qkvLayout } from '../kernels/qkv-projection.ts';
 import { CallScratch } from '../scratch.ts';
 import { inErrorScopes } from '../scopes.ts';
@@ -83,6 +84,15 @@ function trialEncoder(scratch: CallScratch, plan: ForwardPlan, kernel: KernelNam
   const { tokens, batches, kvRows } = p.geometry;
   const el = scratch.elementBytes;
   const storage = (elements: number, role: string) => scratch.storage(elements * el, `tuning.${role}`);
+  // A weight [rows, K] in the layer's format: float, or packed (quants [rows, wordsPerRow] u32, scaleOffset [rows, groups] vec2<f32>).
+  const weight = (format: WeightFormat | null, rows: number, K: number, role: string): GpuWeight =>
+    format
+      ? {
+          format,
+          quants: scratch.storage(rows * Math.ceil((K * format.bits) / 32) * 4, `tuning.${role}.quants`),
+          scaleOffset: scratch.storage(rows * Math.ceil(K / format.group) * 8, `tuning.${role}.scaleOffset`),
+        }
+      : storage(rows * K, role);
   const qkv = qkvBufferTargets(p, storage(qkvLayout(p).total, 'qkv'));
   const attention = storage(tokens * E, 'attention');
   if (kernel === 'qkv_projection') {
@@ -91,10 +101,11 @@ function trialEncoder(scratch: CallScratch, plan: ForwardPlan, kernel: KernelNam
     const key = p.mode === 'cross' ? storage(batches * kvRows * kdim, 'key') : query;
     const value = p.mode === 'cross' ? storage(batches * kvRows * vdim, 'value') : query;
     const bias = storage(N, 'bias');
+    const f = formatsOf(p.layer).qkv;
     const weights: ProjectionWeights =
-      kdim === E && vdim === E
-        ? { inProj: storage(N * E, 'in_proj_weight'), bias }
-        : { q: storage(H * Dh * E, 'q_proj_weight'), k: storage(G * Dh * kdim, 'k_proj_weight'), v: storage(G * Dh * vdim, 'v_proj_weight'), bias };
+      f.length === 1
+        ? { inProj: weight(f[0], N, E, 'in_proj_weight'), bias }
+        : { q: weight(f[0], H * Dh, E, 'q_proj_weight'), k: weight(f[1], G * Dh, kdim, 'k_proj_weight'), v: weight(f[2], G * Dh, vdim, 'v_proj_weight'), bias };
     return (pass) => encodeQkvProjection(pass, scratch, p, { query, key, value }, weights, qkv, variant as ProjectionVariant, TRIAL_ROWS);
   }
   if (kernel === 'flash_attention') {
@@ -102,8 +113,8 @@ function trialEncoder(scratch: CallScratch, plan: ForwardPlan, kernel: KernelNam
     const rowStats = scratch.storage(batches * H * p.geometry.qRows * 8, 'tuning.rowStats');
     return (pass) => encodeFlashAttention(pass, scratch, p, { q: qkv.q, kv: qkv.kv, attention, rowStats }, masks, variant as AttentionVariant, TRIAL_ROWS);
   }
-  const weight = storage(E * E, 'out_proj.weight');
+  const weightO = weight(formatsOf(p.layer).out, E, E, 'out_proj.weight');
   const bias = storage(E, 'out_proj.bias');
   const y = storage(tokens * E, 'y');
-  return (pass) => encodeOutputProjection(pass, scratch, p, { attention, weight, bias, y }, variant as ProjectionVariant, TRIAL_ROWS);
+  return (pass) => encodeOutputProjection(pass, scratch, p, { attention, weight: weightO, bias, y }, variant as ProjectionVariant, TRIAL_ROWS);
 }

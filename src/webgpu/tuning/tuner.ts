@@ -19,6 +19,7 @@ import type { ForwardPlan } from '../../plan/index.ts';
 import type { TuningChoice, TuningStore } from '../../types.ts';
 import type { Precision } from '../buffers.ts';
 import { type AdapterKind, type CallSize, candidates, defaultChoice, type KernelChoice, type KernelName, VARIANTS } from '../variants.ts';
+import { distinctFormats, formatClass, formatKey, formatsOf, type ProjectionFormats, type WeightFormat } from '../kernels/packed-weight.ts';
 import { decide, interleave } from './measure.ts';
 
 /** Bump when variants, what they compute or how they are chosen change: remembered choices from before are ignored. */
@@ -36,6 +37,8 @@ export interface Trial {
   time(kernel: KernelName, variant: string, repeat?: number): Promise<number>;
   /** The call's longest sequences of query rows and keys: they can decide the built-in choice (defaultChoice). */
   call?: CallSize;
+  /** The layer's weight formats (packed-weight.ts): a projection variant is gated on each format its kernel reads. */
+  formats?: ProjectionFormats;
 }
 
 /** Each timed sample lasts at least about this long (short kernels run several times per sample): timer and submission noise stay small beside it. */
@@ -43,7 +46,7 @@ const SAMPLE_MS = 8;
 const MAX_REPEAT = 32;
 
 /** Null when `variant` of `kernel` matches the float64 reference on a small layer of this head size; else why not. */
-export type Gate = (kernel: KernelName, variant: string, headDim: number) => Promise<string | null>;
+export type Gate = (kernel: KernelName, variant: string, headDim: number, format?: WeightFormat | null) => Promise<string | null>;
 
 /** Powers of 4: 1…4, …16, …64, …256, …1024, …4096, then "large". Few classes, so few sweeps. */
 function bucket(n: number): string {
@@ -57,9 +60,9 @@ export function shapeClass(kernel: KernelName, plan: ForwardPlan, precision: Pre
   const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E } = plan.layer;
   switch (kernel) {
     case 'qkv_projection':
-      return `${precision} m${bucket(batches * qRows)} k${bucket(E)} n${bucket((H + 2 * G) * Dh)}`;
+      return `${precision} m${bucket(batches * qRows)} k${bucket(E)} n${bucket((H + 2 * G) * Dh)}${formatClass(formatsOf(plan.layer).qkv)}`;
     case 'output_projection':
-      return `${precision} m${bucket(batches * qRows)} k${bucket(E)} n${bucket(E)}`;
+      return `${precision} m${bucket(batches * qRows)} k${bucket(E)} n${bucket(E)}${formatClass([formatsOf(plan.layer).out])}`;
     case 'flash_attention':
       return `${precision} dh${Dh} bh${bucket(batches * H)} q${bucket(longestSequence)} kv${bucket(kvRows)}${plan.isCausal ? ' causal' : ''}`;
   }
@@ -150,14 +153,19 @@ export class Tuner {
     const { call } = trial;
     const refused: Record<string, string> = {};
     const passed: string[] = [];
+    const f = trial.formats;
+    const formats = kernel === 'flash_attention' || !f ? [null] : distinctFormats(kernel === 'qkv_projection' ? f.qkv : [f.out]);
     for (const variant of this.candidatesOf(kernel, call)) {
-      const gateKey = `${this.adapterKey()}|${precision}|dh${headDim}|${kernel}|${variant}`;
-      let verdict = this.gates.get(gateKey);
-      if (!verdict) {
-        verdict = this.gate(kernel, variant, headDim).catch((e) => `failed to run: ${(e as Error).message}`);
-        this.gates.set(gateKey, verdict);
+      let why: string | null = null;
+      for (const format of formats) {
+        const gateKey = `${this.adapterKey()}|${precision}|dh${headDim}|${kernel}|${variant}${formatKey(format)}`;
+        let verdict = this.gates.get(gateKey);
+        if (!verdict) {
+          verdict = (format ? this.gate(kernel, variant, headDim, format) : this.gate(kernel, variant, headDim)).catch((e) => `failed to run: ${(e as Error).message}`);
+          this.gates.set(gateKey, verdict);
+        }
+        why ??= await verdict;
       }
-      const why = await verdict;
       if (why) refused[variant] = why;
       else passed.push(variant);
     }

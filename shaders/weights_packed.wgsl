@@ -1,0 +1,37 @@
+// Packed weights for the projection GEMM/GEMV cores, dequantized as they are loaded: the layout of
+// src/quant/types.ts PackedWeight, uploaded as it is (src/webgpu/weights.ts):
+//
+//   quants       [N, wordsPerRow] u32   row n's weight k: for 4 bits nibble k % 8 of word k / 8 (low
+//                                       nibble first), for 8 bits byte k % 4 of word k / 4; a row is
+//                                       padded with zeros to whole words (wordsPerRow = ceil(K·BITS/32))
+//   scaleOffset  [N, groups] vec2<f32>  (scale, offset) of each group of GROUP weights along K
+//                                       (groups = ceil(K / GROUP)); w = scale·q − offset
+//
+// The host prepends `const WBITS` (4 or 8): a pipeline per (variant, precision, bits); the group size
+// is a uniform, params.wGroupShift = log2(GROUP / 4) (GROUP a power of two ≥ 16), so that the formats
+// of one bit width (q4_0, q4_k, MatMulNBits 4-bit at any block size) share their pipelines: each costs
+// seconds of LLVM on lavapipe. The cores index B by vec4: the index of W[row, 4·k4 … 4·k4 + 3]
+// is row·2¹⁶ + k4 here (wIndex), so loadB finds the row and the vec4 with a shift and a mask, not a
+// division. A vec4 never straddles a group (GROUP % 4 == 0) nor a word (4 bits: half a word; 8 bits:
+// one word). The dequantized vec4 is computed in f32 and stored as ST4 (f16 with precision f16).
+// Host guarantees: K % 4 == 0, K / 4 < 2¹⁶, rows < 2¹⁶, GROUP a power of two (weights.ts falls back to float otherwise);
+// bRowLen4() (the problem file) is K / 4 of this W.
+
+fn wIndex(row: u32, len4: u32) -> u32 { return row << 16u; }
+
+fn loadB(i: u32) -> ST4 {
+  let row = i >> 16u;
+  let k4 = i & 0xffffu;
+  let len4 = bRowLen4();
+  let shift = params.wGroupShift;
+  let so = scaleOffset[row * ((len4 + (1u << shift) - 1u) >> shift) + (k4 >> shift)];
+  var q: vec4<u32>;
+  if (WBITS == 4u) {
+    let word = quants[row * ((len4 + 1u) / 2u) + k4 / 2u] >> ((k4 & 1u) * 16u);
+    q = (vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u);
+  } else {
+    let word = quants[row * len4 + k4];
+    q = (vec4<u32>(word) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u);
+  }
+  return ST4(fma(vec4<f32>(q), vec4<f32>(so.x), vec4<f32>(-so.y)));
+}

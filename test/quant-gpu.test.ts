@@ -1,0 +1,212 @@
+// Quantized weights on the WebGPU backend: kept packed on the GPU (engine.stats().bytes counts the packed
+// size) and dequantized inside the projection kernels: the GEMM cores for a prefill, the GEMV core for a
+// decode step over a KV cache (M ≤ 8). Every type (GGUF q4_0, q8_0, q4_k, q6_k; MatMulNBits 4 and 8 bits,
+// with and without zero points, f32 and f16 scales, K not a multiple of the block) against the float64
+// reference with the weights dequantized exactly (src/quant/dequantize.ts), at the f32 rule; GQA, B > 1,
+// an odd N, mixed q/k/v types, f16 precision. Kept small: each bit width and precision is a compile.
+
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
+import { referenceForward } from '../src/cpu/reference.ts';
+import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../src/plan/index.ts';
+import type { AttentionEngine, QuantizedStateDict as StateDict, QuantizedTensor } from '../src/index.ts';
+import { packWeight } from '../src/quant/pack.ts';
+import { mulberry32, uniform } from '../src/util/random.ts';
+import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
+import { toF16 } from '../src/webgpu/f16.ts';
+import { recordPipelines } from './helpers/dispatches.ts';
+import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
+
+type Rng = () => number;
+type Make = (N: number, K: number, rng: Rng) => QuantizedTensor;
+
+/** Random bytes. */
+function bytes(n: number, rng: Rng): Uint8Array {
+  return Uint8Array.from({ length: n }, () => Math.floor(rng() * 256));
+}
+
+/** f16 bits of v, written little-endian at `at`. */
+function putHalf(d: Uint8Array, at: number, v: number): void {
+  const h = toF16(new Float32Array([v]))[0];
+  d[at] = h & 0xff;
+  d[at + 1] = h >> 8;
+}
+
+/** GGUF blocks of random quants with scales sized so that weights stay within about ±1/√K. */
+function gguf(dtype: 'q4_0' | 'q8_0' | 'q4_k' | 'q6_k'): Make {
+  const layout = { q4_0: [18, 32], q8_0: [34, 32], q4_k: [144, 256], q6_k: [210, 256] }[dtype];
+  return (N, K, rng) => {
+    const [blockBytes, weights] = layout;
+    const blocks = (N * K) / weights;
+    const data = bytes(blocks * blockBytes, rng);
+    const unit = 1 / Math.sqrt(K);
+    for (let b = 0; b < blocks; b++) {
+      const at = b * blockBytes;
+      const r = 0.5 + rng();
+      if (dtype === 'q4_0') putHalf(data, at, (r * unit) / 8);
+      if (dtype === 'q8_0') putHalf(data, at, (r * unit) / 128);
+      if (dtype === 'q4_k') {
+        putHalf(data, at, (r * unit) / (63 * 8));
+        putHalf(data, at + 2, (r * unit) / (63 * 2));
+      }
+      if (dtype === 'q6_k') putHalf(data, at + 208, (r * unit) / (128 * 32));
+    }
+    return { dtype, shape: [N, K], data };
+  };
+}
+
+/** MatMulNBits: random quants, scales f32 or f16 bits, zero points or the default. */
+function nbits(bits: 4 | 8, blockSize: 16 | 32 | 64, opts: { zeroPoints?: boolean; f16?: boolean } = {}): Make {
+  return (N, K, rng) => {
+    const blocks = Math.ceil(K / blockSize);
+    const data = bytes((N * blocks * blockSize * bits) / 8, rng);
+    const values = Float32Array.from({ length: N * blocks }, () => ((rng() - 0.5) * 4) / (Math.sqrt(K) * 2 ** bits));
+    const scales = opts.f16 ? toF16(values) : values;
+    const zeroPoints = opts.zeroPoints ? bytes(N * Math.ceil((blocks * bits) / 8), rng) : undefined;
+    return { dtype: 'nbits', bits, blockSize, shape: [N, K], data, scales, ...(zeroPoints ? { zeroPoints } : {}) };
+  };
+}
+
+interface Layer {
+  embedDim: number;
+  numHeads: number;
+  numKvHeads: number;
+}
+
+/** A state_dict with quantized projection weights: in_proj_weight of one type, or q/k/v of their own. */
+function quantizedStateDict(layer: Layer, inProj: Make | [Make, Make, Make], out: Make, seed: number): StateDict {
+  const { embedDim: E, numHeads: H, numKvHeads: G } = layer;
+  const Dh = E / H;
+  const rng = mulberry32(seed);
+  const weights: StateDict = Array.isArray(inProj)
+    ? { q_proj_weight: inProj[0](H * Dh, E, rng), k_proj_weight: inProj[1](G * Dh, E, rng), v_proj_weight: inProj[2](G * Dh, E, rng) }
+    : { in_proj_weight: inProj((H + 2 * G) * Dh, E, rng) };
+  return { ...weights, in_proj_bias: uniform((H + 2 * G) * Dh, 0.1, rng), 'out_proj.weight': out(E, E, rng), 'out_proj.bias': uniform(E, 0.1, rng) };
+}
+
+/** Rows s0 … s1 − 1 of every batch element of x [B, S, E]. */
+function rows<T extends Float32Array | Float64Array>(x: T, B: number, S: number, E: number, s0: number, s1: number): T {
+  const out = new (x.constructor as new (n: number) => T)(B * (s1 - s0) * E);
+  for (let b = 0; b < B; b++) out.set(x.subarray((b * S + s0) * E, (b * S + s1) * E), b * (s1 - s0) * E);
+  return out;
+}
+
+/** Bytes the packed layout of every quantized weight takes on the GPU, plus the float ones and the biases (f32). */
+function packedBytes(sd: StateDict, elementBytes: number): number {
+  let total = 0;
+  for (const [name, w] of Object.entries(sd)) {
+    if (w instanceof Float32Array) total += Math.max(16, w.length * elementBytes);
+    else if (name.endsWith('weight')) {
+      const p = packWeight(w as QuantizedTensor);
+      total += Math.max(16, p.quants.byteLength) + Math.max(16, p.scaleOffset.byteLength);
+    }
+  }
+  return total;
+}
+
+// The first test of each bit width compiles its kernels (seconds each on an idle lavapipe, minutes on a loaded machine).
+vi.setConfig({ testTimeout: 600_000, hookTimeout: 120_000 });
+
+let engine: AttentionEngine;
+beforeAll(async () => {
+  engine = await createGpuEngine();
+});
+afterAll(() => engine?.dispose());
+
+/**
+ * Prefill P tokens into a KV cache (B·P > 8 rows: the GEMM cores), then one decode step (B rows: the
+ * GEMV core); both against the float64 reference of the causal forward over the P + 1 tokens.
+ */
+async function prefillAndDecode(e: AttentionEngine, layer: Layer, sd: StateDict, B: number, P: number, precision: 'f32' | 'f16' = 'f32') {
+  const E = layer.embedDim;
+  const S = P + 1;
+  const x = uniform(B * S * E, 1, mulberry32(S * 31 + B));
+  // The float64 reference, its weights dequantized exactly as ggml / ONNX Runtime do (plan/layer.ts, quant/dequantize.ts).
+  const spec = resolveLayerSpec(layer);
+  const expected = referenceForward(resolveForwardPlan(spec, x, { batchSize: B, seqLen: S, isCausal: true }), resolveWeights(spec, sd)).output;
+  const before = e.stats().bytes;
+  const mha = e.createMultiHeadAttention(layer, sd);
+  const held = e.stats().bytes - before;
+  const cache = mha.createKvCache({ batchSize: B, maxSeqLen: S });
+  const device = e.device!;
+  const run = (s0: number, s1: number) =>
+    recordPipelines(device, () =>
+      withErrorScopes(device, () => mha.forward(rows(x, B, S, E, s0, s1), { batchSize: B, seqLen: s1 - s0, kvCache: cache, isCausal: true })),
+    );
+  const prefill = await run(0, P);
+  const decode = await run(P, S);
+  const want = (s0: number, s1: number) => rows(expected, B, S, E, s0, s1);
+  const tol = (ref: Float64Array) => (precision === 'f16' ? f16Tolerance([E, S, E], maxAbsFinite(ref)) : f32Tolerance([E, S, E]));
+  expectClose(prefill.result.output, want(0, P), tol(want(0, P)), 'prefill');
+  expectClose(decode.result.output, want(P, S), tol(want(P, S)), 'decode step');
+  cache.dispose();
+  mha.dispose();
+  return { held, prefill: prefill.pipelines, decode: decode.pipelines };
+}
+
+const GQA: Layer = { embedDim: 256, numHeads: 4, numKvHeads: 2 };
+
+describe('quantized weights on WebGPU: packed on the GPU, dequantized in the kernels', () => {
+  const types: [string, Make][] = [
+    ['q4_0', gguf('q4_0')],
+    ['q8_0', gguf('q8_0')],
+    ['q4_k', gguf('q4_k')],
+    ['q6_k', gguf('q6_k')],
+    ['nbits 4-bit bs32, zero points, f16 scales', nbits(4, 32, { zeroPoints: true, f16: true })],
+    ['nbits 8-bit bs64, no zero points', nbits(8, 64)],
+    ['nbits 8-bit bs16, zero points', nbits(8, 16, { zeroPoints: true })],
+  ];
+  test.each(types)('%s: prefill (GEMM) and a decode step (GEMV) with GQA, B=2, match the float64 reference', async (name, make) => {
+    const sd = quantizedStateDict(GQA, make, make, name.length);
+    const { held, prefill, decode } = await prefillAndDecode(engine, GQA, sd, 2, 6);
+    // The weights are held packed: exactly the packed buffers and the biases, far below float32.
+    expect(held).toBe(packedBytes(sd, 4));
+    const E = GQA.embedDim;
+    expect(held).toBeLessThan(0.6 * (2 * E * E + 2 * E) * 4);
+    // Which kernels ran: the packed GEMM for the prefill's 12 rows, the packed GEMV for the decode step's 2.
+    const bits = name.includes('8') || name === 'q6_k' ? 8 : 4;
+    expect(prefill.filter((l) => l.startsWith('QkvProjection.') && l.includes(`.q${bits}.`) && !l.includes('gemv')).length).toBe(1);
+    expect(prefill.some((l) => l.startsWith('OutputProjection.') && l.includes(`.q${bits}.`) && !l.includes('gemv'))).toBe(true);
+    expect(decode).toContain(`QkvProjection.gemv.q${bits}.pipeline`);
+    expect(decode).toContain(`OutputProjection.gemv.q${bits}.pipeline`);
+  });
+
+  test('q, k, v quantized apart in different types (Q4_K_M: q6_k V), a float out_proj.weight beside them', async () => {
+    const rng = mulberry32(5);
+    const sd = { ...quantizedStateDict(GQA, [gguf('q4_k'), gguf('q4_k'), gguf('q6_k')], gguf('q4_k'), 3), 'out_proj.weight': uniform(256 * 256, 1 / 16, rng) };
+    const { held, prefill, decode } = await prefillAndDecode(engine, GQA, sd, 1, 9);
+    expect(held).toBe(packedBytes(sd, 4));
+    // Three dispatches (q, k and v) for the prefill, of both bit widths; the float output projection.
+    expect(prefill.filter((l) => l.startsWith('QkvProjection.')).map((l) => l.includes('.q8.'))).toEqual([false, false, true]);
+    expect(prefill.some((l) => l.startsWith('OutputProjection.') && !l.includes('.q'))).toBe(true);
+    expect(decode.filter((l) => l.startsWith('QkvProjection.gemv.')).length).toBe(3);
+  });
+
+  test('q, k, v quantized apart in one type: one weight, one dispatch', async () => {
+    const sd = quantizedStateDict(GQA, [gguf('q8_0'), gguf('q8_0'), gguf('q8_0')], gguf('q8_0'), 4);
+    const { held, prefill } = await prefillAndDecode(engine, GQA, sd, 2, 5);
+    expect(held).toBe(packedBytes(sd, 4));
+    expect(prefill.filter((l) => l.startsWith('QkvProjection.')).length).toBe(1);
+  });
+
+  test('an odd N ((H + 2G)·Dh = 100 and E = 60, not multiples of the GEMV block of 8), K not a multiple of the block (nbits 4-bit bs16), B=3', async () => {
+    const layer: Layer = { embedDim: 60, numHeads: 3, numKvHeads: 1 };
+    const make = nbits(4, 16, { zeroPoints: true });
+    const sd = quantizedStateDict(layer, make, make, 6);
+    const { held, decode } = await prefillAndDecode(engine, layer, sd, 3, 4);
+    expect(held).toBe(packedBytes(sd, 4));
+    expect(decode).toContain('QkvProjection.gemv.q4.pipeline');
+  });
+
+  test("precision 'f16': packed weights (f32 scales) with f16 activations", async () => {
+    const half = await createGpuEngine({ precision: 'f16' });
+    try {
+      expect(half.precision).toBe('f16');
+      const sd = quantizedStateDict(GQA, gguf('q4_0'), gguf('q4_0'), 7);
+      const { held, decode } = await prefillAndDecode(half, GQA, sd, 2, 6, 'f16');
+      expect(held).toBe(packedBytes(sd, 2));
+      expect(decode).toContain('QkvProjection.gemv.q4.pipeline');
+    } finally {
+      half.dispose();
+    }
+  });
+});

@@ -13,6 +13,10 @@ import { packWeight } from '../src/quant/pack.ts';
 import { mulberry32, uniform } from '../src/util/random.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { toF16 } from '../src/webgpu/f16.ts';
+import { OUTPUT_PACKED_BINDINGS, outputProjectionPipeline } from '../src/webgpu/kernels/output-projection.ts';
+import { QKV_PACKED_BINDINGS, qkvProjectionPipeline } from '../src/webgpu/kernels/qkv-projection.ts';
+import { gateVariant } from '../src/webgpu/tuning/gate.ts';
+import { defaultChoice, PROJECTION_VARIANTS } from '../src/webgpu/variants.ts';
 import { recordPipelines } from './helpers/dispatches.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
 
@@ -106,6 +110,37 @@ function packedBytes(sd: StateDict, elementBytes: number): number {
 // The first test of each bit width compiles its kernels (seconds each on an idle lavapipe, minutes on a loaded machine).
 vi.setConfig({ testTimeout: 600_000, hookTimeout: 120_000 });
 
+describe('packed pipelines: their own bindings, one per (variant, precision, bits), and the GEMV at decode', () => {
+  test.each(PROJECTION_VARIANTS)('%s: packed weights bind quants and scaleOffset in place of w', (variant) => {
+    for (const [spec, bindings] of [
+      [qkvProjectionPipeline('f32', variant, { bits: 4, group: 32 }), QKV_PACKED_BINDINGS],
+      [outputProjectionPipeline('f32', variant, { bits: 8, group: 16 }), OUTPUT_PACKED_BINDINGS],
+    ] as const) {
+      expect(spec.bindings).toBe(bindings);
+      const names = [...spec.code.matchAll(/@binding\((\d+)\) var<[^>]+> (\w+):/g)].map((m) => m[2]);
+      expect(names).toEqual(bindings.decls.map(([name]) => name));
+      expect(names).toContain('quants');
+      expect(names).not.toContain('w');
+    }
+    // The group is a uniform: formats of one bit width share a pipeline; another width is another.
+    expect(qkvProjectionPipeline('f32', variant, { bits: 4, group: 16 })).toBe(qkvProjectionPipeline('f32', variant, { bits: 4, group: 256 }));
+    expect(qkvProjectionPipeline('f32', variant, { bits: 4, group: 32 }).key).not.toBe(qkvProjectionPipeline('f32', variant, { bits: 8, group: 32 }).key);
+    expect(qkvProjectionPipeline('f32', variant, { bits: 4, group: 32 }).key).not.toBe(qkvProjectionPipeline('f32', variant).key);
+  });
+
+  test('the built-in choice: the GEMV for packed weights at M ≤ 8 rows, the GEMM otherwise; float weights unchanged', () => {
+    for (const kind of ['unrolling-cpu', 'jit-cpu', 'cpu', 'gpu'] as const) {
+      for (const subgroups of [false, true]) {
+        const call = (rows: number, packed: boolean) => ({ queryRows: 1, keys: 100, rows, packed });
+        expect(defaultChoice(kind, subgroups, call(8, true)).qkv_projection).toBe('gemv');
+        expect(defaultChoice(kind, subgroups, call(1, true)).output_projection).toBe('gemv');
+        expect(defaultChoice(kind, subgroups, call(9, true)).qkv_projection).toBe(defaultChoice(kind, subgroups).qkv_projection);
+        expect(defaultChoice(kind, subgroups, call(1, false))).toEqual(defaultChoice(kind, subgroups, { queryRows: 1, keys: 100 }));
+      }
+    }
+  });
+});
+
 let engine: AttentionEngine;
 beforeAll(async () => {
   engine = await createGpuEngine();
@@ -162,9 +197,9 @@ describe('quantized weights on WebGPU: packed on the GPU, dequantized in the ker
     expect(held).toBe(packedBytes(sd, 4));
     const E = GQA.embedDim;
     expect(held).toBeLessThan(0.6 * (2 * E * E + 2 * E) * 4);
-    // Which kernels ran: the packed GEMM for the prefill's 12 rows, the packed GEMV for the decode step's 2.
+    // Which kernels ran: the packed GEMM for the prefill's 12 rows (two dispatches with a KV cache: Q, then K and V), the packed GEMV for the decode step's 2.
     const bits = name.includes('8') || name === 'q6_k' ? 8 : 4;
-    expect(prefill.filter((l) => l.startsWith('QkvProjection.') && l.includes(`.q${bits}.`) && !l.includes('gemv')).length).toBe(1);
+    expect(prefill.filter((l) => l.startsWith('QkvProjection.') && l.includes(`.q${bits}.`) && !l.includes('gemv')).length).toBe(2);
     expect(prefill.some((l) => l.startsWith('OutputProjection.') && l.includes(`.q${bits}.`) && !l.includes('gemv'))).toBe(true);
     expect(decode).toContain(`QkvProjection.gemv.q${bits}.pipeline`);
     expect(decode).toContain(`OutputProjection.gemv.q${bits}.pipeline`);
@@ -181,11 +216,11 @@ describe('quantized weights on WebGPU: packed on the GPU, dequantized in the ker
     expect(decode.filter((l) => l.startsWith('QkvProjection.gemv.')).length).toBe(3);
   });
 
-  test('q, k, v quantized apart in one type: one weight, one dispatch', async () => {
+  test('q, k, v quantized apart in one type: one weight, dispatched as in_proj_weight is', async () => {
     const sd = quantizedStateDict(GQA, [gguf('q8_0'), gguf('q8_0'), gguf('q8_0')], gguf('q8_0'), 4);
     const { held, prefill } = await prefillAndDecode(engine, GQA, sd, 2, 5);
     expect(held).toBe(packedBytes(sd, 4));
-    expect(prefill.filter((l) => l.startsWith('QkvProjection.')).length).toBe(1);
+    expect(prefill.filter((l) => l.startsWith('QkvProjection.')).length).toBe(2); // Q, then K and V into the cache (apart: three)
   });
 
   test('an odd N ((H + 2G)·Dh = 100 and E = 60, not multiples of the GEMV block of 8), K not a multiple of the block (nbits 4-bit bs16), B=3', async () => {
@@ -208,5 +243,11 @@ describe('quantized weights on WebGPU: packed on the GPU, dequantized in the ker
     } finally {
       half.dispose();
     }
+  });
+
+  test("the tuner's gate checks a variant on packed weights of a bit width against float64", async () => {
+    const pool = (engine as unknown as { impl: { pool: Parameters<typeof gateVariant>[0] } }).impl.pool;
+    expect(await gateVariant(pool, 'unrolling-cpu', 'qkv_projection', 'gemv', 64, { bits: 4, group: 32 })).toBeNull();
+    expect(await gateVariant(pool, 'unrolling-cpu', 'output_projection', 'register-4x4', 64, { bits: 8, group: 16 })).toBeNull();
   });
 });

@@ -103,9 +103,14 @@ function trialEncoder(scratch: CallScratch, plan: ForwardPlan, kernel: KernelNam
     const bias = storage(N, 'bias');
     const f = formatsOf(p.layer).qkv;
     const weights: ProjectionWeights =
-      f.length === 1
+      kdim === E && vdim === E && f.length === 1
         ? { inProj: weight(f[0], N, E, 'in_proj_weight'), bias }
-        : { q: weight(f[0], H * Dh, E, 'q_proj_weight'), k: weight(f[1], G * Dh, kdim, 'k_proj_weight'), v: weight(f[2], G * Dh, vdim, 'v_proj_weight'), bias };
+        : {
+            q: weight(f[0], H * Dh, E, 'q_proj_weight'),
+            k: weight(f[1] ?? null, G * Dh, kdim, 'k_proj_weight'),
+            v: weight(f[2] ?? null, G * Dh, vdim, 'v_proj_weight'),
+            bias,
+          };
     return (pass) => encodeQkvProjection(pass, scratch, p, { query, key, value }, weights, qkv, variant as ProjectionVariant, TRIAL_ROWS);
   }
   if (kernel === 'flash_attention') {

@@ -232,6 +232,13 @@ describe('quantized weights on WebGPU: packed on the GPU, dequantized in the ker
     expect(decode).toContain('QkvProjection.gemv.q4.pipeline');
   });
 
+  test('a layer that needs padding (E = 30, heads of 10): dequantized at upload and run as a float layer (docs/QUANTIZED-GPU.md)', async () => {
+    const layer: Layer = { embedDim: 30, numHeads: 3, numKvHeads: 3 };
+    const make = nbits(4, 16);
+    const { prefill, decode } = await prefillAndDecode(engine, layer, quantizedStateDict(layer, make, make, 8), 1, 9);
+    expect([...prefill, ...decode].some((l) => l.includes('.q4'))).toBe(false);
+  });
+
   test("precision 'f16': packed weights (f32 scales) with f16 activations", async () => {
     const half = await createGpuEngine({ precision: 'f16' });
     try {

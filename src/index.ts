@@ -61,3 +61,7 @@ export { stateDictFromSafetensors, attentionLayerFromSafetensors, loadSafetensor
 export type { SafetensorsLayoutOptions, WeightLayout } from './weights/layouts.ts';
 export { stateDictFromMatmulWeights } from './weights/numpy-style.ts';
 export type { MatmulWeights, MatmulProjection, MatmulBias } from './weights/numpy-style.ts';
+export { parseGguf, loadGguf, GGML_TYPES } from './weights/gguf.ts';
+export type { GgufFile, GgufHeader, GgufTensor, GgufTensorInfo, GgufValue, GgufValueType, GgmlType } from './weights/gguf.ts';
+export { attentionLayerFromGguf } from './weights/gguf-layer.ts';
+export type { GgufLayerOptions, GgufAttentionLayer, GgufStateDict } from './weights/gguf-layer.ts';

@@ -152,21 +152,28 @@ describe('reading GGUF files', () => {
     expect(b[5]).toBeNaN();
   });
 
-  test('matches @huggingface/gguf on the same file: metadata and tensor infos (name, shape, type, offset)', async () => {
-    const bytes = writeGguf({ alignment: 64, metadata: EVERY_TYPE, tensors: TENSORS });
-    const path = onDisk('cross-check.gguf', bytes);
-    const theirs = await hfGguf(path, { allowLocalFile: true });
-    const ours = parseGguf(bytes);
-    const { version, tensor_count, kv_count, ...theirMetadata } = theirs.metadata as unknown as Record<string, unknown>;
-    expect(version).toBe(ours.version);
-    expect(tensor_count).toBe(BigInt(ours.tensors.size));
-    expect(kv_count).toBe(BigInt(ours.metadata.size));
-    expect(theirMetadata).toEqual(Object.fromEntries(ours.metadata));
-    expect(theirs.tensorDataOffset).toBe(BigInt(ours.dataOffset));
-    expect(theirs.tensorInfos.map((t) => ({ name: t.name, dims: t.shape.map(Number), type: t.dtype, offset: Number(t.offset) }))).toEqual(
-      [...ours.tensors.values()].map((t) => ({ name: t.name, dims: t.dims, type: t.type, offset: t.offset })),
-    );
-  });
+  test.each([
+    [3, 64],
+    [2, 32],
+  ] as const)(
+    'matches @huggingface/gguf on the same file (version %i, alignment %i): metadata and tensor infos (name, shape, type, offset)',
+    async (version, alignment) => {
+      const bytes = writeGguf({ version, alignment, metadata: EVERY_TYPE, tensors: TENSORS });
+      const path = onDisk(`cross-check-${version}.gguf`, bytes);
+      const theirs = await hfGguf(path, { allowLocalFile: true });
+      const ours = parseGguf(bytes);
+      const { version: theirVersion, tensor_count, kv_count, ...theirMetadata } = theirs.metadata as unknown as Record<string, unknown>;
+      expect(theirVersion).toBe(ours.version);
+      expect(ours.version).toBe(version);
+      expect(tensor_count).toBe(BigInt(ours.tensors.size));
+      expect(kv_count).toBe(BigInt(ours.metadata.size));
+      expect(theirMetadata).toEqual(Object.fromEntries(ours.metadata));
+      expect(theirs.tensorDataOffset).toBe(BigInt(ours.dataOffset));
+      expect(theirs.tensorInfos.map((t) => ({ name: t.name, dims: t.shape.map(Number), type: t.dtype, offset: Number(t.offset) }))).toEqual(
+        [...ours.tensors.values()].map((t) => ({ name: t.name, dims: t.dims, type: t.type, offset: t.offset })),
+      );
+    },
+  );
 
   test('loadGguf: the same file from bytes, a Blob, a Response, a Node path and a file: URL', async () => {
     const bytes = writeGguf({ metadata: EVERY_TYPE, tensors: TENSORS });
@@ -216,6 +223,9 @@ describe('broken GGUF files', () => {
   test('cut short: in the header and in the tensor data', async () => {
     await expectFileError(() => parseGguf(good.subarray(0, 2)), 'truncated');
     await expectFileError(() => parseGguf(good.subarray(0, 100)), 'truncated', 'metadata');
+    await expectFileError(() => parseGguf(good.subarray(0, 20)), 'truncated', 'counts');
+    const strings = writeGguf({ metadata: { 'tokenizer.chat_template': { type: 'string', value: 'x'.repeat(5000) } } });
+    await expectFileError(() => parseGguf(strings.subarray(0, 1000)), 'truncated', 'tokenizer.chat_template'); // inside a long string
     const file = parseGguf(good);
     await expectFileError(() => parseGguf(good.subarray(0, file.dataOffset + 10)), 'truncated', 'q4_0', 'consistent');
     await expectFileError(() => loadGguf(new Blob([good.subarray(0, 100)])), 'truncated');
@@ -338,15 +348,15 @@ function modelFile(o: {
 
 describe('attentionLayerFromGguf', () => {
   test('llama-style (Q4_K with a Q6_K V, as Q4_K_M; GQA): separate projections, adjacent-pair rotary', async () => {
-    const m = modelFile({ arch: 'llama', E: 512, H: 8, G: 2, type: (n) => (n.includes('attn_v') ? 'Q6_K' : 'Q4_K') });
+    const m = modelFile({ arch: 'llama', E: 256, H: 4, G: 2, type: (n) => (n.includes('attn_v') ? 'Q6_K' : 'Q4_K') });
     const { config, stateDict, architecture, forward } = await attentionLayerFromGguf(m.bytes, { layer: 1 });
     expect(architecture).toBe('llama');
     expect(forward).toEqual({ isCausal: true });
-    expect(config).toEqual({ embedDim: 512, numHeads: 8, numKvHeads: 2, bias: false, rotary: { dim: 64, base: 500000, interleaved: true } });
+    expect(config).toEqual({ embedDim: 256, numHeads: 4, numKvHeads: 2, bias: false, rotary: { dim: 64, base: 500000, interleaved: true } });
     expect(Object.keys(stateDict).sort()).toEqual(['k_proj_weight', 'out_proj.weight', 'q_proj_weight', 'v_proj_weight']);
-    expect(stateDict.q_proj_weight).toEqual({ dtype: 'q4_k', shape: [512, 512], data: m.tensor('attn_q.weight').data });
-    expect(stateDict.k_proj_weight).toEqual({ dtype: 'q4_k', shape: [128, 512], data: m.tensor('attn_k.weight').data });
-    expect(stateDict.v_proj_weight).toEqual({ dtype: 'q6_k', shape: [128, 512], data: m.tensor('attn_v.weight').data });
+    expect(stateDict.q_proj_weight).toEqual({ dtype: 'q4_k', shape: [256, 256], data: m.tensor('attn_q.weight').data });
+    expect(stateDict.k_proj_weight).toEqual({ dtype: 'q4_k', shape: [128, 256], data: m.tensor('attn_k.weight').data });
+    expect(stateDict.v_proj_weight).toEqual({ dtype: 'q6_k', shape: [128, 256], data: m.tensor('attn_v.weight').data });
     expect((stateDict['out_proj.weight'] as GgufQuantizedTensor).dtype).toBe('q4_k');
   });
 
@@ -424,6 +434,7 @@ describe('attentionLayerFromGguf', () => {
     expect(past.argument).toBe('options.layer');
     expect(past.message).toContain('llama.block_count = 2');
     await expect(attentionLayerFromGguf(m.bytes, { layer: -1 })).rejects.toThrow(InvalidArgumentError);
+    await expect(attentionLayerFromGguf(new Blob([m.bytes]) as never, { layer: 0 })).rejects.toThrow(/loadGguf/);
 
     const gemma = modelFile({ arch: 'gemma2', E: 64, H: 4, extra: { 'gemma2.attention.key_length': { type: 'u32', value: 32 } } });
     const kl = await attentionLayerFromGguf(gemma.bytes, { layer: 1 }).catch((e) => e);

@@ -131,10 +131,10 @@ export function parseGgufHeader(bytes: Uint8Array, fileSize: number, where: stri
     pos += 8;
     return view.getBigUint64(pos - 8, true);
   };
-  /** A u64 count or size; at most `limit` (a length or count cannot exceed the file's bytes). */
-  const count = (what: string, limit = fileSize) => {
+  /** A u64 count or length. One past the file's end is reported by need() as the file cut short; an absurd one (≥ 2^48) as damage. */
+  const count = (what: string, limit = 2 ** 48) => {
     const v = u64();
-    if (v > BigInt(limit)) fail('header', what, `at most ${limit}`, String(v), 'The header is damaged; download or convert the file again.');
+    if (v >= BigInt(limit)) fail('header', what, `less than ${limit}`, String(v), 'The header is damaged; download or convert the file again.');
     return Number(v);
   };
   const string = () => {
@@ -281,7 +281,7 @@ export function parseGgufHeader(bytes: Uint8Array, fileSize: number, where: stri
     const nDims = u32();
     if (nDims < 1 || nDims > 4) fail('header', `${arg}: n_dims`, '1 to 4 (GGML_MAX_DIMS)', String(nDims), 'The header is damaged; convert the file again.', name);
     const dims: number[] = [];
-    for (let d = 0; d < nDims; d++) dims.push(count(`${arg}: ne[${d}]`, Number.MAX_SAFE_INTEGER));
+    for (let d = 0; d < nDims; d++) dims.push(count(`${arg}: ne[${d}]`));
     const type = u32();
     const offsetBig = u64();
     if (offsetBig > BigInt(Number.MAX_SAFE_INTEGER)) {

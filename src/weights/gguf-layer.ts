@@ -17,6 +17,7 @@
 import { InvalidArgumentError, MissingWeightError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import type { GgufQuantizedTensor } from '../quant/types.ts';
 import type { MultiHeadAttentionConfig, RotaryOptions } from '../types.ts';
+import { describe } from '../validate.ts';
 import { describeValue } from './gguf-header.ts';
 import { type GgufFile, type GgufTensor, parseGguf } from './gguf.ts';
 import { WeightFileError } from './safetensors.ts';
@@ -77,6 +78,15 @@ const WHERE = 'attentionLayerFromGguf';
  */
 export async function attentionLayerFromGguf(file: GgufFile | ArrayBuffer | Uint8Array, options: GgufLayerOptions): Promise<GgufAttentionLayer> {
   const f = file instanceof ArrayBuffer || file instanceof Uint8Array ? parseGguf(file) : file;
+  if (typeof f !== 'object' || f === null || !(f.metadata instanceof Map) || !(f.tensors instanceof Map)) {
+    throw new InvalidArgumentError({
+      where: WHERE,
+      argument: 'file',
+      expected: 'a GgufFile (from loadGguf or parseGguf) or the bytes of a .gguf file',
+      given: describe(file),
+      fix: 'Pass await loadGguf(source) for a Blob, a Response, a URL or a path.',
+    });
+  }
   const { layer } = options ?? ({} as GgufLayerOptions);
   const archValue = f.metadata.get('general.architecture');
   if (typeof archValue !== 'string') {

@@ -8,7 +8,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { gguf as hfGguf } from '@huggingface/gguf';
+import { gguf as hfGguf, serializeGgufMetadata } from '@huggingface/gguf';
 import { describe, expect, test } from 'vitest';
 import {
   InvalidArgumentError,
@@ -174,6 +174,18 @@ describe('reading GGUF files', () => {
       );
     },
   );
+
+  test("reads @huggingface/gguf's own writer's metadata (serializeGgufMetadata) as that parser does", async () => {
+    // Its writer takes no nested arrays, nor arrays of u8 (0.4.6 takes item type 0 for a missing one).
+    const { 'test.array_nested': _, 'test.array_empty': _e, ...flat } = EVERY_TYPE;
+    const { 'test.array_nested': __, 'test.array_empty': __e, ...expected } = EXPECTED_METADATA;
+    const path = onDisk('typed.gguf', writeGguf({ metadata: flat }));
+    const { typedMetadata } = await hfGguf(path, { allowLocalFile: true, typedMetadata: true });
+    const theirBytes = serializeGgufMetadata(typedMetadata);
+    const ours = parseGguf(theirBytes);
+    expect(Object.fromEntries(ours.metadata)).toEqual(expected);
+    expect(ours.tensors.size).toBe(0);
+  });
 
   test('loadGguf: the same file from bytes, a Blob, a Response, a Node path and a file: URL', async () => {
     const bytes = writeGguf({ metadata: EVERY_TYPE, tensors: TENSORS });

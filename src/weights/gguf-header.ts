@@ -132,16 +132,32 @@ export function parseGgufHeader(bytes: Uint8Array, fileSize: number, where: stri
     return view.getBigUint64(pos - 8, true);
   };
   /** A u64 count or length. One past the file's end is reported by need() as the file cut short; an absurd one (≥ 2^48) as damage. */
-  const count = (what: string, limit = 2 ** 48) => {
-    const v = u64();
-    if (v >= BigInt(limit)) fail('header', what, `less than ${limit}`, String(v), 'The header is damaged; download or convert the file again.');
-    return Number(v);
+  const count = (what: string | (() => string)) => {
+    need(8);
+    const low = view.getUint32(pos, true);
+    const high = view.getUint32(pos + 4, true);
+    pos += 8;
+    if (high >= 2 ** 16)
+      fail(
+        'header',
+        typeof what === 'string' ? what : what(),
+        'less than 2^48',
+        String((BigInt(high) << 32n) | BigInt(low)),
+        'The header is damaged; download or convert the file again.',
+      );
+    return high * 2 ** 32 + low;
   };
   const string = () => {
-    const n = count(`the length of a string in ${context}`);
+    const n = count(() => `the length of a string in ${context}`);
     need(n);
+    const at = pos;
     pos += n;
-    return utf8.decode(bytes.subarray(pos - n, pos));
+    // Tokenizer vocabularies are hundreds of thousands of short strings: decoded here, not by TextDecoder.
+    if (n <= 64) {
+      const text = shortUtf8(bytes, at, pos);
+      if (text !== undefined) return text;
+    }
+    return utf8.decode(bytes.subarray(at, pos));
   };
   const value = (type: number, key: string): GgufValue => {
     switch (GGUF_VALUE_TYPES[type]) {
@@ -189,7 +205,15 @@ export function parseGgufHeader(bytes: Uint8Array, fileSize: number, where: stri
         checkType(itemType, key);
         const n = count(`the length of array "${key}"`);
         const items: GgufValue[] = [];
-        for (let i = 0; i < n; i++) items.push(value(itemType, key));
+        const name = GGUF_VALUE_TYPES[itemType];
+        if (name === 'string') for (let i = 0; i < n; i++) items.push(string());
+        else if (name === 'f32' || name === 'i32' || name === 'u32') {
+          // Scores and token types of a vocabulary: one bounds check for the whole array.
+          need(4 * n);
+          const get = name === 'f32' ? view.getFloat32 : name === 'i32' ? view.getInt32 : view.getUint32;
+          for (let i = 0; i < n; i++) items.push(get.call(view, pos + 4 * i, true));
+          pos += 4 * n;
+        } else for (let i = 0; i < n; i++) items.push(value(itemType, key));
         return items;
       }
     }
@@ -335,6 +359,28 @@ export function parseGgufHeader(bytes: Uint8Array, fileSize: number, where: stri
     }
   }
   return { version, metadata, metadataTypes, tensors, alignment, dataOffset };
+}
+
+const codes: number[] = [];
+/** UTF-8 bytes [from, to) as a string; undefined for anything but well-formed 1- to 3-byte sequences. */
+function shortUtf8(b: Uint8Array, from: number, to: number): string | undefined {
+  codes.length = 0;
+  for (let i = from; i < to; ) {
+    const c = b[i];
+    if (c < 0x80) {
+      codes.push(c);
+      i += 1;
+    } else if (c >= 0xc2 && c < 0xe0 && i + 1 < to && (b[i + 1] & 0xc0) === 0x80) {
+      codes.push(((c & 0x1f) << 6) | (b[i + 1] & 0x3f));
+      i += 2;
+    } else if (c >= 0xe0 && c < 0xf0 && i + 2 < to && (b[i + 1] & 0xc0) === 0x80 && (b[i + 2] & 0xc0) === 0x80) {
+      const code = ((c & 0x0f) << 12) | ((b[i + 1] & 0x3f) << 6) | (b[i + 2] & 0x3f);
+      if (code < 0x800 || (code >= 0xd800 && code < 0xe000)) return undefined; // overlong or a surrogate: TextDecoder's rules
+      codes.push(code);
+      i += 3;
+    } else return undefined;
+  }
+  return String.fromCharCode.apply(null, codes);
 }
 
 /** A metadata value in words, for messages. */

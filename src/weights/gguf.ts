@@ -151,14 +151,14 @@ export function parseGguf(bytes: ArrayBuffer | Uint8Array): GgufFile {
 
 /** Parses the header of a file read at offsets: a prefix first, more until the header fits. */
 async function parseAt(readAt: ReadAt, size: number, where: string): Promise<GgufFileReader> {
-  let length = Math.min(size, 1 << 20);
+  let length = Math.min(size, 8 << 20); // most headers (a tokenizer of 150k tokens and merges) fit in 8 MiB
   for (;;) {
     const prefix = await readAt(0, length);
     try {
       return new GgufFileReader(parseGgufHeader(prefix, size, where), size, readAt);
     } catch (e) {
       if (!(e instanceof NeedMoreBytes)) throw e;
-      length = Math.min(size, Math.max(2 * length, e.needed + (1 << 16)));
+      length = Math.min(size, Math.max(2 * length, e.needed + (1 << 20)));
     }
   }
 }

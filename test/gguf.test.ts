@@ -415,6 +415,21 @@ describe('attentionLayerFromGguf', () => {
     expect(stateDict['out_proj.bias']).toEqual(m.tensor('attn_output.bias').values);
   });
 
+  test('per-layer head counts (arrays, as OpenELM has) are read at the layer', async () => {
+    const m = modelFile({
+      arch: 'openelm',
+      E: 64,
+      H: 4,
+      G: 2,
+      extra: {
+        'openelm.attention.head_count': { type: 'array', itemType: 'u32', value: [8, 4] },
+        'openelm.attention.head_count_kv': { type: 'array', itemType: 'u32', value: [8, 2] },
+      },
+    });
+    const { config } = await attentionLayerFromGguf(m.bytes, { layer: 1 });
+    expect(config).toMatchObject({ numHeads: 4, numKvHeads: 2, rotary: { dim: 16, interleaved: false } });
+  });
+
   test('rope scaling: rope_freqs.weight (Llama 3.1) needs maxPositions and gives cos/sin tables', async () => {
     const half = 8;
     const factors = Float32Array.from({ length: half }, (_, i) => 1 + i);
@@ -511,5 +526,47 @@ describe('attentionLayerFromGguf', () => {
     } finally {
       engine.dispose();
     }
+  });
+  test("llama's rotary rule: llama.cpp's converter permutes Hugging Face's Q/K rows, and interleaved pairs on them equal halves on the originals", async () => {
+    const E = 64;
+    const H = 4;
+    const G = 2;
+    const Dh = E / H;
+    const r = mulberry32(31);
+    const hf = { q: uniform(E * E, 0.3, r), k: uniform(G * Dh * E, 0.3, r), v: uniform(G * Dh * E, 0.3, r), o: uniform(E * E, 0.3, r) };
+    // convert_hf_to_gguf.py's permute(): per head, rows (half a, index j) → (j, a).
+    const permute = (w: Float32Array, heads: number) => {
+      const out = new Float32Array(w.length);
+      for (let h = 0; h < heads; h++)
+        for (let j = 0; j < Dh / 2; j++)
+          for (let a = 0; a < 2; a++) out.set(w.subarray((h * Dh + a * (Dh / 2) + j) * E, (h * Dh + a * (Dh / 2) + j + 1) * E), (h * Dh + 2 * j + a) * E);
+      return out;
+    };
+    const tensors: GgufWriterTensor[] = [
+      { name: 'blk.0.attn_q.weight', dims: [E, E], type: GGML.F32, data: f32Bytes(permute(hf.q, H)) },
+      { name: 'blk.0.attn_k.weight', dims: [E, G * Dh], type: GGML.F32, data: f32Bytes(permute(hf.k, G)) },
+      { name: 'blk.0.attn_v.weight', dims: [E, G * Dh], type: GGML.F32, data: f32Bytes(hf.v) },
+      { name: 'blk.0.attn_output.weight', dims: [E, E], type: GGML.F32, data: f32Bytes(hf.o) },
+    ];
+    const metadata: Record<string, GgufWriterValue> = {
+      'general.architecture': { type: 'string', value: 'llama' },
+      'llama.block_count': { type: 'u32', value: 1 },
+      'llama.embedding_length': { type: 'u32', value: E },
+      'llama.attention.head_count': { type: 'u32', value: H },
+      'llama.attention.head_count_kv': { type: 'u32', value: G },
+    };
+    const { config, stateDict, forward } = await attentionLayerFromGguf(writeGguf({ metadata, tensors }), { layer: 0 });
+    expect(config.rotary).toEqual({ dim: Dh, base: 10000, interleaved: true });
+    const S = 7;
+    const x = uniform(S * E, 1, mulberry32(32));
+    const options = { batchSize: 1, seqLen: S, ...forward };
+    const fromGguf = referenceMultiHeadAttention(config, stateDict as Record<string, Float32Array>, x, options);
+    const hfConfig = { embedDim: E, numHeads: H, numKvHeads: G, bias: false, rotary: { base: 10000 } }; // Hugging Face's Llama: halves
+    const hfState = { q_proj_weight: hf.q, k_proj_weight: hf.k, v_proj_weight: hf.v, 'out_proj.weight': hf.o };
+    const fromHf = referenceMultiHeadAttention(hfConfig, hfState, x, options);
+    expectClose(fromGguf.output, fromHf.output, f32Tolerance([E, S]));
+    // And the rule matters: halves on the permuted rows differ.
+    const wrong = referenceMultiHeadAttention({ ...config, rotary: { ...config.rotary, interleaved: false } }, stateDict as Record<string, Float32Array>, x, options);
+    expect(Math.max(...wrong.output.map((v, i) => Math.abs(v - fromHf.output[i])))).toBeGreaterThan(1e-3);
   });
 });

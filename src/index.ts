@@ -65,3 +65,4 @@ export { parseGguf, loadGguf, GGML_TYPES } from './weights/gguf.ts';
 export type { GgufFile, GgufHeader, GgufTensor, GgufTensorInfo, GgufValue, GgufValueType, GgmlType } from './weights/gguf.ts';
 export { attentionLayerFromGguf } from './weights/gguf-layer.ts';
 export type { GgufLayerOptions, GgufAttentionLayer, GgufStateDict } from './weights/gguf-layer.ts';
+export type { GgufQuantizedTensor, GgufQuantType } from './quant/types.ts';

@@ -62,8 +62,9 @@ export const GGML_TYPES: Readonly<Record<number, GgmlType>> = {
 export const ggmlTypeName = (id: number) => GGML_TYPES[id]?.name ?? `type ${id}`;
 
 /** GGUF metadata value types, by id (gguf.h `enum gguf_type`). */
-export const GGUF_VALUE_TYPES = ['u8', 'i8', 'u16', 'i16', 'u32', 'i32', 'f32', 'bool', 'string', 'array', 'u64', 'i64', 'f64'] as const;
-export type GgufValueType = (typeof GGUF_VALUE_TYPES)[number];
+export const GGUF_VALUE_TYPES: readonly GgufValueType[] = ['u8', 'i8', 'u16', 'i16', 'u32', 'i32', 'f32', 'bool', 'string', 'array', 'u64', 'i64', 'f64'];
+/** A GGUF metadata value type, by name. */
+export type GgufValueType = 'u8' | 'i8' | 'u16' | 'i16' | 'u32' | 'i32' | 'f32' | 'bool' | 'string' | 'array' | 'u64' | 'i64' | 'f64';
 
 /** A metadata value: numbers (u64 and i64 as bigint, exactly), booleans, strings, arrays of them. */
 export type GgufValue = number | bigint | boolean | string | GgufValue[];

@@ -66,3 +66,6 @@ export type { MatmulWeights, MatmulProjection, MatmulBias } from './weights/nump
 export type { GgufQuantizedTensor, GgufQuantType, NBitsTensor, QuantizedTensor, WeightTensor } from './quant/types.ts';
 export { isQuantized } from './quant/types.ts';
 export { dequantize } from './quant/dequantize.ts';
+// Quantizing float32 weights (round to nearest, as ggml's and ONNX Runtime's reference quantizers).
+export { quantizeWeights } from './quant/quantize.ts';
+export type { QuantizeOptions } from './quant/quantize.ts';

@@ -12,13 +12,17 @@ Written from the C sources, not from this engine's TypeScript:
   - ggml's reference quantizers quantize_row_q4_0_ref (d = max / -8, id = 1/d, MIN(15, (int8)(x*id +
     8.5))) and quantize_row_q8_0_ref (d = amax / 127, roundf(x*id)), in float32, FP32_TO_FP16 round to
     nearest even (as F16C and ggml's fallback do).
+  - ggml's quantize_row_q4_K_ref (make_qkx2_quants search, 6-bit scales and mins) and
+    quantize_row_q6_K_ref (make_qx_quants, rmse_type 1), in scalar float32: a second transcription
+    of the C, beside src/quant/quantize-k.ts (the same author, another language; no C build here).
 
 Blocks are random bytes with the f16 scale fields drawn finite (a random sign, an exponent in
 [2^-14, 2^1), a random 10-bit mantissa), so every value is an ordinary float. Written to
 test/fixtures/quant/:
   dequantize.json   cases [{name, dtype, shape, bits?, blockSize?, data, scales?, scalesType?,
                     zeroPoints?, expected}] with byte arrays base64 (expected: float32 little-endian)
-  quantize.json     cases [{name, dtype, shape, input (float32 LE base64), data (the ggml blocks)}]
+  quantize.json     cases [{name, dtype, shape, input (float32 LE base64), data (the ggml blocks)}] for
+                    q4_0, q8_0, q4_k, q6_k (zero blocks, negative maxima, ties, mixed scales)
 """
 
 import base64
@@ -181,6 +185,179 @@ def quant_q8_0_ref(x, N, K):
     return out.reshape(-1)
 
 
+# ——— ggml reference quantizers (q4_K, q6_K), scalar float32, transcribed from the C a second time ———
+
+def nearest_int(v):
+    """ggml's nearest_int: (v + 1.5·2^23) in float32 → round half to even."""
+    return int(F32(F32(v) + F32(12582912)) - F32(12582912))
+
+
+def fp16(v):
+    """(bits, value) of GGML_FP32_TO_FP16(v)."""
+    h = np.array([v], F32).astype(np.float16)
+    return int(h.view(np.uint16)[0]), F32(h[0])
+
+
+def make_qkx2_quants(nmax, x, weights, rmin, rdelta, nstep):
+    n = len(x)
+    mn, mx = x[0], x[0]
+    sum_w = weights[0]
+    sum_x = F32(sum_w * x[0])
+    for i in range(1, n):
+        if x[i] < mn:
+            mn = x[i]
+        if x[i] > mx:
+            mx = x[i]
+        sum_w = F32(sum_w + weights[i])
+        sum_x = F32(sum_x + F32(weights[i] * x[i]))
+    if mn > 0:
+        mn = F32(0)
+    if mx == mn:
+        return F32(0), F32(-mn), [0] * n
+    iscale = F32(F32(nmax) / F32(mx - mn))
+    scale = F32(F32(1) / iscale)
+    L = [max(0, min(nmax, nearest_int(F32(iscale * F32(x[i] - mn))))) for i in range(n)]
+    best = F32(0)
+    for i in range(n):
+        diff = F32(F32(F32(scale * F32(L[i])) + mn) - x[i])
+        best = F32(best + F32(weights[i] * F32(diff * diff)))
+    for step in range(nstep + 1):
+        iscale = F32(F32(F32(rmin + F32(rdelta * F32(step))) + F32(nmax)) / F32(mx - mn))
+        aux = [max(0, min(nmax, nearest_int(F32(iscale * F32(x[i] - mn))))) for i in range(n)]
+        sl, sl2, sxl = F32(0), F32(0), F32(0)
+        for i in range(n):
+            w, l = weights[i], F32(aux[i])
+            sl = F32(sl + F32(w * l))
+            sl2 = F32(sl2 + F32(F32(w * l) * l))
+            sxl = F32(sxl + F32(F32(w * l) * x[i]))
+        D = F32(F32(sum_w * sl2) - F32(sl * sl))
+        if D > 0:
+            this_scale = F32(F32(F32(sum_w * sxl) - F32(sum_x * sl)) / D)
+            this_min = F32(F32(F32(sl2 * sum_x) - F32(sl * sxl)) / D)
+            if this_min > 0:
+                this_min = F32(0)
+                this_scale = F32(sxl / sl2)
+            err = F32(0)
+            for i in range(n):
+                diff = F32(F32(F32(this_scale * F32(aux[i])) + this_min) - x[i])
+                err = F32(err + F32(weights[i] * F32(diff * diff)))
+            if err < best:
+                L, best, scale, mn = aux, err, this_scale, this_min
+    return scale, F32(-mn), L
+
+
+def quant_q4_k_ref(x, N, K):
+    out = bytearray()
+    for xb in x.astype(F32).reshape(-1, 256):
+        L = [0] * 256
+        scales, mins = [F32(0)] * 8, [F32(0)] * 8
+        for j in range(8):
+            xs = [F32(v) for v in xb[32 * j:32 * j + 32]]
+            sum_x2 = F32(0)
+            for v in xs:
+                sum_x2 = F32(sum_x2 + F32(v * v))
+            av_x = F32(np.sqrt(F32(sum_x2 / F32(32))))
+            w = [F32(av_x + abs(v)) for v in xs]
+            scales[j], mins[j], L[32 * j:32 * j + 32] = make_qkx2_quants(15, xs, w, F32(-1), F32(0.1), 20)
+        max_scale = max([F32(0)] + [s for s in scales])
+        max_min = max([F32(0)] + [m for m in mins])
+        inv_scale = F32(F32(63) / max_scale) if max_scale > 0 else F32(0)
+        inv_min = F32(F32(63) / max_min) if max_min > 0 else F32(0)
+        sc = [0] * 12
+        for j in range(8):
+            ls = min(63, nearest_int(F32(inv_scale * scales[j])) & 0xFF)
+            lm = min(63, nearest_int(F32(inv_min * mins[j])) & 0xFF)
+            if j < 4:
+                sc[j], sc[j + 4] = ls, lm
+            else:
+                sc[j + 4] = (ls & 0xF) | ((lm & 0xF) << 4)
+                sc[j - 4] |= (ls >> 4) << 6
+                sc[j] |= (lm >> 4) << 6
+        dbits, dval = fp16(F32(max_scale / F32(63)))
+        mbits, mval = fp16(F32(max_min / F32(63)))
+        scb = np.array(sc, np.uint8)[None, :]
+        for j in range(8):
+            s, m = (int(v[0]) for v in scale_min_k4(j, scb))
+            d = F32(dval * F32(s))
+            if d == 0:
+                continue
+            dm = F32(mval * F32(m))
+            for i in range(32):
+                L[32 * j + i] = max(0, min(15, nearest_int(F32(F32(xb[32 * j + i] + dm) / d))))
+        qs = [L[64 * c + l] | (L[64 * c + l + 32] << 4) for c in range(4) for l in range(32)]
+        out += bytes([dbits & 0xFF, dbits >> 8, mbits & 0xFF, mbits >> 8]) + bytes(sc) + bytes(qs)
+    return np.frombuffer(bytes(out), np.uint8)
+
+
+def make_qx_quants(nmax, x):
+    """make_qx_quants with rmse_type 1 and no importance weights (w = x²); returns (scale, L + nmax)."""
+    n = len(x)
+    mx, amax = F32(0), F32(0)
+    for v in x:
+        if abs(v) > amax:
+            amax, mx = abs(v), v
+    if amax < F32(1e-15):
+        return F32(0), [0] * n
+
+    def sums(iscale):
+        ls = [max(-nmax, min(nmax - 1, nearest_int(F32(iscale * v)))) for v in x]
+        slx, sl2 = F32(0), F32(0)
+        for v, l in zip(x, ls):
+            w = F32(v * v)
+            slx = F32(slx + F32(F32(w * v) * F32(l)))
+            sl2 = F32(sl2 + F32(F32(w * F32(l)) * F32(l)))
+        return ls, slx, sl2
+
+    ls, slx, sl2 = sums(F32(F32(-nmax) / mx))
+    L = [l + nmax for l in ls]
+    scale = F32(slx / sl2) if sl2 else F32(0)
+    best = F32(scale * slx)
+    for step in range(-9, 10):
+        if step == 0:
+            continue
+        iscale = F32(-F32(F32(nmax) + F32(F32(0.1) * F32(step))) / mx)
+        ls, slx, sl2 = sums(iscale)
+        if sl2 > 0 and F32(slx * slx) > F32(best * sl2):
+            L = [l + nmax for l in ls]
+            scale = F32(slx / sl2)
+            best = F32(scale * slx)
+    return scale, L
+
+
+def quant_q6_k_ref(x, N, K):
+    out = bytearray()
+    for xb in x.astype(F32).reshape(-1, 256):
+        xs = [F32(v) for v in xb]
+        L = [0] * 256
+        scales = [F32(0)] * 16
+        max_scale, max_abs = F32(0), F32(0)
+        for ib in range(16):
+            scales[ib], L[16 * ib:16 * ib + 16] = make_qx_quants(32, xs[16 * ib:16 * ib + 16])
+            if abs(scales[ib]) > max_abs:
+                max_abs, max_scale = abs(scales[ib]), scales[ib]
+        if max_abs < F32(1e-15):
+            out += bytes(210)
+            continue
+        iscale = F32(F32(-128) / max_scale)
+        dbits, dval = fp16(F32(F32(1) / iscale))
+        sc = [min(127, nearest_int(F32(iscale * s))) for s in scales]
+        for j in range(16):
+            d = F32(dval * F32(sc[j]))
+            if d == 0:
+                continue
+            for i in range(16):
+                L[16 * j + i] = max(-32, min(31, nearest_int(F32(xs[16 * j + i] / d)))) + 32
+        ql, qh = [0] * 128, [0] * 64
+        for h in range(2):
+            for l in range(32):
+                q1, q2, q3, q4 = (L[128 * h + l + o] for o in (0, 32, 64, 96))
+                ql[64 * h + l] = (q1 & 0xF) | ((q3 & 0xF) << 4)
+                ql[64 * h + l + 32] = (q2 & 0xF) | ((q4 & 0xF) << 4)
+                qh[32 * h + l] = (q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6)
+        out += bytes(ql) + bytes(qh) + bytes(v & 0xFF for v in sc) + bytes([dbits & 0xFF, dbits >> 8])
+    return np.frombuffer(bytes(out), np.uint8)
+
+
 # ——— the cases ———
 
 def gguf_case(name, dtype, N, K):
@@ -217,9 +394,8 @@ def nbits_case(name, bits, block, N, K, zero_points, scales_type):
 
 def quant_case(name, dtype, N, K, x):
     x = x.astype(F32).reshape(N, K)
-    q = (quant_q4_0_ref if dtype == 'q4_0' else quant_q8_0_ref)(x, N, K)
-    # the round trip through this script's own dequantizer must stay within the RTN bound
-    deq = (deq_q4_0 if dtype == 'q4_0' else deq_q8_0)(q.tobytes(), N, K)
+    q = {'q4_0': quant_q4_0_ref, 'q8_0': quant_q8_0_ref, 'q4_k': quant_q4_k_ref, 'q6_k': quant_q6_k_ref}[dtype](x, N, K)
+    deq = {'q4_0': deq_q4_0, 'q8_0': deq_q8_0, 'q4_k': deq_q4_k, 'q6_k': deq_q6_k}[dtype](q.tobytes(), N, K)
     assert np.all(np.isfinite(deq))
     return {'name': name, 'dtype': dtype, 'shape': [N, K], 'input': b64(x.astype('<f4')), 'data': b64(q)}
 
@@ -250,6 +426,11 @@ def main():
     quant_cases = [quant_case('q4_0 4x64', 'q4_0', 4, 64, x), quant_case('q8_0 4x64', 'q8_0', 4, 64, x)]
     y = (rng.standard_normal(3 * 96) * 2).astype(F32)
     quant_cases += [quant_case('q4_0 3x96 wide', 'q4_0', 3, 96, y), quant_case('q8_0 3x96 wide', 'q8_0', 3, 96, y)]
+    z = (rng.standard_normal(2 * 256) * 0.05).astype(F32)
+    z[0:32] = 0  # an all-zero sub-block
+    z[32:64] = np.abs(z[32:64])  # all positive: the min clips to 0
+    z[256:512] *= np.linspace(0.01, 3, 256, dtype=F32)  # sub-blocks of very different scales
+    quant_cases += [quant_case('q4_k 2x256', 'q4_k', 2, 256, z), quant_case('q6_k 2x256', 'q6_k', 2, 256, z)]
     with open(os.path.join(OUT, 'quantize.json'), 'w') as f:
         json.dump({'cases': quant_cases}, f, indent=0)
     print(f'wrote {len(deq_cases)} dequantize and {len(quant_cases)} quantize cases to {os.path.normpath(OUT)}')

@@ -2,8 +2,8 @@
 // ggml's dequantize_row_* and ONNX Runtime's MatMulNBits (scripts/make_quant_fixtures.py), bit for bit;
 // the packed layout the kernels read (packWeight / unpackWeight) against dequantize(); decodeRow's
 // bit layout on hand-made blocks; checkQuantized's errors through createMultiHeadAttention; and
-// quantizeWeights (its bytes against numpy's ggml reference quantizers, round to nearest on every type,
-// its errors). CPU only.
+// quantizeWeights (its bytes against numpy's transcription of ggml's reference quantizers for q4_0,
+// q8_0, q4_K, q6_K; round to nearest on every type; its errors). CPU only.
 
 import { describe, expect, test } from 'vitest';
 import {
@@ -35,7 +35,7 @@ interface DequantCase {
 }
 interface QuantCase {
   name: string;
-  dtype: 'q4_0' | 'q8_0';
+  dtype: 'q4_0' | 'q8_0' | 'q4_k' | 'q6_k';
   shape: [number, number];
   input: string;
   data: string;

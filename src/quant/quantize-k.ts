@@ -1,9 +1,9 @@
 // ggml's reference quantizers for the K-quants (ggml-quants.c quantize_row_q4_K_ref and
 // quantize_row_q6_K_ref, with their helpers make_qkx2_quants and make_qx_quants), written from the C
 // in float32 arithmetic (Math.fround after every operation, the C order of operations). They are what
-// llama.cpp's `llama-quantize` does without an importance matrix. Not bit-checked against C here (no C
-// compiler in the oracle; a C build may also fuse multiply-adds): the tests check that the blocks are
-// valid and that every weight sits on the grid point nearest to it (test/quant-formats.test.ts).
+// llama.cpp's `llama-quantize` does without an importance matrix. Checked byte for byte against a
+// second transcription in numpy (scripts/make_quant_fixtures.py), not against a C build (none here; a
+// C compiler may also fuse multiply-adds), and for round to nearest on the grid (test/quant-formats.test.ts).
 //
 // One row of K weights (K a multiple of 256) at a time, into the row's blocks of `out` at byte `at`.
 

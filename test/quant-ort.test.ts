@@ -5,7 +5,8 @@
 // x·dequantize(w)ᵀ in float64 (the tolerance of a float32 length-K reduction). For bits 4 and 8, K a
 // multiple and not a multiple of blockSize, with and without zero points. If this agrees, the engine's
 // reading of the layout (low nibble first, packed zero points, default zero 2^(bits−1), the partial last
-// block) is ONNX Runtime's.
+// block) is ONNX Runtime's. Float16 scales too: A, scales and Y are then float16 (MatMulNBits' T1), checked
+// at the float16 rule.
 //
 // ModelProto is encoded with protobufjs from the subset of onnx.proto below (field numbers as in
 // onnx/onnx.proto, as demo/bench/systems/onnx-model.ts does): ir_version 8, opsets ai.onnx 17 and
@@ -13,8 +14,10 @@
 
 import { beforeAll, expect, test } from 'vitest';
 import { dequantize, type NBitsTensor, quantizeWeights } from '../src/index.ts';
+import { floatToHalfBits } from '../src/quant/half.ts';
+import { halfToFloat } from '../src/quant/pack.ts';
 import { mulberry32, uniform } from '../src/util/random.ts';
-import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
+import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 
 const PROTO = `
 syntax = "proto2";
@@ -31,6 +34,7 @@ message ModelProto { optional int64 ir_version = 1; repeated OperatorSetIdProto 
 `;
 const FLOAT = 1;
 const UINT8 = 2;
+const FLOAT16 = 10;
 const ATTRIBUTE_INT = 2;
 
 type Ort = typeof import('onnxruntime-web');
@@ -46,18 +50,22 @@ beforeAll(async () => {
   ModelProto = protobuf.parse(PROTO, { keepCase: true }).root.lookupType('onnx.ModelProto');
 });
 
-function valueInfo(name: string, dims: number[]) {
-  return { name, type: { tensor_type: { elem_type: FLOAT, shape: { dim: dims.map((d) => ({ dim_value: d })) } } } };
+function valueInfo(name: string, dims: number[], elemType = FLOAT) {
+  return { name, type: { tensor_type: { elem_type: elemType, shape: { dim: dims.map((d) => ({ dim_value: d })) } } } };
 }
 
-/** The bytes of a model Y = MatMulNBits(A, B, scales[, zero_points]) with this weight as its initializers. */
+/**
+ * The bytes of a model Y = MatMulNBits(A, B, scales[, zero_points]) with this weight as its initializers;
+ * float16 scales (Uint16Array) make A, scales and Y float16 (MatMulNBits' T1 is one type).
+ */
 function matMulNBitsModel(w: NBitsTensor, M: number): Uint8Array {
   const [N, K] = w.shape;
   const blocks = Math.ceil(K / w.blockSize);
-  const scales = w.scales as Float32Array;
+  const scales = w.scales;
+  const elem = scales instanceof Uint16Array ? FLOAT16 : FLOAT;
   const initializer = [
     { name: 'B', dims: [N, blocks, (w.blockSize * w.bits) / 8], data_type: UINT8, raw_data: w.data },
-    { name: 'scales', dims: [N * blocks], data_type: FLOAT, raw_data: new Uint8Array(scales.buffer, scales.byteOffset, scales.byteLength) },
+    { name: 'scales', dims: [N * blocks], data_type: elem, raw_data: new Uint8Array(scales.buffer, scales.byteOffset, scales.byteLength) },
   ];
   const inputs = ['A', 'B', 'scales'];
   if (w.zeroPoints) {
@@ -84,8 +92,8 @@ function matMulNBitsModel(w: NBitsTensor, M: number): Uint8Array {
         },
       ],
       initializer,
-      input: [valueInfo('A', [M, K])],
-      output: [valueInfo('Y', [M, N])],
+      input: [valueInfo('A', [M, K], elem)],
+      output: [valueInfo('Y', [M, N], elem)],
     },
   };
   return ModelProto.encode(ModelProto.fromObject(model)).finish();
@@ -151,6 +159,29 @@ test('ORT’s MatMulNBits on bytes with random zero points and scales (not from 
   try {
     const y = (await session.run({ A: new ort.Tensor('float32', x, [M, K]) })).Y.data as Float32Array;
     expectClose(y, matmulT(x, dequantize(t), M, N, K), f32Tolerance([K]), 'ORT MatMulNBits vs x·dequantize(w)ᵀ');
+  } finally {
+    await session.release();
+  }
+});
+
+test('float16 scales (transformers.js q4f16): ORT’s MatMulNBits in float16 equals x·dequantize(w)ᵀ to float16', async () => {
+  const [M, N, K] = [3, 16, 80];
+  const sd = quantizeWeights(
+    { in_proj_weight: uniform(N * K, 0.5, mulberry32(41)), 'out_proj.weight': new Float32Array(K * K) },
+    { dtype: 'nbits', bits: 4, blockSize: 32, scales: 'f16' },
+  );
+  const t = sd.in_proj_weight as NBitsTensor;
+  expect(t.scales).toBeInstanceOf(Uint16Array);
+  // A in float16: the reference multiplies exactly those values
+  const xBits = Uint16Array.from(uniform(M * K, 1, mulberry32(42)), floatToHalfBits);
+  const x = Float32Array.from(xBits, halfToFloat);
+  const session = await ort.InferenceSession.create(matMulNBitsModel(t, M), { executionProviders: ['wasm'] });
+  try {
+    const out = await session.run({ A: new ort.Tensor('float16', xBits, [M, K]) });
+    const y = Float32Array.from(out.Y.data as Uint16Array, halfToFloat);
+    const want = matmulT(x, dequantize(t), M, N, K);
+    // Y is rounded to float16 (and ORT may accumulate in float16): the float16 rule of this engine
+    expectClose(y, want, f16Tolerance([K], maxAbsFinite(want)), 'ORT MatMulNBits (float16) vs x·dequantize(w)ᵀ');
   } finally {
     await session.release();
   }

@@ -18,7 +18,7 @@ import {
 } from '../src/index.ts';
 import { floatToHalfBits } from '../src/quant/half.ts';
 import { decodeRow, halfToFloat, packedGeometry, packWeight, unpackWeight } from '../src/quant/pack.ts';
-import { randomStateDict } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { expectFixturesPresent, loadJsonFixtures } from './helpers/fixtures.ts';
 
 interface DequantCase {
@@ -324,6 +324,32 @@ describe('quantizeWeights', () => {
     }
   });
 
+  test('options.config gives each weight its shape (kdim, vdim ≠ embedDim)', async () => {
+    const cfg = { embedDim: 64, numHeads: 2, kdim: 32, vdim: 96 };
+    const rng = mulberry32(8);
+    const s = {
+      q_proj_weight: uniform(64 * 64, 0.2, rng),
+      k_proj_weight: uniform(64 * 32, 0.2, rng),
+      v_proj_weight: uniform(64 * 96, 0.2, rng),
+      in_proj_bias: uniform(192, 0.1, rng),
+      'out_proj.weight': uniform(64 * 64, 0.2, rng),
+      'out_proj.bias': uniform(64, 0.1, rng),
+    };
+    const out = quantizeWeights(s, { dtype: 'q8_0', config: cfg });
+    expect(['q_proj_weight', 'k_proj_weight', 'v_proj_weight', 'out_proj.weight'].map((n) => (out[n] as QuantizedTensor).shape)).toEqual([
+      [64, 64],
+      [64, 32],
+      [64, 96],
+      [64, 64],
+    ]);
+    const engine = await createAttentionEngine({ backend: 'cpu' });
+    try {
+      expect(() => engine.createMultiHeadAttention(cfg, out)).not.toThrow();
+    } finally {
+      engine.dispose();
+    }
+  });
+
   test('errors name the argument', () => {
     const cases: [() => unknown, new (...a: never[]) => Error, string][] = [
       [() => quantizeWeights(sd, { dtype: 'q5_k' as never }), InvalidArgumentError, 'options.dtype'],
@@ -334,6 +360,7 @@ describe('quantizeWeights', () => {
       [() => quantizeWeights(sd, { dtype: 'nbits', bits: 2 as never }), UnsupportedError, 'options.bits'],
       [() => quantizeWeights({ ...sd, in_proj_bias: [0.1] as never }, { dtype: 'q8_0' }), InvalidArgumentError, 'stateDict["in_proj_bias"]'],
       [() => quantizeWeights({ ...sd, in_proj_weight: new Float32Array(5) }, { dtype: 'q8_0' }), ShapeMismatchError, 'stateDict["in_proj_weight"]'],
+      [() => quantizeWeights(sd, { dtype: 'q8_0', blocksize: 32 } as never), InvalidArgumentError, 'options.blocksize'],
     ];
     for (const [call, ErrorClass, argument] of cases) {
       let thrown: unknown = null;

@@ -12,6 +12,8 @@ import { halfToFloat, q4kScaleMin } from './pack.ts';
 
 const f = Math.fround;
 const GROUP_MAX_EPS = f(1e-15);
+/** makeQkx2Quants' candidate levels (n ≤ 32), reused. */
+const AUX = new Uint8Array(32);
 
 /** ggml's nearest_int (the 1.5·2²³ trick): round half to even, for |v| < 2²². */
 function nearestInt(v: number): number {
@@ -47,7 +49,7 @@ function makeQkx2Quants(n: number, nmax: number, x: Float32Array, weights: Float
     const diff = f(f(f(scale * L[i]) + min) - x[i]);
     bestError = f(bestError + f(weights[i] * f(diff * diff)));
   }
-  const aux = new Uint8Array(n);
+  const aux = AUX;
   for (let is = 0; is <= nstep; is++) {
     iscale = f(f(f(rmin + f(rdelta * is)) + nmax) / f(max - min));
     let sumL = 0;
@@ -75,7 +77,7 @@ function makeQkx2Quants(n: number, nmax: number, x: Float32Array, weights: Float
         error = f(error + f(weights[i] * f(diff * diff)));
       }
       if (error < bestError) {
-        L.set(aux.subarray(0, n));
+        for (let i = 0; i < n; i++) L[i] = aux[i];
         bestError = error;
         scale = thisScale;
         min = thisMin;

@@ -15,7 +15,7 @@
 
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import { expectedWeights, resolveLayerSpec } from '../plan/layer.ts';
-import type { MultiHeadAttentionConfig } from '../types.ts';
+import type { MultiHeadAttentionConfig, QuantizedStateDict } from '../types.ts';
 import { describe, rejectUnknownKeys, requireObject } from '../validate.ts';
 import { floatToHalfBits } from './half.ts';
 import { GGUF_BLOCKS, halfToFloat } from './pack.ts';
@@ -31,7 +31,7 @@ const OPTION_KEYS = ['dtype', 'blockSize', 'bits', 'symmetric', 'scales', 'confi
 /** How quantizeWeights quantizes. */
 export interface QuantizeOptions {
   /** The format: a GGUF block type, or ONNX Runtime's MatMulNBits ('nbits'). */
-  dtype: QuantizedDtype;
+  dtype: 'q4_0' | 'q8_0' | 'q4_k' | 'q6_k' | 'nbits';
   /** nbits: weights per block along K, default 32. GGUF types: left out, or their own block (32; 256 for q4_k / q6_k). */
   blockSize?: number;
   /** nbits: 4 (default) or 8. */
@@ -53,7 +53,7 @@ export interface QuantizeOptions {
  * [N, K] row-major, its blocks along K. Feed the result to createMultiHeadAttention, or dequantize()
  * it to see what the layer will compute with.
  */
-export function quantizeWeights(stateDict: Record<string, unknown>, options: QuantizeOptions): Record<string, Float32Array | QuantizedTensor> {
+export function quantizeWeights(stateDict: Record<string, unknown>, options: QuantizeOptions): QuantizedStateDict {
   const sd = requireObject(WHERE, 'stateDict', stateDict, 'Pass a float32 state_dict (names → Float32Array).');
   const o = requireObject(WHERE, 'options', options, "Pass { dtype: 'q4_0' | 'q8_0' | 'q4_k' | 'q6_k' | 'nbits', blockSize? }.");
   rejectUnknownKeys(WHERE, 'options', o, OPTION_KEYS);
@@ -81,7 +81,7 @@ export function quantizeWeights(stateDict: Record<string, unknown>, options: Qua
     }
   }
   const shapes = weightShapes(sd as Record<string, Float32Array>, o.config);
-  const out: Record<string, Float32Array | QuantizedTensor> = {};
+  const out: QuantizedStateDict = {};
   for (const [name, value] of Object.entries(sd as Record<string, Float32Array>)) {
     const shape = shapes[name];
     if (!shape) {

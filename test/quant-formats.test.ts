@@ -215,6 +215,18 @@ describe('decodeRow: the bit layout of each block', () => {
       [1, 2, 18, 9],
     ]);
     expect(Array.from(dequantize(t).subarray(16))).toEqual([-16, -14, -12, -10]);
+    // the packed words (types.ts PackedWeight): weight k is nibble k % 8 of word k / 8, low nibble first;
+    // the row padded with zeros to whole words; (scale, offset) per group
+    const p = packWeight(t);
+    expect(Array.from(p.quants)).toEqual([0x76543210, 0xfedcba98, 0x4321]);
+    expect(Array.from(p.scaleOffset)).toEqual([0.5, 1.5, 2, 18]);
+  });
+
+  test('packed 8-bit words: weight k is byte k % 4 of word k / 4 (q8_0 stored as q + 128)', () => {
+    const data = new Uint8Array([...ONE, ...Int8Array.from({ length: 32 }, (_, j) => j - 128).map((v) => v & 0xff)]);
+    const p = packWeight({ dtype: 'q8_0', shape: [1, 32], data });
+    expect(p.quants[0]).toBe(0x03020100);
+    expect(p.quants[7]).toBe(0x1f1e1d1c);
   });
 });
 

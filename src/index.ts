@@ -71,3 +71,6 @@ export { parseGguf, loadGguf, GGML_TYPES } from './weights/gguf.ts';
 export type { GgufFile, GgufHeader, GgufTensor, GgufTensorInfo, GgufValue, GgufValueType, GgmlType } from './weights/gguf.ts';
 export { attentionLayerFromGguf } from './weights/gguf-layer.ts';
 export type { GgufLayerOptions, GgufAttentionLayer, GgufStateDict } from './weights/gguf-layer.ts';
+// Quantizing float32 weights (round to nearest, as ggml's and ONNX Runtime's reference quantizers).
+export { quantizeWeights } from './quant/quantize.ts';
+export type { QuantizeOptions } from './quant/quantize.ts';

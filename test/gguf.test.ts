@@ -18,13 +18,14 @@ import {
   WeightFileError,
   attentionLayerFromGguf,
   createAttentionEngine,
+  dequantize,
   loadGguf,
   parseGguf,
   referenceMultiHeadAttention,
 } from '../src/index.ts';
 import type { GgufQuantizedTensor } from '../src/quant/types.ts';
 import { mulberry32, uniform } from '../src/util/random.ts';
-import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
+import { expectClose, f32Tolerance, maxAbsFinite, outputTolerance } from '../src/util/tolerance.ts';
 import type { WeightFileProblem } from '../src/weights/safetensors.ts';
 import { GGML, type GgufWriterTensor, type GgufWriterValue, bf16Bytes, f16Bytes, f32Bytes, randomBlocks, toHalf, writeGguf } from './helpers/gguf-writer.ts';
 import { halfToFloat } from '../src/quant/pack.ts';
@@ -568,5 +569,39 @@ describe('attentionLayerFromGguf', () => {
     // And the rule matters: halves on the permuted rows differ.
     const wrong = referenceMultiHeadAttention({ ...config, rotary: { ...config.rotary, interleaved: false } }, stateDict as Record<string, Float32Array>, x, options);
     expect(Math.max(...wrong.output.map((v, i) => Math.abs(v - fromHf.output[i])))).toBeGreaterThan(1e-3);
+  });
+});
+
+describe('a quantized GGUF layer end to end', () => {
+  // A Q4_K_M-style llama block (q4_k weights, a q6_k attn_v) and a qwen2-style one (q8_0 / q4_0, q/k/v
+  // biases and no output bias): the state_dict holds the file's blocks, and the cpu and wasm backends
+  // run it to the float64 reference on the dequantized weights (ggml's dequantize_row_*).
+  test.each([
+    ['llama', (name: string) => (name.includes('attn_v') ? 'Q6_K' : 'Q4_K'), { qkvBias: false }],
+    ['qwen2', (name: string) => (name.includes('attn_output') ? 'Q4_0' : 'Q8_0'), { qkvBias: true }],
+  ] as const)('%s: the blocks as read, on cpu and wasm = the reference on dequantized weights', async (arch, type, extra) => {
+    const E = 256;
+    const H = 4;
+    const G = 2;
+    const file = modelFile({ arch, E, H, G, type, ...extra });
+    const { config, stateDict, forward } = await attentionLayerFromGguf(file.bytes, { layer: 1 });
+    const quantized = Object.entries(stateDict).filter(([, t]) => !(t instanceof Float32Array));
+    expect(quantized.map(([name]) => name).sort()).toEqual(['k_proj_weight', 'out_proj.weight', 'q_proj_weight', 'v_proj_weight']);
+    const floats = Object.fromEntries(Object.entries(stateDict).map(([name, t]) => [name, t instanceof Float32Array ? t : dequantize(t)]));
+    const S = 6;
+    const x = uniform(2 * S * E, 1, mulberry32(11));
+    const options = { batchSize: 2, seqLen: S, ...forward };
+    const ref = referenceMultiHeadAttention(config, floats, x, options);
+    for (const backend of ['cpu', 'wasm'] as const) {
+      const engine = await createAttentionEngine({ backend });
+      try {
+        const { output } = await engine.createMultiHeadAttention(config, stateDict).forward(x, options);
+        // randomBlocks' scales make weights of up to ~100 and logits in the thousands: the float32 rule
+        // for large logits (outputTolerance) applies.
+        expectClose(output, ref.output, outputTolerance([E, S, E], maxAbsFinite(ref.scores!), maxAbsFinite(ref.output)), `${arch} on ${backend}`);
+      } finally {
+        engine.dispose();
+      }
+    }
   });
 });

@@ -8,11 +8,12 @@
 //
 // The layout, made once at layer creation (src/wasm/projection.ts) from src/quant's PackedWeight:
 //   wq  [N8/4, W, 4] u32   the words of 4 rows of W side by side: wq[(c·W + w)·4 + r] = quants[(4c + r)·W + w],
-//                          W = ceil(K·bits / 32) words per row (weight k in bits bits·(k % perWord) … of
-//                          word k / perWord, perWord = 32 / bits), N8 = N rounded up to 8, zeros past N
+//                          W = ceil(K·bits / 32) words per row (weight k in the bits from bits·(k % perWord)
+//                          of word k / perWord, perWord = 32 / bits), N8 = N rounded up to 8, zeros past N
 //   so  [N8/4, groups, 8] f32  so[(c·groups + g)·8 + r] = scale of row 4c + r in group g, [… + 4 + r] its offset
 // so that one v128 load gives the word w of 4 rows, the lanes are 4 output columns, and a word lies in
-// one group (group ≥ 16 and a multiple of 8). A weight is w = scale·q − offset in float32, exactly as
+// one group (group ≥ 16 and a multiple of 8). It stays packed: bits + 64 / group bits per weight (6 for
+// 4 bits in groups of 32), as PackedWeight; only qgemm's scratch holds floats, one panel [K, 8] at a time. A weight is w = scale·q − offset in float32, exactly as
 // src/quant/pack.ts's unpackWeight computes it, and the sums run over k in order from the bias, as in
 // gemm.ts: both kernels give, bit for bit, what gemm gives on the unpacked float32 weights.
 //

@@ -77,14 +77,6 @@ export function panelQuantized(p: PackedWeight): { wq: Uint32Array; so: Float32A
   return { wq, so };
 }
 
-/** Bytes of `kernels`' memory a projection's weight and bias take. */
-export function projectionBytes(p: Projection): number {
-  const bias = 4 * Math.ceil(p.N / 8) * 8;
-  if (p.kind === 'float') return 4 * Math.ceil(p.N / 8) * 8 * p.K + bias;
-  const P = Math.ceil(p.N / 8) * 2;
-  return P * Math.ceil((p.K * p.bits) / 32) * 16 + P * Math.ceil(p.K / p.group) * 32 + bias;
-}
-
 /** The kernel call for rows [0, rows) and columns [c0, c0 + n) of projection p (c0 a multiple of 8); x, y at row 0. */
 function call(p: Projection, x: number, rows: number, c0: number, n: number, y: number, scratch: number): KernelCall {
   if (p.kind === 'float') return ['gemm', x, p.K, rows, p.K, p.w + 4 * c0 * p.K, n, p.bias + 4 * c0, y + 4 * c0, p.N];

@@ -302,12 +302,13 @@ describe('threads: 2 threads give the bits 1 gives, the quantized kernels split 
     return engines2;
   };
   test.each([
-    ['decode: columns of the projections (qgemv)', { embedDim: 1024, numHeads: 8 }, 2, 1, 'qgemv'],
-    ['prefill: rows of the projections (qgemm)', { embedDim: 128, numHeads: 4, numKvHeads: 2 }, 2, 300, 'qgemm'],
-    ['prefill, few rows: columns (qgemm)', { embedDim: 1024, numHeads: 8 }, 1, 12, 'qgemm'],
-  ] as const)('%s', async (_, config, B, S, kernel) => {
+    ['decode: columns of the projections (qgemv)', { embedDim: 1024, numHeads: 8 }, 2, 1, 'qgemv', 'q4_0'],
+    ['decode, E=1020 H=12 G=4 (N = 1020, 340: partial panels on the columns split)', { embedDim: 1020, numHeads: 12, numKvHeads: 4 }, 3, 1, 'qgemv', 'nbits4-64-zp'],
+    ['prefill: rows of the projections (qgemm)', { embedDim: 128, numHeads: 4, numKvHeads: 2 }, 2, 300, 'qgemm', 'q4_0'],
+    ['prefill, few rows: columns (qgemm)', { embedDim: 1024, numHeads: 8 }, 1, 12, 'qgemm', 'q4_0'],
+  ] as const)('%s', async (_, config, B, S, kernel, inProj) => {
     const [one, two] = await both();
-    const c: QuantLayerCase = { name: '', config, inProj: 'q4_0', out: 'nbits8-64' };
+    const c: QuantLayerCase = { name: '', config, inProj, out: 'nbits8-32' };
     const sd = quantizedStateDict(c, S);
     const x = uniform(B * S * config.embedDim, 1, mulberry32(S + 1));
     const outputs: Float32Array[] = [];

@@ -1,10 +1,15 @@
 // AssemblyScript, compiled with gemm.ts and attention.ts into src/wasm/module.ts. The projections of the
 // 'wasm' backend for quantized weights: the same y = x · Wᵀ + bias as gemm.ts, with W kept packed
-// (4 or 8 bits per weight plus a (scale, offset) pair per group along K) and dequantized in the loops:
+// (4 or 8 bits per weight plus a (scale, offset) pair per group along K) and dequantized in the loops.
+// A weight is w = scale·q − offset (src/quant/pack.ts's unpackWeight), float32 throughout:
 //
-//   qgemv  M ≤ 8 rows (decode): every quant word is read once, from memory, for all M rows
+//   qgemv  M ≤ 8 rows (decode): each quant word is loaded once and its fields converted to float once
+//          for up to 4 rows (rows 4 … 7 take the panel again, from cache); per group and row,
+//          y += scale·Σ x·q − offset·Σ x (the sums of x per group first, into the scratch), so that a
+//          weight costs one convert and one multiply-add per row, not a dequantization per column
 //   qgemm  more rows (prefill): per chunk of 64 rows, each panel of 8 columns is dequantized into a
-//          float32 scratch [K, 8] (gemm.ts's panel layout) and gemm.ts's 4 × 8 micro-kernel runs on it
+//          float32 scratch [K, 8] (gemm.ts's panel layout) and gemm.ts's 4 × 8 micro-kernel runs on it:
+//          bit for bit what gemm gives on the unpacked float32 weights
 //
 // The layout, made once at layer creation (src/wasm/projection.ts) from src/quant's PackedWeight:
 //   wq  [N8/4, W, 4] u32   the words of 4 rows of W side by side: wq[(c·W + w)·4 + r] = quants[(4c + r)·W + w],
@@ -13,12 +18,11 @@
 //   so  [N8/4, groups, 8] f32  so[(c·groups + g)·8 + r] = scale of row 4c + r in group g, [… + 4 + r] its offset
 // so that one v128 load gives the word w of 4 rows, the lanes are 4 output columns, and a word lies in
 // one group (group ≥ 16 and a multiple of 8). It stays packed: bits + 64 / group bits per weight (6 for
-// 4 bits in groups of 32), as PackedWeight; only qgemm's scratch holds floats, one panel [K, 8] at a time. A weight is w = scale·q − offset in float32, exactly as
-// src/quant/pack.ts's unpackWeight computes it, and the sums run over k in order from the bias, as in
-// gemm.ts: both kernels give, bit for bit, what gemm gives on the unpacked float32 weights.
+// 4 bits in groups of 32), as PackedWeight; only qgemm's scratch holds floats, one panel [K, 8] at a time.
 //
 // The host guarantees: pointers are byte addresses inside memory; bits is 4 or 8; group is a power of
-// two ≥ 16; ldx ≥ K, ldy ≥ N; bias holds ⌈N/8⌉·8 floats; scratch (qgemm) holds W·perWord·8 floats.
+// two ≥ 16; ldx ≥ K, ldy ≥ N; bias holds ⌈N/8⌉·8 floats; scratch holds W·perWord·8 floats (qgemm) or
+// M·groups (qgemv).
 
 import { gemm } from './gemm';
 
@@ -49,52 +53,92 @@ class Q {
   }
 
   /**
-   * The whole words 0 … w1 − 1 of one panel of 4 rows of W (wq, so at the panel) into y[0 … R−1, 4 columns],
-   * the sums starting from the bias b and going over k in order. Each word is loaded and dequantized once,
-   * then every row takes its 32 / B multiply-adds. R ≤ 8 and B (bits) are constants: inlined once per (R, B).
+   * The whole words 0 … whole − 1 of one panel of 4 rows of W (wq, so at the panel) into y[0 … R−1, 4 columns],
+   * R ≤ 4 and B (bits) constants (inlined once per (R, B)). Per group g and row r, in float32:
+   *   y += s_g · Σ_k x_k·q_k − o_g · X_g      (k in group g; X_g = Σ_k x_k, from xsum [R, groups], row stride xsumStride)
+   * which is Σ_k x_k·(s_g·q_k − o_g) with two multiplies per group instead of two per weight. Each word is
+   * loaded once and its fields converted once for all R rows; the sums start from the bias b.
    */
   @inline
-  static panelWords(R: i32, B: i32, x: usize, xStride: usize, wq: usize, so: usize, group: i32, w1: i32, b: v128, y: usize, yStride: usize, cols: i32): void {
+  static groupPanel(
+    R: i32,
+    B: i32,
+    x: usize,
+    xStride: usize,
+    xsum: usize,
+    xsumStride: usize,
+    wq: usize,
+    so: usize,
+    group: i32,
+    whole: i32,
+    b: v128,
+    y: usize,
+    yStride: usize,
+    cols: i32,
+  ): void {
     const perWord = 32 / B;
     const mask = i32x4.splat((1 << B) - 1);
-    const groupShift = ctz<i32>(group / perWord); // words per group: a power of two
+    const wordsPerGroup = group / perWord;
     let a0 = b;
     let a1 = b;
     let a2 = b;
     let a3 = b;
-    let a4 = b;
-    let a5 = b;
-    let a6 = b;
-    let a7 = b;
-    for (let w = 0; w < w1; w++) {
-      const v = v128.load(wq + ((<usize>w) << 4)); // word w of the 4 rows
-      const sp = so + ((<usize>(w >> groupShift)) << 5);
+    let x0 = x; // row r's x at the current word: x + r·xStride + 4·k
+    let x1 = x + xStride;
+    let x2 = x + 2 * xStride;
+    let x3 = x + 3 * xStride;
+    let sp = so;
+    let xg = xsum;
+    for (let w0 = 0; w0 < whole; w0 += wordsPerGroup) {
+      const w1 = min(w0 + wordsPerGroup, whole);
+      let g0 = f32x4.splat(0); // Σ x·q of this group, row 0
+      let g1 = g0;
+      let g2 = g0;
+      let g3 = g0;
+      for (let w = w0; w < w1; w++) {
+        let u = v128.load(wq + ((<usize>w) << 4)); // word w of the 4 rows
+        for (let f = 0; f < perWord; f += 4) {
+          // Fields f … f + 3 (weights k … k + 3), each converted once for every row.
+          let q = f32x4.convert_i32x4_s(v128.and(u, mask));
+          g0 = f32x4.add(g0, f32x4.mul(v128.load32_splat(x0, 0), q));
+          if (R > 1) g1 = f32x4.add(g1, f32x4.mul(v128.load32_splat(x1, 0), q));
+          if (R > 2) g2 = f32x4.add(g2, f32x4.mul(v128.load32_splat(x2, 0), q));
+          if (R > 3) g3 = f32x4.add(g3, f32x4.mul(v128.load32_splat(x3, 0), q));
+          q = f32x4.convert_i32x4_s(v128.and(i32x4.shr_u(u, 1 * B), mask));
+          g0 = f32x4.add(g0, f32x4.mul(v128.load32_splat(x0, 4), q));
+          if (R > 1) g1 = f32x4.add(g1, f32x4.mul(v128.load32_splat(x1, 4), q));
+          if (R > 2) g2 = f32x4.add(g2, f32x4.mul(v128.load32_splat(x2, 4), q));
+          if (R > 3) g3 = f32x4.add(g3, f32x4.mul(v128.load32_splat(x3, 4), q));
+          q = f32x4.convert_i32x4_s(v128.and(i32x4.shr_u(u, 2 * B), mask));
+          g0 = f32x4.add(g0, f32x4.mul(v128.load32_splat(x0, 8), q));
+          if (R > 1) g1 = f32x4.add(g1, f32x4.mul(v128.load32_splat(x1, 8), q));
+          if (R > 2) g2 = f32x4.add(g2, f32x4.mul(v128.load32_splat(x2, 8), q));
+          if (R > 3) g3 = f32x4.add(g3, f32x4.mul(v128.load32_splat(x3, 8), q));
+          q = f32x4.convert_i32x4_s(v128.and(i32x4.shr_u(u, 3 * B), mask));
+          g0 = f32x4.add(g0, f32x4.mul(v128.load32_splat(x0, 12), q));
+          if (R > 1) g1 = f32x4.add(g1, f32x4.mul(v128.load32_splat(x1, 12), q));
+          if (R > 2) g2 = f32x4.add(g2, f32x4.mul(v128.load32_splat(x2, 12), q));
+          if (R > 3) g3 = f32x4.add(g3, f32x4.mul(v128.load32_splat(x3, 12), q));
+          u = i32x4.shr_u(u, 4 * B); // (8 bits: one pass of this loop)
+          x0 += 16;
+          if (R > 1) x1 += 16;
+          if (R > 2) x2 += 16;
+          if (R > 3) x3 += 16;
+        }
+      }
       const s = v128.load(sp);
       const o = v128.load(sp, 16);
-      let xk = x + ((<usize>(w * perWord)) << 2);
-      let u = v;
-      for (let j = 0; j < perWord; j++) {
-        const d = f32x4.sub(f32x4.mul(f32x4.convert_i32x4_s(v128.and(u, mask)), s), o); // weight k of the 4 rows
-        u = i32x4.shr_u(u, B);
-        a0 = f32x4.add(a0, f32x4.mul(v128.load32_splat(xk), d));
-        if (R > 1) a1 = f32x4.add(a1, f32x4.mul(v128.load32_splat(xk + xStride), d));
-        if (R > 2) a2 = f32x4.add(a2, f32x4.mul(v128.load32_splat(xk + 2 * xStride), d));
-        if (R > 3) a3 = f32x4.add(a3, f32x4.mul(v128.load32_splat(xk + 3 * xStride), d));
-        if (R > 4) a4 = f32x4.add(a4, f32x4.mul(v128.load32_splat(xk + 4 * xStride), d));
-        if (R > 5) a5 = f32x4.add(a5, f32x4.mul(v128.load32_splat(xk + 5 * xStride), d));
-        if (R > 6) a6 = f32x4.add(a6, f32x4.mul(v128.load32_splat(xk + 6 * xStride), d));
-        if (R > 7) a7 = f32x4.add(a7, f32x4.mul(v128.load32_splat(xk + 7 * xStride), d));
-        xk += 4;
-      }
+      sp += 32;
+      a0 = f32x4.add(a0, f32x4.sub(f32x4.mul(s, g0), f32x4.mul(o, v128.load32_splat(xg))));
+      if (R > 1) a1 = f32x4.add(a1, f32x4.sub(f32x4.mul(s, g1), f32x4.mul(o, v128.load32_splat(xg + xsumStride))));
+      if (R > 2) a2 = f32x4.add(a2, f32x4.sub(f32x4.mul(s, g2), f32x4.mul(o, v128.load32_splat(xg + 2 * xsumStride))));
+      if (R > 3) a3 = f32x4.add(a3, f32x4.sub(f32x4.mul(s, g3), f32x4.mul(o, v128.load32_splat(xg + 3 * xsumStride))));
+      xg += 4;
     }
     Q.store4(y, a0, cols);
     if (R > 1) Q.store4(y + yStride, a1, cols);
     if (R > 2) Q.store4(y + 2 * yStride, a2, cols);
     if (R > 3) Q.store4(y + 3 * yStride, a3, cols);
-    if (R > 4) Q.store4(y + 4 * yStride, a4, cols);
-    if (R > 5) Q.store4(y + 5 * yStride, a5, cols);
-    if (R > 6) Q.store4(y + 6 * yStride, a6, cols);
-    if (R > 7) Q.store4(y + 7 * yStride, a7, cols);
   }
 
   /** The first n (≤ 4) lanes at ptr, zeros after. */
@@ -108,12 +152,27 @@ class Q {
     return a;
   }
 
-  /** One panel for R rows, B bits: its whole words (panelWords), then a row's last, partial word if K leaves one. */
+  /** One panel for R ≤ 4 rows, B bits: its whole words (groupPanel), then a row's last, partial word if K leaves one. */
   @inline
-  static panel(R: i32, B: i32, x: usize, xStride: usize, K: i32, wq: usize, so: usize, group: i32, b: v128, y: usize, yStride: usize, cols: i32): void {
+  static panel(
+    R: i32,
+    B: i32,
+    x: usize,
+    xStride: usize,
+    xsum: usize,
+    xsumStride: usize,
+    K: i32,
+    wq: usize,
+    so: usize,
+    group: i32,
+    b: v128,
+    y: usize,
+    yStride: usize,
+    cols: i32,
+  ): void {
     const perWord = 32 / B;
     const whole = K / perWord;
-    Q.panelWords(R, B, x, xStride, wq, so, group, whole, b, y, yStride, cols);
+    Q.groupPanel(R, B, x, xStride, xsum, xsumStride, wq, so, group, whole, b, y, yStride, cols);
     if (whole * perWord < K) partialWord(R, B, x, xStride, wq, so, group, whole, K - whole * perWord, y, yStride, cols);
   }
 }
@@ -141,73 +200,67 @@ function partialWord(M: i32, bits: i32, x: usize, xStride: usize, wq: usize, so:
   }
 }
 
-/** Q.panel() for a run-time M ≤ 8 and bits: a copy per (M, bits). */
-function panelAny(M: i32, bits: i32, x: usize, xStride: usize, K: i32, wq: usize, so: usize, group: i32, b: v128, y: usize, yStride: usize, cols: i32): void {
+/** Q.panel() for a run-time R ≤ 4 and bits: a copy per (R, bits). */
+function panelAny(
+  R: i32,
+  bits: i32,
+  x: usize,
+  xStride: usize,
+  xsum: usize,
+  xsumStride: usize,
+  K: i32,
+  wq: usize,
+  so: usize,
+  group: i32,
+  b: v128,
+  y: usize,
+  yStride: usize,
+  cols: i32,
+): void {
   if (bits === 4) {
-    switch (M) {
-      case 1:
-        Q.panel(1, 4, x, xStride, K, wq, so, group, b, y, yStride, cols);
-        break;
-      case 2:
-        Q.panel(2, 4, x, xStride, K, wq, so, group, b, y, yStride, cols);
-        break;
-      case 3:
-        Q.panel(3, 4, x, xStride, K, wq, so, group, b, y, yStride, cols);
-        break;
-      case 4:
-        Q.panel(4, 4, x, xStride, K, wq, so, group, b, y, yStride, cols);
-        break;
-      case 5:
-        Q.panel(5, 4, x, xStride, K, wq, so, group, b, y, yStride, cols);
-        break;
-      case 6:
-        Q.panel(6, 4, x, xStride, K, wq, so, group, b, y, yStride, cols);
-        break;
-      case 7:
-        Q.panel(7, 4, x, xStride, K, wq, so, group, b, y, yStride, cols);
-        break;
-      default:
-        Q.panel(8, 4, x, xStride, K, wq, so, group, b, y, yStride, cols);
-    }
+    if (R === 1) Q.panel(1, 4, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
+    else if (R === 2) Q.panel(2, 4, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
+    else if (R === 3) Q.panel(3, 4, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
+    else Q.panel(4, 4, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
   } else {
-    switch (M) {
-      case 1:
-        Q.panel(1, 8, x, xStride, K, wq, so, group, b, y, yStride, cols);
-        break;
-      case 2:
-        Q.panel(2, 8, x, xStride, K, wq, so, group, b, y, yStride, cols);
-        break;
-      case 3:
-        Q.panel(3, 8, x, xStride, K, wq, so, group, b, y, yStride, cols);
-        break;
-      case 4:
-        Q.panel(4, 8, x, xStride, K, wq, so, group, b, y, yStride, cols);
-        break;
-      case 5:
-        Q.panel(5, 8, x, xStride, K, wq, so, group, b, y, yStride, cols);
-        break;
-      case 6:
-        Q.panel(6, 8, x, xStride, K, wq, so, group, b, y, yStride, cols);
-        break;
-      case 7:
-        Q.panel(7, 8, x, xStride, K, wq, so, group, b, y, yStride, cols);
-        break;
-      default:
-        Q.panel(8, 8, x, xStride, K, wq, so, group, b, y, yStride, cols);
-    }
+    if (R === 1) Q.panel(1, 8, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
+    else if (R === 2) Q.panel(2, 8, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
+    else if (R === 3) Q.panel(3, 8, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
+    else Q.panel(4, 8, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
   }
 }
 
-/** y [M, N] = x [M, K] · Wᵀ + bias for 1 ≤ M ≤ 8 (more rows: qgemm), W packed as at the top of this file. */
-export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, N: i32, bias: usize, y: usize, ldy: i32, bits: i32, group: i32): void {
+/**
+ * y [M, N] = x [M, K] · Wᵀ + bias for 1 ≤ M ≤ 8 (more rows: qgemm), W packed as at the top of this file.
+ * scratch: M·groups floats, where the sums of each row's x over each group go first. Rows 4 … 7 (M > 4)
+ * take each panel right after rows 0 … 3 (its words from cache: 4 rows' sums at a time stay in registers).
+ */
+export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, N: i32, bias: usize, y: usize, ldy: i32, bits: i32, group: i32, scratch: usize): void {
   const xStride = (<usize>ldx) << 2;
   const yStride = (<usize>ldy) << 2;
+  const groups = (K + group - 1) / group;
   const panelBytes = (<usize>((K * bits + 31) >> 5)) << 4; // one panel of wq
-  const panelScales = (<usize>((K + group - 1) / group)) << 5; // one panel of so
+  const panelScales = (<usize>groups) << 5; // one panel of so
+  // X [M, groups]: row r's Σ x over group g, over the whole words only (a partial last word is taken apart, exactly).
+  const kWhole = (K / (32 / bits)) * (32 / bits);
+  for (let r = 0; r < M; r++) {
+    for (let g = 0; g < groups; g++) {
+      let sum: f32 = 0;
+      const k1 = min((g + 1) * group, kWhole);
+      for (let k = g * group; k < k1; k++) sum += load<f32>(x + <usize>r * xStride + ((<usize>k) << 2));
+      store<f32>(scratch + ((<usize>(r * groups + g)) << 2), sum);
+    }
+  }
+  const xsumStride = (<usize>groups) << 2;
+  const R0 = min(M, 4);
   for (let c = 0; c < N; c += 4) {
     const p = <usize>(c >> 2);
     const b = v128.load(bias + ((<usize>c) << 2));
-    panelAny(M, bits, x, xStride, K, wq + p * panelBytes, so + p * panelScales, group, b, y + ((<usize>c) << 2), yStride, N - c);
+    const wp = wq + p * panelBytes;
+    const sp = so + p * panelScales;
+    const out = y + ((<usize>c) << 2);
+    panelAny(R0, bits, x, xStride, scratch, xsumStride, K, wp, sp, group, b, out, yStride, N - c);
+    if (M > 4) panelAny(M - 4, bits, x + 4 * xStride, xStride, scratch + 4 * xsumStride, xsumStride, K, wp, sp, group, b, out + 4 * yStride, yStride, N - c);
   }
 }
 

@@ -11,7 +11,21 @@ import type { KernelCall, ThreadPool } from './threads.ts';
 interface KernelExports {
   heapBase(): number;
   gemm(x: number, ldx: number, M: number, K: number, wp: number, N: number, bias: number, y: number, ldy: number): void;
-  qgemv(x: number, ldx: number, M: number, K: number, wq: number, so: number, N: number, bias: number, y: number, ldy: number, bits: number, group: number): void;
+  qgemv(
+    x: number,
+    ldx: number,
+    M: number,
+    K: number,
+    wq: number,
+    so: number,
+    N: number,
+    bias: number,
+    y: number,
+    ldy: number,
+    bits: number,
+    group: number,
+    scratch: number,
+  ): void;
   qgemm(
     x: number,
     ldx: number,

@@ -4,9 +4,10 @@
 //   quantized kept packed, 4 or 8 bits a weight plus a (scale, offset) float pair per group along K:
 //             src/quant's PackedWeight regrouped so that 4 rows' words lie side by side (panelQuantized,
 //             the layout at the top of wasm/qgemm.ts), for qgemv (≤ 8 rows: decoding) and qgemm.
-// No float copy of a quantized weight is made: qgemv dequantizes in registers; qgemm dequantizes one
-// panel of 8 columns at a time, [K, 8] float32, into a scratch buffer of its thread in the call's arena.
-// Both give bit for bit what gemm gives on the float32 weights src/quant's unpackWeight stands for.
+// No float copy of a quantized weight is made: qgemv applies each group's scale and offset to its sums
+// (y += s·Σ x·q − o·Σ x); qgemm dequantizes one panel of 8 columns at a time, [K, 8] float32, into a
+// scratch buffer of its thread in the call's arena and gives, bit for bit, what gemm gives on the
+// float32 weights src/quant's unpackWeight stands for.
 
 import { packWeight } from '../quant/pack.ts';
 import type { PackedWeight, QuantizedDtype, WeightTensor } from '../quant/types.ts';
@@ -84,7 +85,7 @@ function call(p: Projection, x: number, rows: number, c0: number, n: number, y: 
   const wq = p.wq + panel * Math.ceil((p.K * p.bits) / 32) * 16;
   const so = p.so + panel * Math.ceil(p.K / p.group) * 32;
   const args = [x, p.K, rows, p.K, wq, so, n, p.bias + 4 * c0, y + 4 * c0, p.N, p.bits, p.group] as const;
-  return rows <= GEMV_ROWS ? ['qgemv', ...args] : ['qgemm', ...args, scratch];
+  return [rows <= GEMV_ROWS ? 'qgemv' : 'qgemm', ...args, scratch];
 }
 
 /**
@@ -99,8 +100,9 @@ export async function project(kernels: WasmKernels, jobs: [x: number, rows: numb
   );
   const lists: KernelCall[][] = Array.from({ length: T }, () => []);
   const ys = jobs.map(([, rows, p]) => kernels.alloc(rows * p.N));
-  // qgemm's scratch, one per thread: a dequantized panel [K rounded up to a word, 8] f32.
-  const scratchFloats = Math.max(0, ...jobs.map(([, rows, p]) => (p.kind === 'quantized' && rows > GEMV_ROWS ? (p.K + 7) * 8 : 0)));
+  // The quantized kernels' scratch, one per thread: qgemm's dequantized panel [K rounded up to a word, 8]
+  // f32, or qgemv's sums of x over each group [rows, groups] f32.
+  const scratchFloats = Math.max(0, ...jobs.map(([, rows, p]) => (p.kind === 'float' ? 0 : rows > GEMV_ROWS ? (p.K + 7) * 8 : rows * Math.ceil(p.K / p.group))));
   const scratch = Array.from({ length: T }, () => (scratchFloats > 0 ? kernels.alloc(scratchFloats) : 0));
   jobs.forEach(([x, rows, p], j) => {
     const y = ys[j];

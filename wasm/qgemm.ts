@@ -3,8 +3,8 @@
 // (4 or 8 bits per weight plus a (scale, offset) pair per group along K) and dequantized in the loops.
 // A weight is w = scale·q − offset (src/quant/pack.ts's unpackWeight), float32 throughout:
 //
-//   qgemv  M ≤ 8 rows (decode): each quant word is loaded once and its fields converted to float once
-//          for up to 4 rows (rows 4 … 7 take the panel again, from cache); per group and row,
+//   qgemv  M ≤ 8 rows (decode): each quant word is read once from memory and its fields converted to
+//          float once for up to 3 rows (more rows take the panel again, from cache); per group and row,
 //          y += scale·Σ x·q − offset·Σ x (the sums of x per group first, into the scratch), so that a
 //          weight costs one convert and one multiply-add per row, not a dequantization per column
 //   qgemm  more rows (prefill): per chunk of 64 rows, each panel of 8 columns is dequantized into a
@@ -27,6 +27,7 @@
 import { gemm } from './gemm';
 
 const MC: i32 = 64; // rows of x per chunk (as gemm.ts)
+const ROWS: i32 = 3; // qgemv's rows per pass over a panel (4 rows' sums would not stay in x86-64's 16 SIMD registers: 4 rows in one pass measured no faster than 3 + 1)
 
 /**
  * The helpers AssemblyScript inlines (`@inline`), their constant arguments (R, B) folded away: static
@@ -54,7 +55,7 @@ class Q {
 
   /**
    * The whole words 0 … whole − 1 of one panel of 4 rows of W (wq, so at the panel) into y[0 … R−1, 4 columns],
-   * R ≤ 4 and B (bits) constants (inlined once per (R, B)). Per group g and row r, in float32:
+   * R ≤ 3 and B (bits) constants (inlined once per (R, B)). Per group g and row r, in float32:
    *   y += s_g · Σ_k x_k·q_k − o_g · X_g      (k in group g; X_g = Σ_k x_k, from xsum [R, groups], row stride xsumStride)
    * which is Σ_k x_k·(s_g·q_k − o_g) with two multiplies per group instead of two per weight. Each word is
    * loaded once and its fields converted once for all R rows; the sums start from the bias b.
@@ -82,11 +83,9 @@ class Q {
     let a0 = b;
     let a1 = b;
     let a2 = b;
-    let a3 = b;
     let x0 = x; // row r's x at the current word: x + r·xStride + 4·k
     let x1 = x + xStride;
     let x2 = x + 2 * xStride;
-    let x3 = x + 3 * xStride;
     let sp = so;
     let xg = xsum;
     for (let w0 = 0; w0 < whole; w0 += wordsPerGroup) {
@@ -94,7 +93,6 @@ class Q {
       let g0 = f32x4.splat(0); // Σ x·q of this group, row 0
       let g1 = g0;
       let g2 = g0;
-      let g3 = g0;
       for (let w = w0; w < w1; w++) {
         let u = v128.load(wq + ((<usize>w) << 4)); // word w of the 4 rows
         for (let f = 0; f < perWord; f += 4) {
@@ -103,27 +101,22 @@ class Q {
           g0 = f32x4.add(g0, f32x4.mul(v128.load32_splat(x0, 0), q));
           if (R > 1) g1 = f32x4.add(g1, f32x4.mul(v128.load32_splat(x1, 0), q));
           if (R > 2) g2 = f32x4.add(g2, f32x4.mul(v128.load32_splat(x2, 0), q));
-          if (R > 3) g3 = f32x4.add(g3, f32x4.mul(v128.load32_splat(x3, 0), q));
           q = f32x4.convert_i32x4_s(v128.and(i32x4.shr_u(u, 1 * B), mask));
           g0 = f32x4.add(g0, f32x4.mul(v128.load32_splat(x0, 4), q));
           if (R > 1) g1 = f32x4.add(g1, f32x4.mul(v128.load32_splat(x1, 4), q));
           if (R > 2) g2 = f32x4.add(g2, f32x4.mul(v128.load32_splat(x2, 4), q));
-          if (R > 3) g3 = f32x4.add(g3, f32x4.mul(v128.load32_splat(x3, 4), q));
           q = f32x4.convert_i32x4_s(v128.and(i32x4.shr_u(u, 2 * B), mask));
           g0 = f32x4.add(g0, f32x4.mul(v128.load32_splat(x0, 8), q));
           if (R > 1) g1 = f32x4.add(g1, f32x4.mul(v128.load32_splat(x1, 8), q));
           if (R > 2) g2 = f32x4.add(g2, f32x4.mul(v128.load32_splat(x2, 8), q));
-          if (R > 3) g3 = f32x4.add(g3, f32x4.mul(v128.load32_splat(x3, 8), q));
           q = f32x4.convert_i32x4_s(v128.and(i32x4.shr_u(u, 3 * B), mask));
           g0 = f32x4.add(g0, f32x4.mul(v128.load32_splat(x0, 12), q));
           if (R > 1) g1 = f32x4.add(g1, f32x4.mul(v128.load32_splat(x1, 12), q));
           if (R > 2) g2 = f32x4.add(g2, f32x4.mul(v128.load32_splat(x2, 12), q));
-          if (R > 3) g3 = f32x4.add(g3, f32x4.mul(v128.load32_splat(x3, 12), q));
           u = i32x4.shr_u(u, 4 * B); // (8 bits: one pass of this loop)
           x0 += 16;
           if (R > 1) x1 += 16;
           if (R > 2) x2 += 16;
-          if (R > 3) x3 += 16;
         }
       }
       const s = v128.load(sp);
@@ -132,13 +125,11 @@ class Q {
       a0 = f32x4.add(a0, f32x4.sub(f32x4.mul(s, g0), f32x4.mul(o, v128.load32_splat(xg))));
       if (R > 1) a1 = f32x4.add(a1, f32x4.sub(f32x4.mul(s, g1), f32x4.mul(o, v128.load32_splat(xg + xsumStride))));
       if (R > 2) a2 = f32x4.add(a2, f32x4.sub(f32x4.mul(s, g2), f32x4.mul(o, v128.load32_splat(xg + 2 * xsumStride))));
-      if (R > 3) a3 = f32x4.add(a3, f32x4.sub(f32x4.mul(s, g3), f32x4.mul(o, v128.load32_splat(xg + 3 * xsumStride))));
       xg += 4;
     }
     Q.store4(y, a0, cols);
     if (R > 1) Q.store4(y + yStride, a1, cols);
     if (R > 2) Q.store4(y + 2 * yStride, a2, cols);
-    if (R > 3) Q.store4(y + 3 * yStride, a3, cols);
   }
 
   /** The first n (≤ 4) lanes at ptr, zeros after. */
@@ -152,7 +143,7 @@ class Q {
     return a;
   }
 
-  /** One panel for R ≤ 4 rows, B bits: its whole words (groupPanel), then a row's last, partial word if K leaves one. */
+  /** One panel for R ≤ 3 rows, B bits: its whole words (groupPanel), then a row's last, partial word if K leaves one. */
   @inline
   static panel(
     R: i32,
@@ -200,7 +191,7 @@ function partialWord(M: i32, bits: i32, x: usize, xStride: usize, wq: usize, so:
   }
 }
 
-/** Q.panel() for a run-time R ≤ 4 and bits: a copy per (R, bits). */
+/** Q.panel() for a run-time R ≤ 3 and bits: a copy per (R, bits). */
 function panelAny(
   R: i32,
   bits: i32,
@@ -220,20 +211,18 @@ function panelAny(
   if (bits === 4) {
     if (R === 1) Q.panel(1, 4, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
     else if (R === 2) Q.panel(2, 4, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
-    else if (R === 3) Q.panel(3, 4, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
-    else Q.panel(4, 4, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
+    else Q.panel(3, 4, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
   } else {
     if (R === 1) Q.panel(1, 8, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
     else if (R === 2) Q.panel(2, 8, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
-    else if (R === 3) Q.panel(3, 8, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
-    else Q.panel(4, 8, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
+    else Q.panel(3, 8, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
   }
 }
 
 /**
  * y [M, N] = x [M, K] · Wᵀ + bias for 1 ≤ M ≤ 8 (more rows: qgemm), W packed as at the top of this file.
- * scratch: M·groups floats, where the sums of each row's x over each group go first. Rows 4 … 7 (M > 4)
- * take each panel right after rows 0 … 3 (its words from cache: 4 rows' sums at a time stay in registers).
+ * scratch: M·groups floats, where the sums of each row's x over each group go first. Rows are taken
+ * ROWS at a time, each panel by all of them before the next (its words from cache after the first).
  */
 export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, N: i32, bias: usize, y: usize, ldy: i32, bits: i32, group: i32, scratch: usize): void {
   const xStride = (<usize>ldx) << 2;
@@ -252,15 +241,16 @@ export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, 
     }
   }
   const xsumStride = (<usize>groups) << 2;
-  const R0 = min(M, 4);
   for (let c = 0; c < N; c += 4) {
     const p = <usize>(c >> 2);
     const b = v128.load(bias + ((<usize>c) << 2));
     const wp = wq + p * panelBytes;
     const sp = so + p * panelScales;
     const out = y + ((<usize>c) << 2);
-    panelAny(R0, bits, x, xStride, scratch, xsumStride, K, wp, sp, group, b, out, yStride, N - c);
-    if (M > 4) panelAny(M - 4, bits, x + 4 * xStride, xStride, scratch + 4 * xsumStride, xsumStride, K, wp, sp, group, b, out + 4 * yStride, yStride, N - c);
+    for (let r = 0; r < M; r += ROWS) {
+      const rs = <usize>r;
+      panelAny(min(ROWS, M - r), bits, x + rs * xStride, xStride, scratch + rs * xsumStride, xsumStride, K, wp, sp, group, b, out + rs * yStride, yStride, N - c);
+    }
   }
 }
 

@@ -8,95 +8,28 @@
 // block) is ONNX Runtime's. Float16 scales too: A, scales and Y are then float16 (MatMulNBits' T1), checked
 // at the float16 rule.
 //
-// ModelProto is encoded with protobufjs from the subset of onnx.proto below (field numbers as in
-// onnx/onnx.proto, as demo/bench/systems/onnx-model.ts does): ir_version 8, opsets ai.onnx 17 and
-// com.microsoft 1; initializers with raw_data.
+// The model is written by scripts/ort-matmulnbits.ts (also the benchmark's peer).
 
 import { beforeAll, expect, test } from 'vitest';
 import { dequantize, type NBitsTensor, quantizeWeights } from '../src/index.ts';
 import { floatToHalfBits } from '../src/quant/half.ts';
 import { halfToFloat } from '../src/quant/pack.ts';
+import { matMulNBitsModel } from '../scripts/ort-matmulnbits.ts';
 import { mulberry32, uniform } from '../src/util/random.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 
-const PROTO = `
-syntax = "proto2";
-package onnx;
-message AttributeProto { optional string name = 1; optional int32 type = 20; optional int64 i = 3; }
-message NodeProto { repeated string input = 1; repeated string output = 2; optional string name = 3; optional string op_type = 4; optional string domain = 7; repeated AttributeProto attribute = 5; }
-message TensorProto { repeated int64 dims = 1; optional int32 data_type = 2; optional string name = 8; optional bytes raw_data = 9; }
-message TensorShapeProto { message Dimension { optional int64 dim_value = 1; } repeated Dimension dim = 1; }
-message TypeProto { message Tensor { optional int32 elem_type = 1; optional TensorShapeProto shape = 2; } optional Tensor tensor_type = 1; }
-message ValueInfoProto { optional string name = 1; optional TypeProto type = 2; }
-message GraphProto { repeated NodeProto node = 1; optional string name = 2; repeated TensorProto initializer = 5; repeated ValueInfoProto input = 11; repeated ValueInfoProto output = 12; }
-message OperatorSetIdProto { optional string domain = 1; optional int64 version = 2; }
-message ModelProto { optional int64 ir_version = 1; repeated OperatorSetIdProto opset_import = 8; optional GraphProto graph = 7; }
-`;
-const FLOAT = 1;
-const UINT8 = 2;
-const FLOAT16 = 10;
-const ATTRIBUTE_INT = 2;
-
 type Ort = typeof import('onnxruntime-web');
 let ort: Ort;
-let ModelProto: import('protobufjs').Type;
 
 beforeAll(async () => {
   ort = await import('onnxruntime-web');
   ort.env.wasm.numThreads = 1;
   ort.env.logLevel = 'error';
-  const mod = (await import('protobufjs')) as typeof import('protobufjs') & { default?: typeof import('protobufjs') };
-  const protobuf = typeof mod.parse === 'function' ? mod : (mod.default as typeof import('protobufjs'));
-  ModelProto = protobuf.parse(PROTO, { keepCase: true }).root.lookupType('onnx.ModelProto');
 });
 
-function valueInfo(name: string, dims: number[], elemType = FLOAT) {
-  return { name, type: { tensor_type: { elem_type: elemType, shape: { dim: dims.map((d) => ({ dim_value: d })) } } } };
-}
-
-/**
- * The bytes of a model Y = MatMulNBits(A, B, scales[, zero_points]) with this weight as its initializers;
- * float16 scales (Uint16Array) make A, scales and Y float16 (MatMulNBits' T1 is one type).
- */
-function matMulNBitsModel(w: NBitsTensor, M: number): Uint8Array {
-  const [N, K] = w.shape;
-  const blocks = Math.ceil(K / w.blockSize);
-  const scales = w.scales;
-  const elem = scales instanceof Uint16Array ? FLOAT16 : FLOAT;
-  const initializer = [
-    { name: 'B', dims: [N, blocks, (w.blockSize * w.bits) / 8], data_type: UINT8, raw_data: w.data },
-    { name: 'scales', dims: [N * blocks], data_type: elem, raw_data: new Uint8Array(scales.buffer, scales.byteOffset, scales.byteLength) },
-  ];
-  const inputs = ['A', 'B', 'scales'];
-  if (w.zeroPoints) {
-    initializer.push({ name: 'zero_points', dims: [w.zeroPoints.length], data_type: UINT8, raw_data: w.zeroPoints });
-    inputs.push('zero_points');
-  }
-  const attribute = (name: string, i: number) => ({ name, type: ATTRIBUTE_INT, i });
-  const model = {
-    ir_version: 8,
-    opset_import: [
-      { domain: '', version: 17 },
-      { domain: 'com.microsoft', version: 1 },
-    ],
-    graph: {
-      name: 'matmulnbits',
-      node: [
-        {
-          name: 'mm',
-          op_type: 'MatMulNBits',
-          domain: 'com.microsoft',
-          input: inputs,
-          output: ['Y'],
-          attribute: [attribute('K', K), attribute('N', N), attribute('bits', w.bits), attribute('block_size', w.blockSize)],
-        },
-      ],
-      initializer,
-      input: [valueInfo('A', [M, K], elem)],
-      output: [valueInfo('Y', [M, N], elem)],
-    },
-  };
-  return ModelProto.encode(ModelProto.fromObject(model)).finish();
+/** The bytes of a model Y = MatMulNBits(A, B, scales[, zero_points]) with this weight as its initializers. */
+async function model(w: NBitsTensor, M: number): Promise<Uint8Array> {
+  return matMulNBitsModel(M, w.shape[1], [['w', w]]);
 }
 
 /** x [M, K] · wᵀ, w [N, K], in float64. */
@@ -130,11 +63,11 @@ test.each(cases)('bits %i, blockSize %i, K %i, zero points %s: ORT’s MatMulNBi
   const t = sd.in_proj_weight as NBitsTensor;
   expect(Boolean(t.zeroPoints)).toBe(zeroPoints);
   const x = uniform(M * K, 1, mulberry32(seed + 7));
-  const session = await ort.InferenceSession.create(matMulNBitsModel(t, M), { executionProviders: ['wasm'] });
+  const session = await ort.InferenceSession.create(await model(t, M), { executionProviders: ['wasm'] });
   try {
     const out = await session.run({ A: new ort.Tensor('float32', x, [M, K]) });
-    const y = out.Y.data as Float32Array;
-    expect(out.Y.dims).toEqual([M, N]);
+    const y = out.Y_w.data as Float32Array;
+    expect(out.Y_w.dims).toEqual([M, N]);
     expectClose(y, matmulT(x, dequantize(t), M, N, K), f32Tolerance([K]), 'ORT MatMulNBits vs x·dequantize(w)ᵀ');
   } finally {
     await session.release();
@@ -155,9 +88,9 @@ test('ORT’s MatMulNBits on bytes with random zero points and scales (not from 
     zeroPoints: Uint8Array.from({ length: N * Math.ceil((blocks * bits) / 8) }, () => Math.floor(rng() * 256)),
   };
   const x = uniform(M * K, 1, rng);
-  const session = await ort.InferenceSession.create(matMulNBitsModel(t, M), { executionProviders: ['wasm'] });
+  const session = await ort.InferenceSession.create(await model(t, M), { executionProviders: ['wasm'] });
   try {
-    const y = (await session.run({ A: new ort.Tensor('float32', x, [M, K]) })).Y.data as Float32Array;
+    const y = (await session.run({ A: new ort.Tensor('float32', x, [M, K]) })).Y_w.data as Float32Array;
     expectClose(y, matmulT(x, dequantize(t), M, N, K), f32Tolerance([K]), 'ORT MatMulNBits vs x·dequantize(w)ᵀ');
   } finally {
     await session.release();
@@ -175,10 +108,10 @@ test('float16 scales (transformers.js q4f16): ORT’s MatMulNBits in float16 equ
   // A in float16: the reference multiplies exactly those values
   const xBits = Uint16Array.from(uniform(M * K, 1, mulberry32(42)), floatToHalfBits);
   const x = Float32Array.from(xBits, halfToFloat);
-  const session = await ort.InferenceSession.create(matMulNBitsModel(t, M), { executionProviders: ['wasm'] });
+  const session = await ort.InferenceSession.create(await model(t, M), { executionProviders: ['wasm'] });
   try {
     const out = await session.run({ A: new ort.Tensor('float16', xBits, [M, K]) });
-    const y = Float32Array.from(out.Y.data as Uint16Array, halfToFloat);
+    const y = Float32Array.from(out.Y_w.data as Uint16Array, halfToFloat);
     const want = matmulT(x, dequantize(t), M, N, K);
     // Y is rounded to float16 (and ORT may accumulate in float16): the float16 rule of this engine
     expectClose(y, want, f16Tolerance([K], maxAbsFinite(want)), 'ORT MatMulNBits (float16) vs x·dequantize(w)ᵀ');

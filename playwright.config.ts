@@ -13,9 +13,10 @@ const HOST = '127.0.0.1';
 export default defineConfig({
   testDir: 'e2e',
   outputDir: 'test-results',
-  // One worker: the software GPU uses every core, and the spec shares one page (and one engine, so
-  // shader pipelines compile once) across its tests.
-  workers: 1,
+  // Two workers (E2E_WORKERS to change it), each with one page (and one engine, so shader pipelines
+  // compile once per worker) shared by its spec files' tests: SwiftShader compiles a pipeline on one
+  // core, and most of this suite's time is compiling, so a second browser uses the other core.
+  workers: Number(process.env.E2E_WORKERS ?? 2),
   fullyParallel: false,
   forbidOnly: !!process.env.CI,
   retries: 0,

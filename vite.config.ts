@@ -33,13 +33,17 @@ export default defineConfig({
     setupFiles: ['test/setup.ts'],
     // One Mesa shader cache per run, shared by the test files (each compiled its kernels from cold before).
     globalSetup: ['test/global-setup.ts'],
-    // kernel-variants.test.ts first (it compiles every variant: later files read them from that cache), then by name.
+    // The two kernel-variant files first (they compile every variant: later files read them from that
+    // cache), then the other long ones, then by name (test/sequencer.ts).
     sequence: { sequencer: CompileFirstSequencer },
     environment: 'node',
     // One WebGPU device per test file; the software drivers are slow, so give GPU tests room.
     testTimeout: 120_000,
     hookTimeout: 120_000,
-    // Two cores: running files in parallel only makes the software GPU thrash.
-    fileParallelism: false,
+    // Two files at a time, each with its own device: most of the suite's time is lavapipe compiling
+    // pipelines (LLVM, one thread per compile, on the device's queue), so a second worker uses the core
+    // the first leaves idle.
+    fileParallelism: true,
+    maxWorkers: 2,
   },
 });

@@ -21,20 +21,33 @@ npm ci --no-audit --no-fund
 mkdir -p test-reports
 rm -f test-reports/*.json
 status=0
-echo "== lint and format (Biome)"
+# Each stage's wall time, printed with the summary (where CI's time goes).
+stages=()
+stage() { stages+=("$(printf '%5ds  %s' "$((SECONDS - stage_start))" "$stage_name")"); }
+begin() { stage_name=$1; stage_start=$SECONDS; echo "== $1"; }
+begin "lint and format (Biome)"
 npx biome check . || status=1
-echo "== type check"
+stage
+begin "type check"
 npx tsc --noEmit -p . || status=1
-echo "== import cycles (type-only included) in src/"
+stage
+begin "import cycles (type-only included) in src/"
 node scripts/check-cycles.mjs || status=1
-echo "== API reference (TypeDoc from the TSDoc comments; a warning fails)"
+stage
+begin "API reference (TypeDoc from the TSDoc comments; a warning fails)"
 npx typedoc --treatWarningsAsErrors --logLevel Warn || status=1
-echo "== unit tests (vitest, Node, WebGPU through Dawn on lavapipe)"
+stage
+begin "unit tests (vitest, Node, WebGPU through Dawn on lavapipe)"
 npx vitest run --reporter=default --reporter=json --outputFile.json=test-reports/vitest.json || status=1
-echo "== browser tests (Playwright, Chromium's WebGPU)"
+stage
+begin "browser tests (Playwright, Chromium's WebGPU)"
 PLAYWRIGHT_JSON_OUTPUT_NAME=test-reports/playwright.json npx playwright test --reporter=list,json || status=1
-echo "== package test (npm pack into a throwaway Node script and Vite app)"
+stage
+begin "package test (npm pack into a throwaway Node script and Vite app)"
 node scripts/pack-test.mjs --dev || status=1
+stage
 echo "== summary"
+echo "wall time of each stage (${SECONDS}s since the start, set-up and npm ci included):"
+printf '%s\n' "${stages[@]}"
 node scripts/summarise-tests.mjs test-reports/vitest.json test-reports/playwright.json || status=1
 exit $status

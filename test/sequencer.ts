@@ -1,17 +1,19 @@
 // The order of test files in a `vitest run` (vite.config.ts test.sequence.sequencer). The files share
 // one Mesa shader cache per run (test/global-setup.ts), so a kernel is compiled by the first file that
-// runs it and read back by every later one. test/kernel-variants.test.ts compiles every variant at
-// five head sizes, so it goes first; the tuner's correctness gate in test/tuning.test.ts (every variant
-// at head size 20, which kernel-variants also runs) then finds its kernels compiled: measured alone,
-// 604 s cold against 3.7 s with its kernels in the cache (2 cores, load ~13, 2026-12-01). The rest run
-// by name, the same order on every machine. Without sharding (this project runs none), `shard` passes
-// the files through. No import of vitest here: vite.config.ts also configures the demo's dev server.
+// runs it and read back by every later one. Two files run at a time (vite.config.ts maxWorkers). The
+// two kernel-variant files compile every variant at head sizes 4, 20 and 128, so they go first, one on
+// each worker; the tuner's correctness gate in test/tuning.test.ts (every variant at head size 20) then
+// finds its kernels compiled: measured alone, 604 s cold against 3.7 s with its kernels in the cache
+// (2 cores, load ~13, 2026-12-01). Then the other files that take minutes (they compile the built-in
+// choice at many head sizes), so that the short ones fill the end; the rest by name, the same order on
+// every machine. Without sharding (this project runs none), `shard` passes the files through. No
+// import of vitest here: vite.config.ts also configures the demo's dev server.
 
 interface Specification {
   readonly moduleId: string;
 }
 
-const FIRST = ['test/kernel-variants.test.ts'];
+const FIRST = ['test/kernel-variants.test.ts', 'test/kernel-variants-software.test.ts', 'test/gpu-vs-cpu.test.ts', 'test/head-sizes.test.ts'];
 
 function rank(spec: Specification): number {
   const path = spec.moduleId.replaceAll('\\', '/');

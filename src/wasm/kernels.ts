@@ -7,10 +7,40 @@ import { DeviceLimitError } from '../errors.ts';
 import { WASM_BASE64, WASM_SHARED_BASE64 } from './module.ts';
 import type { KernelCall, ThreadPool } from './threads.ts';
 
-/** What the module exports (wasm/gemm.ts, wasm/attention.ts); pointers are byte addresses. */
+/** What the module exports (wasm/gemm.ts, wasm/qgemm.ts, wasm/attention.ts); pointers are byte addresses. */
 interface KernelExports {
   heapBase(): number;
   gemm(x: number, ldx: number, M: number, K: number, wp: number, N: number, bias: number, y: number, ldy: number): void;
+  qgemv(
+    x: number,
+    ldx: number,
+    M: number,
+    K: number,
+    wq: number,
+    so: number,
+    N: number,
+    bias: number,
+    y: number,
+    ldy: number,
+    bits: number,
+    group: number,
+    scratch: number,
+  ): void;
+  qgemm(
+    x: number,
+    ldx: number,
+    M: number,
+    K: number,
+    wq: number,
+    so: number,
+    N: number,
+    bias: number,
+    y: number,
+    ldy: number,
+    bits: number,
+    group: number,
+    scratch: number,
+  ): void;
   transpose(k: number, ldk: number, rows: number, Dh: number, kt: number): void;
   setRule(
     scale: number,

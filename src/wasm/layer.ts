@@ -1,11 +1,12 @@
 // A layer on the 'wasm' backend: its own kernel instance, whose memory holds the packed weights for
 // the layer's life and each forward's buffers above them. One forward:
 //
-//   pass 1  gemm ×3     X [T, E] · W_qᵀ, W_kᵀ, W_vᵀ + b  → Q [T, H·Dh], K, V [T', G·Dh]   (token-major)
+//   pass 1  gemm ×3     X [T, E] · W_qᵀ, W_kᵀ, W_vᵀ + b  → Q [T, H·Dh], K, V [T', G·Dh]   (token-major;
+//                       quantized weights: qgemv for ≤ 8 rows, else qgemm, each weight as given: projection.ts)
 //   pass 1½ (rotary, QK-norm: cpu/head-transform.ts's transformHead on each float32 head row)
 //   pass 2  attention   per (sequence, head), online softmax over blocks of 64 keys → O [T, H·Dh]
 //                       (scoreMod and linear layers: the float64 reference's pass, attention.ts)
-//   pass 3  gemm        O [T, E] · W_Oᵀ + b_O → Y [T, E]
+//   pass 3  gemm        O [T, E] · W_Oᵀ + b_O → Y [T, E]                          (or qgemv / qgemm)
 //
 // With a KV cache, the new tokens' K and V are copied into the cache's block, held in the same memory
 // below the arena (kv-cache.ts), and the attention reads rows 0 … Skv − 1 of it in place.
@@ -13,19 +14,12 @@
 import type { BackendLayer } from '../backend.ts';
 import { DisposedError } from '../errors.ts';
 import { transformHead } from '../cpu/head-transform.ts';
-import { type ForwardPlan, floatLayerWeights, type LayerSpec, type LayerWeights } from '../plan/index.ts';
+import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import { type HeadView, referenceAttention, runAttention, type TransposedKeys, tokenMajor } from './attention.ts';
-import { packBias, packWeights, threadsFor, type WasmKernels } from './kernels.ts';
+import type { WasmKernels } from './kernels.ts';
 import { WasmKvCache } from './kv-cache.ts';
-import type { KernelCall } from './threads.ts';
-
-interface Projection {
-  w: number; // packed W [N, K]
-  bias: number; // [⌈N/8⌉·8]
-  N: number;
-  K: number;
-}
+import { createProjection, type Projection, project } from './projection.ts';
 
 export class WasmLayer implements BackendLayer {
   private readonly q: Projection;
@@ -42,19 +36,12 @@ export class WasmLayer implements BackendLayer {
     private readonly refuse: (plan: ForwardPlan) => void,
   ) {
     const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = spec;
-    // Quantized weights: dequantized to float32 here for now (the wasm kernels do not read the packed layout yet).
-    const float = floatLayerWeights(weights);
-    const bias = float.inProjBias; // q, then k, then v
-    const project = (W: Float32Array, N: number, K: number, b: Float32Array | null, offset: number): Projection => ({
-      w: kernels!.put(packWeights(W, N, K)),
-      bias: kernels!.put(packBias(b, offset, N)),
-      N,
-      K,
-    });
-    this.q = project(float.qProjWeight, H * Dh, E, bias, 0);
-    this.k = project(float.kProjWeight, G * Dh, kdim, bias, H * Dh);
-    this.v = project(float.vProjWeight, G * Dh, vdim, bias, (H + G) * Dh);
-    this.out = project(float.outProjWeight, E, E, float.outProjBias, 0);
+    // Each weight as given: float32 panels, or quantized ones kept packed (projection.ts; never expanded to float).
+    const bias = weights.inProjBias; // q, then k, then v
+    this.q = createProjection(kernels!, weights.qProjWeight, H * Dh, E, bias, 0);
+    this.k = createProjection(kernels!, weights.kProjWeight, G * Dh, kdim, bias, H * Dh);
+    this.v = createProjection(kernels!, weights.vProjWeight, G * Dh, vdim, bias, (H + G) * Dh);
+    this.out = createProjection(kernels!, weights.outProjWeight, E, E, weights.outProjBias, 0);
     kernels!.keep();
   }
 
@@ -95,7 +82,7 @@ export class WasmLayer implements BackendLayer {
     const kvRows = plan.cache ? qRows : plan.geometry.kvRows;
     const x = kernels.put(plan.query);
     const crossInputs = plan.mode === 'cross';
-    const [q, k, v] = await this.projectAll(kernels, [
+    const [q, k, v] = await project(kernels, [
       [x, tokens, this.q],
       [crossInputs ? kernels.put(plan.key) : x, batches * kvRows, this.k],
       [crossInputs ? kernels.put(plan.value) : x, batches * kvRows, this.v],
@@ -121,7 +108,7 @@ export class WasmLayer implements BackendLayer {
     } else {
       attentionWeights = referenceAttention(kernels, plan, qView, kView as HeadView, vView, oView);
     }
-    const [y] = await this.projectAll(kernels, [[o, tokens, this.out]]);
+    const [y] = await project(kernels, [[o, tokens, this.out]]);
     const output = kernels.take(y, tokens * E);
     return attentionWeights ? { output, attentionWeights } : { output };
   }
@@ -129,37 +116,6 @@ export class WasmLayer implements BackendLayer {
   dispose(): void {
     this.kernels?.dispose(); // the instance and its memory go with the last reference
     this.kernels = null;
-  }
-
-  /**
-   * y [rows, N] = x [rows, K] · Wᵀ + b for each (x, rows, W), split over the threads: by rows, or by
-   * panels of 8 columns when there are few rows (decoding), so that each thread reads only its part
-   * of W. Either way each y element is computed as one thread would. Returns the y addresses.
-   */
-  private async projectAll(kernels: WasmKernels, jobs: [x: number, rows: number, p: Projection][]): Promise<number[]> {
-    const T = threadsFor(
-      kernels,
-      jobs.reduce((sum, [, rows, p]) => sum + rows * p.K * p.N, 0),
-    );
-    const lists: KernelCall[][] = Array.from({ length: T }, () => []);
-    const ys = jobs.map(([x, rows, p]) => {
-      const y = kernels.alloc(rows * p.N);
-      if (rows >= 16 * T) {
-        const chunk = Math.ceil(rows / T / 4) * 4; // whole micro-kernel steps of 4 rows
-        for (let t = 0, r0 = 0; r0 < rows; t++, r0 += chunk) {
-          lists[t].push(['gemm', x + 4 * r0 * p.K, p.K, Math.min(chunk, rows - r0), p.K, p.w, p.N, p.bias, y + 4 * r0 * p.N, p.N]);
-        }
-      } else {
-        const panels = Math.ceil(Math.ceil(p.N / 8) / T);
-        for (let t = 0, p0 = 0; p0 * 8 < p.N; t++, p0 += panels) {
-          const n = Math.min(panels * 8, p.N - p0 * 8); // columns p0·8 … p0·8 + n − 1
-          lists[t].push(['gemm', x, p.K, rows, p.K, p.w + 4 * p0 * 8 * p.K, n, p.bias + 4 * p0 * 8, y + 4 * p0 * 8, p.N]);
-        }
-      }
-      return y;
-    });
-    await kernels.run(lists);
-    return ys;
   }
 
   /** QK-norm and rotary (if the layer has them) of every head of `rows` token-major rows at `ptr`. */

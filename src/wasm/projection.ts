@@ -1,0 +1,123 @@
+// The projections of a layer on the 'wasm' backend, y [rows, N] = x [rows, K] · Wᵀ + b, with W in the
+// kernel instance's memory for the layer's life in one of two forms:
+//   float     float32 panels of 8 columns (kernels.ts packWeights) for gemm (wasm/gemm.ts)
+//   quantized kept packed, 4 or 8 bits a weight plus a (scale, offset) float pair per group along K:
+//             src/quant's PackedWeight regrouped so that 4 rows' words lie side by side (panelQuantized,
+//             the layout at the top of wasm/qgemm.ts), for qgemv (≤ 8 rows: decoding) and qgemm.
+// No float copy of a quantized weight is made: qgemv applies each group's scale and offset to its sums
+// (y += s·Σ x·q − o·Σ x); qgemm dequantizes one panel of 8 columns at a time, [K, 8] float32, into a
+// scratch buffer of its thread in the call's arena and gives, bit for bit, what gemm gives on the
+// float32 weights src/quant's unpackWeight stands for.
+
+import { packWeight } from '../quant/pack.ts';
+import type { PackedWeight, QuantizedDtype, WeightTensor } from '../quant/types.ts';
+import { packBias, packWeights, threadsFor, type WasmKernels } from './kernels.ts';
+import type { KernelCall } from './threads.ts';
+
+interface FloatProjection {
+  kind: 'float';
+  w: number; // packed W [⌈N/8⌉, K, 8] f32
+  bias: number; // [⌈N/8⌉·8] f32
+  N: number;
+  K: number;
+}
+
+interface QuantizedProjection {
+  kind: 'quantized';
+  wq: number; // [⌈N/8⌉·2, W, 4] u32 (wasm/qgemm.ts)
+  so: number; // [⌈N/8⌉·2, groups, 8] f32: 4 scales, then 4 offsets
+  bias: number; // [⌈N/8⌉·8] f32
+  N: number;
+  K: number;
+  bits: 4 | 8;
+  group: number;
+  dtype: QuantizedDtype;
+}
+
+export type Projection = FloatProjection | QuantizedProjection;
+
+/** Rows at most which quantized projections run qgemv (each weight word read once for all rows). */
+export const GEMV_ROWS = 8;
+
+/** W [N, K] (float32 or quantized) and its bias (b[offset … offset + N), or none) put into `kernels`' memory. */
+export function createProjection(kernels: WasmKernels, W: WeightTensor, N: number, K: number, b: Float32Array | null, offset: number): Projection {
+  if (W instanceof Float32Array) return { kind: 'float', w: kernels.put(packWeights(W, N, K)), bias: kernels.put(packBias(b, offset, N)), N, K };
+  const packed = packWeight(W);
+  const { wq, so } = panelQuantized(packed);
+  return {
+    kind: 'quantized',
+    wq: kernels.putBytes(new Uint8Array(wq.buffer)),
+    so: kernels.put(so),
+    bias: kernels.put(packBias(b, offset, N)),
+    N,
+    K,
+    bits: packed.bits,
+    group: packed.group,
+    dtype: packed.dtype,
+  };
+}
+
+/**
+ * A PackedWeight in wasm/qgemm.ts's layout: rows padded with zeros to a multiple of 8, in panels of 4
+ * rows, the panel's 4 words w side by side (wq [P, W, 4] u32), and its groups' 4 scales then 4 offsets
+ * (so [P, groups, 8] f32), P = ⌈N/8⌉·2. The same bits, regrouped: nothing is dequantized.
+ */
+export function panelQuantized(p: PackedWeight): { wq: Uint32Array; so: Float32Array } {
+  const { rows: N, wordsPerRow: W, groups } = p;
+  const P = Math.ceil(N / 8) * 2;
+  const wq = new Uint32Array(P * W * 4);
+  const so = new Float32Array(P * groups * 8);
+  for (let n = 0; n < N; n++) {
+    const [c, r] = [n >> 2, n & 3];
+    for (let w = 0; w < W; w++) wq[(c * W + w) * 4 + r] = p.quants[n * W + w];
+    for (let g = 0; g < groups; g++) {
+      so[(c * groups + g) * 8 + r] = p.scaleOffset[2 * (n * groups + g)];
+      so[(c * groups + g) * 8 + 4 + r] = p.scaleOffset[2 * (n * groups + g) + 1];
+    }
+  }
+  return { wq, so };
+}
+
+/** The kernel call for rows [0, rows) and columns [c0, c0 + n) of projection p (c0 a multiple of 8); x, y at row 0. */
+function call(p: Projection, x: number, rows: number, c0: number, n: number, y: number, scratch: number): KernelCall {
+  if (p.kind === 'float') return ['gemm', x, p.K, rows, p.K, p.w + 4 * c0 * p.K, n, p.bias + 4 * c0, y + 4 * c0, p.N];
+  const panel = c0 / 4;
+  const wq = p.wq + panel * Math.ceil((p.K * p.bits) / 32) * 16;
+  const so = p.so + panel * Math.ceil(p.K / p.group) * 32;
+  const args = [x, p.K, rows, p.K, wq, so, n, p.bias + 4 * c0, y + 4 * c0, p.N, p.bits, p.group] as const;
+  return [rows <= GEMV_ROWS ? 'qgemv' : 'qgemm', ...args, scratch];
+}
+
+/**
+ * y [rows, N] = x [rows, K] · Wᵀ + b for each (x, rows, W), split over the threads: by rows, or by
+ * panels of 8 columns when there are few rows (decoding), so that each thread reads only its part
+ * of W. Either way each y element is computed as one thread would. Returns the y addresses.
+ */
+export async function project(kernels: WasmKernels, jobs: [x: number, rows: number, p: Projection][]): Promise<number[]> {
+  const T = threadsFor(
+    kernels,
+    jobs.reduce((sum, [, rows, p]) => sum + rows * p.K * p.N, 0),
+  );
+  const lists: KernelCall[][] = Array.from({ length: T }, () => []);
+  const ys = jobs.map(([, rows, p]) => kernels.alloc(rows * p.N));
+  // The quantized kernels' scratch, one per thread: qgemm's dequantized panel [K rounded up to a word, 8]
+  // f32, or qgemv's sums of x over each group [rows, groups] f32.
+  const scratchFloats = Math.max(0, ...jobs.map(([, rows, p]) => (p.kind === 'float' ? 0 : rows > GEMV_ROWS ? (p.K + 7) * 8 : rows * Math.ceil(p.K / p.group))));
+  const scratch = Array.from({ length: T }, () => (scratchFloats > 0 ? kernels.alloc(scratchFloats) : 0));
+  jobs.forEach(([x, rows, p], j) => {
+    const y = ys[j];
+    if (rows >= 16 * T) {
+      const chunk = Math.ceil(rows / T / 4) * 4; // whole micro-kernel steps of 4 rows
+      for (let t = 0, r0 = 0; r0 < rows; t++, r0 += chunk) {
+        lists[t].push(call(p, x + 4 * r0 * p.K, Math.min(chunk, rows - r0), 0, p.N, y + 4 * r0 * p.N, scratch[t]));
+      }
+    } else {
+      const panels = Math.ceil(Math.ceil(p.N / 8) / T);
+      for (let t = 0, p0 = 0; p0 * 8 < p.N; t++, p0 += panels) {
+        lists[t].push(call(p, x, rows, p0 * 8, Math.min(panels * 8, p.N - p0 * 8), y, scratch[t])); // columns p0·8 …
+      }
+    }
+  });
+  await kernels.run(lists);
+  return ys;
+}

@@ -22,7 +22,8 @@ import { GpuRuntime } from './runtime.ts';
 import { constant } from './shader.ts';
 import { gateVariant } from './tuning/gate.ts';
 import { KernelScheduler, type Progress } from './tuning/scheduler.ts';
-import { weightBytes } from '../quant/validate.ts';
+import { packedGeometry } from '../quant/pack.ts';
+import type { WeightTensor } from '../quant/types.ts';
 import { timeKernel } from './tuning/trial.ts';
 import { type ResolvedTuning, Tuner } from './tuning/tuner.ts';
 import {
@@ -194,12 +195,13 @@ export class WebGPUBackend implements Backend, GpuCapability {
     checkHeadDim('createMultiHeadAttention', 'embedDim / numHeads (the head size)', `${spec.embedDim} / ${spec.numHeads} = ${spec.headDim}`, spec.headDim);
     const maxBinding = Math.min(this.limits().maxStorageBufferBindingSize, this.limits().maxBufferSize);
     for (const [name, w] of Object.entries({ in_proj_weight: weights.inProjWeight ?? weights.qProjWeight, 'out_proj.weight': weights.outProjWeight })) {
-      if (weightBytes(w) > maxBinding) {
+      const bytes = gpuWeightBytes(w);
+      if (bytes > maxBinding) {
         throw new DeviceLimitError({
           where: 'createMultiHeadAttention',
           argument: `stateDict["${name}"]`,
           expected: `at most maxStorageBufferBindingSize = ${maxBinding} bytes on this device`,
-          given: `${weightBytes(w)} bytes`,
+          given: `${bytes} bytes`,
           fix: "Weights are not split across buffers; use a smaller layer or createAttentionEngine({ backend: 'cpu' }).",
         });
       }
@@ -228,6 +230,13 @@ function pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, v
     case 'flash_attention':
       return flashAttentionPipeline(state.device, precision, plan.layer.headDim, variant as AttentionVariant, plan.layer.scoreMod?.wgsl);
   }
+}
+
+/** The largest buffer a weight takes on the GPU: float32, or a packed weight's quants (weights.ts; its scaleOffset is smaller for groups ≥ 16). */
+function gpuWeightBytes(w: WeightTensor): number {
+  if (w instanceof Float32Array) return w.byteLength;
+  const [N, K] = w.shape;
+  return N * Math.ceil((K * packedGeometry(w).bits) / 32) * 4;
 }
 
 /** A forced subgroup variant needs a device with the `subgroups` feature (candidates never offer one without it). */

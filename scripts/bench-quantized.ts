@@ -199,7 +199,9 @@ for (const backend of values.backends.split(',') as ('webgpu' | 'wasm')[]) rows.
 const ortMs = values['no-ort'] ? null : await ortProjections();
 
 console.log(`E=${E} H=${H} G=${G}: decode step over a cache of ${ctx}, prefill of ${prefill}; medians of ${runs} steps`);
-console.log('backend  type     decode ms (best)   projections GPU ms   prefill ms   peak MB   against f32: decode speed-up / projections speed-up / prefill time / GPU memory');
+console.log(
+  'backend  type     decode ms (best)   projections GPU ms   prefill ms   peak MB   against f32: decode speed-up / projections speed-up / prefill time / GPU memory',
+);
 for (const r of rows) {
   const f32 = rows.find((x) => x.backend === r.backend && x.type === 'f32');
   const ratio = (a: number | null | undefined, b: number | null | undefined) => (a && b ? `${(a / b).toFixed(2)}x` : '-');

@@ -14,8 +14,9 @@ export default defineConfig({
   testDir: 'e2e',
   outputDir: 'test-results',
   // Two workers (E2E_WORKERS to change it), each with one page (and one engine, so shader pipelines
-  // compile once per worker) shared by its spec files' tests: SwiftShader compiles a pipeline on one
-  // core, and most of this suite's time is compiling, so a second browser uses the other core.
+  // compile once per worker) shared by its spec files' tests. Measured (quiet machine, 2026-12-02): 427 s
+  // for the suite, demo-layout's benchmark test 166 s beside the other worker (94 s alone, under load):
+  // the second browser mostly shares the same 2 cores.
   workers: Number(process.env.E2E_WORKERS ?? 2),
   fullyParallel: false,
   forbidOnly: !!process.env.CI,

@@ -40,9 +40,11 @@ export default defineConfig({
     // One WebGPU device per test file; the software drivers are slow, so give GPU tests room.
     testTimeout: 120_000,
     hookTimeout: 120_000,
-    // Two files at a time, each with its own device: most of the suite's time is lavapipe compiling
-    // pipelines (LLVM, one thread per compile, on the device's queue), so a second worker uses the core
-    // the first leaves idle.
+    // Two files at a time, each with its own device. Measured (clean clone, quiet machine, 2026-12-02):
+    // 1299 s of wall time for 2507 s of file time, and gpu-vs-cpu.test.ts took 480 s beside the variant
+    // grid against 247 s alone: the files are CPU-bound (lavapipe's compiler and its execution threads
+    // share the 2 cores), so a second worker gains about nothing here; what shortens the run is less
+    // compiling (docs/TESTING.md, "Where the time goes").
     fileParallelism: true,
     maxWorkers: 2,
   },

@@ -11,7 +11,7 @@
 // interleaved step by step so that a slow moment of the machine falls on all of them.
 //
 //   npm run bench:quantized -- [--backends webgpu,wasm] [--types f32,f16,q4_0,q4_k,q8_0,nbits4]
-//     [--embed 2048 --heads 16 --kv-heads 4 --ctx 1024 --prefill 512 --runs 15] [--no-ort] [--json out.json]
+//     [--embed 2048 --heads 16 --kv-heads 4 --ctx 1024 --prefill 512 --runs 15] [--tuning off] [--no-ort] [--json out.json]
 
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -32,6 +32,8 @@ const { values } = parseArgs({
     prefill: { type: 'string', default: '512' },
     runs: { type: 'string', default: '15' },
     'no-ort': { type: 'boolean', default: false },
+    // 'off': the adapter's built-in kernels, no background sweep (a sweep at E=2048 on lavapipe takes many minutes)
+    tuning: { type: 'string', default: 'auto' },
     json: { type: 'string' },
   },
 });
@@ -111,7 +113,12 @@ async function runBackend(backend: 'webgpu' | 'wasm'): Promise<Row[]> {
     const engine =
       backend === 'wasm'
         ? await createAttentionEngine({ backend: 'wasm', threads: 1 })
-        : await createAttentionEngine({ backend: 'webgpu', profile: true, ...(type === 'f16' ? { precision: 'f16' as const } : {}) });
+        : await createAttentionEngine({
+            backend: 'webgpu',
+            profile: true,
+            ...(values.tuning === 'off' ? { tuning: { mode: 'off' as const } } : {}),
+            ...(type === 'f16' ? { precision: 'f16' as const } : {}),
+          });
     const mha = engine.createMultiHeadAttention(config, stateDict(type));
     const r = mulberry32(ctx);
     const past = { key: uniform(G * ctx * Dh, 1, r), value: uniform(G * ctx * Dh, 1, r) };
@@ -195,7 +202,12 @@ async function ortProjections(): Promise<number> {
 }
 
 const rows: Row[] = [];
-for (const backend of values.backends.split(',') as ('webgpu' | 'wasm')[]) rows.push(...(await runBackend(backend)));
+for (const backend of values.backends.split(',') as ('webgpu' | 'wasm')[]) {
+  const done = await runBackend(backend);
+  rows.push(...done);
+  // As each backend finishes (a long WebGPU run on a software adapter should not hide the wasm figures).
+  for (const r of done) console.log(`  ${r.backend} ${r.type}: decode ${r.decodeMs.toFixed(2)} ms, prefill ${r.prefillMs?.toFixed(1) ?? '-'} ms`);
+}
 const ortMs = values['no-ort'] ? null : await ortProjections();
 
 console.log(`E=${E} H=${H} G=${G}: decode step over a cache of ${ctx}, prefill of ${prefill}; medians of ${runs} steps`);

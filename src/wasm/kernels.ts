@@ -7,40 +7,29 @@ import { DeviceLimitError } from '../errors.ts';
 import { WASM_BASE64, WASM_SHARED_BASE64 } from './module.ts';
 import type { KernelCall, ThreadPool } from './threads.ts';
 
+/** y = x · Wᵀ + bias with W packed (wasm/qgemm.ts: quants `wq`, scales and offsets `so`): qgemv and qgemm take the same arguments. */
+type QuantizedProduct = (
+  x: number,
+  ldx: number,
+  M: number,
+  K: number,
+  wq: number,
+  so: number,
+  N: number,
+  bias: number,
+  y: number,
+  ldy: number,
+  bits: number,
+  group: number,
+  scratch: number,
+) => void;
+
 /** What the module exports (wasm/gemm.ts, wasm/qgemm.ts, wasm/attention.ts); pointers are byte addresses. */
 interface KernelExports {
   heapBase(): number;
   gemm(x: number, ldx: number, M: number, K: number, wp: number, N: number, bias: number, y: number, ldy: number): void;
-  qgemv(
-    x: number,
-    ldx: number,
-    M: number,
-    K: number,
-    wq: number,
-    so: number,
-    N: number,
-    bias: number,
-    y: number,
-    ldy: number,
-    bits: number,
-    group: number,
-    scratch: number,
-  ): void;
-  qgemm(
-    x: number,
-    ldx: number,
-    M: number,
-    K: number,
-    wq: number,
-    so: number,
-    N: number,
-    bias: number,
-    y: number,
-    ldy: number,
-    bits: number,
-    group: number,
-    scratch: number,
-  ): void;
+  qgemv: QuantizedProduct;
+  qgemm: QuantizedProduct;
   transpose(k: number, ldk: number, rows: number, Dh: number, kt: number): void;
   setRule(
     scale: number,

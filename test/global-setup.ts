@@ -11,6 +11,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export default function setup(): (() => void) | undefined {
+  // lavapipe compiles every kernel through LLVM; without its optimisation passes a compile takes about
+  // half as long (measured: the slowest attention body at head size 64, 32 s against 16 s cold) and the
+  // tests' small shapes run about as fast. Same WGSL, same driver, same checks: only the benchmarks
+  // (which never read this) measure optimised code. A caller's own GALLIVM_PERF is kept.
+  process.env.GALLIVM_PERF ??= 'nopt';
   if (process.env.MESA_SHADER_CACHE_DIR || process.env.MESA_SHADER_CACHE_DISABLE) return undefined;
   const dir = mkdtempSync(join(tmpdir(), 'webgpu-attention-test-mesa-'));
   process.env.MESA_SHADER_CACHE_DIR = dir; // inherited by the test processes, which are started after this

@@ -7,7 +7,10 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach } from 'vitest';
+import { throttleDawnPolling } from './helpers/dawn-poll.ts';
 import { takeUncapturedErrors } from './helpers/gpu.ts';
+
+throttleDawnPolling();
 
 process.env.XDG_CACHE_HOME = mkdtempSync(join(tmpdir(), 'webgpu-attention-test-cache-'));
 

@@ -51,46 +51,52 @@ test('at 1280 and 1080 px: the benchmark table fits its panel, the chart shows w
   await page.setViewportSize({ width: 1280, height: 900 });
 
   // The benchmark with every system (the long labels), tiny preset.
-  await page.selectOption('#bench-preset', 'tiny');
-  await page.fill('#bench-warmup', '0');
-  await page.fill('#bench-runs', '1');
-  for (const id of ['engine', 'naive', 'tfjs', 'ort', 'wasm', 'wasm-threads', 'ort-wasm', 'tfjs-wasm', 'cpu']) await page.check(`#bench-sys-${id}`);
-  await page.click('#bench-run');
-  expect(await demo.settled('benchmark', 240_000)).toBe('done');
-  for (const width of [1280, 1080]) {
-    await page.setViewportSize({ width, height: 900 });
-    const fit = await page.evaluate(() => {
-      const table = document.getElementById('bench-table')!;
-      const panel = document.getElementById('benchmark')!;
-      const last = table.querySelector('thead th:last-child')!;
-      return { table: table.getBoundingClientRect().right, panel: panel.getBoundingClientRect().right, lastColumn: last.getBoundingClientRect().width };
-    });
-    expect(fit.table, `the table's right edge inside the panel at ${width} px`).toBeLessThanOrEqual(fit.panel);
-    expect(fit.lastColumn, `the notes column at ${width} px is wide enough for a phrase, not a word per line`).toBeGreaterThan(200);
-    await keep(page, testInfo, '#benchmark', `benchmark-${width}`);
-  }
+  await test.step('benchmark', async () => {
+    await page.selectOption('#bench-preset', 'tiny');
+    await page.fill('#bench-warmup', '0');
+    await page.fill('#bench-runs', '1');
+    for (const id of ['engine', 'naive', 'tfjs', 'ort', 'wasm', 'wasm-threads', 'ort-wasm', 'tfjs-wasm', 'cpu']) await page.check(`#bench-sys-${id}`);
+    await page.click('#bench-run');
+    expect(await demo.settled('benchmark', 240_000)).toBe('done');
+    for (const width of [1280, 1080]) {
+      await page.setViewportSize({ width, height: 900 });
+      const fit = await page.evaluate(() => {
+        const table = document.getElementById('bench-table')!;
+        const panel = document.getElementById('benchmark')!;
+        const last = table.querySelector('thead th:last-child')!;
+        return { table: table.getBoundingClientRect().right, panel: panel.getBoundingClientRect().right, lastColumn: last.getBoundingClientRect().width };
+      });
+      expect(fit.table, `the table's right edge inside the panel at ${width} px`).toBeLessThanOrEqual(fit.panel);
+      expect(fit.lastColumn, `the notes column at ${width} px is wide enough for a phrase, not a word per line`).toBeGreaterThan(200);
+      await keep(page, testInfo, '#benchmark', `benchmark-${width}`);
+    }
+  });
   await page.setViewportSize({ width: 1280, height: 900 });
 
   // The scaling chart, a small run.
-  await page.fill('#scale-s-list', '128, 256, 512, 1024, 2048'); // the software default list: the longest tick labels
-  await page.fill('#scale-e', '32');
-  await page.fill('#scale-h', '2');
-  await page.fill('#scale-warmup', '0');
-  await page.fill('#scale-runs', '1');
-  await page.uncheck('#scale-sys-tfjs');
-  await page.click('#scale-run');
-  expect(await demo.settled('scaling', 120_000)).toBe('done');
-  await keep(page, testInfo, '#scaling', 'scaling-1280');
+  await test.step('scaling', async () => {
+    await page.fill('#scale-s-list', '128, 256, 512, 1024, 2048'); // the software default list: the longest tick labels
+    await page.fill('#scale-e', '32');
+    await page.fill('#scale-h', '2');
+    await page.fill('#scale-warmup', '0');
+    await page.fill('#scale-runs', '1');
+    await page.uncheck('#scale-sys-tfjs');
+    await page.click('#scale-run');
+    expect(await demo.settled('scaling', 120_000)).toBe('done');
+    await keep(page, testInfo, '#scaling', 'scaling-1280');
+  });
 
   // The decode timeline's default run: both kinds of step, many of each.
-  await page.click('#decode-run');
-  expect(await demo.settled('decode', 240_000)).toBe('done');
-  const kinds = await page.evaluate(() => {
-    const text = document.getElementById('decode-summary')!.textContent ?? '';
-    return text;
+  await test.step('decode', async () => {
+    await page.click('#decode-run');
+    expect(await demo.settled('decode', 240_000)).toBe('done');
+    const kinds = await page.evaluate(() => {
+      const text = document.getElementById('decode-summary')!.textContent ?? '';
+      return text;
+    });
+    expect(kinds).toContain('split-KV');
+    await keep(page, testInfo, '#decode', 'decode-default-1280');
   });
-  expect(kinds).toContain('split-KV');
-  await keep(page, testInfo, '#decode', 'decode-default-1280');
   await demo.expectClean(mark);
 });
 

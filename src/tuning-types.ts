@@ -42,8 +42,16 @@ export interface TuningChoice {
   variant: string;
   /** 'sweep': measured by this engine; 'store': measured earlier, remembered. */
   source: 'sweep' | 'store';
-  /** Fastest of each candidate's timed runs, wall milliseconds. */
+  /** Fastest of each candidate's timed runs, milliseconds (by `clock`). */
   timesMs?: Record<string, number>;
+  /** How the runs were timed: the GPU's timestamp queries where the device has them, else the wall clock. */
+  clock?: 'gpu-timestamps' | 'wall-clock';
+  /**
+   * Set when the timings could not tell the candidates apart (every one the same, at a completion
+   * timer's step or floor, as Firefox's 100 ms timer made them): why. The built-in choice ran, and
+   * nothing was remembered.
+   */
+  unusable?: string;
   /** How far each candidate's median run lies above its fastest, as a fraction (noise). */
   spreads?: Record<string, number>;
   /** Each candidate's first, untimed run in milliseconds: the driver's compile where it compiles at first use, plus one run. */
@@ -75,6 +83,13 @@ export interface TuningReport {
   pending: number;
   /** Background work that failed, and why (the calls went on with the kernels they had). */
   failures: string[];
+  /**
+   * How sweeps time kernels on this device (`clock`: timestamp queries where it has them, else the wall
+   * clock), and how it completes GPU work: `completionMs`, an empty wait's round trip (null until
+   * measured); `timerDriven` when that is a timer's (Firefox: ~100 ms), and then every wait is `nudged`
+   * with empty submits so that a call costs its GPU work, not the timer.
+   */
+  timing: { clock: 'gpu-timestamps' | 'wall-clock'; completionMs: number | null; timerDriven: boolean | null; nudged: boolean };
   /**
    * Only on an engine that chooses its backend (no backend asked for, a software adapter): which
    * backend each shape class runs on, and why. Absent on an engine with one backend.

@@ -45,7 +45,7 @@ function fakeDevice(features: string[] = [], built: string[] = []): GPUDevice {
  * WebGPUBackend tells them its one adapter's), so the built-in choice a sweep must beat and the
  * candidates it times belong to the same adapter.
  */
-function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features: string[] = []) {
+function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features: string[] = [], trialMs = 0) {
   /** Pipelines built (compiled), by label: `kernel.variant.pipeline`. */
   const built: string[] = [];
   const state = { device: fakeDevice(features, built), pool: { precision: 'f32' }, generation: 0, lost: null } as unknown as DeviceState;
@@ -64,6 +64,7 @@ function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features
       pipelineOf: (_s, _p, kernel, variant) => ({ key: `${kernel}.${variant}`, label: `${kernel}.${variant}`, code: `${kernel} ${variant}`, bindings: FAKE_BINDINGS }),
       time: async (_s, _p, kernel, variant, repeat = 1) => {
         ran.push(`${kernel} ${variant}`);
+        if (trialMs) await new Promise((r) => setTimeout(r, trialMs));
         return repeat * (variant === 'register-4x4' ? 1 : 2);
       },
     },
@@ -117,6 +118,29 @@ describe('the scheduler, with a fake backend', () => {
     await call;
     await scheduler.settled();
     expect(ran.length).toBeGreaterThan(0);
+  });
+
+  test('a sweep under way yields to a call between its trials: no trial starts while the call runs', async () => {
+    const { state, scheduler, ran } = fakeBackend({ mode: 'auto', forced: {}, store: null }, 'cpu', [], 2);
+    await scheduler.choose(state, plan, KERNEL_NAMES);
+    // Let the background start: its first trials run.
+    while (ran.length < 8) await new Promise((r) => setTimeout(r, 1)); // past the 3 warm-ups: inside the first sweep
+    let finish!: () => void;
+    const call = scheduler.call(
+      () =>
+        new Promise<void>((resolve) => {
+          finish = resolve;
+        }),
+    );
+    const started = ran.length;
+    await new Promise((r) => setTimeout(r, 30));
+    // At most the trial already in its `time` when the call came.
+    expect(ran.length - started).toBeLessThanOrEqual(1);
+    const during = ran.length;
+    finish();
+    await call;
+    await scheduler.settled();
+    expect(ran.length).toBeGreaterThan(during);
   });
 
   test('forced variants run at once, compiled in line; mode off runs the built-in choice and schedules nothing', async () => {

@@ -114,7 +114,13 @@ describe('tuning on a real adapter', () => {
     for (const c of choices) {
       expect(c.source).toBe('sweep');
       expectSound(c, plan);
+      // lavapipe has timestamp-query: trials are timed on the GPU's clock, which has no completion-timer floor.
+      expect(c.clock).toBe('gpu-timestamps');
+      expect(c.unusable).toBeUndefined();
     }
+    // Dawn completes work at once: no nudging, and the report says how it was measured.
+    expect(engine.tuning!.timing).toMatchObject({ clock: 'gpu-timestamps', timerDriven: false, nudged: false });
+    expect(engine.tuning!.timing.completionMs).toBeLessThan(20);
     const steady = choices.filter((c) => c.steady !== false);
     const keys = Object.keys(store.records ?? {});
     expect(keys).toHaveLength(steady.length);
@@ -460,6 +466,24 @@ describe('measure.decide: clearly, consistently, and never on noise', () => {
     expect([d.variant, d.steady]).toEqual(['builtIn', false]);
     expect(d.spreads.fast).toBeGreaterThan(MAX_SPREAD);
     expect(d.reason).toMatch(/too noisy/);
+  });
+
+  test("a wall clock at a completion timer's floor decides nothing (Firefox: every candidate 99–100 ms)", () => {
+    const floor = { builtIn: [100.2, 99.8, 100.1, 100, 99.9], fast: [99.1, 99.4, 100.3, 99.2, 99.6] };
+    const d = decide(floor, 'builtIn', { kind: 'wall-clock', stepMs: 0 });
+    expect([d.variant, d.steady]).toEqual(['builtIn', false]);
+    expect(d.unusable).toMatch(/a floor/);
+    expect(d.reason).toMatch(/^timings unusable/);
+    // The same figures from the GPU's timestamps are kernels that really take that long: no floor.
+    expect(decide(floor, 'builtIn', { kind: 'gpu-timestamps', stepMs: 0 }).unusable).toBeUndefined();
+  });
+
+  test("candidates within the wall clock's known step of each other decide nothing; further apart they do", () => {
+    const within = decide({ builtIn: steady(10), fast: steady(7) }, 'builtIn', { kind: 'wall-clock', stepMs: 4 });
+    expect([within.variant, within.steady]).toEqual(['builtIn', false]);
+    expect(within.unusable).toMatch(/within the wall clock's step here \(4 ms/);
+    const apart = decide({ builtIn: steady(20), fast: steady(7) }, 'builtIn', { kind: 'wall-clock', stepMs: 4 });
+    expect([apart.variant, apart.steady, apart.unusable]).toEqual(['fast', true, undefined]);
   });
 
   test('with the built-in choice refused, the fastest correct one runs', () => {

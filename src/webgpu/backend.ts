@@ -24,7 +24,8 @@ import { gateVariant } from './tuning/gate.ts';
 import { KernelScheduler, type Progress } from './tuning/scheduler.ts';
 import { packedGeometry } from '../quant/pack.ts';
 import type { WeightTensor } from '../quant/types.ts';
-import { timeKernel } from './tuning/trial.ts';
+import { completionInfo } from './completion.ts';
+import { timeKernel, trialClock } from './tuning/trial.ts';
 import { type ResolvedTuning, Tuner } from './tuning/tuner.ts';
 import {
   type AdapterKind,
@@ -99,6 +100,7 @@ export class WebGPUBackend implements Backend, GpuCapability {
         kind,
         pipelineOf: (state, plan, kernel, variant) => pipelineOf(state, plan, kernel, variant),
         time: (state, plan, kernel, variant, repeat) => timeKernel(state.pool, plan, kernel, variant, repeat),
+        clock: (state) => trialClock(state.device),
         // The sweeps' trial and gate buffers sit idle in the pool once the queue is empty: they go (the
         // next call takes its own scratch again, once).
         drained: () => runtime.pool.trim(),
@@ -136,7 +138,15 @@ export class WebGPUBackend implements Backend, GpuCapability {
       compiled: [...this.scheduler.compiled],
       pending: this.scheduler.pending,
       failures: [...this.scheduler.failures],
+      timing: this.timing(),
     };
+  }
+
+  /** How sweeps time kernels here, and how this implementation completes GPU work (completion.ts). */
+  private timing(): TuningReport['timing'] {
+    const clock = trialClock(this.device);
+    const c = completionInfo(this.device);
+    return { clock: clock.kind, completionMs: c.probeMs === null ? null : Math.round(c.probeMs * 100) / 100, timerDriven: c.timerDriven, nudged: c.nudged };
   }
 
   settled(): Promise<void> {

@@ -15,6 +15,7 @@ export const Usage = {
   COPY_DST: 0x0008,
   UNIFORM: 0x0040,
   STORAGE: 0x0080,
+  QUERY_RESOLVE: 0x0200,
 } as const;
 export const MAP_MODE_READ = 0x0001;
 

@@ -14,6 +14,7 @@
 import { InvalidArgumentError, ShapeMismatchError, WebGPUCallError, type WebGPUErrorScope } from '../errors.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import { type BufferPool, MAP_MODE_READ, Usage } from './buffers.ts';
+import { waitFor } from './completion.ts';
 import { fromF16 } from './f16.ts';
 import { encodeCopyRows } from './kernels/copy-tensor.ts';
 import { cropColumns } from './padding.ts';
@@ -93,7 +94,7 @@ export async function runCall(pool: BufferPool, options: CallOptions, encode: (c
   });
   const submitted = run.ok ? (run.value as Submitted) : null;
   const staging = submitted?.staging ?? null;
-  const mapping = staging ? staging.buffer.mapAsync(MAP_MODE_READ, 0, staging.bytes) : Promise.resolve();
+  const mapping = staging ? waitFor(device, staging.buffer.mapAsync(MAP_MODE_READ, 0, staging.bytes)) : Promise.resolve();
   const [caught, mapped] = await Promise.allSettled([run.caught, mapping]);
   stages?.destroyAfter(submitted ? device.queue : null);
   let ok = false;

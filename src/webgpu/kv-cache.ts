@@ -4,6 +4,7 @@
 import { DeviceLimitError, DeviceLostError, WebGPUCallError } from '../errors.ts';
 import type { KvCacheStorage } from '../kv-cache.ts';
 import { type BufferPool, MAP_MODE_READ, Usage, writeTensor } from './buffers.ts';
+import { waitFor } from './completion.ts';
 import { fromF16, toF16 } from './f16.ts';
 import type { GpuKvCache } from './forward.ts';
 import { cropColumns, padColumns, up4 } from './padding.ts';
@@ -89,7 +90,7 @@ export class WebGPUKvCache implements KvCacheStorage {
         }
         device.queue.submit([encoder.finish()]);
       });
-      const [caught, mapped] = await Promise.allSettled([run.caught, run.ok ? staging.mapAsync(MAP_MODE_READ) : Promise.resolve()]);
+      const [caught, mapped] = await Promise.allSettled([run.caught, run.ok ? waitFor(device, staging.mapAsync(MAP_MODE_READ)) : Promise.resolve()]);
       if (!run.ok) throw run.thrown;
       if (caught.status === 'rejected') throw caught.reason;
       if (caught.value) throw new WebGPUCallError('KvCache.read', caught.value.scope, caught.value.message);

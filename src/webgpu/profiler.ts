@@ -7,8 +7,6 @@
 import { Usage } from './buffers.ts';
 import type { CallScratch } from './scratch.ts';
 
-const QUERY_RESOLVE = 0x0200; // GPUBufferUsage.QUERY_RESOLVE
-
 export class PassStages {
   private readonly stages: { name: string; encode: (pass: GPUComputePassEncoder) => void }[] = [];
   private querySet: GPUQuerySet | null = null;
@@ -52,7 +50,7 @@ export class PassStages {
       s.encode(pass);
       pass.end();
     });
-    const resolved = scratch.buffer(8 * count, QUERY_RESOLVE | Usage.COPY_SRC, 'timestamps');
+    const resolved = scratch.buffer(8 * count, Usage.QUERY_RESOLVE | Usage.COPY_SRC, 'timestamps');
     this.encoder.resolveQuerySet(querySet, 0, count, resolved, 0);
     return { buffer: resolved, bytes: 8 * count };
   }

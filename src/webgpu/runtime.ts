@@ -18,6 +18,7 @@ import type { ForwardPlan } from '../plan/index.ts';
 import type { AdapterInfo, BufferForwardResult, ForwardResult, ScoreMod } from '../types.ts';
 import { BufferPool, type Precision } from './buffers.ts';
 import { type EngineLimits, mergeResults, splitPlan } from './chunking.ts';
+import { probeCompletion } from './completion.ts';
 import { acquireDevice, type DeviceState } from './device.ts';
 import { checkScoreMod } from './score-mod.ts';
 import type { KernelScheduler } from './tuning/scheduler.ts';
@@ -177,6 +178,7 @@ export class GpuRuntime {
     device.lost.then((info) => {
       state.lost = info;
     });
+    void probeCompletion(device); // whether waits on it need nudging (completion.ts)
     return state;
   }
 

@@ -9,10 +9,10 @@
 //   - else tier 0 (variants.ts TIER0: the variants that compile fastest), while the final one is
 //     compiled (createComputePipelineAsync) and run once on buffers of its own, in the background;
 // and a shape class nothing is known about gets a sweep (tuner.ts), in the background too. Background
-// tasks run one at a time, each started when no call is under way (a driver that compiles on its
-// queue still makes a call that comes meanwhile wait); every call's output is correct whichever
-// variant it runs. engine.settled() waits for them; engine.warmup() and engine.tune() do the same
-// work up front for apps that show a progress bar.
+// tasks run one at a time, each started when no call is under way, and a sweep's every trial too (a
+// driver that compiles on its queue still makes a call that comes meanwhile wait); every call's output
+// is correct whichever variant it runs. engine.settled() waits for them; engine.warmup() and
+// engine.tune() do the same work up front for apps that show a progress bar.
 //
 // When the queue empties, the host frees what the trials allocated (backend.ts: the pool's idle scratch),
 // so a settled engine holds what its calls need and no more.
@@ -25,6 +25,7 @@ import type { DeviceState } from '../device.ts';
 import { formatsOf, hasPacked } from '../kernels/packed-weight.ts';
 import { compilePipeline, hasRun, markRun, type PipelineSpec } from '../pipelines.ts';
 import { type AdapterKind, type CallSize, defaultChoice, type KernelChoice, type KernelName, kernelsOf, TIER0 } from '../variants.ts';
+import type { TrialClock } from './measure.ts';
 import { shapeClass, type Tuner } from './tuner.ts';
 
 /** What the scheduler needs of its backend. */
@@ -36,6 +37,8 @@ export interface SchedulerHost {
   pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): PipelineSpec | readonly PipelineSpec[];
   /** Runs `kernel` as `variant` once, alone, on buffers shaped like the plan's; wall milliseconds. */
   time(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string, repeat?: number): Promise<number>;
+  /** How `time` measures on this device (trial.ts trialClock). */
+  clock?(state: DeviceState): TrialClock;
   /** Called when the background queue has emptied: what its trials and gates allocated may go (the pool's idle scratch). */
   drained?(): void;
 }
@@ -191,8 +194,12 @@ export class KernelScheduler {
     await this.tuner.sweep(kernel, cls, plan.layer.headDim, state.pool.precision, {
       call,
       formats: formatsOf(plan.layer),
-      time: (k, variant, repeat) => {
-        if (this.host.current() !== state) return Promise.reject(new Error('the device changed or the engine was disposed'));
+      clock: this.host.clock?.(state),
+      // Each trial waits until no call is under way: a call that arrives during a sweep waits for the
+      // one trial on the GPU at most, not for the rest of the sweep.
+      time: async (k, variant, repeat) => {
+        await this.idle();
+        if (this.host.current() !== state) throw new Error('the device changed or the engine was disposed');
         return this.host.time(state, plan, k, variant, repeat);
       },
     });

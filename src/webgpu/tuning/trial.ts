@@ -1,19 +1,22 @@
 // A tuning trial: one kernel variant, alone in its own command buffer, on buffers of the call's shape
-// that belong to the trial (not to any call), timed from submit to onSubmittedWorkDone. The values in
+// that belong to the trial (not to any call), timed by timestamp queries around its pass where the
+// device has them, else from submit to onSubmittedWorkDone (trialClock). The values in
 // those buffers are whatever the pool's scratch held (the kernels do the same work whatever the
 // values); masks are the call's own, since they decide how much work there is.
 
 import { geometryOf } from '../../plan/geometry.ts';
 import type { ForwardPlan } from '../../plan/index.ts';
-import type { BufferPool } from '../buffers.ts';
+import { type BufferPool, MAP_MODE_READ, Usage } from '../buffers.ts';
 import { encodeFlashAttention } from '../kernels/flash-attention.ts';
 import { uploadMasks } from '../kernels/masks.ts';
 import { encodeOutputProjection } from '../kernels/output-projection.ts';
 import { formatsOf, type GpuWeight, type WeightFormat } from '../kernels/packed-weight.ts';
 import { encodeQkvProjection, type ProjectionWeights, qkvBufferTargets, qkvLayout } from '../kernels/qkv-projection.ts';
+import { completionInfo, NUDGE_MAX_INTERVAL_MS, waitFor } from '../completion.ts';
 import { CallScratch } from '../scratch.ts';
 import { inErrorScopes } from '../scopes.ts';
 import type { AttentionVariant, KernelName, ProjectionVariant } from '../variants.ts';
+import type { TrialClock } from './measure.ts';
 
 /**
  * Rows a trial computes: a kernel's time per row hardly depends on how many rows there are past a
@@ -47,34 +50,73 @@ export function attentionTrialPlan(plan: ForwardPlan): ForwardPlan {
   return { ...p, mode: 'cross', seqLen, kvSeqLen, geometry: geometryOf('cross', p.geometry.sequences, seqLen, kvSeqLen) };
 }
 
-/** Wall milliseconds of `kernel` as `variant`, run `repeat` times, on buffers shaped like `plan`'s, waiting for the GPU. */
+/**
+ * How trials are timed on `device`: by timestamp queries around the trial's pass where the device has
+ * `timestamp-query` (the GPU's own clock: no submission, readback or completion-timer time in it), else
+ * by the wall clock from submit to onSubmittedWorkDone. `stepMs` is the wall clock's known granularity
+ * on this implementation (completion.ts: a timer-driven one only notices finished work at its nudges or
+ * its timer), 0 where none is known.
+ */
+export function trialClock(device: GPUDevice): TrialClock {
+  if (device.features.has('timestamp-query')) return { kind: 'gpu-timestamps', stepMs: 0 };
+  const c = completionInfo(device);
+  return { kind: 'wall-clock', stepMs: c.timerDriven ? (c.nudged ? NUDGE_MAX_INTERVAL_MS : (c.probeMs ?? 0)) : 0 };
+}
+
+/**
+ * Milliseconds of `kernel` as `variant`, run `repeat` times in one pass, on buffers shaped like
+ * `plan`'s: GPU time by timestamps where the device has them (trialClock), else wall time.
+ */
 export async function timeKernel(pool: BufferPool, plan: ForwardPlan, kernel: KernelName, variant: string, repeat = 1): Promise<number> {
   const device = pool.device;
   const scratch = new CallScratch(pool);
+  const timestamps = trialClock(device).kind === 'gpu-timestamps';
   let ok = false;
+  let querySet: GPUQuerySet | null = null;
   // Its own error scopes (scopes.ts): a variant WebGPU refuses is the sweep's recorded failure, never an
   // error in a user's call.
   let t0 = 0;
   const run = inErrorScopes(device, () => {
     const encode = trialEncoder(scratch, plan, kernel, variant);
     const encoder = device.createCommandEncoder({ label: 'Tuner.trial' });
-    const pass = encoder.beginComputePass({ label: 'Tuner.trial' });
+    querySet = timestamps ? device.createQuerySet({ label: 'Tuner.trial.timestamps', type: 'timestamp', count: 2 }) : null;
+    const pass = encoder.beginComputePass({
+      label: 'Tuner.trial',
+      ...(querySet ? { timestampWrites: { querySet, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } } : {}),
+    });
     for (let i = 0; i < repeat; i++) encode(pass);
     pass.end();
+    let staging: GPUBuffer | null = null;
+    if (querySet) {
+      const resolved = scratch.buffer(16, Usage.QUERY_RESOLVE | Usage.COPY_SRC, 'tuning.timestamps');
+      staging = scratch.readback(16, 'tuning.timestamps.read');
+      encoder.resolveQuerySet(querySet, 0, 2, resolved, 0);
+      encoder.copyBufferToBuffer(resolved, 0, staging, 0, 16);
+    }
     t0 = performance.now();
     device.queue.submit([encoder.finish()]);
-    return device.queue.onSubmittedWorkDone().then(() => performance.now());
+    const done = staging ? staging.mapAsync(MAP_MODE_READ, 0, 16) : device.queue.onSubmittedWorkDone();
+    return waitFor(device, done).then(() => ({ wall: performance.now() - t0, gpu: staging ? gpuMs(staging) : null }));
   });
   try {
-    const [end, caught] = await Promise.all([run.value ?? 0, run.caught]);
+    const [times, caught] = await Promise.all([run.value ?? { wall: 0, gpu: null }, run.caught]);
     if (!run.ok) throw run.thrown;
     if (caught) throw new Error(`WebGPU refused the trial of ${kernel} ${variant}: ${caught.scope} error: ${caught.message}`);
     ok = true;
-    return end - t0;
+    // A timestamp pair that says nothing (0, or reversed: some implementations quantize or zero them) falls back to the wall clock.
+    return times.gpu !== null && times.gpu > 0 ? times.gpu : times.wall;
   } finally {
+    (querySet as GPUQuerySet | null)?.destroy();
     if (ok) scratch.releaseAll();
     else scratch.destroyAll();
   }
+}
+
+/** The pass's duration from a mapped staging buffer holding its two timestamps (ns); unmaps it. */
+function gpuMs(staging: GPUBuffer): number {
+  const [begin, end] = new BigUint64Array(staging.getMappedRange(0, 16));
+  staging.unmap();
+  return Number(end - begin) / 1e6;
 }
 
 /** Takes the trial's buffers and returns what encodes one run of `kernel` as `variant` (synchronous: it runs inside the error scopes). */

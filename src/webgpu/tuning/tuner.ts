@@ -20,10 +20,10 @@ import type { TuningChoice, TuningStore } from '../../types.ts';
 import type { Precision } from '../buffers.ts';
 import { type AdapterKind, type CallSize, candidates, defaultChoice, type KernelChoice, type KernelName, VARIANTS } from '../variants.ts';
 import { distinctFormats, formatClass, formatKey, formatsOf, type ProjectionFormats, type WeightFormat } from '../kernels/packed-weight.ts';
-import { decide, interleave } from './measure.ts';
+import { decide, interleave, type TrialClock } from './measure.ts';
 
 /** Bump when variants, what they compute or how they are chosen change: remembered choices from before are ignored. */
-export const TUNING_VERSION = 9; // 9: workgroup-128 GEMM on GPUs; 8: long causal calls timed on their middle rows; GEMM row blocks; short calls 2-row
+export const TUNING_VERSION = 10; // 10: trials timed by timestamp queries where the device has them; 9: workgroup-128 GEMM on GPUs; 8: long causal calls timed on their middle rows; GEMM row blocks; short calls 2-row
 
 export interface ResolvedTuning {
   mode: 'auto' | 'off';
@@ -39,6 +39,8 @@ export interface Trial {
   call?: CallSize;
   /** The layer's weight formats (packed-weight.ts): a projection variant is gated on each format its kernel reads. */
   formats?: ProjectionFormats;
+  /** How `time` measures (trial.ts trialClock); without it, nothing is known of the clock's step. */
+  clock?: TrialClock;
 }
 
 /** Each timed sample lasts at least about this long (short kernels run several times per sample): timer and submission noise stay small beside it. */
@@ -183,7 +185,9 @@ export class Tuner {
     // How many runs make one sample (the same for every candidate, from the built-in one's second run).
     const once = await trial.time(kernel, passed.includes(builtIn) ? builtIn : passed[0]);
     const repeat = Math.max(1, Math.min(MAX_REPEAT, Math.ceil(SAMPLE_MS / Math.max(once, 0.01))));
-    const decision = decide(await interleave(passed, async (variant) => (await trial.time(kernel, variant, repeat)) / repeat), builtIn);
+    // A sample is one run's share of `repeat`: so is the clock's step.
+    const clock = trial.clock ? { ...trial.clock, stepMs: trial.clock.stepMs / repeat } : undefined;
+    const decision = decide(await interleave(passed, async (variant) => (await trial.time(kernel, variant, repeat)) / repeat), builtIn, clock);
     return {
       ...base,
       variant: decision.variant,
@@ -192,6 +196,8 @@ export class Tuner {
       firstRunMs,
       steady: decision.steady,
       note: decision.reason,
+      ...(trial.clock ? { clock: trial.clock.kind } : {}),
+      ...(decision.unusable ? { unusable: decision.unusable } : {}),
     };
   }
 

@@ -204,7 +204,11 @@ export class WebGPUBackend implements Backend, GpuCapability {
   createLayer(spec: LayerSpec, weights: LayerWeights): WebGPULayer {
     checkHeadDim('createMultiHeadAttention', 'embedDim / numHeads (the head size)', `${spec.embedDim} / ${spec.numHeads} = ${spec.headDim}`, spec.headDim);
     const maxBinding = Math.min(this.limits().maxStorageBufferBindingSize, this.limits().maxBufferSize);
-    for (const [name, w] of Object.entries({ in_proj_weight: weights.inProjWeight ?? weights.qProjWeight, 'out_proj.weight': weights.outProjWeight })) {
+    // Each weight is one binding: the fused in_proj_weight where there is one, else q, k and v apart.
+    const each = weights.inProjWeight
+      ? { in_proj_weight: weights.inProjWeight }
+      : { q_proj_weight: weights.qProjWeight, k_proj_weight: weights.kProjWeight, v_proj_weight: weights.vProjWeight };
+    for (const [name, w] of Object.entries({ ...each, 'out_proj.weight': weights.outProjWeight })) {
       const bytes = gpuWeightBytes(w);
       if (bytes > maxBinding) {
         throw new DeviceLimitError({

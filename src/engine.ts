@@ -28,6 +28,7 @@ import { progressOption, resolveTuning } from './engine-options.ts';
 import { ENGINE_KEYS, LIMIT_KEYS } from './option-keys.ts';
 import { describe, knownKeys, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from './validate.ts';
 import { WebGPUBackend } from './webgpu/backend.ts';
+import { probeCompletion } from './webgpu/completion.ts';
 import { type AcquiredDevice, acquireDevice, describeAdapter } from './webgpu/device.ts';
 import { adapterKind } from './webgpu/variants.ts';
 
@@ -319,6 +320,7 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
         fix: "Pass backend: 'webgpu' (or leave it out) to run on this device.",
       });
     }
+    await probeCompletion(device); // before any work of ours is queued (completion.ts)
     return new AttentionEngine(
       new WebGPUBackend({ device, ownsDevice: false, adapterInfo: describeAdapter(device.adapterInfo), limits, precision, profile, tuning }),
       null,
@@ -334,6 +336,7 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
     if (backend === 'webgpu' || !(e instanceof WebGPUUnavailableError)) throw e;
     return withoutAdapter(e.message, precision);
   }
+  await probeCompletion(acquired.device); // before any work of ours is queued (completion.ts)
   const gpu = new WebGPUBackend({ device: acquired.device, ownsDevice: true, adapterInfo: acquired.adapterInfo, limits, precision, profile, tuning });
   const software = acquired.isFallbackAdapter || adapterKind(acquired.adapterInfo) !== 'gpu';
   // An option only WebGPU honours counts as asking for it.

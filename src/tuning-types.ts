@@ -3,7 +3,16 @@
 // options. Re-exported by types.ts. (Their `calls`, WarmupCall, name the layer class, so they are
 // declared in engine.ts: a type here that named layer.ts would close an import cycle back to types.ts.)
 
-export type ProjectionVariant = 'register-4x4' | 'register-8x8' | 'workgroup-64' | 'workgroup-128' | 'subgroup-4x4' | 'subgroup-8x4' | 'subgroup-16x4' | 'gemv';
+export type ProjectionVariant =
+  | 'register-4x4'
+  | 'register-8x8'
+  | 'workgroup-64'
+  | 'workgroup-128'
+  | 'subgroup-4x4'
+  | 'subgroup-8x4'
+  | 'subgroup-16x4'
+  | 'gemv'
+  | 'gemv-rows';
 export type AttentionVariant =
   | 'rows32-keys32'
   | 'rows64-keys32'

@@ -128,12 +128,13 @@ describe('packed pipelines: their own bindings, one per (variant, precision, bit
     expect(qkvProjectionPipeline('f32', variant, { bits: 4, group: 32 }).key).not.toBe(qkvProjectionPipeline('f32', variant).key);
   });
 
-  test('the built-in choice: the GEMV for packed weights at M ≤ 8 rows, the GEMM otherwise; float weights unchanged', () => {
+  test('the built-in choice: a GEMV for packed weights at M ≤ 8 rows (gemv on GPUs, gemv-rows on CPU adapters), the GEMM otherwise; float weights unchanged', () => {
     for (const kind of ['unrolling-cpu', 'jit-cpu', 'cpu', 'gpu'] as const) {
       for (const subgroups of [false, true]) {
         const call = (rows: number, packed: boolean) => ({ queryRows: 1, keys: 100, rows, packed });
-        expect(defaultChoice(kind, subgroups, call(8, true)).qkv_projection).toBe('gemv');
-        expect(defaultChoice(kind, subgroups, call(1, true)).output_projection).toBe('gemv');
+        const gemv = kind === 'gpu' ? 'gemv' : 'gemv-rows';
+        expect(defaultChoice(kind, subgroups, call(8, true)).qkv_projection).toBe(gemv);
+        expect(defaultChoice(kind, subgroups, call(1, true)).output_projection).toBe(gemv);
         expect(defaultChoice(kind, subgroups, call(9, true)).qkv_projection).toBe(defaultChoice(kind, subgroups).qkv_projection);
         expect(defaultChoice(kind, subgroups, call(1, false))).toEqual(defaultChoice(kind, subgroups, { queryRows: 1, keys: 100 }));
       }
@@ -180,16 +181,20 @@ async function prefillAndDecode(e: AttentionEngine, layer: Layer, sd: StateDict,
 
 const GQA: Layer = { embedDim: 256, numHeads: 4, numKvHeads: 2 };
 
+/** The decode GEMV of this adapter kind: lavapipe, where these tests run, is a CPU adapter (variants.ts withGemv). */
+const GEMV = 'gemv-rows';
+
+const types: [string, Make][] = [
+  ['q4_0', gguf('q4_0')],
+  ['q8_0', gguf('q8_0')],
+  ['q4_k', gguf('q4_k')],
+  ['q6_k', gguf('q6_k')],
+  ['nbits 4-bit bs32, zero points, f16 scales', nbits(4, 32, { zeroPoints: true, f16: true })],
+  ['nbits 8-bit bs64, no zero points', nbits(8, 64)],
+  ['nbits 8-bit bs16, zero points', nbits(8, 16, { zeroPoints: true })],
+];
+
 describe('quantized weights on WebGPU: packed on the GPU, dequantized in the kernels', () => {
-  const types: [string, Make][] = [
-    ['q4_0', gguf('q4_0')],
-    ['q8_0', gguf('q8_0')],
-    ['q4_k', gguf('q4_k')],
-    ['q6_k', gguf('q6_k')],
-    ['nbits 4-bit bs32, zero points, f16 scales', nbits(4, 32, { zeroPoints: true, f16: true })],
-    ['nbits 8-bit bs64, no zero points', nbits(8, 64)],
-    ['nbits 8-bit bs16, zero points', nbits(8, 16, { zeroPoints: true })],
-  ];
   test.each(types)('%s: prefill (GEMM) and a decode step (GEMV) with GQA, B=2, match the float64 reference', async (name, make) => {
     const sd = quantizedStateDict(GQA, make, make, name.length);
     const { held, prefill, decode } = await prefillAndDecode(engine, GQA, sd, 2, 6);
@@ -201,8 +206,8 @@ describe('quantized weights on WebGPU: packed on the GPU, dequantized in the ker
     const bits = name.includes('8') || name === 'q6_k' ? 8 : 4;
     expect(prefill.filter((l) => l.startsWith('QkvProjection.') && l.includes(`.q${bits}.`) && !l.includes('gemv')).length).toBe(2);
     expect(prefill.some((l) => l.startsWith('OutputProjection.') && l.includes(`.q${bits}.`) && !l.includes('gemv'))).toBe(true);
-    expect(decode).toContain(`QkvProjection.gemv.q${bits}.pipeline`);
-    expect(decode).toContain(`OutputProjection.gemv.q${bits}.pipeline`);
+    expect(decode).toContain(`QkvProjection.${GEMV}.q${bits}.pipeline`);
+    expect(decode).toContain(`OutputProjection.${GEMV}.q${bits}.pipeline`);
   });
 
   test('q, k, v quantized apart in different types (Q4_K_M: q6_k V), a float out_proj.weight beside them', async () => {
@@ -213,7 +218,7 @@ describe('quantized weights on WebGPU: packed on the GPU, dequantized in the ker
     // Three dispatches (q, k and v) for the prefill, of both bit widths; the float output projection.
     expect(prefill.filter((l) => l.startsWith('QkvProjection.')).map((l) => l.includes('.q8.'))).toEqual([false, false, true]);
     expect(prefill.some((l) => l.startsWith('OutputProjection.') && !l.includes('.q'))).toBe(true);
-    expect(decode.filter((l) => l.startsWith('QkvProjection.gemv.')).length).toBe(3);
+    expect(decode.filter((l) => l.startsWith(`QkvProjection.${GEMV}.`)).length).toBe(3);
   });
 
   test('q, k, v quantized apart in one type: one weight, dispatched as in_proj_weight is', async () => {
@@ -229,7 +234,7 @@ describe('quantized weights on WebGPU: packed on the GPU, dequantized in the ker
     const sd = quantizedStateDict(layer, make, make, 6);
     const { held, decode } = await prefillAndDecode(engine, layer, sd, 3, 4);
     expect(held).toBe(packedBytes(sd, 4));
-    expect(decode).toContain('QkvProjection.gemv.q4.pipeline');
+    expect(decode).toContain(`QkvProjection.${GEMV}.q4.pipeline`);
   });
 
   test('a layer that needs padding (E = 30, heads of 10): dequantized at upload and run as a float layer (docs/QUANTIZED-GPU.md)', async () => {
@@ -246,7 +251,7 @@ describe('quantized weights on WebGPU: packed on the GPU, dequantized in the ker
       const sd = quantizedStateDict(GQA, gguf('q4_0'), gguf('q4_0'), 7);
       const { held, decode } = await prefillAndDecode(half, GQA, sd, 2, 6, 'f16');
       expect(held).toBe(packedBytes(sd, 2));
-      expect(decode).toContain('QkvProjection.gemv.q4.pipeline');
+      expect(decode).toContain(`QkvProjection.${GEMV}.q4.pipeline`);
     } finally {
       half.dispose();
     }
@@ -256,5 +261,21 @@ describe('quantized weights on WebGPU: packed on the GPU, dequantized in the ker
     const pool = (engine as unknown as { impl: { pool: Parameters<typeof gateVariant>[0] } }).impl.pool;
     expect(await gateVariant(pool, 'unrolling-cpu', 'qkv_projection', 'gemv', 16, { bits: 4, group: 32 })).toBeNull();
     expect(await gateVariant(pool, 'unrolling-cpu', 'output_projection', 'register-4x4', 16, { bits: 8, group: 16 })).toBeNull();
+  });
+});
+
+describe("the GPUs' GEMV (gemv: K split across a workgroup), forced on packed weights of every type", () => {
+  let gemv: AttentionEngine;
+  beforeAll(async () => {
+    gemv = await createGpuEngine({ tuning: { mode: 'off', kernels: { qkv_projection: 'gemv', output_projection: 'gemv' } } });
+  });
+  afterAll(() => gemv?.dispose());
+
+  test.each(types)('%s: prefill and a decode step with GQA, B=2, match the float64 reference', async (name, make) => {
+    const sd = quantizedStateDict(GQA, make, make, name.length + 100);
+    const { decode } = await prefillAndDecode(gemv, GQA, sd, 2, 6);
+    const bits = name.includes('8') || name === 'q6_k' ? 8 : 4;
+    expect(decode).toContain(`QkvProjection.gemv.q${bits}.pipeline`);
+    expect(decode).toContain(`OutputProjection.gemv.q${bits}.pipeline`);
   });
 });

@@ -13,7 +13,13 @@ interface Specification {
   readonly moduleId: string;
 }
 
-const FIRST = ['test/kernel-variants.test.ts', 'test/kernel-variants-software.test.ts', 'test/gpu-vs-cpu.test.ts', 'test/head-sizes.test.ts', 'test/default-limits.test.ts'];
+const FIRST = [
+  'test/kernel-variants.test.ts',
+  'test/kernel-variants-software.test.ts',
+  'test/gpu-vs-cpu.test.ts',
+  'test/head-sizes.test.ts',
+  'test/default-limits.test.ts',
+];
 
 function rank(spec: Specification): number {
   const path = spec.moduleId.replaceAll('\\', '/');

@@ -10,10 +10,11 @@
 // implementation's own timer takes over.
 //
 // Only where it helps: each device's completion is probed once (`probeCompletion`: how long
-// onSubmittedWorkDone takes with nothing to do, twice in a row), in the background when the engine starts. Where the
+// onSubmittedWorkDone takes with nothing to do, twice in a row), when the engine is created. Where the
 // answer is fast (Dawn: Chromium, Node; well under 1 ms) nothing is nudged; where it is slow (a timer)
-// or not known yet, waits are nudged. A nudge during the probe would make it fast, so a probe that saw
-// one is taken again later. An empty submit is valid WebGPU everywhere and costs little.
+// or not known yet, waits are nudged, except while the probe measures: a nudge would make it fast, so
+// nudges hold off for its few milliseconds (Firefox: up to two of its 100 ms ticks, once per device). An
+// empty submit is valid WebGPU everywhere and costs little.
 
 /** A probe slower than this means completion is timer-driven (Firefox: ~100 ms; Dawn: < 1 ms). */
 export const TIMER_DRIVEN_MS = 20;
@@ -28,8 +29,8 @@ interface Completion {
   /** The probe's round trip, ms (null until it has answered). */
   probeMs: number | null;
   probe: Promise<void> | null;
-  /** Nudges so far (a probe that saw one measured them, not the timer). */
-  nudges: number;
+  /** While the probe measures, waits hold their nudges. */
+  probing: boolean;
 }
 
 const completions = new WeakMap<GPUDevice, Completion>();
@@ -37,42 +38,37 @@ const completions = new WeakMap<GPUDevice, Completion>();
 function completionOf(device: GPUDevice): Completion {
   let c = completions.get(device);
   if (!c) {
-    c = { nudge: true, probeMs: null, probe: null, nudges: 0 };
+    c = { nudge: true, probeMs: null, probe: null, probing: false };
     completions.set(device, c);
   }
   return c;
 }
 
-/** Probes taken before giving up (waits stay nudged). */
-const PROBE_ATTEMPTS = 5;
-
 /**
- * Measures once per device how long an empty onSubmittedWorkDone takes (not nudged), and decides
- * from it whether waits are nudged. Resolves when known (or after PROBE_ATTEMPTS probes that nudges
- * disturbed: waits stay nudged); never rejects.
+ * Measures once per device how long an empty onSubmittedWorkDone takes (no nudges meanwhile), and
+ * decides from it whether waits are nudged. createAttentionEngine awaits it before it returns, when
+ * nothing of the engine's is queued yet (work on the queue would make any implementation slow); a
+ * device that replaces a lost one is probed in the background. Resolves when known; never rejects.
  */
 export function probeCompletion(device: GPUDevice): Promise<void> {
   const c = completionOf(device);
   c.probe ??= (async () => {
+    c.probing = true;
     try {
-      for (let attempt = 0; attempt < PROBE_ATTEMPTS; attempt++) {
-        const nudges = c.nudges;
-        // Twice: a periodic timer may tick just after the first wait starts; the second starts on a tick and waits a whole period.
-        let ms = 0;
-        for (let i = 0; i < 2; i++) {
-          const t0 = performance.now();
-          await device.queue.onSubmittedWorkDone();
-          ms = Math.max(ms, performance.now() - t0);
-        }
-        if (c.nudges === nudges) {
-          c.probeMs = ms;
-          c.nudge = ms >= TIMER_DRIVEN_MS;
-          return;
-        }
-        await new Promise((r) => setTimeout(r, 50 * (attempt + 1)));
+      // Twice in a row: a periodic timer may tick just after the first wait starts; the second starts
+      // on a tick and waits a whole period.
+      let ms = 0;
+      for (let i = 0; i < 2; i++) {
+        const t0 = performance.now();
+        await device.queue.onSubmittedWorkDone();
+        ms = Math.max(ms, performance.now() - t0);
       }
+      c.probeMs = ms;
+      c.nudge = ms >= TIMER_DRIVEN_MS;
     } catch {
       // A lost device: nothing to wait for on it any more.
+    } finally {
+      c.probing = false;
     }
   })();
   return c.probe;
@@ -98,11 +94,12 @@ export function waitFor<T>(device: GPUDevice, pending: Promise<T>): Promise<T> {
   const nudge = () => {
     timer = null;
     if (done || !c.nudge || performance.now() - started > NUDGE_BUDGET_MS) return;
-    try {
-      device.queue.submit([]);
-      c.nudges++;
-    } catch {
-      return; // a destroyed device: its waits reject on their own
+    if (!c.probing) {
+      try {
+        device.queue.submit([]);
+      } catch {
+        return; // a destroyed device: its waits reject on their own
+      }
     }
     interval = Math.min(NUDGE_MAX_INTERVAL_MS, interval * 2);
     timer = setTimeout(nudge, interval);

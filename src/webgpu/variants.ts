@@ -113,9 +113,11 @@ export interface CallSize {
  */
 export const GEMV_MAX_ROWS = 8;
 
-function withGemv(choice: KernelChoice, call?: CallSize): KernelChoice {
+/** The GEMV of decode steps with packed weights: a workgroup per 8 columns splitting K on GPUs, an invocation per 4 columns on CPU adapters (no barrier). */
+function withGemv(kind: AdapterKind, choice: KernelChoice, call?: CallSize): KernelChoice {
   if (!call?.packed || call.rows === undefined || call.rows > GEMV_MAX_ROWS) return choice;
-  return { ...choice, qkv_projection: 'gemv', output_projection: 'gemv' };
+  const gemv = kind === 'gpu' ? 'gemv' : 'gemv-rows';
+  return { ...choice, qkv_projection: gemv, output_projection: gemv };
 }
 
 function fewRowsKernel({ queryRows, keys }: CallSize): boolean {
@@ -130,7 +132,7 @@ function fewRowsKernel({ queryRows, keys }: CallSize): boolean {
  * of 512); without it, a prompt's. With packed weights, calls of at most GEMV_MAX_ROWS rows run the GEMV core.
  */
 export function defaultChoice(kind: AdapterKind, subgroups = false, call?: CallSize): KernelChoice {
-  return withGemv(builtInChoice(kind, subgroups, call), call);
+  return withGemv(kind, builtInChoice(kind, subgroups, call), call);
 }
 
 function builtInChoice(kind: AdapterKind, subgroups: boolean, call?: CallSize): KernelChoice {

@@ -13,6 +13,7 @@
 //   gemv           shaders/gemv.wgsl, decode steps (M ≤ 8): a workgroup per 8 columns, its invocations
 //                  splitting K, each weight read once for all rows (variants.ts chooses it for packed
 //                  weights at M ≤ GEMV_MAX_ROWS; never swept otherwise: its candidateOn is empty)
+//   gemv-rows      software/gemm.ts: decode steps on CPU adapters, an invocation per 4 columns, no barrier
 //
 // Where they are tried: register tiles everywhere (they compile fastest, and win on CPUs whose
 // compiler keeps them in registers); workgroup tiles on GPUs only (barriers cost on CPUs); the
@@ -26,7 +27,7 @@ import gemmWorkgroup from '../../../shaders/gemm_workgroup.wgsl?raw';
 import gemmWorkgroup128 from '../../../shaders/gemm_workgroup_128.wgsl?raw';
 import gemv from '../../../shaders/gemv.wgsl?raw';
 import type { ProjectionVariant } from '../../types.ts';
-import { SUBGROUP_16X4 } from '../software/gemm.ts';
+import { GEMV_ROWS, SUBGROUP_16X4 } from '../software/gemm.ts';
 import { type GemmShape, type ProjectionRecord, subgroupEmulation } from '../variant-record.ts';
 
 const EVERYWHERE = ['unrolling-cpu', 'jit-cpu', 'cpu', 'gpu'] as const;
@@ -109,6 +110,7 @@ export const PROJECTION_RECORDS: readonly ProjectionRecord[] = [
     candidateOn: [],
     software: false,
   },
+  GEMV_ROWS,
 ];
 
 const BY_NAME = new Map(PROJECTION_RECORDS.map((r) => [r.name, r]));

@@ -1,9 +1,14 @@
-// The GEMM core written for lavapipe (a CPU rasterizer with subgroups): subgroup-16x4, 16 rows × 4
-// columns per invocation, the rows of A passed between lanes by subgroupShuffle as in the subgroup
-// cores (kernels/gemm.ts), the products as fused multiply-adds on the accumulators. It wins on
-// lavapipe (1.25–2.8× over subgroup-8x4: variants.ts defaultChoice); a GPU sweep never compiles it.
+// The GEMM cores written for CPU rasterizers; a GPU sweep never compiles them.
+//   subgroup-16x4  lavapipe (a CPU rasterizer with subgroups): 16 rows × 4 columns per invocation, the
+//                  rows of A passed between lanes by subgroupShuffle as in the subgroup cores
+//                  (kernels/gemm.ts), the products as fused multiply-adds on the accumulators. It wins on
+//                  lavapipe (1.25–2.8× over subgroup-8x4: variants.ts defaultChoice).
+//   gemv-rows      decode steps (M ≤ 4 per block): each invocation walks all of K for 4 columns, no
+//                  workgroup memory and no barrier (gemv.wgsl's reduction makes a coroutine on a CPU);
+//                  the built-in choice of CPU adapters for packed weights at M ≤ GEMV_MAX_ROWS.
 
 import gemmSubgroupFma from '../../../shaders/software/gemm_subgroup_fma.wgsl?raw';
+import gemvRows from '../../../shaders/software/gemv_rows.wgsl?raw';
 import { type ProjectionRecord, subgroupEmulation } from '../variant-record.ts';
 
 export const SUBGROUP_16X4: ProjectionRecord = {
@@ -17,5 +22,18 @@ export const SUBGROUP_16X4: ProjectionRecord = {
   tileCols: 512,
   features: { subgroups: true },
   candidateOn: ['unrolling-cpu', 'cpu'],
+  software: true,
+};
+
+export const GEMV_ROWS: ProjectionRecord = {
+  name: 'gemv-rows',
+  files: ['shaders/software/gemv_rows.wgsl'],
+  core: gemvRows,
+  constants: () => ({}),
+  tileRows: 4,
+  tileCols: 256,
+  features: { subgroups: false },
+  // The built-in choice of decode steps with packed weights on CPU adapters (variants.ts); never swept.
+  candidateOn: [],
   software: true,
 };

@@ -9,6 +9,7 @@
 // A WebGPU-less browser fails these tests with instructions; nothing here ever skips.
 
 import { type Browser, type Page, test as base, expect } from '@playwright/test';
+import { CLOSING_CASE, correctnessCases } from './cases.ts';
 import type { AdapterReport, CaseParams, CaseResult } from './harness.ts';
 import { expectNoPageProblems, expectOutputClose, LoggedPage, sharedPage, WEBGPU_CHECKLIST } from './helpers.ts';
 
@@ -76,75 +77,32 @@ test('Chromium gives a WebGPU adapter and the engine runs on it (backend "webgpu
 // ---------------------------------------------------------------------------------------------------
 // (b) GPU against the CPU reference over a grid of shapes.
 
-interface Shape {
-  embedDim: number;
-  numHeads: number;
-  numKvHeads?: number;
-  bias: boolean;
-  why: string;
-}
+// The grid (e2e/cases.ts, which the Firefox runner scripts/firefox-test.ts runs too): head sizes 4 …
+// 256, grouped- and multi-query, a layer without biases; S = 1, 7, 33, 64, 100 with B varying.
+for (const group of correctnessCases()) {
+  test.describe(group.name, () => {
+    for (const { name, params } of group.cases) {
+      test(name, async ({ harness }, testInfo) => {
+        const mark = harness.mark();
+        const r = await harness.runCase(params);
+        testInfo.annotations.push({ type: 'gpu forward', description: `${r.gpuMs.toFixed(1)} ms` });
 
-// Head sizes 4 (smallest vec4), 20 (not a power of two), 32, 256 (the kernels' maximum: only 16
-// keys per tile in 32 KiB of workgroup memory), grouped- and multi-query, and a layer without biases.
-const SHAPES: Shape[] = [
-  { embedDim: 8, numHeads: 2, bias: true, why: 'Dh=4' },
-  { embedDim: 12, numHeads: 3, bias: true, why: 'Dh=4, odd H, E not a multiple of 8' },
-  { embedDim: 40, numHeads: 2, bias: false, why: 'Dh=20, no bias' },
-  { embedDim: 64, numHeads: 2, bias: true, why: 'Dh=32' },
-  { embedDim: 64, numHeads: 4, numKvHeads: 2, bias: true, why: 'Dh=16, GQA G=2' },
-  { embedDim: 48, numHeads: 6, numKvHeads: 1, bias: true, why: 'Dh=8, MQA G=1' },
-  { embedDim: 256, numHeads: 1, bias: true, why: 'Dh=256 (max)' },
-  { embedDim: 512, numHeads: 8, bias: true, why: 'Dh=64, long GEMM reductions' },
-];
-// 1: a single row; 7: under one tile; 33: one past a 32-key tile and a 32-row query or GEMM tile (the
-// tuner picks 32- or 64-row ones), over two 16-key tiles at Dh=256; 64: whole tiles exactly; 100:
-// several tiles with a ragged last one.
-// B varies so batch offsets are exercised.
-const SEQ_LENS: { seqLen: number; batchSize: number }[] = [
-  { seqLen: 1, batchSize: 2 },
-  { seqLen: 7, batchSize: 1 },
-  { seqLen: 33, batchSize: 2 },
-  { seqLen: 64, batchSize: 1 },
-  { seqLen: 100, batchSize: 3 },
-];
+        const gpuErrors = [
+          r.thrown && `forward threw: ${r.thrown}`,
+          r.validationError && `validation error scope: ${r.validationError}`,
+          r.outOfMemoryError && `out-of-memory error scope: ${r.outOfMemoryError}`,
+          ...r.uncapturedErrors.map((m) => `uncaptured error: ${m}`),
+        ].filter(Boolean);
+        expect(gpuErrors, `WebGPU errors for ${JSON.stringify(params)}:\n${gpuErrors.join('\n')}`).toEqual([]);
 
-let seed = 1000;
-for (const shape of SHAPES) {
-  test.describe(`E=${shape.embedDim} H=${shape.numHeads}${shape.numKvHeads ? ` G=${shape.numKvHeads}` : ''} (${shape.why})`, () => {
-    for (const { seqLen, batchSize } of SEQ_LENS) {
-      for (const isCausal of [false, true]) {
-        const params: CaseParams = {
-          embedDim: shape.embedDim,
-          numHeads: shape.numHeads,
-          numKvHeads: shape.numKvHeads,
-          bias: shape.bias,
-          batchSize,
-          seqLen,
-          isCausal,
-          seed: seed++,
-        };
-        test(`B=${batchSize} S=${seqLen} ${isCausal ? 'causal' : 'full'}`, async ({ harness }, testInfo) => {
-          const mark = harness.mark();
-          const r = await harness.runCase(params);
-          testInfo.annotations.push({ type: 'gpu forward', description: `${r.gpuMs.toFixed(1)} ms` });
+        const n = params.batchSize * params.seqLen * params.embedDim;
+        expect(r.cpu.length, 'CPU output length').toBe(n);
+        expect(r.gpu?.length, 'GPU output length').toBe(n);
 
-          const gpuErrors = [
-            r.thrown && `forward threw: ${r.thrown}`,
-            r.validationError && `validation error scope: ${r.validationError}`,
-            r.outOfMemoryError && `out-of-memory error scope: ${r.outOfMemoryError}`,
-            ...r.uncapturedErrors.map((m) => `uncaptured error: ${m}`),
-          ].filter(Boolean);
-          expect(gpuErrors, `WebGPU errors for ${JSON.stringify(params)}:\n${gpuErrors.join('\n')}`).toEqual([]);
+        expectOutputClose(r.gpu!, r.cpu, params, ['gpu', 'cpu'], testInfo);
 
-          const n = batchSize * seqLen * shape.embedDim;
-          expect(r.cpu.length, 'CPU output length').toBe(n);
-          expect(r.gpu?.length, 'GPU output length').toBe(n);
-
-          expectOutputClose(r.gpu!, r.cpu, params, ['gpu', 'cpu'], testInfo);
-
-          expectNoPageProblems(harness, mark);
-        });
-      }
+        expectNoPageProblems(harness, mark);
+      });
     }
   });
 }
@@ -155,7 +113,7 @@ for (const shape of SHAPES) {
 test('no console errors, page errors or uncaptured WebGPU errors over the run', async ({ harness }) => {
   // One more forward of a mid-sized layer, then the page's whole log (since this worker's page
   // loaded) and the device's uncaptured-error list must be empty.
-  const r = await harness.runCase({ embedDim: 64, numHeads: 4, batchSize: 1, seqLen: 64, isCausal: true, bias: true, seed: 7 });
+  const r = await harness.runCase(CLOSING_CASE);
   expect(r.thrown).toBeNull();
   const uncaptured = await harness.uncapturedErrors();
   expect(uncaptured, `uncaptured WebGPU errors (device 'uncapturederror' events):\n${uncaptured.join('\n')}`).toEqual([]);

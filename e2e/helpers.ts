@@ -3,7 +3,7 @@
 // load, what to check when the browser has no WebGPU, and the [B, S, E] output comparison.
 
 import { type Browser, type BrowserContextOptions, type Page, type TestInfo, type WorkerInfo, expect } from '@playwright/test';
-import { compareArrays, f32Tolerance } from '../src/util/tolerance.ts';
+import { checkOutput, type OutputShape } from './output-check.ts';
 
 export interface PageEvent {
   kind: 'console' | 'pageerror' | 'crash';
@@ -84,23 +84,11 @@ export const WEBGPU_CHECKLIST = [
   `on a GPU-less machine the adapter is SwiftShader, which ships inside Debian's chromium package.`,
 ];
 
-/** The layer shape of a [B, S, E] output. */
-interface OutputShape {
-  batchSize: number;
-  seqLen: number;
-  embedDim: number;
-}
-
-function describeIndex(i: number, s: OutputShape): string {
-  const E = s.embedDim;
-  return `[${i}] = (b ${Math.floor(i / (s.seqLen * E))}, s ${Math.floor(i / E) % s.seqLen}, e ${i % E})`;
-}
-
 /**
  * Compares the output [B, S, E] of case `c` (printed in the message) with its reference under
- * f32Tolerance([E, S, E]) and annotates the test with the largest errors, pass or fail; on failure
- * lists the first mismatches by (b, s, e), the values named `names` (actual, reference). Returns the
- * comparison.
+ * f32Tolerance([E, S, E]) (e2e/output-check.ts) and annotates the test with the largest errors, pass
+ * or fail; on failure lists the first mismatches by (b, s, e), the values named `names` (actual,
+ * reference). Returns the comparison.
  */
 export function expectOutputClose(
   actual: ArrayLike<number>,
@@ -109,20 +97,8 @@ export function expectOutputClose(
   names: [actual: string, reference: string],
   testInfo: Pick<TestInfo, 'annotations'>,
 ) {
-  const n = c.batchSize * c.seqLen * c.embedDim;
-  const tol = f32Tolerance([c.embedDim, c.seqLen, c.embedDim]);
-  const cmp = compareArrays(actual, reference, tol);
-  testInfo.annotations.push({
-    type: 'max error',
-    description: `abs ${cmp.maxAbs.toExponential(2)}, rel ${cmp.maxRel.toExponential(2)} (atol = rtol = ${tol.atol.toExponential(2)})`,
-  });
-  const lines = cmp.mismatches.map(
-    (m) => `  ${describeIndex(m.index, c)}: ${names[0]} ${m.actual}, ${names[1]} ${m.expected} (|err| ${m.error.toExponential(2)} > ${m.allowed.toExponential(2)})`,
-  );
-  expect(
-    cmp.ok,
-    `${cmp.count} of ${n} elements outside atol ${tol.atol.toExponential(2)} + rtol ${tol.rtol.toExponential(2)}·|ref| ` +
-      `for ${JSON.stringify(c)}; first failures (index into [B, S, E]):\n${lines.join('\n')}`,
-  ).toBe(true);
-  return cmp;
+  const check = checkOutput(actual, reference, c, names);
+  testInfo.annotations.push({ type: 'max error', description: check.summary });
+  expect(check.ok, check.failure).toBe(true);
+  return check;
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Every test, from a fresh machine: system packages (lavapipe, Chromium), npm ci, lint, type check,
-# import cycles, the API reference, unit tests in Node on real WebGPU (Dawn on lavapipe), browser tests in Chromium (SwiftShader).
+# Every test, from a fresh machine: system packages (lavapipe, Chromium, Firefox), npm ci, lint, type check,
+# import cycles, the API reference, unit tests in Node on real WebGPU (Dawn on lavapipe), browser tests in Chromium (SwiftShader),
+# the correctness cases in Firefox (wgpu on lavapipe), the built package in Deno (wgpu on lavapipe), the package test.
 # GPU tests never skip: without an adapter they fail and say what to install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup-system.sh lavapipe chromium
+bash scripts/setup-system.sh lavapipe chromium firefox
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1   # Playwright uses the system Chromium; it cannot download its own here
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}  # quiets Dawn's warning
 # One Mesa (lavapipe) shader cache for this run, empty at the start and deleted at the end: the unit
@@ -42,6 +43,12 @@ npx vitest run --reporter=default --reporter=json --outputFile.json=test-reports
 stage
 begin "browser tests (Playwright, Chromium's WebGPU)"
 PLAYWRIGHT_JSON_OUTPUT_NAME=test-reports/playwright.json npx playwright test --reporter=list,json || status=1
+stage
+begin "Firefox (WebGPU through wgpu on lavapipe: the browser correctness cases and the demo's correctness panel)"
+node scripts/run-ts.mjs scripts/firefox-test.ts || status=1
+stage
+begin "Deno (the built package on Deno's WebGPU, wgpu on lavapipe: each subgroup-free kernel variant, f32 and f16)"
+node scripts/deno-test.mjs || status=1
 stage
 begin "package test (npm pack into a throwaway Node script and Vite app)"
 node scripts/pack-test.mjs --dev || status=1

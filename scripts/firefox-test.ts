@@ -1,0 +1,320 @@
+// `npm run test:firefox`: the engine in Firefox's WebGPU (wgpu, in Firefox's GPU process; lavapipe on a
+// GPU-less machine), driven over WebDriver BiDi by puppeteer-core:
+//   (a) the browser correctness suite's cases (e2e/cases.ts, the list e2e/correctness.spec.ts runs in
+//       Chromium) on the harness page (e2e/harness.html): WebGPU against the engine's float64 CPU
+//       backend, |gpu − ref| ≤ atol + rtol·|ref| (e2e/output-check.ts; a NaN fails), then one more
+//       forward and the page's whole log and uncaptured WebGPU errors, which must be empty;
+//   (b) the demo page's correctness panel (demo/index.html), as e2e/demo.spec.ts drives it: the default
+//       shape, engine.warmup, then B=3 S=33 E=96 H=6 causal; PASS each time, a clean page.
+// Firefox has no `subgroups` feature: the engine runs its subgroup-free variants there.
+//
+// It serves the repo with Vite on 127.0.0.1 (as scripts/e2e-server.mjs does: HMR off), makes a fresh
+// profile whose user.js turns WebGPU on (dom.webgpu.enabled; gfx.webgpu.ignore-blocklist, without which
+// requestAdapter() resolves null: "WebGPU is disabled by blocklist") and keeps Firefox quiet and offline
+// (no updates, telemetry, first-run pages), and launches `firefox-esr --headless --no-remote --profile
+// DIR` with MOZ_HEADLESS=1 and VK_ICD_FILENAMES=lavapipe's ICD (unless set). One line per case, then a
+// summary; exits 1 on any failure, on no adapter (saying what is missing), or when the whole run passes
+// FIREFOX_TEST_TIMEOUT_S (default 300). Measured on this 2-core machine with an empty Mesa shader cache
+// (2026-12-02, Firefox ESR 153.8): 88 s in all, 86 checks: start 4 s, the 82 harness checks 29 s, the demo
+// panel 55 s (52 of them engine.warmup compiling the default shape's final kernels).
+//   node scripts/run-ts.mjs scripts/firefox-test.ts        (FIREFOX_PATH, default /usr/bin/firefox-esr)
+
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { createServer, type ViteDevServer } from 'vite';
+import { CLOSING_CASE, correctnessCases } from '../e2e/cases.ts';
+import type { AdapterReport, CaseParams, CaseResult } from '../e2e/harness.ts';
+import { checkOutput } from '../e2e/output-check.ts';
+
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const FIREFOX = process.env.FIREFOX_PATH ?? '/usr/bin/firefox-esr';
+const LVP_ICD = '/usr/share/vulkan/icd.d/lvp_icd.json';
+const TIMEOUT_S = Number(process.env.FIREFOX_TEST_TIMEOUT_S ?? 300);
+const PORT = Number(process.env.FIREFOX_TEST_PORT ?? 5175); // Playwright's server is on 5174; the next free one is taken
+
+// user.js. Puppeteer adds its own defaults for automation (no safe browsing, no default-browser check,
+// blank start pages, no data reporting, …: @puppeteer/browsers' defaultProfilePreferences).
+const PREFS: Record<string, boolean | number | string> = {
+  'dom.webgpu.enabled': true,
+  'gfx.webgpu.ignore-blocklist': true, // without it, no adapter on lavapipe
+  'app.update.auto': false,
+  'app.update.enabled': false,
+  'app.normandy.enabled': false,
+  'app.shield.optoutstudies.enabled': false,
+  'browser.aboutwelcome.enabled': false,
+  'browser.discovery.enabled': false,
+  'browser.newtabpage.activity-stream.feeds.telemetry': false,
+  'browser.newtabpage.activity-stream.telemetry': false,
+  'browser.ping-centre.telemetry': false,
+  'browser.region.network.url': '',
+  'browser.region.update.enabled': false,
+  'datareporting.policy.dataSubmissionEnabled': false,
+  'dom.push.connection.enabled': false,
+  'extensions.getAddons.showPane': false,
+  'extensions.systemAddon.update.enabled': false,
+  'media.gmp-gmpopenh264.enabled': false,
+  'network.captive-portal-service.enabled': false,
+  'network.connectivity-service.enabled': false,
+  'toolkit.telemetry.archive.enabled': false,
+  'toolkit.telemetry.enabled': false,
+  'toolkit.telemetry.reportingpolicy.firstRun': false,
+  'toolkit.telemetry.unified': false,
+  'trailhead.firstrun.didSeeAboutWelcome': true,
+};
+
+const t0 = performance.now();
+const seconds = () => ((performance.now() - t0) / 1000).toFixed(1);
+let passed = 0;
+let failed = 0;
+let timedOut = false;
+
+// Everything below is undone by cleanup(), on every way out (the timeout included).
+let server: ViteDevServer | null = null;
+let browser: Browser | null = null;
+let profile: string | null = null;
+const firefoxStderr: string[] = []; // its last lines, for failure messages
+
+async function cleanup(): Promise<void> {
+  const child = browser?.process();
+  await Promise.race([browser?.close(), new Promise((r) => setTimeout(r, 5000))]).catch(() => {});
+  if (child && child.exitCode === null) child.kill('SIGKILL');
+  await server?.close().catch(() => {});
+  if (profile) rmSync(profile, { recursive: true, force: true });
+}
+
+function fail(lines: string[]): never {
+  throw new FatalError(lines.join('\n'));
+}
+class FatalError extends Error {}
+
+function result(ok: boolean, name: string, detail: string): void {
+  if (ok) passed++;
+  else failed++;
+  console.log(`${ok ? 'ok  ' : 'FAIL'}  ${name}${detail ? (ok ? `  (${detail})` : `\n${detail.replace(/^/gm, '      ')}`) : ''}`);
+}
+
+/** A page with its console errors, uncaught errors and crashes logged (they must stay empty). */
+async function loggedPage(): Promise<{ page: Page; problems: string[] }> {
+  const page = await browser!.newPage();
+  const problems: string[] = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error') problems.push(`console.error: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => problems.push(`page error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`));
+  page.on('error', (e) => problems.push(`page crashed: ${e.message}`));
+  return { page, problems };
+}
+
+/** What to check when Firefox gives no adapter. */
+function noAdapter(what: string, report: Partial<AdapterReport> & { features?: string[] | null }): never {
+  fail([
+    `No WebGPU engine in Firefox: ${what}`,
+    `  engine error:    ${report.error ?? '(none)'}`,
+    `  navigator.gpu:   ${report.hasNavigatorGpu ? 'present' : 'MISSING (the pref dom.webgpu.enabled, or not a secure context)'}`,
+    `  secure context:  ${report.isSecureContext} (served from http://127.0.0.1)`,
+    `  browser:         ${report.userAgent ?? '?'} at ${FIREFOX}`,
+    `  What to check: firefox-esr (bash scripts/setup-system.sh firefox, or FIREFOX_PATH); the profile's prefs`,
+    `  dom.webgpu.enabled and gfx.webgpu.ignore-blocklist (set here; without the second requestAdapter() is null:`,
+    `  "WebGPU is disabled by blocklist"); a Vulkan driver for Firefox's GPU process: lavapipe at ${LVP_ICD}`,
+    `  (bash scripts/setup-system.sh lavapipe), VK_ICD_FILENAMES=${process.env.VK_ICD_FILENAMES ?? LVP_ICD}.`,
+    `  Firefox's last stderr lines:\n${firefoxStderr.slice(-15).join('\n') || '    (none)'}`,
+  ]);
+}
+
+async function harnessSuite(base: string): Promise<void> {
+  const { page, problems } = await loggedPage();
+  await page.goto(`${base}/e2e/harness.html`);
+  await page
+    .waitForFunction(() => window.harnessReady === true, { timeout: 60_000 })
+    .catch(() => {
+      fail([`e2e/harness.html did not become ready in 60 s (a module failed to load or threw?)`, ...problems]);
+    });
+  const report = await page.evaluate(() => window.adapterInfo());
+  const features = await page.evaluate(async () => {
+    const adapter = await navigator.gpu?.requestAdapter();
+    return adapter ? [...adapter.features].sort() : null;
+  });
+  if (report.backend !== 'webgpu') noAdapter(`createAttentionEngine({ backend: 'webgpu' }) failed`, { ...report, features });
+  console.log(`Firefox ${await browser!.version()}: adapter ${JSON.stringify(report.adapterInfo)}, features ${features?.join(', ')}`);
+  result(true, 'Firefox gives a WebGPU adapter and the engine runs on it (backend "webgpu")', '');
+
+  const run = async (p: CaseParams): Promise<CaseResult> => JSON.parse(await page.evaluate(async (q) => JSON.stringify(await window.runCase(q)), p));
+  for (const group of correctnessCases()) {
+    for (const { name, params } of group.cases) {
+      const mark = problems.length;
+      const r = await run(params);
+      const errors = [
+        r.thrown && `forward threw: ${r.thrown}`,
+        r.validationError && `validation error scope: ${r.validationError}`,
+        r.outOfMemoryError && `out-of-memory error scope: ${r.outOfMemoryError}`,
+        ...r.uncapturedErrors.map((m) => `uncaptured error: ${m}`),
+        ...problems.slice(mark),
+      ].filter(Boolean) as string[];
+      const n = params.batchSize * params.seqLen * params.embedDim;
+      if (!errors.length && (r.cpu.length !== n || r.gpu?.length !== n)) errors.push(`output lengths: gpu ${r.gpu?.length}, cpu ${r.cpu.length}, expected ${n}`);
+      const check = errors.length ? null : checkOutput(r.gpu!, r.cpu, params, ['gpu', 'cpu']);
+      const ok = check?.ok === true;
+      result(ok, `${group.name} › ${name}`, check ? (ok ? `gpu ${r.gpuMs.toFixed(0)} ms, ${check.summary}` : check.failure) : errors.join('\n'));
+    }
+  }
+
+  const r = await run(CLOSING_CASE);
+  const uncaptured = await page.evaluate(() => window.uncapturedErrors());
+  const closing = [r.thrown && `forward threw: ${r.thrown}`, ...uncaptured.map((m) => `uncaptured WebGPU error: ${m}`), ...problems].filter(Boolean) as string[];
+  result(!closing.length, 'no console errors, page errors or uncaptured WebGPU errors over the run', closing.join('\n'));
+  await page.close();
+}
+
+async function demoPanel(base: string): Promise<void> {
+  const { page, problems } = await loggedPage();
+  await page.setViewport({ width: 1200, height: 900 });
+  await page.goto(`${base}/demo/index.html`);
+  await page
+    .waitForFunction(() => document.body.dataset.ready === 'true', { timeout: 120_000 })
+    .catch(async () => {
+      const boot = await page.evaluate(() => document.getElementById('boot-status')?.textContent ?? '').catch(() => '');
+      fail([`demo/index.html did not become ready in 120 s. ${boot}`, ...problems]);
+    });
+  const backend = await page.evaluate(() => document.body.dataset.backend);
+  if (backend !== 'webgpu') {
+    noAdapter(`the demo runs on the "${backend}" backend`, { error: await page.evaluate(() => document.getElementById('backend-status')?.textContent ?? '') });
+  }
+
+  const runPanel = async (what: string, shape?: { b: number; s: number; e: number; h: number; causal: boolean }) => {
+    const mark = problems.length;
+    const state = await page.evaluate(async (sh) => {
+      if (sh) {
+        for (const [id, v] of Object.entries({ b: sh.b, s: sh.s, e: sh.e, h: sh.h })) {
+          const input = document.getElementById(`cfg-${id}`) as HTMLInputElement;
+          input.value = String(v);
+          input.dispatchEvent(new Event('input', { bubbles: true }));
+        }
+        const causal = document.getElementById('cfg-causal') as HTMLInputElement;
+        causal.checked = sh.causal;
+        causal.dispatchEvent(new Event('input', { bubbles: true }));
+        causal.dispatchEvent(new Event('change', { bubbles: true }));
+      }
+      const panel = document.getElementById('correctness')!;
+      document.getElementById('correctness-run')!.click(); // sets data-state 'running' before it returns
+      while (panel.dataset.state === 'running') await new Promise((r) => setTimeout(r, 50));
+      return {
+        state: panel.dataset.state,
+        verdict: document.getElementById('correctness-verdict')?.textContent ?? null,
+        maxAbs: Number(document.getElementById('correctness-max-abs')?.textContent),
+        result: document.getElementById('correctness-result')?.textContent ?? '',
+      };
+    }, shape ?? null);
+    const errors = [
+      state.state !== 'done' && `panel state ${state.state}: ${state.result}`,
+      state.state === 'done' && state.verdict !== 'PASS' && `verdict ${state.verdict}: ${state.result}`,
+      !(state.maxAbs >= 0 && state.maxAbs < 1e-4) && `max abs error ${state.maxAbs} (want 0 ≤ it < 1e-4)`,
+      shape && !state.result.includes(`[${shape.b}, ${shape.s}, ${shape.e}]`) && `result does not name [${shape.b}, ${shape.s}, ${shape.e}]: ${state.result}`,
+      ...problems.slice(mark),
+    ].filter(Boolean) as string[];
+    result(!errors.length, `demo correctness panel: ${what}`, errors.length ? errors.join('\n') : `max abs ${state.maxAbs.toExponential(2)}`);
+  };
+
+  await runPanel('the default shape (run again from its button)');
+  // engine.warmup with its progress bar: the final kernels of this shape.
+  const mark = problems.length;
+  const warm = await page.evaluate(async () => {
+    const status = document.getElementById('correctness-warmup-status')!;
+    document.getElementById('correctness-warmup')!.click();
+    const start = performance.now();
+    while (!status.dataset.state && performance.now() - start < 120_000) await new Promise((r) => setTimeout(r, 50));
+    return {
+      state: status.dataset.state ?? 'still compiling after 120 s',
+      text: status.textContent,
+      progress: (document.getElementById('correctness-warmup-progress') as HTMLProgressElement).value,
+    };
+  });
+  const warmErrors = [
+    warm.state !== 'done' && `warmup ${warm.state}: ${warm.text}`,
+    warm.progress !== 1 && `progress ${warm.progress}, not 1`,
+    ...problems.slice(mark),
+  ].filter(Boolean) as string[];
+  result(!warmErrors.length, 'demo correctness panel: engine.warmup compiles this shape’s final kernels', warmErrors.length ? warmErrors.join('\n') : (warm.text ?? ''));
+  await runPanel('B=3 S=33 E=96 H=6 causal', { b: 3, s: 33, e: 96, h: 6, causal: true });
+
+  const gpuErrors = await page.evaluate(() => Array.from(document.querySelectorAll('#gpu-error-list li'), (li) => li.textContent ?? ''));
+  const all = [...gpuErrors.map((m) => `WebGPU error shown by the page: ${m}`), ...problems];
+  result(!all.length, 'demo: no console errors, page errors or WebGPU errors over the session', all.join('\n'));
+  await page.close();
+}
+
+async function main(): Promise<void> {
+  if (!existsSync(FIREFOX)) fail([`No Firefox at ${FIREFOX}: bash scripts/setup-system.sh firefox (Debian's firefox-esr), or set FIREFOX_PATH.`]);
+  const icd = process.env.VK_ICD_FILENAMES ?? LVP_ICD;
+  if (!process.env.VK_ICD_FILENAMES && !existsSync(LVP_ICD)) {
+    fail([`No lavapipe ICD at ${LVP_ICD} (Firefox's WebGPU needs a Vulkan driver): bash scripts/setup-system.sh lavapipe, or set VK_ICD_FILENAMES.`]);
+  }
+
+  server = await createServer({
+    root: repo,
+    configFile: join(repo, 'vite.config.ts'),
+    clearScreen: false,
+    logLevel: 'warn',
+    server: { host: '127.0.0.1', port: PORT, strictPort: false, hmr: false },
+  });
+  await server.listen();
+  const base = (server.resolvedUrls?.local[0] ?? `http://127.0.0.1:${PORT}/`).replace(/\/$/, '');
+
+  profile = mkdtempSync(join(tmpdir(), 'webgpu-attention-firefox-'));
+  browser = await puppeteer.launch({
+    browser: 'firefox',
+    executablePath: FIREFOX,
+    headless: true,
+    userDataDir: profile, // puppeteer passes --profile DIR and writes user.js there
+    args: ['--no-remote'],
+    extraPrefsFirefox: PREFS,
+    env: {
+      ...process.env,
+      MOZ_HEADLESS: '1',
+      VK_ICD_FILENAMES: icd,
+      XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? '/tmp',
+      // lavapipe without LLVM's optimisation passes: compiles take about half as long (test/global-setup.ts).
+      GALLIVM_PERF: process.env.GALLIVM_PERF ?? 'nopt',
+    },
+    timeout: 60_000,
+    protocolTimeout: 180_000,
+  });
+  browser.process()?.stderr?.on('data', (chunk: Buffer) => {
+    firefoxStderr.push(
+      ...chunk
+        .toString()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => `    ${l}`),
+    );
+    firefoxStderr.splice(0, Math.max(0, firefoxStderr.length - 50));
+  });
+  console.log(`firefox-test: ${base}, profile ${profile}, VK_ICD_FILENAMES=${icd} (${seconds()} s to start)`);
+
+  const ta = performance.now();
+  await harnessSuite(base);
+  const tb = performance.now();
+  await demoPanel(base);
+  console.log(`firefox-test: harness cases ${((tb - ta) / 1000).toFixed(1)} s, demo panel ${((performance.now() - tb) / 1000).toFixed(1)} s`);
+}
+
+const timer = setTimeout(() => {
+  timedOut = true; // what main() throws next is the browser going away
+  console.error(`firefox-test: FAILED: timed out after ${TIMEOUT_S} s (FIREFOX_TEST_TIMEOUT_S); ${passed} passed, ${failed} failed so far`);
+  void cleanup().finally(() => process.exit(1));
+}, TIMEOUT_S * 1000);
+
+try {
+  await main();
+} catch (e) {
+  if (timedOut) await new Promise(() => {}); // the timer's cleanup exits
+  failed++;
+  console.error(`firefox-test: FAILED: ${e instanceof FatalError ? e.message : ((e as Error).stack ?? e)}`);
+} finally {
+  clearTimeout(timer);
+  await cleanup();
+}
+console.log(`firefox-test: ${passed} passed, ${failed} failed in ${seconds()} s`);
+process.exitCode = failed ? 1 : 0;

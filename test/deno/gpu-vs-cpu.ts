@@ -29,6 +29,7 @@ const PROJECTIONS: Record<ProjectionVariant, { subgroups: boolean }> = {
   'subgroup-8x4': { subgroups: true },
   'subgroup-16x4': { subgroups: true },
   gemv: { subgroups: false },
+  'gemv-rows': { subgroups: false },
 };
 const ATTENTION: Record<AttentionVariant, { subgroups: boolean }> = {
   'rows32-keys32': { subgroups: false },

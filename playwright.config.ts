@@ -14,9 +14,9 @@ export default defineConfig({
   testDir: 'e2e',
   outputDir: 'test-results',
   // Two workers (E2E_WORKERS to change it), each with one page (and one engine, so shader pipelines
-  // compile once per worker) shared by its spec files' tests. Measured (quiet machine, 2026-12-02): 427 s
-  // for the suite, demo-layout's benchmark test 166 s beside the other worker (94 s alone, under load):
-  // the second browser mostly shares the same 2 cores.
+  // compile once per worker) shared by its spec files' tests. Measured (clean clone, quiet machine, 2026-12-02): 267 s
+  // for the suite, demo-layout's long test 96 s beside the other worker (54 s alone: benchmark 14 s,
+  // scaling 14 s, decode 25 s): the second browser mostly shares the same 2 cores.
   workers: Number(process.env.E2E_WORKERS ?? 2),
   fullyParallel: false,
   forbidOnly: !!process.env.CI,

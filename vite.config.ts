@@ -40,11 +40,10 @@ export default defineConfig({
     // One WebGPU device per test file; the software drivers are slow, so give GPU tests room.
     testTimeout: 120_000,
     hookTimeout: 120_000,
-    // Two files at a time, each with its own device. Measured (clean clone, quiet machine, 2026-12-02):
-    // 1299 s of wall time for 2507 s of file time, and gpu-vs-cpu.test.ts took 480 s beside the variant
-    // grid against 247 s alone: the files are CPU-bound (lavapipe's compiler and its execution threads
-    // share the 2 cores), so a second worker gains about nothing here; what shortens the run is less
-    // compiling (docs/TESTING.md, "Where the time goes").
+    // Two files at a time, each with its own device. Both cores do work now: Dawn's poll no longer
+    // spins a core per process (test/helpers/dawn-poll.ts), and lavapipe compiles without LLVM's
+    // optimisation passes (test/global-setup.ts). Measured (clean clone, quiet machine, 2026-12-02):
+    // vitest 297 s for 545 s of file time, where it took 1299 s before both (docs/TESTING.md).
     fileParallelism: true,
     maxWorkers: 2,
   },

@@ -11,7 +11,8 @@
 //     meanwhile over 2× the settled median.
 // and writes everything to JSON (bench-results/runtimes-<date>.json, or --out).
 // BENCH_FIREFOX_ENGINE=/path/index.js (a path under the repo, as the page's server serves it, e.g. a copy
-// of dist/) measures that build in Firefox instead of the sources; BENCH_RUNTIME_TIMEOUT_S bounds each
+// of dist/) measures that build in Firefox instead of the sources, BENCH_DENO_ENGINE=path/index.js (from
+// the repo root) that build in Deno instead of dist/; BENCH_RUNTIME_TIMEOUT_S bounds each
 // runtime's run (default 900).
 
 import { spawn } from 'node:child_process';

@@ -106,7 +106,7 @@ if (values.help) {
           Vite) and in Deno (the built dist/), one after the other: B=1 S=16 E=64 H=4 and B=1 S=128 E=256 H=4
           with tuning off (3 warm-ups, median and best of max(15, --runs) forwards), then the default tuning's
           settle at S=128 E=256; a table, the Firefox targets (the 1.3× one needs both flags), JSON to
-          bench-results/runtimes-<date>.json (scripts/bench-runtimes.ts); takes no preset, shape or system
+          bench-results/runtimes-<date>.json (scripts/bench-runtimes.ts); takes no preset or shape, ignores --systems
   A run first checks the system packages it needs (scripts/setup-system.sh: lavapipe, and Chromium
   unless --node) and installs those missing on Debian 12 as root; elsewhere it names them and stops.
   decode-*: one decoder step over a KV cache of that many positions; this engine's backends only (the

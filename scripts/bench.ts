@@ -6,7 +6,7 @@
 //
 //   npm run bench -- [--preset tiny,s128-e256 | --preset all] [--batch B --seq S --embed E --heads H [--causal]]
 //                    [--systems engine,naive,tfjs,ort,wasm,wasm-threads,ort-wasm,tfjs-wasm,cpu] [--warmup 2] [--runs 5] [--seed 1] [--out bench-results/x.json]
-//                    [--node] [--cold] [--options] [--roofline]
+//                    [--node] [--cold] [--options] [--roofline] [--firefox] [--deno]
 //
 // `--preset all` runs every preset but those marked `inAll: false` (s8192-e512: name it to run it, best
 // with --systems engine; the peers and the float64 reference take many minutes there, or run out of memory).
@@ -24,6 +24,11 @@
 // says why), ONNX Runtime Web's WASM EP and TensorFlow.js's WASM backend on 1 thread ('ort-wasm', 'tfjs-wasm').
 // The goals of issue 14 compare them at s128-e256 and s512-e512. (`npm run bench:wasm` is a separate,
 // Node-only quick comparison: scripts/bench-wasm.ts.)
+//
+// --firefox and --deno (either, or both for the comparison) measure the figures of issue 26 ("Readback
+// latency") and the Firefox targets instead (scripts/bench-runtimes.ts): this engine alone at B=1 S=16 E=64
+// H=4 and B=1 S=128 E=256 H=4 with tuning off, then the default tuning's settle, in firefox-esr headless
+// (the engine's sources) and in Deno (the built dist/), one after the other.
 //
 // --node runs the same runner and systems in Node instead, on Dawn (the `webgpu` package: lavapipe here,
 // the real GPU elsewhere), with navigator.gpu set to Dawn's GPU. ONNX Runtime Web's WebGPU EP does not
@@ -69,6 +74,8 @@ const parse = () =>
       cold: { type: 'boolean', default: false },
       options: { type: 'boolean', default: false },
       roofline: { type: 'boolean', default: false },
+      firefox: { type: 'boolean', default: false },
+      deno: { type: 'boolean', default: false },
       baseline: { type: 'string' },
       'save-baseline': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
@@ -83,7 +90,7 @@ try {
 if (values.help) {
   console.log(`usage: npm run bench -- [--preset ${PRESETS.map((p) => p.id).join(',')} | all] [--batch B --seq S --embed E --heads H [--causal]]
        [--systems ${ALL_SYSTEMS.join(',')}] [--warmup N] [--runs N] [--seed N] [--out file.json] [--node] [--cold] [--options] [--roofline]
-       [--baseline file.json] [--save-baseline]
+       [--baseline file.json] [--save-baseline] [--firefox] [--deno]
   --baseline: the saved medians to compare with (default bench/baselines/<chromium|node>-<adapter>.json, when it
           exists): each system's median beside the baseline's, and the goal "nothing slower" (±10% is noise)
   --save-baseline: write this run's medians into that file (presets and systems not run keep theirs)
@@ -95,6 +102,11 @@ if (values.help) {
           s128-e256,s512-e512; --runs timed forwards each)
   --cold: a new user's first call (fresh shader caches) beside TensorFlow.js's, then the steady state
           once settled (default presets s128-e256,s512-e512; Chromium, or Node with --node)
+  --firefox, --deno: the figures of issue 26 in Firefox (firefox-esr headless, the engine's sources served by
+          Vite) and in Deno (the built dist/), one after the other: B=1 S=16 E=64 H=4 and B=1 S=128 E=256 H=4
+          with tuning off (3 warm-ups, median and best of max(15, --runs) forwards), then the default tuning's
+          settle at S=128 E=256; a table, the Firefox targets (the 1.3× one needs both flags), JSON to
+          bench-results/runtimes-<date>.json (scripts/bench-runtimes.ts); takes no preset or shape, ignores --systems
   A run first checks the system packages it needs (scripts/setup-system.sh: lavapipe, and Chromium
   unless --node) and installs those missing on Debian 12 as root; elsewhere it names them and stops.
   decode-*: one decoder step over a KV cache of that many positions; this engine's backends only (the
@@ -141,17 +153,34 @@ const runs = int('runs', values.runs);
 const seed = int('seed', values.seed, 0);
 const out = values.out ?? `bench-results/bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`;
 const port = int('port', values.port);
+const runtimes = values.firefox || values.deno;
+if (runtimes) {
+  const other = (['node', 'cold', 'options', 'roofline', 'save-baseline'] as const).find((k) => values[k]);
+  if (other) fail(`--firefox and --deno measure their own figures; --${other} does not go with them`);
+  const shaped = (['preset', 'batch', 'seq', 'embed', 'heads', 'baseline'] as const).find((k) => values[k] !== undefined);
+  if (shaped) fail(`--firefox and --deno measure fixed shapes (scripts/bench-runtimes.ts); --${shaped} does not go with them`);
+}
 
 // The arguments are good: now the system packages this run needs (lavapipe for Dawn; Chromium, with
 // SwiftShader, unless --node), installed by scripts/setup-system.sh on Debian 12 as root, else named.
 const setup = spawnSync(
   'bash',
-  [fileURLToPath(new URL('./setup-system.sh', import.meta.url)), 'lavapipe', ...(values.node || values.options || values.roofline ? [] : ['chromium'])],
+  [
+    fileURLToPath(new URL('./setup-system.sh', import.meta.url)),
+    'lavapipe',
+    ...(runtimes ? (values.firefox ? ['firefox'] : []) : values.node || values.options || values.roofline ? [] : ['chromium']),
+  ],
   {
     stdio: ['ignore', 2, 2],
   },
 );
 if (setup.status !== 0) fail(`scripts/setup-system.sh failed (${setup.error?.message ?? `exit ${setup.status ?? setup.signal}`}); see above`);
+
+if (runtimes) {
+  // Firefox and Deno: the figures of issue 26 (bench-runtimes.ts).
+  const { benchRuntimes } = await import('./bench-runtimes.ts');
+  process.exit(await benchRuntimes({ firefox: values.firefox, deno: values.deno, runs, port, out: values.out ?? out.replace(/bench-(?=[^/]*$)/, 'runtimes-') }));
+}
 
 if (values.options) {
   // The attention options' cost, in Node (bench-options.ts).

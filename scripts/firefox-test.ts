@@ -8,62 +8,22 @@
 //       shape, engine.warmup, then B=3 S=33 E=96 H=6 causal; PASS each time, a clean page.
 // Firefox has no `subgroups` feature: the engine runs its subgroup-free variants there.
 //
-// It serves the repo with Vite on 127.0.0.1 (as scripts/e2e-server.mjs does: HMR off), makes a fresh
-// profile whose user.js turns WebGPU on (dom.webgpu.enabled; gfx.webgpu.ignore-blocklist, without which
-// requestAdapter() resolves null: "WebGPU is disabled by blocklist") and keeps Firefox quiet and offline
-// (no updates, telemetry, first-run pages), and launches `firefox-esr --headless --no-remote --profile
-// DIR` with MOZ_HEADLESS=1 and VK_ICD_FILENAMES=lavapipe's ICD (unless set). One line per case, then a
+// It serves the repo and launches Firefox as scripts/firefox.ts does (Vite on 127.0.0.1, a fresh profile
+// with WebGPU on, headless, lavapipe's ICD). One line per case, then a
 // summary; exits 1 on any failure, on no adapter (saying what is missing), or when the whole run passes
 // FIREFOX_TEST_TIMEOUT_S (default 300). Measured on this 2-core machine with an empty Mesa shader cache
 // (2026-12-02, Firefox ESR 153.8): 88 s in all, 86 checks: start 4 s, the 82 harness checks 29 s, the demo
 // panel 55 s (52 of them engine.warmup compiling the default shape's final kernels).
 //   node scripts/run-ts.mjs scripts/firefox-test.ts        (FIREFOX_PATH, default /usr/bin/firefox-esr)
 
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
-import { createServer, type ViteDevServer } from 'vite';
+import type { Browser, Page } from 'puppeteer-core';
 import { CLOSING_CASE, correctnessCases } from '../e2e/cases.ts';
 import type { AdapterReport, CaseParams, CaseResult } from '../e2e/harness.ts';
 import { checkOutput } from '../e2e/output-check.ts';
+import { FIREFOX, type FirefoxSession, firefoxMissing, LVP_ICD, startFirefox } from './firefox.ts';
 
-const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const FIREFOX = process.env.FIREFOX_PATH ?? '/usr/bin/firefox-esr';
-const LVP_ICD = '/usr/share/vulkan/icd.d/lvp_icd.json';
 const TIMEOUT_S = Number(process.env.FIREFOX_TEST_TIMEOUT_S ?? 300);
 const PORT = Number(process.env.FIREFOX_TEST_PORT ?? 5175); // Playwright's server is on 5174; the next free one is taken
-
-// user.js. Puppeteer adds its own defaults for automation (no safe browsing, no default-browser check,
-// blank start pages, no data reporting, …: @puppeteer/browsers' defaultProfilePreferences).
-const PREFS: Record<string, boolean | number | string> = {
-  'dom.webgpu.enabled': true,
-  'gfx.webgpu.ignore-blocklist': true, // without it, no adapter on lavapipe
-  'app.update.auto': false,
-  'app.update.enabled': false,
-  'app.normandy.enabled': false,
-  'app.shield.optoutstudies.enabled': false,
-  'browser.aboutwelcome.enabled': false,
-  'browser.discovery.enabled': false,
-  'browser.newtabpage.activity-stream.feeds.telemetry': false,
-  'browser.newtabpage.activity-stream.telemetry': false,
-  'browser.ping-centre.telemetry': false,
-  'browser.region.network.url': '',
-  'browser.region.update.enabled': false,
-  'datareporting.policy.dataSubmissionEnabled': false,
-  'dom.push.connection.enabled': false,
-  'extensions.getAddons.showPane': false,
-  'extensions.systemAddon.update.enabled': false,
-  'media.gmp-gmpopenh264.enabled': false,
-  'network.captive-portal-service.enabled': false,
-  'network.connectivity-service.enabled': false,
-  'toolkit.telemetry.archive.enabled': false,
-  'toolkit.telemetry.enabled': false,
-  'toolkit.telemetry.reportingpolicy.firstRun': false,
-  'toolkit.telemetry.unified': false,
-  'trailhead.firstrun.didSeeAboutWelcome': true,
-};
 
 const t0 = performance.now();
 const seconds = () => ((performance.now() - t0) / 1000).toFixed(1);
@@ -72,17 +32,12 @@ let failed = 0;
 let timedOut = false;
 
 // Everything below is undone by cleanup(), on every way out (the timeout included).
-let server: ViteDevServer | null = null;
+let session: FirefoxSession | null = null;
 let browser: Browser | null = null;
-let profile: string | null = null;
-const firefoxStderr: string[] = []; // its last lines, for failure messages
+let firefoxStderr: string[] = []; // its last lines, for failure messages
 
 async function cleanup(): Promise<void> {
-  const child = browser?.process();
-  await Promise.race([browser?.close(), new Promise((r) => setTimeout(r, 5000))]).catch(() => {});
-  if (child && child.exitCode === null) child.kill('SIGKILL');
-  await server?.close().catch(() => {});
-  if (profile) rmSync(profile, { recursive: true, force: true });
+  await session?.close();
 }
 
 function fail(lines: string[]): never {
@@ -246,51 +201,11 @@ async function demoPanel(base: string): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  if (!existsSync(FIREFOX)) fail([`No Firefox at ${FIREFOX}: bash scripts/setup-system.sh firefox (Debian's firefox-esr), or set FIREFOX_PATH.`]);
-  const icd = process.env.VK_ICD_FILENAMES ?? LVP_ICD;
-  if (!process.env.VK_ICD_FILENAMES && !existsSync(LVP_ICD)) {
-    fail([`No lavapipe ICD at ${LVP_ICD} (Firefox's WebGPU needs a Vulkan driver): bash scripts/setup-system.sh lavapipe, or set VK_ICD_FILENAMES.`]);
-  }
-
-  server = await createServer({
-    root: repo,
-    configFile: join(repo, 'vite.config.ts'),
-    clearScreen: false,
-    logLevel: 'warn',
-    server: { host: '127.0.0.1', port: PORT, strictPort: false, hmr: false },
-  });
-  await server.listen();
-  const base = (server.resolvedUrls?.local[0] ?? `http://127.0.0.1:${PORT}/`).replace(/\/$/, '');
-
-  profile = mkdtempSync(join(tmpdir(), 'webgpu-attention-firefox-'));
-  browser = await puppeteer.launch({
-    browser: 'firefox',
-    executablePath: FIREFOX,
-    headless: true,
-    userDataDir: profile, // puppeteer passes --profile DIR and writes user.js there
-    args: ['--no-remote'],
-    extraPrefsFirefox: PREFS,
-    env: {
-      ...process.env,
-      MOZ_HEADLESS: '1',
-      VK_ICD_FILENAMES: icd,
-      XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? '/tmp',
-      // lavapipe without LLVM's optimisation passes: compiles take about half as long (test/global-setup.ts).
-      GALLIVM_PERF: process.env.GALLIVM_PERF ?? 'nopt',
-    },
-    timeout: 60_000,
-    protocolTimeout: 180_000,
-  });
-  browser.process()?.stderr?.on('data', (chunk: Buffer) => {
-    firefoxStderr.push(
-      ...chunk
-        .toString()
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => `    ${l}`),
-    );
-    firefoxStderr.splice(0, Math.max(0, firefoxStderr.length - 50));
-  });
+  const missing = firefoxMissing();
+  if (missing) fail([missing]);
+  session = await startFirefox(PORT);
+  ({ browser, stderr: firefoxStderr } = session);
+  const { base, profile, icd } = session;
   console.log(`firefox-test: ${base}, profile ${profile}, VK_ICD_FILENAMES=${icd} (${seconds()} s to start)`);
 
   const ta = performance.now();

@@ -195,6 +195,7 @@ export class KernelScheduler {
       call,
       formats: formatsOf(plan.layer),
       clock: this.host.clock?.(state),
+      idle: () => this.idle(),
       // Each trial waits until no call is under way: a call that arrives during a sweep waits for the
       // one trial on the GPU at most, not for the rest of the sweep.
       time: async (k, variant, repeat) => {

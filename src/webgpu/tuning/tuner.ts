@@ -41,6 +41,8 @@ export interface Trial {
   formats?: ProjectionFormats;
   /** How `time` measures (trial.ts trialClock); without it, nothing is known of the clock's step. */
   clock?: TrialClock;
+  /** Resolves when no call is under way: each gate waits for it, as each timed run does. */
+  idle?: () => Promise<void>;
 }
 
 /** Each timed sample lasts at least about this long (short kernels run several times per sample): timer and submission noise stay small beside it. */
@@ -163,6 +165,7 @@ export class Tuner {
         const gateKey = `${this.adapterKey()}|${precision}|dh${headDim}|${kernel}|${variant}${formatKey(format)}`;
         let verdict = this.gates.get(gateKey);
         if (!verdict) {
+          await trial.idle?.();
           verdict = (format ? this.gate(kernel, variant, headDim, format) : this.gate(kernel, variant, headDim)).catch((e) => `failed to run: ${(e as Error).message}`);
           this.gates.set(gateKey, verdict);
         }

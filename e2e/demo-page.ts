@@ -20,15 +20,17 @@ export class DemoPage extends LoggedPage {
 
   /** Waits until a panel's data-state leaves 'running' (and is not 'idle'); returns it. */
   async settled(panelId: string, timeout = 60_000): Promise<string> {
-    await this.page.waitForFunction(
+    // The state as the page saw it when it settled (read in the same evaluation: a second read could
+    // meet a run that a later event started).
+    const state = await this.page.waitForFunction(
       (id) => {
         const s = document.getElementById(id)?.dataset.state;
-        return s === 'done' || s === 'error';
+        return s === 'done' || s === 'error' ? s : false;
       },
       panelId,
       { timeout },
     );
-    return (await this.page.locator(`#${panelId}`).getAttribute('data-state')) ?? '';
+    return String(await state.jsonValue());
   }
 
   /**

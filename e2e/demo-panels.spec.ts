@@ -134,9 +134,11 @@ test("attention maps: a colour scale with its values, hover names query, key and
 
   // One scale for all: a single legend above the maps, every map drawn up to the same value, the largest.
   await page.selectOption('#maps-scale', 'shared');
-  expect(await demo.settled('attention-maps')).toBe('done');
-  await expect(panel.locator('figure.head .colour-scale')).toHaveCount(0);
+  // The change starts a new drawing: wait for what it draws (auto-waiting), then for the panel to settle
+  // (a settled() right after the change could still see the state of the drawing before it).
   await expect(page.locator('#maps-legend .colour-scale')).toHaveCount(1);
+  await expect(panel.locator('figure.head .colour-scale')).toHaveCount(0);
+  expect(await demo.settled('attention-maps')).toBe('done');
   const shared = Number(await page.locator('#maps-legend .colour-scale').getAttribute('data-max'));
   const maxes = await panel.locator('figure.head canvas').evaluateAll((els) => els.map((e) => Number((e as HTMLElement).dataset.max)));
   expect(maxes).toEqual(Array(4).fill(shared));

@@ -85,12 +85,12 @@ export function completionInfo(device: GPUDevice): { probeMs: number | null; tim
  * empty submits while it is pending, bounded in number and time. Settles as `pending` does.
  */
 export function waitFor<T>(device: GPUDevice, pending: Promise<T>): Promise<T> {
-  if (!completionOf(device).nudge) return pending;
+  const c = completionOf(device);
+  if (!c.nudge) return pending;
   let done = false;
   let timer: ReturnType<typeof setTimeout> | null = null;
   const started = performance.now();
   let interval = 1;
-  const c = completionOf(device);
   const nudge = () => {
     timer = null;
     if (done || !c.nudge || performance.now() - started > NUDGE_BUDGET_MS) return;

@@ -35,3 +35,36 @@ fn loadB(i: u32) -> ST4 {
   }
   return ST4(fma(vec4<f32>(q), vec4<f32>(so.x), vec4<f32>(-so.y)));
 }
+
+// Sixteen weights of one row, W[row, 4·k4 … 4·k4 + 15], k4 a multiple of 4, for the GEMV core's
+// unrolled loop (gemv_rows.wgsl): their quants as four f32 vec4s (loadQ16) and the (scale, offset) they
+// share (scaleOffset16), w = scale·q − offset, so that the core multiplies by the scale and subtracts
+// offset·Σx once per sixteen weights rather than per weight. One pair and two words (4 bits) or four
+// (8 bits) per sixteen, where loadB reads a pair and a word per four. Sixteen never straddle a group
+// (GROUP a power of two ≥ 16) nor a word.
+fn scaleOffset16(i: u32) -> vec2<f32> {
+  let row = i >> 16u;
+  let k4 = i & 0xffffu;
+  let shift = params.wGroupShift;
+  return scaleOffset[row * ((bRowLen4() + (1u << shift) - 1u) >> shift) + (k4 >> shift)];
+}
+
+fn loadQ16(i: u32) -> mat4x4<f32> {
+  let row = i >> 16u;
+  let k4 = i & 0xffffu;
+  let len4 = bRowLen4();
+  if (WBITS == 4u) {
+    let base = row * ((len4 + 1u) / 2u) + k4 / 2u;
+    let w0 = vec4<u32>(quants[base]);
+    let w1 = vec4<u32>(quants[base + 1u]);
+    let lo = vec4<u32>(0u, 4u, 8u, 12u);
+    let hi = vec4<u32>(16u, 20u, 24u, 28u);
+    let m = vec4<u32>(15u);
+    return mat4x4<f32>(vec4<f32>((w0 >> lo) & m), vec4<f32>((w0 >> hi) & m), vec4<f32>((w1 >> lo) & m), vec4<f32>((w1 >> hi) & m));
+  }
+  let base = row * len4 + k4;
+  let bytes = vec4<u32>(0u, 8u, 16u, 24u);
+  let m = vec4<u32>(255u);
+  return mat4x4<f32>(vec4<f32>((vec4<u32>(quants[base]) >> bytes) & m), vec4<f32>((vec4<u32>(quants[base + 1u]) >> bytes) & m),
+                     vec4<f32>((vec4<u32>(quants[base + 2u]) >> bytes) & m), vec4<f32>((vec4<u32>(quants[base + 3u]) >> bytes) & m));
+}

@@ -10,7 +10,7 @@ import { referenceForward } from '../src/cpu/reference.ts';
 import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../src/plan/index.ts';
 import type { AttentionEngine, QuantizedStateDict as StateDict, QuantizedTensor } from '../src/index.ts';
 import { packWeight } from '../src/quant/pack.ts';
-import { mulberry32, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { toF16 } from '../src/webgpu/f16.ts';
 import { OUTPUT_PACKED_BINDINGS, outputProjectionPipeline } from '../src/webgpu/kernels/output-projection.ts';
@@ -277,5 +277,38 @@ describe("the GPUs' GEMV (gemv: K split across a workgroup), forced on packed we
     const bits = name.includes('8') || name === 'q6_k' ? 8 : 4;
     expect(decode).toContain(`QkvProjection.gemv.q${bits}.pipeline`);
     expect(decode).toContain(`OutputProjection.gemv.q${bits}.pipeline`);
+  });
+});
+
+describe('gemv-rows (the CPU adapters\' decode GEMV) forced on float weights: its 16-element steps and single-vec4 edges', () => {
+  let rowsEngine: AttentionEngine;
+  let half: AttentionEngine;
+  const forced = { mode: 'off', kernels: { qkv_projection: 'gemv-rows', output_projection: 'gemv-rows' } } as const;
+  beforeAll(async () => {
+    rowsEngine = await createGpuEngine({ tuning: forced });
+    half = await createGpuEngine({ precision: 'f16', tuning: forced });
+  });
+  afterAll(() => {
+    rowsEngine?.dispose();
+    half?.dispose();
+  });
+
+  // E = 256 (K/4 = 64: every step 16 wide); E = 60 (K/4 = 15: a 16-wide tail of 3 vec4s; heads of 20, so the
+  // output projection's per-head segments of 5 vec4s start off the 4-vec4 grid); E = 4 (K/4 = 1: no 16-wide step).
+  const layers: [string, Layer][] = [
+    ['GQA E=256', GQA],
+    ['E=60 H=3 G=1', { embedDim: 60, numHeads: 3, numKvHeads: 1 }],
+    ['E=4 H=1', { embedDim: 4, numHeads: 1 }],
+  ];
+  test.each(layers)('%s, f32: prefill and a decode step of B=3 match the float64 reference', async (_name, layer) => {
+    const sd = randomStateDict(layer, layer.embedDim + 1) as StateDict;
+    const { decode } = await prefillAndDecode(rowsEngine, layer, sd, 3, 4);
+    expect(decode).toContain('QkvProjection.gemv-rows.pipeline');
+    expect(decode).toContain('OutputProjection.gemv-rows.pipeline');
+  });
+  test("E=60, precision 'f16': the same at the f16 rule", async () => {
+    const layer: Layer = { embedDim: 60, numHeads: 3, numKvHeads: 1 };
+    const { decode } = await prefillAndDecode(half, layer, randomStateDict(layer, 9) as StateDict, 2, 5, 'f16');
+    expect(decode).toContain('QkvProjection.gemv-rows.pipeline');
   });
 });

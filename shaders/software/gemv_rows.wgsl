@@ -10,13 +10,29 @@
 // 8-row accumulators cost more than the weights' reads (measured on lavapipe: slower than the float
 // GEMM at E = 2048). Here no invocation shares anything: invocation i walks all of K for columns
 // 4i … 4i + 3 (adjacent lanes read adjacent rows of B, which a CPU's caches take as well as a GPU's
-// coalescing would not), loads those 4 columns' B vec4s once per step and multiplies them with the A
-// vec4 of each of the ROWS rows. No workgroup memory, no barrier, no arrays.
+// coalescing would not), loads those 4 columns' B once per step and multiplies them with the A vec4s of
+// each of the ROWS rows. A step is 16 elements of K (the weights files' loadQ16 and scaleOffset16: a
+// packed weight's scale and words read once for 16 weights, and scaled once: faster on lavapipe than four loadB), single vec4s
+// where a segment's length or start is not a multiple of 4 vec4s. No workgroup memory, no barrier.
 // Products and sums in f32 (loads widened from ST4).
 // Host guarantees: N % 4 == 0; dispatch = (ceil(N / (4·WG)), ceil(M / ROWS), 1).
 
 const WG = 64u;
 const ROWS = 4u;
+
+// The 4 columns' products with 16 elements of one row of A: row a's vec4s a … a + 3 against the
+// columns' sixteen quants (q_c[j] those of vec4 j of column c) and their (scale, offset) so_c:
+// Σ (scale·q − offset)·x = scale·Σ q·x − offset·Σ x.
+fn dots16(a: u32, q0: mat4x4<f32>, q1: mat4x4<f32>, q2: mat4x4<f32>, q3: mat4x4<f32>, s: vec4<f32>, o: vec4<f32>) -> vec4<f32> {
+  var y = vec4<f32>(0.0);
+  var xs = vec4<f32>(0.0);
+  for (var j = 0u; j < 4u; j++) {
+    let x = vec4<f32>(loadA(a + j));
+    y += vec4<f32>(dot(x, q0[j]), dot(x, q1[j]), dot(x, q2[j]), dot(x, q3[j]));
+    xs += x;
+  }
+  return s * y - o * (xs.x + xs.y + xs.z + xs.w);
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) t: u32) {
@@ -46,23 +62,56 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) t: u
   var kk = 0u;
   for (var seg = 0u; seg < kSegments(); seg++) {
     let aSeg = seg * aSegStride();
-    for (var k = 0u; k < len4; k++) {
-      let w0 = vec4<f32>(loadB(b0 + kk));
-      let w1 = vec4<f32>(loadB(b1 + kk));
-      let w2 = vec4<f32>(loadB(b2 + kk));
-      let w3 = vec4<f32>(loadB(b3 + kk));
-      let at = aSeg + k;
-      let x0 = vec4<f32>(loadA(a0Row + at));
-      acc0 += vec4<f32>(dot(x0, w0), dot(x0, w1), dot(x0, w2), dot(x0, w3));
+    var k = 0u;
+    // Sixteen weights per column at a time (loadQ16, scaleOffset16: a packed weight's scale and words read once for
+    // sixteen), where K's vec4 index kk is a multiple of 4; single vec4s (loadB) before and after.
+    for (; k < len4 && (kk & 3u) != 0u; k++) {
+      let w = mat4x4<f32>(vec4<f32>(loadB(b0 + kk)), vec4<f32>(loadB(b1 + kk)), vec4<f32>(loadB(b2 + kk)), vec4<f32>(loadB(b3 + kk)));
+      acc0 += vec4<f32>(loadA(a0Row + aSeg + k)) * w;
       if (rowsHere > 1u) {
-        let x1 = vec4<f32>(loadA(a1Row + at));
-        acc1 += vec4<f32>(dot(x1, w0), dot(x1, w1), dot(x1, w2), dot(x1, w3));
+        acc1 += vec4<f32>(loadA(a1Row + aSeg + k)) * w;
         if (rowsHere > 2u) {
-          let x2 = vec4<f32>(loadA(a2Row + at));
-          acc2 += vec4<f32>(dot(x2, w0), dot(x2, w1), dot(x2, w2), dot(x2, w3));
+          acc2 += vec4<f32>(loadA(a2Row + aSeg + k)) * w;
           if (rowsHere > 3u) {
-            let x3 = vec4<f32>(loadA(a3Row + at));
-            acc3 += vec4<f32>(dot(x3, w0), dot(x3, w1), dot(x3, w2), dot(x3, w3));
+            acc3 += vec4<f32>(loadA(a3Row + aSeg + k)) * w;
+          }
+        }
+      }
+      kk++;
+    }
+    for (; k + 4u <= len4; k += 4u) {
+      let w0 = loadQ16(b0 + kk);
+      let w1 = loadQ16(b1 + kk);
+      let w2 = loadQ16(b2 + kk);
+      let w3 = loadQ16(b3 + kk);
+      let so0 = scaleOffset16(b0 + kk);
+      let so1 = scaleOffset16(b1 + kk);
+      let so2 = scaleOffset16(b2 + kk);
+      let so3 = scaleOffset16(b3 + kk);
+      let s = vec4<f32>(so0.x, so1.x, so2.x, so3.x);
+      let o = vec4<f32>(so0.y, so1.y, so2.y, so3.y);
+      let at = aSeg + k;
+      acc0 += dots16(a0Row + at, w0, w1, w2, w3, s, o);
+      if (rowsHere > 1u) {
+        acc1 += dots16(a1Row + at, w0, w1, w2, w3, s, o);
+        if (rowsHere > 2u) {
+          acc2 += dots16(a2Row + at, w0, w1, w2, w3, s, o);
+          if (rowsHere > 3u) {
+            acc3 += dots16(a3Row + at, w0, w1, w2, w3, s, o);
+          }
+        }
+      }
+      kk += 4u;
+    }
+    for (; k < len4; k++) {
+      let w = mat4x4<f32>(vec4<f32>(loadB(b0 + kk)), vec4<f32>(loadB(b1 + kk)), vec4<f32>(loadB(b2 + kk)), vec4<f32>(loadB(b3 + kk)));
+      acc0 += vec4<f32>(loadA(a0Row + aSeg + k)) * w;
+      if (rowsHere > 1u) {
+        acc1 += vec4<f32>(loadA(a1Row + aSeg + k)) * w;
+        if (rowsHere > 2u) {
+          acc2 += vec4<f32>(loadA(a2Row + aSeg + k)) * w;
+          if (rowsHere > 3u) {
+            acc3 += vec4<f32>(loadA(a3Row + aSeg + k)) * w;
           }
         }
       }

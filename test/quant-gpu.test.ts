@@ -280,7 +280,7 @@ describe("the GPUs' GEMV (gemv: K split across a workgroup), forced on packed we
   });
 });
 
-describe('gemv-rows (the CPU adapters\' decode GEMV) forced on float weights: its 16-element steps and single-vec4 edges', () => {
+describe("gemv-rows (the CPU adapters' decode GEMV) forced on float weights: its 16-element steps and single-vec4 edges", () => {
   let rowsEngine: AttentionEngine;
   let half: AttentionEngine;
   const forced = { mode: 'off', kernels: { qkv_projection: 'gemv-rows', output_projection: 'gemv-rows' } } as const;
@@ -298,7 +298,7 @@ describe('gemv-rows (the CPU adapters\' decode GEMV) forced on float weights: it
   const layers: [string, Layer][] = [
     ['GQA E=256', GQA],
     ['E=60 H=3 G=1', { embedDim: 60, numHeads: 3, numKvHeads: 1 }],
-    ['E=4 H=1', { embedDim: 4, numHeads: 1 }],
+    ['E=4 H=1', { embedDim: 4, numHeads: 1, numKvHeads: 1 }],
   ];
   test.each(layers)('%s, f32: prefill and a decode step of B=3 match the float64 reference', async (_name, layer) => {
     const sd = randomStateDict(layer, layer.embedDim + 1) as StateDict;

@@ -1,4 +1,4 @@
-// `npm run bench -- --cold [--node] [--preset ...]`: a new user's first call, this engine beside
+// `npm run bench -- --cold [--node] [--preset ...] [--weights q4_0]`: a new user's first call, this engine beside
 // TensorFlow.js, each measured in a process (Node) or browser profile (Chromium) of its own with empty
 // shader caches (MESA_SHADER_CACHE_DISABLE=true and a fresh XDG_CACHE_HOME; in Chromium a fresh
 // --user-data-dir and --disable-gpu-shader-disk-cache), one after another, in one run. Then the same
@@ -15,12 +15,14 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { chromium } from '@playwright/test';
 import { createServer } from 'vite';
-import type { ColdResult } from '../demo/bench/cold.ts';
+import type { ColdResult, ColdWeights } from '../demo/bench/cold.ts';
 import type { BenchShape } from '../demo/bench/types.ts';
 
 export interface ColdOptions {
   shapes: { id: string; shape: BenchShape }[];
   node: boolean;
+  /** The engine's projection weights: f32, or a GGUF type they are quantized to (TF.js: always f32). */
+  weights: ColdWeights;
   out: string;
   port: number;
 }
@@ -28,18 +30,18 @@ export interface ColdOptions {
 const dims = (s: BenchShape) => `${s.batchSize},${s.seqLen},${s.embedDim},${s.numHeads}${s.isCausal ? ',causal' : ''}`;
 
 /** Node: one measurement in a child process with the given shader-cache folder (fresh, or reused for a warm run). */
-function inNode(system: 'engine' | 'tfjs', shape: BenchShape, cache: string, cold: boolean): ColdResult {
+function inNode(system: 'engine' | 'tfjs', shape: BenchShape, cache: string, cold: boolean, weights: ColdWeights): ColdResult {
   const env = { ...process.env, XDG_CACHE_HOME: cache, XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? '/tmp' } as Record<string, string>;
   if (cold) env.MESA_SHADER_CACHE_DISABLE = 'true';
   else delete env.MESA_SHADER_CACHE_DISABLE;
-  const child = spawnSync(process.execPath, ['scripts/run-ts.mjs', 'scripts/cold-child.ts', system, dims(shape)], { env, encoding: 'utf8', timeout: 900_000 });
+  const child = spawnSync(process.execPath, ['scripts/run-ts.mjs', 'scripts/cold-child.ts', system, dims(shape), weights], { env, encoding: 'utf8', timeout: 900_000 });
   const line = child.stdout.split('\n').find((l) => l.startsWith('COLD '));
   if (!line) throw new Error(`${system} ${dims(shape)} failed (exit ${child.status}):\n${child.stderr.slice(-2000)}`);
   return JSON.parse(line.slice(5)) as ColdResult;
 }
 
 /** Chromium: one measurement in a browser profile of its own (fresh unless `profile` is reused). */
-async function inChromium(system: 'engine' | 'tfjs', shape: BenchShape, port: number, profile: string, cold: boolean): Promise<ColdResult> {
+async function inChromium(system: 'engine' | 'tfjs', shape: BenchShape, port: number, profile: string, cold: boolean, weights: ColdWeights): Promise<ColdResult> {
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
     headless: true,
@@ -57,7 +59,7 @@ async function inChromium(system: 'engine' | 'tfjs', shape: BenchShape, port: nu
     const page = await context.newPage();
     await page.goto(`http://127.0.0.1:${port}/demo/bench/cold.html`);
     await page.waitForFunction(() => typeof window.runCold === 'function', undefined, { timeout: 120_000 });
-    return await page.evaluate(([sys, s]) => window.runCold(sys, s), [system, shape] as const);
+    return await page.evaluate(([sys, s, w]) => window.runCold(sys, s, w), [system, shape, weights] as const);
   } finally {
     await context.close();
   }
@@ -66,7 +68,7 @@ async function inChromium(system: 'engine' | 'tfjs', shape: BenchShape, port: nu
 const fmt = (ms: number | undefined) => (ms === undefined ? '—' : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(1)} ms`);
 
 export async function benchCold(options: ColdOptions): Promise<void> {
-  const where = options.node ? 'lavapipe (Node, Dawn)' : 'SwiftShader (Chromium)';
+  const where = `${options.node ? 'lavapipe (Node, Dawn)' : 'SwiftShader (Chromium)'}${options.weights === 'f32' ? '' : `, the engine's weights ${options.weights} (TF.js float32)`}`;
   const server = options.node ? null : await createServer({ logLevel: 'error', server: { host: '127.0.0.1', port: options.port, strictPort: true, hmr: false } });
   await server?.listen();
   const scratch = mkdtempSync(join(tmpdir(), 'bench-cold-'));
@@ -74,8 +76,10 @@ export async function benchCold(options: ColdOptions): Promise<void> {
   try {
     for (const { id, shape } of options.shapes) {
       const run = async (system: 'engine' | 'tfjs', dir: string, cold: boolean) => {
-        console.log(`${id}: ${system}, ${cold ? 'fresh shader caches' : 'warm shader cache'}…`);
-        return options.node ? inNode(system, shape, dir, cold) : inChromium(system, shape, options.port, dir, cold);
+        console.log(
+          `${id}: ${system}${system === 'engine' && options.weights !== 'f32' ? ` (${options.weights} weights)` : ''}, ${cold ? 'fresh shader caches' : 'warm shader cache'}…`,
+        );
+        return options.node ? inNode(system, shape, dir, cold, options.weights) : inChromium(system, shape, options.port, dir, cold, options.weights);
       };
       const engineDir = mkdtempSync(join(scratch, 'engine-'));
       const engine = await run('engine', engineDir, true);

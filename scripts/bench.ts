@@ -42,6 +42,7 @@ import { parseArgs } from 'node:util';
 import { chromium } from '@playwright/test';
 import { baselineGoal, compareWithBaseline, comparisonText, defaultBaselinePath, saveBaseline } from './bench-baseline.ts';
 import { createServer } from 'vite';
+import type { ColdWeights } from '../demo/bench/cold.ts';
 import type { HeadlessReport, HeadlessRequest } from '../demo/bench/headless.ts';
 import { PRESETS } from '../demo/bench/presets.ts';
 import type { BenchProgress, BenchShape } from '../demo/bench/types.ts';
@@ -72,6 +73,7 @@ const parse = () =>
       port: { type: 'string', default: '5181' },
       node: { type: 'boolean', default: false },
       cold: { type: 'boolean', default: false },
+      weights: { type: 'string', default: 'f32' },
       options: { type: 'boolean', default: false },
       roofline: { type: 'boolean', default: false },
       firefox: { type: 'boolean', default: false },
@@ -101,6 +103,7 @@ if (values.help) {
           of a vec4 copy, beside each kernel variant's ms, GFLOP/s and % of the FMA ceiling (default presets
           s128-e256,s512-e512; --runs timed forwards each)
   --cold: a new user's first call (fresh shader caches) beside TensorFlow.js's, then the steady state
+  --weights f32|q4_0|q8_0|q4_k|q6_k: with --cold, the engine's layer quantized to that type (TF.js runs float32)
           once settled (default presets s128-e256,s512-e512; Chromium, or Node with --node)
   --firefox, --deno: the figures of issue 26 in Firefox (firefox-esr headless, the engine's sources served by
           Vite) and in Deno (the built dist/), one after the other: B=1 S=16 E=64 H=4 and B=1 S=128 E=256 H=4
@@ -196,10 +199,14 @@ if (values.roofline) {
   process.exit(0);
 }
 
+const COLD_WEIGHTS: readonly ColdWeights[] = ['f32', 'q4_0', 'q8_0', 'q4_k', 'q6_k'];
+if (values.weights !== 'f32' && !values.cold) fail('--weights goes with --cold (the quantized decode and prefill figures: npm run bench:quantized)');
 if (values.cold) {
   // A new user's first call against TensorFlow.js's, each in a fresh process or browser profile (bench-cold.ts).
   const { benchCold } = await import('./bench-cold.ts');
-  await benchCold({ shapes, node: values.node, port, out: values.out ?? out.replace(/bench-(?=[^/]*$)/, 'cold-') });
+  const weights = values.weights as ColdWeights;
+  if (!COLD_WEIGHTS.includes(weights)) fail(`--weights: expected one of ${COLD_WEIGHTS.join(', ')}; got ${values.weights}`);
+  await benchCold({ shapes, node: values.node, weights, port, out: values.out ?? out.replace(/bench-(?=[^/]*$)/, 'cold-') });
   process.exit(0);
 }
 

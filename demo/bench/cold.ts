@@ -8,14 +8,19 @@
 //           steady state of the built-in kernels (tuning off) on the same device, interleaved (15
 //           runs each; fastest against fastest), to check that what the tuner chose is not slower
 //   tfjs    TensorFlow.js's WebGPU backend, from its import to the first output; then its steady state
+//
+// `weights`: the engine's layer with its projection weights quantized (quantizeWeights, before the clock
+// starts, as a user would load them quantized from a file); TF.js always runs float32.
 
-import { createAttentionEngine } from 'webgpu-attention';
+import { createAttentionEngine, quantizeWeights } from 'webgpu-attention';
 import { randomLayerInputs } from '../../src/util/random.ts';
 import { tfjsSystem } from './systems/tfjs.ts';
 import type { BenchShape } from './types.ts';
 
 export interface ColdResult {
   system: 'engine' | 'tfjs';
+  /** The engine's projection weights (TF.js: always f32). */
+  weights?: ColdWeights;
   /** Milliseconds from the first line to the first output. */
   firstMs: number;
   /** The next few calls right after, in order (the engine may still be compiling in the background). */
@@ -46,13 +51,17 @@ async function timed<T>(fn: () => Promise<T>): Promise<[T, number]> {
   return [value, performance.now() - t0];
 }
 
-export async function coldFirstCall(system: 'engine' | 'tfjs', shape: BenchShape, runs = 5): Promise<ColdResult> {
+/** The weights a cold run gives the engine: float32, or quantized to one of quantizeWeights' GGUF types. */
+export type ColdWeights = 'f32' | 'q4_0' | 'q8_0' | 'q4_k' | 'q6_k';
+
+export async function coldFirstCall(system: 'engine' | 'tfjs', shape: BenchShape, runs = 5, weights: ColdWeights = 'f32'): Promise<ColdResult> {
   const config = { embedDim: shape.embedDim, numHeads: shape.numHeads };
-  const { stateDict, query } = randomLayerInputs(config, shape.batchSize * shape.seqLen, 1);
+  const { stateDict: floats, query } = randomLayerInputs(config, shape.batchSize * shape.seqLen, 1);
+  const stateDict = system === 'engine' && weights !== 'f32' ? quantizeWeights(floats, { dtype: weights }) : floats;
   const options = { batchSize: shape.batchSize, seqLen: shape.seqLen, isCausal: shape.isCausal };
   if (system === 'tfjs') {
     const t0 = performance.now();
-    const prepared = await tfjsSystem.prepare({ shape, stateDict });
+    const prepared = await tfjsSystem.prepare({ shape, stateDict: floats });
     await prepared.run(query);
     const firstMs = performance.now() - t0;
     const nextMs: number[] = [];
@@ -60,7 +69,7 @@ export async function coldFirstCall(system: 'engine' | 'tfjs', shape: BenchShape
     const times: number[] = [];
     for (let i = 0; i < runs; i++) times.push((await timed(() => prepared.run(query)))[1]);
     await prepared.dispose();
-    return { system, firstMs: round(firstMs), nextMs, steadyMs: round(median(times)) };
+    return { system, weights: 'f32', firstMs: round(firstMs), nextMs, steadyMs: round(median(times)) };
   }
   const t0 = performance.now();
   const engine = await createAttentionEngine({ backend: 'webgpu' });
@@ -84,6 +93,7 @@ export async function coldFirstCall(system: 'engine' | 'tfjs', shape: BenchShape
   const info = engine.adapterInfo;
   const result: ColdResult = {
     system,
+    weights,
     firstMs: round(firstMs),
     nextMs,
     settledMs: round(settledMs),

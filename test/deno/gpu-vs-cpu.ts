@@ -2,6 +2,7 @@
 // machine) against the engine's float64 CPU backend: the built-in kernel choice for the adapter once,
 // then every kernel variant that runs without the `subgroups` feature (which wgpu does not offer),
 // each forced once (tuning: { mode: 'off', kernels }), in f32 and, where the adapter has shader-f16, f16.
+// Then quantized weights (q4_0, q8_0): a prefill into a KV cache and a decode step, the packed kernels.
 // A forced choice pairs one attention body with two GEMM cores (QKV and output), so the 7 bodies and 5
 // cores take 7 forwards per precision, each at one awkward shape (S one past a 32-row tile, Dh = 12,
 // causal, B = 2). Time is lavapipe compiling (this 2-core machine, 2026-12-02): 48 s with an empty Mesa
@@ -70,7 +71,7 @@ if (!adapter) {
 }
 
 const distUrl = new URL('../../dist/index.js', import.meta.url).href;
-const { createAttentionEngine, referenceMultiHeadAttention } = (await import(distUrl)) as typeof import('../../src/index.ts');
+const { createAttentionEngine, quantizeWeights, referenceMultiHeadAttention } = (await import(distUrl)) as typeof import('../../src/index.ts');
 
 const owner = await createAttentionEngine({ backend: 'webgpu', tuning: { mode: 'off', store: null } });
 const cpu = await createAttentionEngine({ backend: 'cpu' });
@@ -150,6 +151,60 @@ for (const precision of hasF16 ? (['f32', 'f16'] as const) : (['f32'] as const))
       failed++;
       console.log(`FAIL  ${name}: ${problem}`);
     } else passed++;
+  }
+}
+// Quantized weights (4 and 8 bits, as the GGUF types q4_0 and q8_0 store them), the built-in choice: a
+// prefill of 5 tokens into a KV cache runs the packed GEMM cores, then one decode step of B = 2 tokens
+// the packed decode GEMV (gemv-rows on a CPU adapter, gemv on a GPU), each against the CPU backend
+// given the same quantized weights (it dequantizes them exactly, as ggml does). K = E = 64: the GGUF
+// types need K a multiple of 32.
+const QLAYER = { embedDim: 64, numHeads: 2, numKvHeads: 1, bias: true };
+const QB = 2;
+const QP = 5;
+for (const dtype of ['q4_0', 'q8_0'] as const) {
+  const name = `f32 ${dtype} weights, built-in choice: prefill ${QP} tokens, then a decode step`;
+  const c0 = performance.now();
+  let problem = '';
+  const { stateDict: floats, query: qx } = randomLayerInputs(QLAYER, QB * (QP + 1), 27);
+  const sd = quantizeWeights(floats, { dtype });
+  const E = QLAYER.embedDim;
+  const part = (s0: number, s1: number) => {
+    const out = new Float32Array(QB * (s1 - s0) * E);
+    for (let b = 0; b < QB; b++) out.set(qx.subarray((b * (QP + 1) + s0) * E, (b * (QP + 1) + s1) * E), b * (s1 - s0) * E);
+    return out;
+  };
+  const steps = async (e: AttentionEngine) => {
+    const layer = e.createMultiHeadAttention(QLAYER, sd);
+    const cache = layer.createKvCache({ batchSize: QB, maxSeqLen: QP + 1 });
+    try {
+      const prefill = (await layer.forward(part(0, QP), { batchSize: QB, seqLen: QP, kvCache: cache, isCausal: true })).output;
+      const decode = (await layer.forward(part(QP, QP + 1), { batchSize: QB, seqLen: 1, kvCache: cache, isCausal: true })).output;
+      return [prefill, decode];
+    } finally {
+      cache.dispose();
+      layer.dispose();
+    }
+  };
+  try {
+    const want = await steps(cpu);
+    const got = await steps(owner);
+    for (const [i, what] of ['prefill', 'decode step'].entries()) {
+      const tol = f32Tolerance([E, QP + 1, E]);
+      const cmp = compareArrays(got[i], want[i], tol);
+      if (!cmp.ok) {
+        const [m] = cmp.mismatches;
+        problem ||= `${what}: ${cmp.count} of ${got[i].length} elements outside the f32 rule; [${m.index}] got ${m.actual}, expected ${m.expected}`;
+      }
+    }
+  } catch (e) {
+    problem = `${(e as Error).name}: ${(e as Error).message}`;
+  }
+  if (problem) {
+    failed++;
+    console.log(`FAIL  ${name}: ${problem}`);
+  } else {
+    passed++;
+    console.log(`ok    ${name}  (${(performance.now() - c0).toFixed(0)} ms with compiling)`);
   }
 }
 await new Promise((r) => setTimeout(r, 0)); // late uncaptured-error events land first

@@ -47,7 +47,7 @@ stage
 begin "Firefox (WebGPU through wgpu on lavapipe: the browser correctness cases and the demo's correctness panel)"
 node scripts/run-ts.mjs scripts/firefox-test.ts || status=1
 stage
-begin "Deno (the built package on Deno's WebGPU, wgpu on lavapipe: each subgroup-free kernel variant, f32 and f16)"
+begin "Deno (the built package on Deno's WebGPU, wgpu on lavapipe: each subgroup-free kernel variant, f32 and f16; q4_0 and q8_0 weights)"
 node scripts/deno-test.mjs || status=1
 stage
 begin "package test (npm pack into a throwaway Node script and Vite app)"

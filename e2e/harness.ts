@@ -57,6 +57,8 @@ declare global {
     adapterInfo(): Promise<AdapterReport>;
     /** Uncaptured WebGPU errors since the page loaded. */
     uncapturedErrors(): string[];
+    /** The WebGPU engine's background work: whether it runs here (engine.tuning.background), what is pending, what was compiled and swept. */
+    backgroundWork(): Promise<{ enabled: boolean; why: string; pending: number; compiled: number; swept: number } | null>;
   }
 }
 
@@ -103,6 +105,11 @@ window.adapterInfo = async () => {
 };
 
 window.uncapturedErrors = () => [...uncaptured];
+
+window.backgroundWork = async () => {
+  const t = (await engines()).gpu.tuning;
+  return t ? { ...t.background, pending: t.pending, compiled: t.compiled.length, swept: t.choices.filter((c) => c.source === 'sweep').length } : null;
+};
 
 window.runCase = async (p: CaseParams): Promise<CaseResult> => {
   const { gpu, cpu } = await engines();

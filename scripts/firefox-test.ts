@@ -12,7 +12,7 @@
 // with WebGPU on, headless, lavapipe's ICD). One line per case, then a
 // summary; exits 1 on any failure, on no adapter (saying what is missing), or when the whole run passes
 // FIREFOX_TEST_TIMEOUT_S (default 300). Measured on this 2-core machine with an empty Mesa shader cache
-// (2026-12-02, Firefox ESR 153.8): 88 s in all, 86 checks: start 4 s, the 82 harness checks 29 s, the demo
+// (2026-12-02, Firefox ESR 153.8): 88 s in all, 86 checks (87 since the background-work check): start 4 s, the 82 harness checks 29 s, the demo
 // panel 55 s (52 of them engine.warmup compiling the default shape's final kernels).
 //   node scripts/run-ts.mjs scripts/firefox-test.ts        (FIREFOX_PATH, default /usr/bin/firefox-esr)
 
@@ -115,6 +115,15 @@ async function harnessSuite(base: string): Promise<void> {
       result(ok, `${group.name} › ${name}`, check ? (ok ? `gpu ${r.gpuMs.toFixed(0)} ms, ${check.summary}` : check.failure) : errors.join('\n'));
     }
   }
+
+  // wgpu compiles on the thread that serves the device: the default tuning runs nothing in the background
+  // there (src/webgpu/tuning/scheduler.ts), so after all those calls nothing was compiled ahead or swept.
+  const work = await page.evaluate(() => window.backgroundWork());
+  result(
+    !!work && !work.enabled && work.why.includes('wgpu (Firefox') && work.pending === 0 && work.compiled === 0 && work.swept === 0,
+    'default tuning: nothing in the background on wgpu (engine.tuning.background off, nothing compiled ahead or swept)',
+    JSON.stringify(work),
+  );
 
   const r = await run(CLOSING_CASE);
   const uncaptured = await page.evaluate(() => window.uncapturedErrors());

@@ -25,12 +25,21 @@ export function progressOption(where: string, options: unknown): WarmupOptions['
 
 /** Checks createAttentionEngine's `tuning` option and fills in its defaults. */
 export function resolveTuning(where: string, given: unknown): ResolvedTuning {
-  if (given === undefined) return { mode: 'auto', forced: {}, store: defaultTuningStore() };
+  if (given === undefined) return { mode: 'auto', forced: {}, store: defaultTuningStore(), background: null };
   const o = requireObject(where, 'options.tuning', given);
   rejectUnknownKeys(where, 'options.tuning', o, TUNING_KEYS);
   const mode = o.mode ?? 'auto';
   if (mode !== 'auto' && mode !== 'off') {
     throw new InvalidArgumentError({ where, argument: 'options.tuning.mode', expected: '"auto", "off" or left out', given: describe(mode) });
+  }
+  if (o.background !== undefined && typeof o.background !== 'boolean') {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.tuning.background',
+      expected: 'true, false or left out',
+      given: describe(o.background),
+      fix: 'Left out, compiles and sweeps run in the background except on wgpu (Firefox, Deno).',
+    });
   }
   const forced: Partial<KernelChoice> = {};
   if (o.kernels !== undefined) {
@@ -66,5 +75,5 @@ export function resolveTuning(where: string, given: unknown): ResolvedTuning {
     }
     store = { where: typeof s.where === 'string' ? s.where : 'a custom store', load: s.load.bind(s), save: s.save.bind(s) };
   }
-  return { mode, forced, store };
+  return { mode, forced, store, background: (o.background as boolean | undefined) ?? null };
 }

@@ -134,7 +134,7 @@ export const LIMIT_KEYS = knownKeys<NonNullable<EngineOptions['limits']>>({
 });
 
 /** createAttentionEngine's options.tuning. */
-export const TUNING_KEYS = knownKeys<TuningOptions>({ mode: true, kernels: true, store: true });
+export const TUNING_KEYS = knownKeys<TuningOptions>({ mode: true, kernels: true, store: true, background: true });
 
 /** engine.warmup's and engine.tune's options. */
 export const WARMUP_OPTION_KEYS = knownKeys<WarmupOptions>({ onProgress: true });

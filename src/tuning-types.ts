@@ -32,6 +32,14 @@ export interface TuningOptions {
   kernels?: { qkv_projection?: ProjectionVariant; flash_attention?: AttentionVariant; output_projection?: ProjectionVariant };
   /** Where sweeps are remembered: left out, the default place; null, nowhere (this engine only); or your own store. */
   store?: TuningStore | null;
+  /**
+   * Whether mode 'auto' compiles and sweeps in the background, between calls (tier 0 meanwhile). Left
+   * out: yes, except on wgpu (Firefox, Deno), which compiles a pipeline on the thread that serves the
+   * device, so that a call arriving during a background compile waits for all of it (40 ms to seconds
+   * on a CPU adapter). There the first call of a shape compiles its final kernels in line, remembered
+   * choices are used, and sweeps run only when asked (engine.tune()). true or false decides it.
+   */
+  background?: boolean;
 }
 
 /** A place to keep tuning results between engines (see fileTuningStore, localStorageTuningStore). */
@@ -88,6 +96,11 @@ export interface TuningReport {
   tier0: { qkv_projection: ProjectionVariant; flash_attention: AttentionVariant; output_projection: ProjectionVariant };
   /** Kernels compiled ahead of use (in the background, or by warmup()), with the wall time each took to compile and run once. */
   compiled: { kernel: string; variant: string; ms: number }[];
+  /**
+   * Whether compiles and sweeps run in the background (mode 'auto'), and why: `tuning.background`, or
+   * the WebGPU implementation's default (off on wgpu: see TuningOptions.background).
+   */
+  background: { enabled: boolean; why: string };
   /** Background work (compiles, sweeps) not finished yet; engine.settled() waits for it. */
   pending: number;
   /** Background work that failed, and why (the calls went on with the kernels they had). */

@@ -45,7 +45,7 @@ function fakeDevice(features: string[] = [], built: string[] = []): GPUDevice {
  * WebGPUBackend tells them its one adapter's), so the built-in choice a sweep must beat and the
  * candidates it times belong to the same adapter.
  */
-function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features: string[] = [], trialMs = 0) {
+function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features: string[] = [], trialMs = 0, inLine: string | null = null) {
   /** Pipelines built (compiled), by label: `kernel.variant.pipeline`. */
   const built: string[] = [];
   const state = { device: fakeDevice(features, built), pool: { precision: 'f32' }, generation: 0, lost: null } as unknown as DeviceState;
@@ -67,6 +67,7 @@ function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features
         if (trialMs) await new Promise((r) => setTimeout(r, trialMs));
         return repeat * (variant === 'register-4x4' ? 1 : 2);
       },
+      compilesInLine: () => inLine,
     },
     tuner,
   );
@@ -101,6 +102,44 @@ describe('the scheduler, with a fake backend', () => {
     expect(swept.qkv_projection.note).toMatch(/^register-4x4 is .* faster than the built-in register-8x8/);
     expect(swept.output_projection.note).toMatch(/^register-4x4 is .* faster than the built-in register-8x8/);
     expect(swept.flash_attention.variant).toBe(built.flash_attention); // every attention variant ties: the built-in one stays
+  });
+
+  describe('where the implementation compiles on the thread that serves the device (wgpu)', () => {
+    const wgpu = 'wgpu (test)';
+
+    test('nothing runs in the background: each call runs its final choice, compiled in line', async () => {
+      const { state, scheduler, ran, built: compiled } = fakeBackend({ mode: 'auto', forced: {}, store: null }, 'cpu', [], 0, wgpu);
+      expect(scheduler.background()).toEqual({ enabled: false, why: expect.stringContaining('wgpu (test) compiles a pipeline on the thread') });
+      expect(await scheduler.choose(state, plan, KERNEL_NAMES)).toEqual(built); // not tier 0
+      expect(scheduler.pending).toBe(0);
+      await scheduler.settled();
+      expect(ran).toEqual([]); // no compile-and-run, no sweep
+      expect(compiled).toEqual([]); // nothing compiled ahead: the call's own pipelines compile where it uses them
+      expect(scheduler.tuner.entries()).toEqual([]);
+      expect(await scheduler.choose(state, plan, KERNEL_NAMES)).toEqual(built);
+    });
+
+    test('engine.tune() still sweeps there, and later calls use what it chose', async () => {
+      const { state, scheduler, ran } = fakeBackend({ mode: 'auto', forced: {}, store: null }, 'cpu', [], 0, wgpu);
+      await scheduler.tune(state, [plan], KERNEL_NAMES);
+      expect(ran.length).toBeGreaterThan(0);
+      expect(await scheduler.choose(state, plan, KERNEL_NAMES)).toEqual({ ...built, qkv_projection: 'register-4x4', output_projection: 'register-4x4' });
+      expect(scheduler.pending).toBe(0);
+    });
+
+    test('tuning.background: true sweeps in the background anyway; false turns it off anywhere', async () => {
+      const on = fakeBackend({ mode: 'auto', forced: {}, store: null, background: true }, 'cpu', [], 0, wgpu);
+      expect(on.scheduler.background()).toEqual({ enabled: true, why: 'tuning.background: true' });
+      expect(await on.scheduler.choose(on.state, plan, KERNEL_NAMES)).toEqual(TIER0);
+      await on.scheduler.settled();
+      expect(on.ran.length).toBeGreaterThan(0);
+      const off = fakeBackend({ mode: 'auto', forced: {}, store: null, background: false });
+      expect(off.scheduler.background().enabled).toBe(false);
+      expect(await off.scheduler.choose(off.state, plan, KERNEL_NAMES)).toEqual(built);
+      expect(off.scheduler.pending).toBe(0);
+      // Dawn (no in-line compiles) with the default: background work, as before.
+      expect(fakeBackend({ mode: 'auto', forced: {}, store: null }).scheduler.background().enabled).toBe(true);
+    });
   });
 
   test('background work waits while a call is under way', async () => {

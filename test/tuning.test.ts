@@ -103,6 +103,8 @@ describe('tuning on a real adapter', () => {
     const store = countingStore();
     const engine = await engineWith({ store });
     expect(engine.tuning!.mode).toBe('auto');
+    // Dawn compiles apart from its calls: compiles and sweeps run in the background.
+    expect(engine.tuning!.background).toEqual({ enabled: true, why: 'compiles and sweeps run in the background, between calls' });
     expect(engine.tuning!.choices).toEqual([]);
     await forwardChecked(engine);
     expect(store.saves).toBe(0); // the call returned before any sweep finished
@@ -508,6 +510,7 @@ describe('createAttentionEngine({ tuning }) errors', () => {
   test.each([
     [{ tuning: 'fast' }, 'options.tuning', 'an object'],
     [{ tuning: { mode: 'sometimes' } }, 'options.tuning.mode', '"auto", "off" or left out'],
+    [{ tuning: { background: 'yes' } }, 'options.tuning.background', 'true, false or left out'],
     [{ tuning: { kernels: { flash_attention: 'rows8' } } }, 'options.tuning.kernels.flash_attention', '"rows32-keys32"'],
     [{ tuning: { kernels: { softmax: 'x' } } }, 'options.tuning.kernels', 'softmax'],
     [{ tuning: { store: {} } }, 'options.tuning.store', 'load() and save()'],

@@ -4,9 +4,13 @@
 // runtime's createAttentionEngine, so it imports nothing of the engine's but types and the seeded inputs.
 //   (a) B=1 S=16 E=64 H=4, tuning { mode: 'off' }: 3 warm-ups, then ≥ 15 timed forwards;
 //   (b) B=1 S=128 E=256 H=4, tuning off, the same;
-//   (c) B=1 S=128 E=256 H=4 with the default tuning (the sweeps in the background): forwards in a loop,
-//       each timed, until engine.settled() resolves; then 15 more (the settled figures), and
-//       engine.tuning's timing and choices.
+//   (c) B=1 S=128 E=256 H=4 with the default tuning: forwards in a loop, each timed, until
+//       engine.settled() resolves; then 15 more (the settled figures), and engine.tuning's timing,
+//       background work and choices. On wgpu (Firefox, Deno) the default runs nothing in the background
+//       (src/webgpu/tuning/scheduler.ts): the first forward compiles its final kernels, and settled()
+//       resolves with it;
+//   (d) the same with tuning { background: true }: tier 0, then compiles and sweeps in the background,
+//       between the forwards (the default on Dawn).
 // A forward's time is the wall time of `await layer.forward(x, call)` with a Float32Array in and out
 // (upload, dispatch, readback). Every engine is WebGPU ({ backend: 'webgpu' } for (c), where an engine
 // left to choose would answer on 'wasm' on a software adapter such as Deno's llvmpipe).
@@ -14,7 +18,7 @@
 import type { AttentionEngine, TuningReport } from '../../src/index.ts';
 import { randomLayerInputs } from '../../src/util/random.ts';
 
-type CreateEngine = (options?: { backend?: 'webgpu'; tuning?: { mode: 'off' } }) => Promise<AttentionEngine>;
+type CreateEngine = (options?: { backend?: 'webgpu'; tuning?: { mode?: 'off'; background?: boolean } }) => Promise<AttentionEngine>;
 
 export interface FigureShape {
   batchSize: number;
@@ -44,8 +48,10 @@ export interface SettleFigures {
   /** Each forward run while settled() had not resolved, in order (the first compiles tier 0). */
   duringSettleMs: number[];
   longestDuringSettleMs: number;
-  /** How many of those took over 2× the settled median. */
+  /** How many of those after the first took over 2× the settled median (the first compiles the kernels it runs: tier 0, or on wgpu the final ones). */
   overTwiceSettled: number;
+  /** engine.tuning.background: whether compiles and sweeps ran in the background, and why. */
+  background: TuningReport['background'] | null;
   /** engine.tuning.compiled: each kernel compiled in the background, and the ms it took to compile and run once. */
   compiled: { kernel: string; variant: string; ms: number }[];
   runsMs: number[];
@@ -65,6 +71,8 @@ export interface RuntimeFigures {
   small: FixedFigures;
   medium: FixedFigures;
   settle: SettleFigures;
+  /** (d): the settle with tuning { background: true }. */
+  settleBackground: SettleFigures;
   totalMs: number;
 }
 
@@ -115,11 +123,11 @@ async function fixed(create: CreateEngine, shape: FigureShape, warmup: number, r
   }
 }
 
-async function settling(create: CreateEngine, shape: FigureShape, runs: number, limitMs: number, log: (l: string) => void): Promise<SettleFigures> {
+async function settling(create: CreateEngine, shape: FigureShape, runs: number, limitMs: number, log: (l: string) => void, background?: boolean): Promise<SettleFigures> {
   const storage = (globalThis as { localStorage?: Storage }).localStorage;
   const storeCleared = !!storage && storage.length > 0;
   storage?.clear(); // a first-time user's settle, not a remembered one
-  const engine = await create({ backend: 'webgpu' });
+  const engine = await create(background === undefined ? { backend: 'webgpu' } : { backend: 'webgpu', tuning: { background } });
   try {
     const { layer, forward } = layerOf(engine, shape, 11);
     let settled = false;
@@ -138,7 +146,9 @@ async function settling(create: CreateEngine, shape: FigureShape, runs: number, 
       // Let a settled() that resolved during that forward be seen before timing another.
       await new Promise((r) => setTimeout(r, 0));
     }
-    log(`  default tuning, settled after ${(settleMs / 1000).toFixed(1)} s; forwards meanwhile: ${duringSettleMs.join(', ')} ms`);
+    log(
+      `  ${background === undefined ? 'default tuning' : `tuning { background: ${background} }`}, settled after ${(settleMs / 1000).toFixed(1)} s; forwards meanwhile: ${duringSettleMs.join(', ')} ms`,
+    );
     const runsMs: number[] = [];
     for (let i = 0; i < runs; i++) runsMs.push(await forward());
     log(`  settled runs ${runsMs.join(', ')} ms`);
@@ -157,7 +167,8 @@ async function settling(create: CreateEngine, shape: FigureShape, runs: number, 
       settleMs: round(settleMs),
       duringSettleMs,
       longestDuringSettleMs: Math.max(...duringSettleMs),
-      overTwiceSettled: duringSettleMs.filter((x) => x > 2 * median(runsMs)).length,
+      overTwiceSettled: duringSettleMs.slice(1).filter((x) => x > 2 * median(runsMs)).length,
+      background: report?.background ?? null,
       compiled: (report?.compiled ?? []).map(({ kernel, variant, ms }) => ({ kernel, variant, ms: round(ms) })),
       runsMs,
       settledMedianMs: round(median(runsMs)),
@@ -173,7 +184,7 @@ async function settling(create: CreateEngine, shape: FigureShape, runs: number, 
   }
 }
 
-/** (a), (b) and (c), one after another. */
+/** (a), (b), (c) and (d), one after another. */
 export async function runtimeFigures(create: CreateEngine, options: FigureOptions = {}): Promise<RuntimeFigures> {
   const warmup = options.warmup ?? 3;
   const runs = Math.max(15, options.runs ?? 15);
@@ -182,5 +193,6 @@ export async function runtimeFigures(create: CreateEngine, options: FigureOption
   const small = await fixed(create, SMALL, warmup, runs, log);
   const medium = await fixed(create, MEDIUM, warmup, runs, log);
   const settle = await settling(create, MEDIUM, runs, options.settleLimitMs ?? 300_000, log);
-  return { userAgent: navigator.userAgent, adapter: small.adapter, small, medium, settle, totalMs: round(performance.now() - t0) };
+  const settleBackground = await settling(create, MEDIUM, runs, options.settleLimitMs ?? 300_000, log, true);
+  return { userAgent: navigator.userAgent, adapter: small.adapter, small, medium, settle, settleBackground, totalMs: round(performance.now() - t0) };
 }

@@ -10,7 +10,7 @@ import type { AdapterInfo, BufferForwardResult, ForwardResult, TuningReport } fr
 import { attendWebGPU } from './attend.ts';
 import type { BufferPool, Precision } from './buffers.ts';
 import type { EngineLimits } from './chunking.ts';
-import type { DeviceState } from './device.ts';
+import { compilesInLine, type DeviceState } from './device.ts';
 import { flashAttentionPipeline } from './kernels/flash-attention.ts';
 import { outputProjectionPipeline } from './kernels/output-projection.ts';
 import { distinctFormats, formatsOf } from './kernels/packed-weight.ts';
@@ -85,7 +85,7 @@ export class WebGPUBackend implements Backend, GpuCapability {
     this.runtime = runtime;
     const kind = () => kindOf(runtime.adapterInfo);
     const tuner = new Tuner(
-      options.tuning ?? { mode: 'auto', forced: {}, store: null },
+      options.tuning ?? { mode: 'auto', forced: {}, store: null, background: null },
       () => {
         const a = runtime.adapterInfo;
         return [a.vendor, a.architecture, a.device, a.description].join('/');
@@ -104,6 +104,7 @@ export class WebGPUBackend implements Backend, GpuCapability {
         // The sweeps' trial and gate buffers sit idle in the pool once the queue is empty: they go (the
         // next call takes its own scratch again, once).
         drained: () => runtime.pool.trim(),
+        compilesInLine,
       },
       tuner,
     );
@@ -136,6 +137,7 @@ export class WebGPUBackend implements Backend, GpuCapability {
       choices: tuner.entries(),
       tier0: { ...TIER0 },
       compiled: [...this.scheduler.compiled],
+      background: this.scheduler.background(),
       pending: this.scheduler.pending,
       failures: [...this.scheduler.failures],
       timing: this.timing(),

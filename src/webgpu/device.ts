@@ -59,6 +59,23 @@ function noAdapterHelp(): string {
   }
 }
 
+/**
+ * The WebGPU implementation when it compiles a pipeline on the thread that serves the device's calls,
+ * else null. wgpu does (Firefox, Deno): its createComputePipelineAsync compiles before it returns (Deno:
+ * the JavaScript thread is blocked for the compile) or before the device's next work (Firefox's GPU
+ * process: a readback started after a 40 ms compile took 46–51 ms, against 9 alone), measured by
+ * scripts/deno-compile-lag.ts and scripts/firefox-compile-lag.ts. Dawn (Chromium, Node's webgpu package)
+ * compiles on threads of its own. Told by the runtime, as nothing in WebGPU's API says it.
+ */
+export function compilesInLine(): string | null {
+  const g = globalThis as { Deno?: { version?: { deno?: string } }; navigator?: { userAgent?: string } };
+  if (g.Deno?.version?.deno) return `wgpu (Deno ${g.Deno.version.deno})`;
+  const ua = g.navigator?.userAgent ?? '';
+  const firefox = /\bFirefox\/(\d+)/.exec(ua);
+  if (firefox) return `wgpu (Firefox ${firefox[1]})`;
+  return null;
+}
+
 /** Requests an adapter and a device with the limits this engine uses raised to what the adapter allows. */
 export async function acquireDevice(): Promise<AcquiredDevice> {
   const { gpu, why } = await findGpu();

@@ -153,6 +153,40 @@ for (const precision of hasF16 ? (['f32', 'f16'] as const) : (['f32'] as const))
     } else passed++;
   }
 }
+// The default tuning (mode 'auto') on wgpu: wgpu compiles on the thread that serves the device, so
+// nothing runs in the background (scheduler.ts): the call runs the final kernels, compiled in line, and
+// leaves nothing queued; engine.tuning says why.
+{
+  const name = 'f32 default tuning on wgpu: final kernels in line, nothing in the background';
+  let problem = '';
+  let engine: AttentionEngine | null = null;
+  try {
+    engine = await createAttentionEngine({ backend: 'webgpu', device, tuning: { store: null } });
+    const bg = engine.tuning!.background;
+    if (bg.enabled || !bg.why.includes('wgpu (Deno')) problem = `engine.tuning.background is ${JSON.stringify(bg)}; expected off, naming wgpu (Deno …)`;
+    const layer = engine.createMultiHeadAttention(LAYER, stateDict);
+    try {
+      const cmp = compareArrays((await layer.forward(query, CALL)).output, reference, f32Tolerance(reductions));
+      if (!cmp.ok) problem ||= `${cmp.count} elements outside the f32 rule`;
+    } finally {
+      layer.dispose();
+    }
+    const { pending, compiled, choices } = engine.tuning!;
+    if (pending !== 0 || compiled.length || choices.length)
+      problem ||= `background work after the call: pending ${pending}, compiled ${compiled.length}, swept ${choices.length}`;
+  } catch (e) {
+    problem = `${(e as Error).name}: ${(e as Error).message}`;
+  } finally {
+    engine?.dispose();
+  }
+  if (problem) {
+    failed++;
+    console.log(`FAIL  ${name}: ${problem}`);
+  } else {
+    passed++;
+    console.log(`ok    ${name}`);
+  }
+}
 // Quantized weights (4 and 8 bits, as the GGUF types q4_0 and q8_0 store them), the built-in choice: a
 // prefill of 5 tokens into a KV cache runs the packed GEMM cores, then one decode step of B = 2 tokens
 // the packed decode GEMV (gemv-rows on a CPU adapter, gemv on a GPU), each against the CPU backend

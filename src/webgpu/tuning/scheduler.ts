@@ -19,6 +19,14 @@
 //
 // With forced variants those run, compiled in line. With `tuning.mode: 'off'` the built-in choice runs,
 // compiled in line, and nothing happens in the background (the behaviour of the engine before tiers).
+//
+// Where the implementation compiles on the thread that serves the device (wgpu: Firefox, Deno), a
+// background task cannot yield: a compile, once started, holds up every call that comes before it ends
+// (40–130 ms a pipeline on lavapipe with Mesa's cache warm, seconds cold), and under a steady stream
+// of calls there is no gap to fit one in. There, unless `tuning.background` says otherwise, nothing runs in the
+// background: a call runs its final choice (forced, remembered, else built in), compiled in line the
+// first time, and sweeps run when the caller asks (engine.tune()), as with mode 'off' but for the
+// remembered choices and tune().
 
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { DeviceState } from '../device.ts';
@@ -41,6 +49,8 @@ export interface SchedulerHost {
   clock?(state: DeviceState): TrialClock;
   /** Called when the background queue has emptied: what its trials and gates allocated may go (the pool's idle scratch). */
   drained?(): void;
+  /** The WebGPU implementation when it compiles on the thread that serves the device (device.ts compilesInLine), else null. */
+  compilesInLine?(): string | null;
 }
 
 /** The sizes of a call that decide a built-in choice: its longest sequences of query rows and of keys (a packed batch's are its longest sequence). */
@@ -90,6 +100,25 @@ export class KernelScheduler {
     return this.queued;
   }
 
+  /** Whether compiles and sweeps run in the background (mode 'auto'), and why (engine.tuning.background). */
+  background(): { enabled: boolean; why: string } {
+    const { mode, background } = this.tuner.options;
+    if (mode === 'off') return { enabled: false, why: "tuning.mode 'off': the built-in choice, compiled in line" };
+    if (background === true) return { enabled: true, why: 'tuning.background: true' };
+    if (background === false) return { enabled: false, why: 'tuning.background: false: final kernels compiled in line, sweeps only in engine.tune()' };
+    const inLine = this.host.compilesInLine?.() ?? null;
+    if (inLine) {
+      return {
+        enabled: false,
+        why:
+          `${inLine} compiles a pipeline on the thread that serves the device, so a background compile would hold up ` +
+          'the calls that come meanwhile: final kernels are compiled in line by the first call of a shape, and sweeps run only ' +
+          'in engine.tune() (tuning.background: true sweeps in the background anyway)',
+      };
+    }
+    return { enabled: true, why: 'compiles and sweeps run in the background, between calls' };
+  }
+
   /** The final choice of each kernel for this plan: forced, remembered, or built in. */
   finalChoice(plan: ForwardPlan, state: DeviceState, kernels: readonly KernelName[]): KernelChoice {
     const { forced } = this.tuner.options;
@@ -110,6 +139,8 @@ export class KernelScheduler {
     const { mode, forced } = this.tuner.options;
     if (mode === 'off') return this.finalChoice(plan, state, kernels);
     await this.tuner.load();
+    // Nothing in the background (see the top of this file): the final choice, compiled in line.
+    if (!this.background().enabled) return this.finalChoice(plan, state, kernels);
     const target = this.finalChoice(plan, state, kernels);
     const now: KernelChoice = { ...target };
     const free = kernels.filter((kernel) => !forced[kernel]);

@@ -40,9 +40,9 @@ function fixedTimes(times: { wasm: number[]; webgpu: number[] }): Timer {
 }
 
 /** An engine as createAttentionEngine() makes on a software adapter, with a fake timer. */
-async function autoEngine(timer: Timer): Promise<AttentionEngine> {
+async function autoEngine(timer: Timer, background: boolean | null = null): Promise<AttentionEngine> {
   const { device, adapterInfo } = await acquireDevice();
-  const gpu = new WebGPUBackend({ device, ownsDevice: true, adapterInfo, tuning: { mode: 'off', forced: {}, store: null } });
+  const gpu = new WebGPUBackend({ device, ownsDevice: true, adapterInfo, tuning: { mode: 'off', forced: {}, store: null, background } });
   const engine = new AttentionEngine(new AutoBackend(gpu, await WasmBackend.create({ threads: 1 }), 'a test', timer), null);
   engines.push(engine);
   return engine;
@@ -126,6 +126,22 @@ describe('the decision (fake timers)', () => {
     const report = await engine.tune([{ layer: mha, batchSize: B, seqLen: S, isCausal: true }]);
     expect(report?.backends?.pending).toBe(0);
     expect(report?.backends?.choices.map((c) => c.backend)).toEqual(['webgpu']);
+    await mha.forward(x, { batchSize: B, seqLen: S, isCausal: true });
+    expect(engine.backend).toBe('webgpu');
+  });
+
+  test('with no background work (wgpu, or tuning.background false) calls stay on wasm until engine.tune() measures', async () => {
+    const engine = await autoEngine(fixedTimes({ wasm: [10], webgpu: [5] }), false);
+    const mha = engine.createMultiHeadAttention(config, weights);
+    const { output } = await mha.forward(x, { batchSize: B, seqLen: S, isCausal: true });
+    expectClose(output, reference, tol);
+    expect(engine.tuning!.backends!.pending).toBe(0); // nothing queued
+    await engine.settled();
+    expect(engine.tuning!.backends!.choices).toEqual([]);
+    expect(engine.tuning!.backends!.why).toContain("calls stay on 'wasm' until engine.tune() measures");
+    await mha.forward(x, { batchSize: B, seqLen: S, isCausal: true });
+    expect(engine.backend).toBe('wasm');
+    await engine.tune([{ layer: mha, batchSize: B, seqLen: S, isCausal: true }]);
     await mha.forward(x, { batchSize: B, seqLen: S, isCausal: true });
     expect(engine.backend).toBe('webgpu');
   });

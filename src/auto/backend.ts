@@ -32,7 +32,13 @@ export class AutoBackend implements Backend, GpuCapability {
     timer?: Timer,
     rounds?: number,
   ) {
-    this.chooser = new BackendChooser(why, () => webgpu.settled(), timer, rounds);
+    this.chooser = new BackendChooser(
+      why,
+      () => webgpu.settled(),
+      timer,
+      rounds,
+      () => webgpu.backgroundCompiles(),
+    );
   }
 
   /** The backend of the latest call ('wasm' before any). */

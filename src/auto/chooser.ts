@@ -45,6 +45,12 @@ export class BackendChooser {
     private readonly gpuSettled: () => Promise<void>,
     private readonly timer: Timer = wallClock,
     private readonly rounds = ROUNDS,
+    /**
+     * Whether measurements may run in the background (WebGPUBackend.backgroundCompiles): on wgpu a
+     * measurement's WebGPU compiles would hold up the calls meanwhile (Deno: the JavaScript thread, so
+     * the 'wasm' calls too), so there calls stay on 'wasm' until engine.tune() measures.
+     */
+    private readonly background: () => boolean = () => true,
   ) {}
 
   /**
@@ -54,7 +60,7 @@ export class BackendChooser {
   choose(shapeClass: string, trial: () => Trial): AutoKind {
     const choice = this.decided.get(shapeClass);
     if (choice) return choice.backend;
-    this.measure(shapeClass, trial);
+    if (this.background()) this.measure(shapeClass, trial);
     return 'wasm';
   }
 
@@ -88,7 +94,10 @@ export class BackendChooser {
   }
 
   report(): BackendChoiceReport {
-    return { why: this.why, current: this.current, choices: [...this.decided.values()], pending: this.pendingCount, failures: [...this.failed] };
+    const why = this.background()
+      ? this.why
+      : `${this.why}; nothing is measured in the background here (wgpu compiles on the thread that serves the device, or tuning.background is false): calls stay on 'wasm' until engine.tune() measures their shapes`;
+    return { why, current: this.current, choices: [...this.decided.values()], pending: this.pendingCount, failures: [...this.failed] };
   }
 
   private async measureNow(shapeClass: string, trial: Trial): Promise<void> {

@@ -155,6 +155,11 @@ export class WebGPUBackend implements Backend, GpuCapability {
     return this.scheduler.settled();
   }
 
+  /** Whether work may be compiled in the background on this implementation (scheduler.ts backgroundCompiles): the backend chooser's measurements too. */
+  backgroundCompiles(): boolean {
+    return this.scheduler.backgroundCompiles();
+  }
+
   warmup(plans: readonly ForwardPlan[], onProgress?: Progress): Promise<void> {
     return this.runtime.withDevice('AttentionEngine.warmup', (state) => this.scheduler.warmup(state, plans.map(padForwardPlan), KERNEL_NAMES, onProgress));
   }

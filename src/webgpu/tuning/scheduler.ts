@@ -100,6 +100,12 @@ export class KernelScheduler {
     return this.queued;
   }
 
+  /** Whether background compiles are wanted at all, whatever the mode: tuning.background, else not on an implementation that compiles in line. */
+  backgroundCompiles(): boolean {
+    const { background } = this.tuner.options;
+    return background ?? !this.host.compilesInLine?.();
+  }
+
   /** Whether compiles and sweeps run in the background (mode 'auto'), and why (engine.tuning.background). */
   background(): { enabled: boolean; why: string } {
     const { mode, background } = this.tuner.options;

@@ -126,10 +126,35 @@ function scores4(q0: usize, q1: usize, q2: usize, q3: usize, kt: usize, j0: i32,
   }
 }
 
-/** scores4 for one query row. */
+/**
+ * scores4 for one query row. 16 keys per step where 16 are left (four sums that do not wait on each
+ * other: one would wait a float add's latency per step), else 8; each key's sum runs over d in order.
+ */
 function scores1(q0: usize, kt: usize, j0: i32, jn: i32, Dh: i32, sc: usize): void {
   const block = kt + ((<usize>(j0 >> 6) * <usize>Dh) << 8);
-  for (let c = 0; c < jn; c += 8) {
+  const end = (jn + 7) & ~7; // as scores4: whole 8s of the zero-padded block
+  let c = 0;
+  for (; c + 16 <= end; c += 16) {
+    let a0 = f32x4.splat(0);
+    let a1 = a0;
+    let a2 = a0;
+    let a3 = a0;
+    let kp = block + ((<usize>c) << 2);
+    for (let d = 0; d < Dh; d++) {
+      const s = v128.load32_splat(q0 + ((<usize>d) << 2));
+      a0 = f32x4.add(a0, f32x4.mul(s, v128.load(kp)));
+      a1 = f32x4.add(a1, f32x4.mul(s, v128.load(kp, 16)));
+      a2 = f32x4.add(a2, f32x4.mul(s, v128.load(kp, 32)));
+      a3 = f32x4.add(a3, f32x4.mul(s, v128.load(kp, 48)));
+      kp += (<usize>BC) << 2;
+    }
+    const out = sc + ((<usize>c) << 2);
+    v128.store(out, a0);
+    v128.store(out, a1, 16);
+    v128.store(out, a2, 32);
+    v128.store(out, a3, 48);
+  }
+  for (; c < end; c += 8) {
     let a0 = f32x4.splat(0);
     let a1 = a0;
     let kp = block + ((<usize>c) << 2);
@@ -148,7 +173,29 @@ function scores1(q0: usize, kt: usize, j0: i32, jn: i32, Dh: i32, sc: usize): vo
 function pv1(sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, j0: i32, jn: i32, Dh: i32): void {
   const al = f32x4.splat(alpha);
   const D4 = Dh >> 2;
-  for (let d4 = 0; d4 < D4; d4++) {
+  let d4 = 0;
+  // 16 elements of Dh at a time (four sums that do not wait on each other), each summed over the keys in order.
+  for (; d4 + 4 <= D4; d4 += 4) {
+    const ad = acc + ((<usize>d4) << 4);
+    let a0 = f32x4.mul(v128.load(ad), al);
+    let a1 = f32x4.mul(v128.load(ad, 16), al);
+    let a2 = f32x4.mul(v128.load(ad, 32), al);
+    let a3 = f32x4.mul(v128.load(ad, 48), al);
+    let vp = v + <usize>j0 * vStride + ((<usize>d4) << 4);
+    for (let jj = 0; jj < jn; jj++) {
+      const p = v128.load32_splat(sc + ((<usize>jj) << 2));
+      a0 = f32x4.add(a0, f32x4.mul(p, v128.load(vp)));
+      a1 = f32x4.add(a1, f32x4.mul(p, v128.load(vp, 16)));
+      a2 = f32x4.add(a2, f32x4.mul(p, v128.load(vp, 32)));
+      a3 = f32x4.add(a3, f32x4.mul(p, v128.load(vp, 48)));
+      vp += vStride;
+    }
+    v128.store(ad, a0);
+    v128.store(ad, a1, 16);
+    v128.store(ad, a2, 32);
+    v128.store(ad, a3, 48);
+  }
+  for (; d4 < D4; d4++) {
     const ad = acc + ((<usize>d4) << 4);
     let a = f32x4.mul(v128.load(ad), al);
     let vp = v + <usize>j0 * vStride + ((<usize>d4) << 4);

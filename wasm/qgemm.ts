@@ -24,7 +24,7 @@
 //
 // The host guarantees: pointers are byte addresses inside memory; bits is 4 or 8; group is a power of
 // two ≥ 16; ldx ≥ K, ldy ≥ N; bias holds ⌈N/8⌉·8 floats; scratch holds W·perWord·8 floats (qgemm) or
-// M·groups (qgemv).
+// M·(groups + K) (qgemv).
 
 import { gemm } from './gemm';
 
@@ -66,8 +66,8 @@ class Q {
   static groupPanel(
     R: i32,
     B: i32,
-    x: usize,
-    xStride: usize,
+    xs: usize,
+    xsStride: usize,
     xsum: usize,
     xsumStride: usize,
     wq: usize,
@@ -81,13 +81,16 @@ class Q {
   ): void {
     const perWord = 32 / B;
     const mask = i32x4.splat((1 << B) - 1);
+    const mask1 = i32x4.splat(((1 << B) - 1) << B);
+    const mask2 = i32x4.splat(((1 << B) - 1) << (2 * B));
+    const mask3 = i32x4.splat(((1 << B) - 1) << (3 * B));
     const wordsPerGroup = group / perWord;
     let a0 = b;
     let a1 = b;
     let a2 = b;
-    let x0 = x; // row r's x at the current word: x + r·xStride + 4·k
-    let x1 = x + xStride;
-    let x2 = x + 2 * xStride;
+    let x0 = xs; // row r's scaled x at the current word: xs + r·xsStride + 4·k
+    let x1 = xs + xsStride;
+    let x2 = xs + 2 * xsStride;
     let sp = so;
     let xg = xsum;
     for (let w0 = 0; w0 < whole; w0 += wordsPerGroup) {
@@ -98,20 +101,22 @@ class Q {
       for (let w = w0; w < w1; w++) {
         let u = v128.load(wq + ((<usize>w) << 4)); // word w of the 4 rows
         for (let f = 0; f < perWord; f += 4) {
-          // Fields f … f + 3 (weights k … k + 3), each converted once for every row.
+          // Fields f … f + 3 (weights k … k + 3), each converted once for every row. Field j is taken
+          // in place, q·2^(B·j) (masked, not shifted), and meets x·2^(−B·j) (the scaled xs): the same
+          // product, one shift fewer. 8 bits' field 3 (q·2²⁴ past i32) is shifted down first.
           let q = f32x4.convert_i32x4_s(v128.and(u, mask));
           g0 = f32x4.add(g0, f32x4.mul(v128.load32_splat(x0, 0), q));
           if (R > 1) g1 = f32x4.add(g1, f32x4.mul(v128.load32_splat(x1, 0), q));
           if (R > 2) g2 = f32x4.add(g2, f32x4.mul(v128.load32_splat(x2, 0), q));
-          q = f32x4.convert_i32x4_s(v128.and(i32x4.shr_u(u, 1 * B), mask));
+          q = f32x4.convert_i32x4_s(v128.and(u, mask1));
           g0 = f32x4.add(g0, f32x4.mul(v128.load32_splat(x0, 4), q));
           if (R > 1) g1 = f32x4.add(g1, f32x4.mul(v128.load32_splat(x1, 4), q));
           if (R > 2) g2 = f32x4.add(g2, f32x4.mul(v128.load32_splat(x2, 4), q));
-          q = f32x4.convert_i32x4_s(v128.and(i32x4.shr_u(u, 2 * B), mask));
+          q = f32x4.convert_i32x4_s(v128.and(u, mask2));
           g0 = f32x4.add(g0, f32x4.mul(v128.load32_splat(x0, 8), q));
           if (R > 1) g1 = f32x4.add(g1, f32x4.mul(v128.load32_splat(x1, 8), q));
           if (R > 2) g2 = f32x4.add(g2, f32x4.mul(v128.load32_splat(x2, 8), q));
-          q = f32x4.convert_i32x4_s(v128.and(i32x4.shr_u(u, 3 * B), mask));
+          q = f32x4.convert_i32x4_s(B === 8 ? v128.and(i32x4.shr_u(u, 3 * B), mask) : v128.and(u, mask3));
           g0 = f32x4.add(g0, f32x4.mul(v128.load32_splat(x0, 12), q));
           if (R > 1) g1 = f32x4.add(g1, f32x4.mul(v128.load32_splat(x1, 12), q));
           if (R > 2) g2 = f32x4.add(g2, f32x4.mul(v128.load32_splat(x2, 12), q));
@@ -152,6 +157,8 @@ class Q {
     B: i32,
     x: usize,
     xStride: usize,
+    xs: usize,
+    xsStride: usize,
     xsum: usize,
     xsumStride: usize,
     K: i32,
@@ -165,7 +172,7 @@ class Q {
   ): void {
     const perWord = 32 / B;
     const whole = K / perWord;
-    Q.groupPanel(R, B, x, xStride, xsum, xsumStride, wq, so, group, whole, b, y, yStride, cols);
+    Q.groupPanel(R, B, xs, xsStride, xsum, xsumStride, wq, so, group, whole, b, y, yStride, cols);
     if (whole * perWord < K) partialWord(R, B, x, xStride, wq, so, group, whole, K - whole * perWord, y, yStride, cols);
   }
 }
@@ -199,6 +206,8 @@ function panelAny(
   bits: i32,
   x: usize,
   xStride: usize,
+  xs: usize,
+  xsStride: usize,
   xsum: usize,
   xsumStride: usize,
   K: i32,
@@ -211,19 +220,20 @@ function panelAny(
   cols: i32,
 ): void {
   if (bits === 4) {
-    if (R === 1) Q.panel(1, 4, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
-    else if (R === 2) Q.panel(2, 4, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
-    else Q.panel(3, 4, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
+    if (R === 1) Q.panel(1, 4, x, xStride, xs, xsStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
+    else if (R === 2) Q.panel(2, 4, x, xStride, xs, xsStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
+    else Q.panel(3, 4, x, xStride, xs, xsStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
   } else {
-    if (R === 1) Q.panel(1, 8, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
-    else if (R === 2) Q.panel(2, 8, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
-    else Q.panel(3, 8, x, xStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
+    if (R === 1) Q.panel(1, 8, x, xStride, xs, xsStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
+    else if (R === 2) Q.panel(2, 8, x, xStride, xs, xsStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
+    else Q.panel(3, 8, x, xStride, xs, xsStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols);
   }
 }
 
 /**
  * y [M, N] = x [M, K] · Wᵀ + bias for 1 ≤ M ≤ 8 (more rows: qgemm), W packed as at the top of this file.
- * scratch: M·groups floats, where the sums of each row's x over each group go first. Rows are taken
+ * scratch: M·(groups + K) floats, where the sums of each row's x over each group go first, then x scaled for
+ * the fields taken in place (XS below). Rows are taken
  * ROWS at a time, each panel by all of them before the next (its words from cache after the first).
  */
 export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, N: i32, bias: usize, y: usize, ldy: i32, bits: i32, group: i32, scratch: usize): void {
@@ -243,6 +253,19 @@ export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, 
     }
   }
   const xsumStride = (<usize>groups) << 2;
+  // XS [M, kWhole]: row r's x with weight k scaled by 2^(−bits·(k % 4)), exactly (a power of two), for
+  // the fields taken in place (groupPanel; 8 bits' k % 4 = 3 unscaled); after X in the scratch.
+  const xs = scratch + <usize>M * xsumStride;
+  const xsStride = (<usize>kWhole) << 2;
+  for (let r = 0; r < M; r++) {
+    const from = x + <usize>r * xStride;
+    const to = xs + <usize>r * xsStride;
+    let f = f32x4.splat(1);
+    f = f32x4.replace_lane(f, 1, <f32>1 / <f32>(1 << bits));
+    f = f32x4.replace_lane(f, 2, <f32>1 / <f32>(1 << (2 * bits)));
+    f = f32x4.replace_lane(f, 3, bits === 8 ? <f32>1 : <f32>1 / <f32>(1 << (3 * bits))); // 8 bits' field 3 is shifted down, not taken in place
+    for (let k = 0; k < kWhole; k += 4) v128.store(to + ((<usize>k) << 2), f32x4.mul(v128.load(from + ((<usize>k) << 2)), f));
+  }
   let touched: u32 = 0;
   for (let c = 0; c < N; c += 4) {
     const p = <usize>(c >> 2);
@@ -262,7 +285,7 @@ export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, 
     const out = y + ((<usize>c) << 2);
     for (let r = 0; r < M; r += ROWS) {
       const rs = <usize>r;
-      panelAny(min(ROWS, M - r), bits, x + rs * xStride, xStride, scratch + rs * xsumStride, xsumStride, K, wp, sp, group, b, out + rs * yStride, yStride, N - c);
+      panelAny(min(ROWS, M - r), bits, x + rs * xStride, xStride, xs + rs * xsStride, xsStride, scratch + rs * xsumStride, xsumStride, K, wp, sp, group, b, out + rs * yStride, yStride, N - c);
     }
   }
   store<u32>(scratch, touched); // the touches' one use (the sums of x there are spent)

@@ -285,7 +285,24 @@ export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, 
     const out = y + ((<usize>c) << 2);
     for (let r = 0; r < M; r += ROWS) {
       const rs = <usize>r;
-      panelAny(min(ROWS, M - r), bits, x + rs * xStride, xStride, xs + rs * xsStride, xsStride, scratch + rs * xsumStride, xsumStride, K, wp, sp, group, b, out + rs * yStride, yStride, N - c);
+      panelAny(
+        min(ROWS, M - r),
+        bits,
+        x + rs * xStride,
+        xStride,
+        xs + rs * xsStride,
+        xsStride,
+        scratch + rs * xsumStride,
+        xsumStride,
+        K,
+        wp,
+        sp,
+        group,
+        b,
+        out + rs * yStride,
+        yStride,
+        N - c,
+      );
     }
   }
   store<u32>(scratch, touched); // the touches' one use (the sums of x there are spent)

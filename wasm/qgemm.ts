@@ -253,17 +253,19 @@ export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, 
     }
   }
   const xsumStride = (<usize>groups) << 2;
-  // XS [M, kWhole]: row r's x with weight k scaled by 2^(−bits·(k % 4)), exactly (a power of two), for
-  // the fields taken in place (groupPanel; 8 bits' k % 4 = 3 unscaled); after X in the scratch.
+  // XS [M, kWhole]: row r's x with weight k scaled by 2^(−bits·(k % 4)) for the fields taken in place
+  // (groupPanel; 8 bits' k % 4 = 3 unscaled); after X in the scratch. Exact, a power of two, for any x
+  // above 2⁻¹¹⁰ in size (smaller ones become subnormal and lose bits: contributions far below f32's
+  // rounding of the sum).
   const xs = scratch + <usize>M * xsumStride;
   const xsStride = (<usize>kWhole) << 2;
+  let f = f32x4.splat(1);
+  f = f32x4.replace_lane(f, 1, <f32>1 / <f32>(1 << bits));
+  f = f32x4.replace_lane(f, 2, <f32>1 / <f32>(1 << (2 * bits)));
+  f = f32x4.replace_lane(f, 3, bits === 8 ? <f32>1 : <f32>1 / <f32>(1 << (3 * bits))); // 8 bits' field 3 is shifted down, not taken in place
   for (let r = 0; r < M; r++) {
     const from = x + <usize>r * xStride;
     const to = xs + <usize>r * xsStride;
-    let f = f32x4.splat(1);
-    f = f32x4.replace_lane(f, 1, <f32>1 / <f32>(1 << bits));
-    f = f32x4.replace_lane(f, 2, <f32>1 / <f32>(1 << (2 * bits)));
-    f = f32x4.replace_lane(f, 3, bits === 8 ? <f32>1 : <f32>1 / <f32>(1 << (3 * bits))); // 8 bits' field 3 is shifted down, not taken in place
     for (let k = 0; k < kWhole; k += 4) v128.store(to + ((<usize>k) << 2), f32x4.mul(v128.load(from + ((<usize>k) << 2)), f));
   }
   let touched: u32 = 0;

@@ -106,6 +106,16 @@ const reductions = [E, CALL.seqLen, E];
 
 let passed = 0;
 let failed = 0;
+/** Counts a check and prints its line: FAIL with the problem, else ok with `detail` (none printed here when it is null: the check printed its own). */
+function record(name: string, problem: string, detail: string | null = ''): void {
+  if (problem) {
+    failed++;
+    console.log(`FAIL  ${name}: ${problem}`);
+    return;
+  }
+  passed++;
+  if (detail !== null) console.log(`ok    ${name}${detail ? `  (${detail})` : ''}`);
+}
 for (const precision of hasF16 ? (['f32', 'f16'] as const) : (['f32'] as const)) {
   const tol = precision === 'f16' ? f16Tolerance(reductions, maxAbsFinite(reference), maxAbsLogit) : f32Tolerance(reductions);
   for (const kernels of choices) {
@@ -147,10 +157,7 @@ for (const precision of hasF16 ? (['f32', 'f16'] as const) : (['f32'] as const))
     } finally {
       engine?.dispose();
     }
-    if (problem) {
-      failed++;
-      console.log(`FAIL  ${name}: ${problem}`);
-    } else passed++;
+    record(name, problem, null);
   }
 }
 // The default tuning (mode 'auto') on wgpu: wgpu compiles on the thread that serves the device, so
@@ -179,13 +186,7 @@ for (const precision of hasF16 ? (['f32', 'f16'] as const) : (['f32'] as const))
   } finally {
     engine?.dispose();
   }
-  if (problem) {
-    failed++;
-    console.log(`FAIL  ${name}: ${problem}`);
-  } else {
-    passed++;
-    console.log(`ok    ${name}`);
-  }
+  record(name, problem);
 }
 // Quantized weights (4 and 8 bits, as the GGUF types q4_0 and q8_0 store them), the built-in choice: a
 // prefill of 5 tokens into a KV cache runs the packed GEMM cores, then one decode step of B = 2 tokens
@@ -233,13 +234,7 @@ for (const dtype of ['q4_0', 'q8_0'] as const) {
   } catch (e) {
     problem = `${(e as Error).name}: ${(e as Error).message}`;
   }
-  if (problem) {
-    failed++;
-    console.log(`FAIL  ${name}: ${problem}`);
-  } else {
-    passed++;
-    console.log(`ok    ${name}  (${(performance.now() - c0).toFixed(0)} ms with compiling)`);
-  }
+  record(name, problem, `${(performance.now() - c0).toFixed(0)} ms with compiling`);
 }
 await new Promise((r) => setTimeout(r, 0)); // late uncaptured-error events land first
 if (uncaptured.length) {

@@ -110,14 +110,15 @@ export class KernelScheduler {
   background(): { enabled: boolean; why: string } {
     const { mode, background } = this.tuner.options;
     if (mode === 'off') return { enabled: false, why: "tuning.mode 'off': the built-in choice, compiled in line" };
-    if (background === true) return { enabled: true, why: 'tuning.background: true' };
-    if (background === false) return { enabled: false, why: 'tuning.background: false: final kernels compiled in line, sweeps only in engine.tune()' };
-    const inLine = this.host.compilesInLine?.() ?? null;
-    if (inLine) {
+    const enabled = this.backgroundCompiles();
+    if (background != null) {
+      return { enabled, why: enabled ? 'tuning.background: true' : 'tuning.background: false: final kernels compiled in line, sweeps only in engine.tune()' };
+    }
+    if (!enabled) {
       return {
-        enabled: false,
+        enabled,
         why:
-          `${inLine} compiles a pipeline on the thread that serves the device, so a background compile would hold up ` +
+          `${this.host.compilesInLine?.()} compiles a pipeline on the thread that serves the device, so a background compile would hold up ` +
           'the calls that come meanwhile: final kernels are compiled in line by the first call of a shape, and sweeps run only ' +
           'in engine.tune() (tuning.background: true sweeps in the background anyway)',
       };
@@ -146,7 +147,7 @@ export class KernelScheduler {
     if (mode === 'off') return this.finalChoice(plan, state, kernels);
     await this.tuner.load();
     // Nothing in the background (see the top of this file): the final choice, compiled in line.
-    if (!this.background().enabled) return this.finalChoice(plan, state, kernels);
+    if (!this.backgroundCompiles()) return this.finalChoice(plan, state, kernels);
     const target = this.finalChoice(plan, state, kernels);
     const now: KernelChoice = { ...target };
     const free = kernels.filter((kernel) => !forced[kernel]);

@@ -27,7 +27,7 @@ export const TUNING_VERSION = 10; // 10: trials timed by timestamp queries where
 
 export interface ResolvedTuning {
   mode: 'auto' | 'off';
-  /** tuning.background; null: the implementation's default (scheduler.ts backgroundWork). */
+  /** tuning.background; null: the implementation's default (scheduler.ts backgroundCompiles). */
   background?: boolean | null;
   forced: Partial<KernelChoice>;
   store: TuningStore | null;

@@ -176,6 +176,48 @@ describe('KV cache: prefill, then one token at a time', () => {
   });
 });
 
+test.each([
+  ['the rule alone (the group of 3 query heads a key/value head serves together)', {}],
+  ['window, key padding, an attnMask row, softcap', { window: 5, softcap: 4, keyPaddingMask: 'every 4th', attnMask: true }],
+  ['a head mask the same within each group', { headMask: [0.5, 0.5, 0.5, 2, 2, 2] }],
+  ['a head mask that differs within a group (its heads one at a time)', { headMask: [1, 0.5, 1, 2, 2, 2] }],
+  ['ALiBi and sinks (per-head rules: one head at a time)', { alibi: true, sinks: true }],
+] as const)('decode steps of a GQA layer (6 query heads, 2 key/value heads): %s', async (_name, opts) => {
+  const layer = { embedDim: 48, numHeads: 6, numKvHeads: 2 };
+  const [B, E, past] = [2, 48, 70];
+  const sd = randomStateDict(layer, 5);
+  const a = engines.wasm.createMultiHeadAttention(layer, sd);
+  const b = engines.cpu.createMultiHeadAttention(layer, sd);
+  const r = mulberry32(past);
+  const [key, value] = [uniform(B * 2 * past * 8, 1, r), uniform(B * 2 * past * 8, 1, r)];
+  const ca = a.createKvCache({ batchSize: B, maxSeqLen: past + 4, key, value });
+  const cb = b.createKvCache({ batchSize: B, maxSeqLen: past + 4, key, value });
+  try {
+    for (let t = 0; t < 3; t++) {
+      const Skv = past + t + 1;
+      const o = opts as Record<string, unknown>;
+      const options = {
+        batchSize: B,
+        seqLen: 1,
+        isCausal: true,
+        ...(o.window ? { window: o.window as number } : {}),
+        ...(o.softcap ? { softcap: o.softcap as number } : {}),
+        ...(o.keyPaddingMask ? { keyPaddingMask: Uint8Array.from({ length: B * Skv }, (_, i) => (i % 4 === 1 ? 1 : 0)) } : {}),
+        ...(o.attnMask ? { attnMask: Float32Array.from(uniform(Skv, 1, r), (x, j) => (j % 7 === 3 ? -Infinity : x)) } : {}),
+        ...(o.headMask ? { headMask: Float32Array.from({ length: B * 6 }, (_, i) => (o.headMask as number[])[i % 6]) } : {}),
+        ...(o.alibi ? { alibiSlopes: Float32Array.from({ length: 6 }, (_, h) => 2 ** -(h + 1)) } : {}),
+        ...(o.sinks ? { sinks: Float32Array.from([0.5, -1, 2, 0, 1, -0.5]) } : {}),
+      };
+      const x = uniform(B * E, 1, r);
+      const [w, c] = [await a.forward(x, { ...options, kvCache: ca }), await b.forward(x, { ...options, kvCache: cb })];
+      expectClose(w.output, c.output, f32Tolerance([E, Skv, E]), `decode step ${t}: output`);
+    }
+  } finally {
+    a.dispose();
+    b.dispose();
+  }
+});
+
 test('rotary (interleaved, positionIds) and QK-norm without a cache', async () => {
   const layer = {
     embedDim: 48,

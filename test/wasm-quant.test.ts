@@ -129,7 +129,7 @@ describe('qgemv and qgemm: bit for bit gemm on the unpacked weights, and close t
       const x = kernels.put(xs);
       const [yFloat, yQuant] = [kernels.alloc(M * N), kernels.alloc(M * N)];
       kernels.k.gemm(x, K, M, K, pw, N, pb, yFloat, N);
-      if (M <= 8) kernels.k.qgemv(x, K, M, K, pq, ps, N, pb, yQuant, N, packed.bits, packed.group, kernels.alloc(M * packed.groups));
+      if (M <= 8) kernels.k.qgemv(x, K, M, K, pq, ps, N, pb, yQuant, N, packed.bits, packed.group, kernels.alloc(M * (packed.groups + K)));
       else kernels.k.qgemm(x, K, M, K, pq, ps, N, pb, yQuant, N, packed.bits, packed.group, kernels.alloc((K + 7) * 8));
       const [float, quant] = [kernels.take(yFloat, M * N), kernels.take(yQuant, M * N)];
       // qgemm runs gemm's micro-kernel on the dequantized panel: the same bits. qgemv sums x·q per group first.

@@ -95,9 +95,16 @@ class Q {
     let xg = xsum;
     for (let w0 = 0; w0 < whole; w0 += wordsPerGroup) {
       const w1 = min(w0 + wordsPerGroup, whole);
-      let g0 = f32x4.splat(0); // Σ x·q of this group, row 0
-      let g1 = g0;
-      let g2 = g0;
+      // Σ x·q of this group: row r's in the chains s_r0 … (4 chains for one row, 2 each for two, 1 each
+      // for three), field j of each 4 into chain j mod chains: sums that do not wait on each other's
+      // float add (one chain would wait an add's latency per field: 8 per word at 4 bits).
+      let s00 = f32x4.splat(0);
+      let s01 = s00;
+      let s02 = s00;
+      let s03 = s00;
+      let s10 = s00;
+      let s11 = s00;
+      let s20 = s00;
       for (let w = w0; w < w1; w++) {
         let u = v128.load(wq + ((<usize>w) << 4)); // word w of the 4 rows
         for (let f = 0; f < perWord; f += 4) {
@@ -105,26 +112,40 @@ class Q {
           // in place, q·2^(B·j) (masked, not shifted), and meets x·2^(−B·j) (the scaled xs): the same
           // product, one shift fewer. 8 bits' field 3 (q·2²⁴ past i32) is shifted down first.
           let q = f32x4.convert_i32x4_s(v128.and(u, mask));
-          g0 = f32x4.add(g0, f32x4.mul(v128.load32_splat(x0, 0), q));
-          if (R > 1) g1 = f32x4.add(g1, f32x4.mul(v128.load32_splat(x1, 0), q));
-          if (R > 2) g2 = f32x4.add(g2, f32x4.mul(v128.load32_splat(x2, 0), q));
+          s00 = f32x4.add(s00, f32x4.mul(v128.load32_splat(x0, 0), q));
+          if (R > 1) s10 = f32x4.add(s10, f32x4.mul(v128.load32_splat(x1, 0), q));
+          if (R > 2) s20 = f32x4.add(s20, f32x4.mul(v128.load32_splat(x2, 0), q));
           q = f32x4.convert_i32x4_s(v128.and(u, mask1));
-          g0 = f32x4.add(g0, f32x4.mul(v128.load32_splat(x0, 4), q));
-          if (R > 1) g1 = f32x4.add(g1, f32x4.mul(v128.load32_splat(x1, 4), q));
-          if (R > 2) g2 = f32x4.add(g2, f32x4.mul(v128.load32_splat(x2, 4), q));
+          if (R < 3) s01 = f32x4.add(s01, f32x4.mul(v128.load32_splat(x0, 4), q));
+          else s00 = f32x4.add(s00, f32x4.mul(v128.load32_splat(x0, 4), q));
+          if (R === 2) s11 = f32x4.add(s11, f32x4.mul(v128.load32_splat(x1, 4), q));
+          if (R > 2) s10 = f32x4.add(s10, f32x4.mul(v128.load32_splat(x1, 4), q));
+          if (R > 2) s20 = f32x4.add(s20, f32x4.mul(v128.load32_splat(x2, 4), q));
           q = f32x4.convert_i32x4_s(v128.and(u, mask2));
-          g0 = f32x4.add(g0, f32x4.mul(v128.load32_splat(x0, 8), q));
-          if (R > 1) g1 = f32x4.add(g1, f32x4.mul(v128.load32_splat(x1, 8), q));
-          if (R > 2) g2 = f32x4.add(g2, f32x4.mul(v128.load32_splat(x2, 8), q));
+          if (R === 1) s02 = f32x4.add(s02, f32x4.mul(v128.load32_splat(x0, 8), q));
+          else s00 = f32x4.add(s00, f32x4.mul(v128.load32_splat(x0, 8), q));
+          if (R > 1) s10 = f32x4.add(s10, f32x4.mul(v128.load32_splat(x1, 8), q));
+          if (R > 2) s20 = f32x4.add(s20, f32x4.mul(v128.load32_splat(x2, 8), q));
           q = f32x4.convert_i32x4_s(B === 8 ? v128.and(i32x4.shr_u(u, 3 * B), mask) : v128.and(u, mask3));
-          g0 = f32x4.add(g0, f32x4.mul(v128.load32_splat(x0, 12), q));
-          if (R > 1) g1 = f32x4.add(g1, f32x4.mul(v128.load32_splat(x1, 12), q));
-          if (R > 2) g2 = f32x4.add(g2, f32x4.mul(v128.load32_splat(x2, 12), q));
+          if (R === 1) s03 = f32x4.add(s03, f32x4.mul(v128.load32_splat(x0, 12), q));
+          else if (R === 2) s01 = f32x4.add(s01, f32x4.mul(v128.load32_splat(x0, 12), q));
+          else s00 = f32x4.add(s00, f32x4.mul(v128.load32_splat(x0, 12), q));
+          if (R === 2) s11 = f32x4.add(s11, f32x4.mul(v128.load32_splat(x1, 12), q));
+          if (R > 2) s10 = f32x4.add(s10, f32x4.mul(v128.load32_splat(x1, 12), q));
+          if (R > 2) s20 = f32x4.add(s20, f32x4.mul(v128.load32_splat(x2, 12), q));
           u = i32x4.shr_u(u, 4 * B); // (8 bits: one pass of this loop)
           x0 += 16;
           if (R > 1) x1 += 16;
           if (R > 2) x2 += 16;
         }
+      }
+      let g0 = s00;
+      let g1 = s10;
+      const g2 = s20;
+      if (R === 1) g0 = f32x4.add(f32x4.add(s00, s01), f32x4.add(s02, s03));
+      if (R === 2) {
+        g0 = f32x4.add(s00, s01);
+        g1 = f32x4.add(s10, s11);
       }
       const s = v128.load(sp);
       const o = v128.load(sp, 16);

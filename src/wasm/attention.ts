@@ -1,6 +1,7 @@
 // The attention pass of the 'wasm' backend: per (sequence, head) Kᵀ of its key/value head (O(Skv·Dh),
 // small beside the attention's O(Sq·Skv·Dh); a KV cache keeps its keys so already, and skips it), then
-// wasm/attention.ts's attend, and probabilities() after it for needWeights. The score rule's per-head values are set with setRule, from the plan
+// wasm/attention.ts's attend (at a decode step, attendHeads for the query heads of one key/value head
+// together when their rule is the same), and probabilities() after it for needWeights. The score rule's per-head values are set with setRule, from the plan
 // exactly as src/cpu/score-rule.ts reads them.
 
 import { attention } from '../cpu/reference.ts';
@@ -68,37 +69,48 @@ export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: H
   }));
   const lists: KernelCall[][] = own.map(() => []);
 
+  // A decode step's query heads of one key/value head go to attendHeads together (each K and V block
+  // read once for the group) where the rule is the same for all of them.
+  const perKv = H / G;
+  const grouped = perKv > 1 && !varlen && plan.seqLen === 1 && !plan.needWeights && !alibiSlopes && !sinks && !attnMaskPerHead;
+  let task = 0;
   for (let b = 0; b < B; b++) {
     // As reference.ts: where sequence b's rows start, and how many it has.
     const start = varlen ? plan.cuSeqlens![b] : 0;
     const Sq = varlen ? plan.cuSeqlens![b + 1] - start : plan.seqLen;
     const Skv = varlen ? Sq : plan.kvSeqLen;
     const batch = varlen ? 0 : b;
-    for (let h = 0; h < H; h++) {
-      const t = (b * H + h) % threads;
+    const rule = (h: number) =>
+      [
+        'setRule',
+        scale,
+        softcap,
+        alibiSlopes ? alibiSlopes[h] : 0,
+        sinks ? sinks[h] : 0,
+        sinks ? 1 : 0,
+        headMask ? headMask[b * H + h] : 1,
+        plan.isCausal ? 1 : 0,
+        window,
+        pad ? pad + b * Skv : 0,
+        mask ? mask + 4 * (attnMaskPerHead ? b * H + h : 0) * Sq * Skv : 0,
+      ] as KernelCall;
+    for (let h = 0; h < H; ) {
+      const t = task++ % threads;
       const { scratch, stats } = own[t];
-      const g = Math.floor(h / (H / G));
+      const g = Math.floor(h / perKv);
       const qAt = at(q, batch, h, start);
       let kt = own[t].kt;
       if ('kt' in k) kt = k.kt(batch, g);
       else lists[t].push(['transpose', at(k, batch, g, start), k.ld, Skv, Dh, kt]);
-      lists[t].push(
-        [
-          'setRule',
-          scale,
-          softcap,
-          alibiSlopes ? alibiSlopes[h] : 0,
-          sinks ? sinks[h] : 0,
-          sinks ? 1 : 0,
-          headMask ? headMask[b * H + h] : 1,
-          plan.isCausal ? 1 : 0,
-          window,
-          pad ? pad + b * Skv : 0,
-          mask ? mask + 4 * (attnMaskPerHead ? b * H + h : 0) * Sq * Skv : 0,
-        ],
-        ['attend', qAt, q.ld, kt, at(v, batch, g, start), v.ld, at(o, batch, h, start), o.ld, Sq, Skv, Dh, stats, scratch],
-      );
+      const sameMask = headMask ? headMask.slice(b * H + h, b * H + h + perKv).every((x) => x === headMask[b * H + h]) : true;
+      if (grouped && h % perKv === 0 && sameMask) {
+        lists[t].push(rule(h), ['attendHeads', qAt, q.head, kt, at(v, batch, g, start), v.ld, at(o, batch, h, start), o.head, perKv, Skv, Dh, scratch]);
+        h += perKv;
+        continue;
+      }
+      lists[t].push(rule(h), ['attend', qAt, q.ld, kt, at(v, batch, g, start), v.ld, at(o, batch, h, start), o.ld, Sq, Skv, Dh, stats, scratch]);
       if (probs) lists[t].push(['probabilities', qAt, q.ld, kt, Sq, Skv, Dh, stats, probs + 4 * (b * H + h) * Sq * Skv, Skv]);
+      h++;
     }
   }
   await kernels.run(lists);

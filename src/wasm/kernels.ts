@@ -44,6 +44,7 @@ interface KernelExports {
     mask: number,
   ): void;
   attend(q: number, ldq: number, kt: number, v: number, ldv: number, o: number, ldo: number, Sq: number, Skv: number, Dh: number, stats: number, scratch: number): void;
+  attendHeads(q: number, ldq: number, kt: number, v: number, ldv: number, o: number, ldo: number, heads: number, Skv: number, Dh: number, scratch: number): void;
   probabilities(q: number, ldq: number, kt: number, Sq: number, Skv: number, Dh: number, stats: number, out: number, ldp: number): void;
 }
 

@@ -1,0 +1,73 @@
+// wasm/attention.ts's attendHeads: a decode step's query heads of one key/value head taken together as
+// attend's rows (each K and V block read once for the group). It must give, bit for bit, what attend
+// gives for each head alone (one row at the last position), under every part of the score rule that is
+// the same for the group's heads (causal, window, key padding, a shared attnMask row, softcap, scale,
+// head scale); the layer sends it only such groups (src/wasm/attention.ts), and the engine-level decode
+// tests (wasm-kv-cache, wasm-quant) check the whole step against the float64 reference.
+
+import { describe, expect, test } from 'vitest';
+import { mulberry32, uniform } from '../src/util/random.ts';
+import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
+
+const SCRATCH_ROWS = 32; // attend's RG
+const KEYS = 64; // attend's BC
+
+interface Rule {
+  causal?: boolean;
+  window?: number;
+  softcap?: number;
+  padded?: boolean;
+  masked?: boolean;
+  headScale?: number;
+}
+
+const rules: [string, Rule][] = [
+  ['no mask', {}],
+  ['causal', { causal: true }],
+  ['causal, window 37', { causal: true, window: 37 }],
+  ['key padding (every third key)', { padded: true }],
+  ['attnMask row (−∞ and finite values)', { masked: true }],
+  ['softcap 5, head scale 0.5', { softcap: 5, headScale: 0.5 }],
+];
+
+describe('attendHeads gives, bit for bit, attend per head', () => {
+  // heads per key/value head: 2 (half a quad), 4 (one quad), 5 (a quad and a lone row), 7; Skv 1, 63, 65
+  // (a partial second block), 130; Dh 15 (no whole 4 at the end), 64.
+  const shapes = [
+    [2, 1, 64],
+    [4, 63, 15],
+    [5, 65, 64],
+    [7, 130, 15],
+    [4, 200, 64],
+  ] as const;
+  test.each(rules.flatMap(([name, rule]) => shapes.map((s) => [name, rule, ...s] as const)))('%s, %i heads, Skv=%i, Dh=%i', async (_name, rule, heads, Skv, Dh) => {
+    const kernels = new WasmKernels(await compileKernels('single'));
+    const k = kernels.k;
+    const r = mulberry32(heads * 1000 + Skv + Dh);
+    const q = kernels.put(uniform(heads * Dh, 1, r)); // [heads, Dh]: one row of each head
+    const keys = kernels.put(uniform(Skv * Dh, 1, r));
+    const v = kernels.put(uniform(Skv * Dh, 1, r));
+    const kt = kernels.alloc(Math.ceil(Skv / KEYS) * KEYS * Dh);
+    k.transpose(keys, Dh, Skv, Dh, kt);
+    const pad = rule.padded ? kernels.putBytes(Uint8Array.from({ length: Skv }, (_, j) => (j % 3 === 1 ? 1 : 0))) : 0;
+    const maskRow = Float32Array.from(uniform(Skv, 2, r), (x, j) => (j % 5 === 2 ? -Infinity : x));
+    const mask = rule.masked ? kernels.put(maskRow) : 0;
+    k.setRule(1 / Math.sqrt(Dh), rule.softcap ?? 0, 0, 0, 0, rule.headScale ?? 1, rule.causal ? 1 : 0, rule.window ?? 0, pad, mask);
+    const scratch = kernels.alloc(SCRATCH_ROWS * (KEYS + Dh + 3 + 5));
+    const together = kernels.alloc(heads * Dh);
+    const alone = kernels.alloc(heads * Dh);
+    k.attendHeads(q, Dh, kt, v, Dh, together, Dh, heads, Skv, Dh, scratch);
+    for (let h = 0; h < heads; h++) k.attend(q + 4 * h * Dh, Dh, kt, v, Dh, alone + 4 * h * Dh, Dh, 1, Skv, Dh, 0, scratch);
+    const [got, want] = [kernels.take(together, heads * Dh), kernels.take(alone, heads * Dh)];
+    expect(want.some((x) => x !== 0) || Skv === 1, 'attend per head gives something to compare with').toBe(true);
+    expect(Array.from(got)).toEqual(Array.from(want));
+    // attend keeps working on several rows at their own positions afterwards (the flag is reset): under a
+    // causal rule, its row 0 (position Skv − rows) is a lone row over the first Skv − rows + 1 keys.
+    if (!rule.causal || rule.masked) return;
+    const rows = Math.min(heads, Skv);
+    const [after, single] = [kernels.alloc(rows * Dh), kernels.alloc(Dh)];
+    k.attend(q, Dh, kt, v, Dh, after, Dh, rows, Skv, Dh, 0, scratch);
+    k.attend(q, Dh, kt, v, Dh, single, Dh, 1, Skv - rows + 1, Dh, 0, scratch); // row 0 at position Skv − rows
+    expect(Array.from(kernels.take(after, Dh))).toEqual(Array.from(kernels.take(single, Dh)));
+  });
+});

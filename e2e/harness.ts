@@ -58,7 +58,7 @@ declare global {
     /** Uncaptured WebGPU errors since the page loaded. */
     uncapturedErrors(): string[];
     /** The WebGPU engine's background work: whether it runs here (engine.tuning.background), what is pending, what was compiled and swept. */
-    backgroundWork(): Promise<{ enabled: boolean; why: string; pending: number; compiled: number; swept: number } | null>;
+    backgroundWork(): Promise<{ enabled: boolean; why: string; pending: number; compiled: number; swept: number; defaultsAreTier0: boolean } | null>;
   }
 }
 
@@ -108,7 +108,9 @@ window.uncapturedErrors = () => [...uncaptured];
 
 window.backgroundWork = async () => {
   const t = (await engines()).gpu.tuning;
-  return t ? { ...t.background, pending: t.pending, compiled: t.compiled.length, swept: t.choices.filter((c) => c.source === 'sweep').length } : null;
+  if (!t) return null;
+  const defaultsAreTier0 = JSON.stringify(t.defaults) === JSON.stringify(t.tier0);
+  return { ...t.background, pending: t.pending, compiled: t.compiled.length, swept: t.choices.filter((c) => c.source === 'sweep').length, defaultsAreTier0 };
 };
 
 window.runCase = async (p: CaseParams): Promise<CaseResult> => {

@@ -124,6 +124,9 @@ async function harnessSuite(base: string): Promise<void> {
     'default tuning: nothing in the background on wgpu (engine.tuning.background off, nothing compiled ahead or swept)',
     JSON.stringify(work),
   );
+  // Firefox's adapter info names nothing; its isFallbackAdapter says lavapipe is a CPU, whose in-line
+  // built-in choice is tier 0's variants (variants.ts inLineChoice: the built-in ones take seconds to compile).
+  result(!!work?.defaultsAreTier0, "default tuning on a fallback adapter: engine.tuning.defaults are tier 0's variants", JSON.stringify(work));
 
   const r = await run(CLOSING_CASE);
   const uncaptured = await page.evaluate(() => window.uncapturedErrors());

@@ -322,7 +322,16 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
     }
     await probeCompletion(device); // before any work of ours is queued (completion.ts)
     return new AttentionEngine(
-      new WebGPUBackend({ device, ownsDevice: false, adapterInfo: describeAdapter(device.adapterInfo), limits, precision, profile, tuning }),
+      new WebGPUBackend({
+        device,
+        ownsDevice: false,
+        adapterInfo: describeAdapter(device.adapterInfo),
+        isFallbackAdapter: (device.adapterInfo as { isFallbackAdapter?: boolean } | undefined)?.isFallbackAdapter === true,
+        limits,
+        precision,
+        profile,
+        tuning,
+      }),
       null,
     );
   }
@@ -337,7 +346,16 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
     return withoutAdapter(e.message, precision);
   }
   await probeCompletion(acquired.device); // before any work of ours is queued (completion.ts)
-  const gpu = new WebGPUBackend({ device: acquired.device, ownsDevice: true, adapterInfo: acquired.adapterInfo, limits, precision, profile, tuning });
+  const gpu = new WebGPUBackend({
+    device: acquired.device,
+    ownsDevice: true,
+    adapterInfo: acquired.adapterInfo,
+    isFallbackAdapter: acquired.isFallbackAdapter,
+    limits,
+    precision,
+    profile,
+    tuning,
+  });
   const software = acquired.isFallbackAdapter || adapterKind(acquired.adapterInfo) !== 'gpu';
   // An option only WebGPU honours counts as asking for it.
   const gpuOnly = options.limits !== undefined || options.tuning !== undefined || profile || precision === 'f16';

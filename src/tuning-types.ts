@@ -36,7 +36,8 @@ export interface TuningOptions {
    * Whether mode 'auto' compiles and sweeps in the background, between calls (tier 0 meanwhile). Left
    * out: yes, except on wgpu (Firefox, Deno), which compiles a pipeline on the thread that serves the
    * device, so that a call arriving during a background compile waits for all of it (40 ms to seconds
-   * on a CPU adapter). There the first call of a shape compiles its final kernels in line, remembered
+   * on a CPU adapter). There the first call of a shape compiles its final kernels in line (on a CPU
+   * adapter, where the built-in ones would take seconds, the ones that compile fastest), remembered
    * choices are used, and sweeps run only when asked (engine.tune()). true or false decides it.
    */
   background?: boolean;

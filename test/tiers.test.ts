@@ -13,7 +13,17 @@ import { defineBindings } from '../src/webgpu/bindings.ts';
 import type { DeviceState } from '../src/webgpu/device.ts';
 import { KernelScheduler } from '../src/webgpu/tuning/scheduler.ts';
 import { type ResolvedTuning, Tuner } from '../src/webgpu/tuning/tuner.ts';
-import { type AdapterKind, candidates, defaultChoice, FEW_QUERY_ROWS, isSoftwareVariant, KERNEL_NAMES, SHORT_QUERY_ROWS, TIER0 } from '../src/webgpu/variants.ts';
+import {
+  type AdapterKind,
+  candidates,
+  defaultChoice,
+  FEW_QUERY_ROWS,
+  inLineChoice,
+  isSoftwareVariant,
+  KERNEL_NAMES,
+  SHORT_QUERY_ROWS,
+  TIER0,
+} from '../src/webgpu/variants.ts';
 import { referenceMultiHeadAttention } from '../src/cpu/reference.ts';
 import { useEngines } from './helpers/engines.ts';
 import { watchDevice, withErrorScopes } from './helpers/gpu.ts';
@@ -45,7 +55,7 @@ function fakeDevice(features: string[] = [], built: string[] = []): GPUDevice {
  * WebGPUBackend tells them its one adapter's), so the built-in choice a sweep must beat and the
  * candidates it times belong to the same adapter.
  */
-function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features: string[] = [], trialMs = 0, inLine: string | null = null) {
+function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features: string[] = [], trialMs = 0, inLine: string | null = null, software?: boolean) {
   /** Pipelines built (compiled), by label: `kernel.variant.pipeline`. */
   const built: string[] = [];
   const state = { device: fakeDevice(features, built), pool: { precision: 'f32' }, generation: 0, lost: null } as unknown as DeviceState;
@@ -68,6 +78,7 @@ function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features
         return repeat * (variant === 'register-4x4' ? 1 : 2);
       },
       compilesInLine: () => inLine,
+      ...(software === undefined ? {} : { software: () => software }),
     },
     tuner,
   );
@@ -110,13 +121,34 @@ describe('the scheduler, with a fake backend', () => {
     test('nothing runs in the background: each call runs its final choice, compiled in line', async () => {
       const { state, scheduler, ran, built: compiled } = fakeBackend({ mode: 'auto', forced: {}, store: null }, 'cpu', [], 0, wgpu);
       expect(scheduler.background()).toEqual({ enabled: false, why: expect.stringContaining('wgpu (test) compiles a pipeline on the thread') });
-      expect(await scheduler.choose(state, plan, KERNEL_NAMES)).toEqual(built); // not tier 0
+      // On a CPU adapter the in-line choice is tier 0's variants (the built-in ones take seconds to compile there).
+      expect(await scheduler.choose(state, plan, KERNEL_NAMES)).toEqual(inLineChoice('cpu'));
+      expect(inLineChoice('cpu')).toEqual(TIER0);
       expect(scheduler.pending).toBe(0);
       await scheduler.settled();
       expect(ran).toEqual([]); // no compile-and-run, no sweep
       expect(compiled).toEqual([]); // nothing compiled ahead: the call's own pipelines compile where it uses them
       expect(scheduler.tuner.entries()).toEqual([]);
-      expect(await scheduler.choose(state, plan, KERNEL_NAMES)).toEqual(built);
+      expect(await scheduler.choose(state, plan, KERNEL_NAMES)).toEqual(TIER0);
+    });
+
+    test('on a GPU the in-line choice is the built-in one; with mode off, the built-in one anywhere', async () => {
+      const gpu = fakeBackend({ mode: 'auto', forced: {}, store: null }, 'gpu', [], 0, wgpu);
+      expect(await gpu.scheduler.choose(gpu.state, plan, KERNEL_NAMES)).toEqual(defaultChoice('gpu'));
+      expect(gpu.ran).toEqual([]);
+      // An adapter whose info names nothing (kind 'gpu') but says it is a fallback one (Firefox on lavapipe): a CPU's.
+      const fallback = fakeBackend({ mode: 'auto', forced: {}, store: null }, 'gpu', [], 0, wgpu, true);
+      expect(await fallback.scheduler.choose(fallback.state, plan, KERNEL_NAMES)).toEqual(TIER0);
+      expect(inLineChoice('gpu', false, { queryRows: 1, keys: 30, rows: 1, packed: true }, true)).toEqual({
+        ...TIER0,
+        qkv_projection: 'gemv-rows',
+        output_projection: 'gemv-rows',
+      });
+      const off = fakeBackend({ mode: 'off', forced: {}, store: null }, 'cpu', [], 0, wgpu);
+      expect(await off.scheduler.choose(off.state, plan, KERNEL_NAMES)).toEqual(built);
+      // Forced variants run as forced.
+      const forced = fakeBackend({ mode: 'auto', forced: { flash_attention: 'rows64-keys32' }, store: null }, 'cpu', [], 0, wgpu);
+      expect(await forced.scheduler.choose(forced.state, plan, KERNEL_NAMES)).toEqual({ ...TIER0, flash_attention: 'rows64-keys32' });
     });
 
     test('engine.tune() still sweeps there, and later calls use what it chose', async () => {
@@ -135,7 +167,7 @@ describe('the scheduler, with a fake backend', () => {
       expect(on.ran.length).toBeGreaterThan(0);
       const off = fakeBackend({ mode: 'auto', forced: {}, store: null, background: false });
       expect(off.scheduler.background().enabled).toBe(false);
-      expect(await off.scheduler.choose(off.state, plan, KERNEL_NAMES)).toEqual(built);
+      expect(await off.scheduler.choose(off.state, plan, KERNEL_NAMES)).toEqual(inLineChoice('cpu'));
       expect(off.scheduler.pending).toBe(0);
       // Dawn (no in-line compiles) with the default: background work, as before.
       expect(fakeBackend({ mode: 'auto', forced: {}, store: null }).scheduler.background().enabled).toBe(true);

@@ -31,7 +31,6 @@ import {
   type AdapterKind,
   type AttentionVariant,
   adapterKind as kindOf,
-  defaultChoice,
   KERNEL_NAMES,
   type KernelChoice,
   type KernelName,
@@ -50,6 +49,12 @@ export interface WebGPUBackendOptions {
   /** Whether the engine created the device (and so may replace it, and destroys it on dispose). */
   ownsDevice: boolean;
   adapterInfo: AdapterInfo;
+  /**
+   * The adapter says it is a fallback (software) one (GPUAdapterInfo.isFallbackAdapter): a CPU adapter even
+   * where adapterInfo names nothing (Firefox's is empty), so that its first calls compile what a CPU can
+   * afford where compiles are in line (variants.ts inLineChoice).
+   */
+  isFallbackAdapter?: boolean;
   /** Limits to obey below the device's own (createAttentionEngine({ limits })). */
   limits?: Partial<EngineLimits>;
   /** The precision asked for; f16 needs the device's shader-f16 feature. */
@@ -105,6 +110,7 @@ export class WebGPUBackend implements Backend, GpuCapability {
         // next call takes its own scratch again, once).
         drained: () => runtime.pool.trim(),
         compilesInLine,
+        software: () => options.isFallbackAdapter === true || kind() !== 'gpu',
       },
       tuner,
     );
@@ -133,7 +139,7 @@ export class WebGPUBackend implements Backend, GpuCapability {
       mode: options.mode,
       store: options.store?.where ?? 'memory',
       forced: { ...options.forced },
-      defaults: defaultChoice(this.adapterKind(), this.device.features.has('subgroups')),
+      defaults: this.scheduler.builtIn(this.device.features.has('subgroups')),
       choices: tuner.entries(),
       tier0: { ...TIER0 },
       compiled: [...this.scheduler.compiled],

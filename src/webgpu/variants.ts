@@ -180,6 +180,21 @@ function builtInChoice(kind: AdapterKind, subgroups: boolean, call?: CallSize): 
 export const TIER0: KernelChoice = { qkv_projection: 'register-4x4', flash_attention: 'rows32-keys32-loop', output_projection: 'register-4x4' };
 
 /**
+ * The built-in choice where final kernels compile in line, in the call that needs them (nothing in the
+ * background: wgpu, or tuning.background false), on a CPU adapter: tier 0's variants, whose compile a
+ * first call can afford; engine.tune() sweeps for faster ones, remembered for later sessions. Measured in
+ * Deno 2.9.6 (wgpu) on lavapipe with fresh shader caches (2026-12-02, 2-core EPYC, register-4x4
+ * projections): at B=1 S=128 E=256 H=4 the first forward took 3.2 s with tier 0's attention, 12.4 s with
+ * the built-in rows64-keys32-r4 (7.7 s rows64-keys32), and the forwards after it 45.7 against 39.4 ms
+ * (39.5); at S=512 E=512 H=8 647 against 593 ms (547). Firefox's first forward with the built-in choice
+ * took 14.0 s (its adapter names nothing, so its kind is 'gpu': `software`, from GPUAdapterInfo's
+ * isFallbackAdapter, says it is a CPU). On GPUs, where a compile takes well under a second, the built-in choice.
+ */
+export function inLineChoice(kind: AdapterKind, subgroups = false, call?: CallSize, software = kind !== 'gpu'): KernelChoice {
+  return software ? withGemv(kind === 'gpu' ? 'cpu' : kind, TIER0, call) : defaultChoice(kind, subgroups, call); // a CPU's GEMV where the kind did not say CPU
+}
+
+/**
  * The variants a sweep compiles and times on an adapter kind: those whose record says they can win
  * there (measured; each record says why), in the registry's order; the subgroup variants among them
  * only where the device has the `subgroups` feature (never without it). The software variants are

@@ -24,15 +24,16 @@
 // background task cannot yield: a compile, once started, holds up every call that comes before it ends
 // (40–130 ms a pipeline on lavapipe with Mesa's cache warm, seconds cold), and under a steady stream
 // of calls there is no gap to fit one in. There, unless `tuning.background` says otherwise, nothing runs in the
-// background: a call runs its final choice (forced, remembered, else built in), compiled in line the
-// first time, and sweeps run when the caller asks (engine.tune()), as with mode 'off' but for the
-// remembered choices and tune().
+// background: a call runs its final choice (forced, remembered, else built in: on a CPU adapter tier 0's
+// variants, variants.ts inLineChoice, as the built-in ones take a first call 8–16 s to compile cold on
+// lavapipe), compiled in line the first time, and sweeps run when the caller asks (engine.tune()), as
+// with mode 'off' but for the remembered choices and tune().
 
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { DeviceState } from '../device.ts';
 import { formatsOf, hasPacked } from '../kernels/packed-weight.ts';
 import { compilePipeline, hasRun, markRun, type PipelineSpec } from '../pipelines.ts';
-import { type AdapterKind, type CallSize, defaultChoice, type KernelChoice, type KernelName, kernelsOf, TIER0 } from '../variants.ts';
+import { type AdapterKind, type CallSize, defaultChoice, inLineChoice, type KernelChoice, type KernelName, kernelsOf, TIER0 } from '../variants.ts';
 import type { TrialClock } from './measure.ts';
 import { shapeClass, type Tuner } from './tuner.ts';
 
@@ -51,6 +52,8 @@ export interface SchedulerHost {
   drained?(): void;
   /** The WebGPU implementation when it compiles on the thread that serves the device (device.ts compilesInLine), else null. */
   compilesInLine?(): string | null;
+  /** Whether the adapter runs its shaders on the CPU (its kind, or GPUAdapterInfo.isFallbackAdapter where the info names nothing). */
+  software?(): boolean;
 }
 
 /** The sizes of a call that decide a built-in choice: its longest sequences of query rows and of keys (a packed batch's are its longest sequence). */
@@ -119,19 +122,29 @@ export class KernelScheduler {
         enabled,
         why:
           `${this.host.compilesInLine?.()} compiles a pipeline on the thread that serves the device, so a background compile would hold up ` +
-          'the calls that come meanwhile: final kernels are compiled in line by the first call of a shape, and sweeps run only ' +
-          'in engine.tune() (tuning.background: true sweeps in the background anyway)',
+          'the calls that come meanwhile: final kernels (on a CPU adapter, the ones that compile fastest) are compiled in line by ' +
+          'the first call of a shape, and sweeps run only in engine.tune() (tuning.background: true sweeps in the background anyway)',
       };
     }
     return { enabled: true, why: 'compiles and sweeps run in the background, between calls' };
   }
 
-  /** The final choice of each kernel for this plan: forced, remembered, or built in. */
+  /**
+   * What a kernel runs where nothing is forced or remembered: the adapter kind's built-in choice, or,
+   * where final kernels compile in line (mode 'auto', no background work), variants.ts inLineChoice.
+   */
+  builtIn(subgroups: boolean, size?: CallSize): KernelChoice {
+    const kind = this.host.kind();
+    if (this.tuner.options.mode === 'off' || this.backgroundCompiles()) return defaultChoice(kind, subgroups, size);
+    return inLineChoice(kind, subgroups, size, this.host.software?.() ?? kind !== 'gpu');
+  }
+
+  /** The final choice of each kernel for this plan: forced, remembered, or built in (compiled in line: inLineChoice). */
   finalChoice(plan: ForwardPlan, state: DeviceState, kernels: readonly KernelName[]): KernelChoice {
-    const { forced } = this.tuner.options;
-    const builtIn = defaultChoice(this.host.kind(), state.device.features.has('subgroups'), callSize(plan));
+    const { forced, mode } = this.tuner.options;
+    const builtIn = this.builtIn(state.device.features.has('subgroups'), callSize(plan));
     const choice: KernelChoice = { ...builtIn, ...forced };
-    if (this.tuner.options.mode === 'off') return choice;
+    if (mode === 'off') return choice;
     for (const kernel of kernels) {
       if (forced[kernel]) continue;
       const known = this.tuner.known(kernel, shapeClass(kernel, plan, state.pool.precision));

@@ -12,6 +12,7 @@
 //
 //   npm run bench:quantized -- [--backends webgpu,wasm] [--types f32,f16,q4_0,q4_k,q8_0,nbits4]
 //     [--embed 2048 --heads 16 --kv-heads 4 --ctx 1024 --prefill 512 --runs 15] [--tuning off] [--no-ort] [--json out.json]
+//     [--threads 1]   (the 'wasm' backend's threads: 1 beside ORT's one thread; the engine's default is the number of cores)
 
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -35,6 +36,7 @@ const { values } = parseArgs({
     // 'off': the adapter's built-in kernels, no background sweep (a sweep at E=2048 on lavapipe takes many minutes)
     tuning: { type: 'string', default: 'auto' },
     json: { type: 'string' },
+    threads: { type: 'string', default: '1' },
   },
 });
 const E = Number(values.embed);
@@ -112,7 +114,7 @@ async function runBackend(backend: 'webgpu' | 'wasm'): Promise<Row[]> {
   for (const type of types) {
     const engine =
       backend === 'wasm'
-        ? await createAttentionEngine({ backend: 'wasm', threads: 1 })
+        ? await createAttentionEngine({ backend: 'wasm', threads: Number(values.threads) })
         : await createAttentionEngine({
             backend: 'webgpu',
             profile: true,
@@ -210,7 +212,7 @@ for (const backend of values.backends.split(',') as ('webgpu' | 'wasm')[]) {
 }
 const ortMs = values['no-ort'] ? null : await ortProjections();
 
-console.log(`E=${E} H=${H} G=${G}: decode step over a cache of ${ctx}, prefill of ${prefill}; medians of ${runs} steps`);
+console.log(`E=${E} H=${H} G=${G}: decode step over a cache of ${ctx}, prefill of ${prefill}; medians of ${runs} steps; wasm: ${values.threads} thread(s)`);
 console.log(
   'backend  type     decode ms (best)   projections GPU ms   prefill ms   peak MB   against f32: decode speed-up / projections speed-up / prefill time / GPU memory',
 );
@@ -223,4 +225,4 @@ for (const r of rows) {
   );
 }
 if (ortMs !== null) console.log(`ONNX Runtime Web WASM (1 thread), MatMulNBits 4-bit: the four projections of a step alone ${ortMs.toFixed(2)} ms`);
-if (values.json) writeFileSync(values.json, JSON.stringify({ E, H, G, ctx, prefill, runs, rows, ortProjectionsMs: ortMs }, null, 2));
+if (values.json) writeFileSync(values.json, JSON.stringify({ E, H, G, ctx, prefill, runs, wasmThreads: Number(values.threads), rows, ortProjectionsMs: ortMs }, null, 2));

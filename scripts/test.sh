@@ -29,14 +29,17 @@ begin() { stage_name=$1; stage_start=$SECONDS; echo "== $1"; }
 begin "lint and format (Biome)"
 npx biome check . || status=1
 stage
-begin "type check"
+begin "type check, and the API reference (TypeDoc from the TSDoc comments; a warning fails) beside it"
+typedoc_log=$(mktemp)
+npx typedoc --treatWarningsAsErrors --logLevel Warn > "$typedoc_log" 2>&1 &
+typedoc_pid=$!
 npx tsc --noEmit -p . || status=1
+wait "$typedoc_pid" || { echo "typedoc failed:"; status=1; }
+cat "$typedoc_log"
+rm -f "$typedoc_log"
 stage
 begin "import cycles (type-only included) in src/"
 node scripts/check-cycles.mjs || status=1
-stage
-begin "API reference (TypeDoc from the TSDoc comments; a warning fails)"
-npx typedoc --treatWarningsAsErrors --logLevel Warn || status=1
 stage
 begin "unit tests (vitest, Node, WebGPU through Dawn on lavapipe)"
 npx vitest run --reporter=default --reporter=json --outputFile.json=test-reports/vitest.json || status=1
@@ -44,15 +47,44 @@ stage
 begin "browser tests (Playwright, Chromium's WebGPU)"
 PLAYWRIGHT_JSON_OUTPUT_NAME=test-reports/playwright.json npx playwright test --reporter=list,json || status=1
 stage
-begin "Firefox (WebGPU through wgpu on lavapipe: the browser correctness cases and the demo's correctness panel)"
-node scripts/run-ts.mjs scripts/firefox-test.ts || status=1
+# Firefox, Deno and the package test run side by side: each spends most of its time in one process
+# compiling shaders (LLVM) or installing, so on two cores together they take about the longest of them;
+# each one's output is kept and printed whole when it ends, with its own wall time.
+begin "build (dist/: what the Deno stage runs and the package test packs)"
+npm run build || status=1
 stage
-begin "Deno (the built package on Deno's WebGPU, wgpu on lavapipe: each subgroup-free kernel variant, f32 and f16; q4_0 and q8_0 weights)"
-node scripts/deno-test.mjs || status=1
-stage
-begin "package test (npm pack into a throwaway Node script and Vite app)"
-node scripts/pack-test.mjs --dev || status=1
-stage
+side_start=$SECONDS
+side() { # side NAME LOG COMMAND...: runs COMMAND, its output to LOG, then its wall time and rc to LOG.rc
+  local name=$1 log=$2 t0=$SECONDS rc=0
+  shift 2
+  "$@" > "$log" 2>&1 || rc=$?
+  printf '%s %s\n' "$rc" "$((SECONDS - t0))" > "$log.rc"
+}
+side_dir=$(mktemp -d "${TMPDIR:-/tmp}/webgpu-attention-stages-XXXXXX")
+names=(
+  "Firefox (WebGPU through wgpu on lavapipe: the browser correctness cases and the demo's correctness panel)"
+  "Deno (the built package on Deno's WebGPU, wgpu on lavapipe: each subgroup-free kernel variant, f32 and f16; q4_0 and q8_0 weights)"
+  "package test (npm pack into a throwaway Node script and Vite app)"
+)
+echo "== ${names[0]}, ${names[1]%% (*} and the ${names[2]%% (*}, side by side"
+side firefox "$side_dir/firefox" node scripts/run-ts.mjs scripts/firefox-test.ts &
+firefox_pid=$!
+side deno "$side_dir/deno" node scripts/deno-test.mjs &
+deno_pid=$!
+wait "$firefox_pid" || true
+side pack "$side_dir/pack" node scripts/pack-test.mjs --dev --no-build # after Firefox: two at a time
+wait "$deno_pid" || true
+i=0
+for job in firefox deno pack; do
+  read -r rc secs < "$side_dir/$job.rc" || { rc=1; secs=0; }
+  echo "== ${names[$i]}"
+  cat "$side_dir/$job"
+  [ "$rc" = 0 ] || { echo "(exit status $rc)"; status=1; }
+  stages+=("$(printf '%5ds  %s' "$secs" "${names[$i]} (side by side)")")
+  i=$((i + 1))
+done
+rm -rf "$side_dir"
+stages+=("$(printf '%5ds  %s' "$((SECONDS - side_start))" "the three above, side by side")")
 echo "== summary"
 echo "wall time of each stage (${SECONDS}s since the start, set-up and npm ci included):"
 printf '%s\n' "${stages[@]}"

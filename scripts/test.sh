@@ -54,9 +54,9 @@ begin "build (dist/: what the Deno stage runs and the package test packs)"
 npm run build || status=1
 stage
 side_start=$SECONDS
-side() { # side NAME LOG COMMAND...: runs COMMAND, its output to LOG, then its wall time and rc to LOG.rc
-  local name=$1 log=$2 t0=$SECONDS rc=0
-  shift 2
+side() { # side LOG COMMAND...: runs COMMAND, its output to LOG, then its rc and wall time to LOG.rc
+  local log=$1 t0=$SECONDS rc=0
+  shift
   "$@" > "$log" 2>&1 || rc=$?
   printf '%s %s\n' "$rc" "$((SECONDS - t0))" > "$log.rc"
 }
@@ -67,12 +67,12 @@ names=(
   "package test (npm pack into a throwaway Node script and Vite app)"
 )
 echo "== ${names[0]}, ${names[1]%% (*} and the ${names[2]%% (*}, side by side"
-side firefox "$side_dir/firefox" node scripts/run-ts.mjs scripts/firefox-test.ts &
+side "$side_dir/firefox" node scripts/run-ts.mjs scripts/firefox-test.ts &
 firefox_pid=$!
-side deno "$side_dir/deno" node scripts/deno-test.mjs &
+side "$side_dir/deno" node scripts/deno-test.mjs &
 deno_pid=$!
 wait "$firefox_pid" || true
-side pack "$side_dir/pack" node scripts/pack-test.mjs --dev --no-build # after Firefox: two at a time
+side "$side_dir/pack" node scripts/pack-test.mjs --dev --no-build # after Firefox: two at a time
 wait "$deno_pid" || true
 i=0
 for job in firefox deno pack; do

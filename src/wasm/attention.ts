@@ -59,9 +59,13 @@ export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: H
   const probs = plan.needWeights ? kernels.alloc(B * H * plan.seqLen * plan.kvSeqLen) : 0;
   const pad = keyPaddingMask ? kernels.putBytes(keyPaddingMask) : 0;
   const mask = attnMask ? kernels.put(attnMask) : 0;
-  // Each thread's own Kᵀ [⌈Skv/64⌉, Dh, 64], scratch and row statistics.
   const work = varlen ? plan.geometry.tokens * longest * H * Dh : B * H * plan.seqLen * plan.kvSeqLen * Dh; // Q·Kᵀ's multiply-adds (varlen: a bound)
-  const threads = Math.min(threadsFor(kernels, work), B * H);
+  // A decode step's query heads of one key/value head go to attendHeads together (each K and V block
+  // read once for the group) where the rule is the same for all of them.
+  const perKv = H / G;
+  const grouped = perKv > 1 && !varlen && plan.seqLen === 1 && !plan.needWeights && !alibiSlopes && !sinks && !attnMaskPerHead;
+  const threads = Math.min(threadsFor(kernels, work), grouped ? B * G : B * H); // one task a (sequence, head) or a group
+  // Each thread's own Kᵀ [⌈Skv/64⌉, Dh, 64], scratch and row statistics.
   const own = Array.from({ length: threads }, () => ({
     kt: 'kt' in k ? 0 : kernels.alloc(Math.ceil(longest / KEYS_PER_BLOCK) * Dh * KEYS_PER_BLOCK),
     scratch: kernels.alloc(ROWS_PER_PASS * (KEYS_PER_BLOCK + Dh + 3 + 5)), // what attend() asks for
@@ -69,10 +73,6 @@ export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: H
   }));
   const lists: KernelCall[][] = own.map(() => []);
 
-  // A decode step's query heads of one key/value head go to attendHeads together (each K and V block
-  // read once for the group) where the rule is the same for all of them.
-  const perKv = H / G;
-  const grouped = perKv > 1 && !varlen && plan.seqLen === 1 && !plan.needWeights && !alibiSlopes && !sinks && !attnMaskPerHead;
   let task = 0;
   for (let b = 0; b < B; b++) {
     // As reference.ts: where sequence b's rows start, and how many it has.
@@ -102,8 +102,8 @@ export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: H
       let kt = own[t].kt;
       if ('kt' in k) kt = k.kt(batch, g);
       else lists[t].push(['transpose', at(k, batch, g, start), k.ld, Skv, Dh, kt]);
-      const sameMask = headMask ? headMask.slice(b * H + h, b * H + h + perKv).every((x) => x === headMask[b * H + h]) : true;
-      if (grouped && h % perKv === 0 && sameMask) {
+      const together = grouped && h % perKv === 0 && (!headMask || headMask.slice(b * H + h, b * H + h + perKv).every((x) => x === headMask[b * H + h]));
+      if (together) {
         lists[t].push(rule(h), ['attendHeads', qAt, q.head, kt, at(v, batch, g, start), v.ld, at(o, batch, h, start), o.head, perKv, Skv, Dh, scratch]);
         h += perKv;
         continue;

@@ -136,7 +136,7 @@ export class KernelScheduler {
   builtIn(subgroups: boolean, size?: CallSize): KernelChoice {
     const kind = this.host.kind();
     if (this.tuner.options.mode === 'off' || this.backgroundCompiles()) return defaultChoice(kind, subgroups, size);
-    return inLineChoice(kind, subgroups, size, this.host.software?.() ?? kind !== 'gpu');
+    return inLineChoice(kind, subgroups, size, this.host.software?.()); // without software(): by the kind
   }
 
   /** The final choice of each kernel for this plan: forced, remembered, or built in (compiled in line: inLineChoice). */

@@ -12,11 +12,12 @@
 //
 //   npm run bench:quantized -- [--backends webgpu,wasm] [--types f32,f16,q4_0,q4_k,q8_0,nbits4]
 //     [--embed 2048 --heads 16 --kv-heads 4 --ctx 1024 --prefill 512 --runs 15] [--tuning off] [--no-ort] [--json out.json]
+//     [--float-projection gemv-rows-subgroup]   (WebGPU: the float layers' projections forced to that variant, tuning off)
 //     [--threads 1]   (the 'wasm' backend's threads: 1 beside ORT's one thread; the engine's default is the number of cores)
 
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { type AttentionEngine, createAttentionEngine, type KvCache, type MultiHeadAttention, type QuantizedStateDict } from '../src/index.ts';
+import { type AttentionEngine, createAttentionEngine, type KvCache, type MultiHeadAttention, type ProjectionVariant, type QuantizedStateDict } from '../src/index.ts';
 import { GGUF_BLOCKS } from '../src/quant/pack.ts';
 import type { NBitsTensor, QuantizedTensor } from '../src/quant/types.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
@@ -37,6 +38,7 @@ const { values } = parseArgs({
     tuning: { type: 'string', default: 'auto' },
     json: { type: 'string' },
     threads: { type: 'string', default: '1' },
+    'float-projection': { type: 'string' },
   },
 });
 const E = Number(values.embed);
@@ -108,6 +110,8 @@ interface Entry {
   projection: number[];
 }
 
+const floatProjection = values['float-projection'] as ProjectionVariant | undefined;
+
 async function runBackend(backend: 'webgpu' | 'wasm'): Promise<Row[]> {
   const types = TYPES.filter((t) => backend === 'webgpu' || t !== 'f16');
   const entries: Entry[] = [];
@@ -119,6 +123,9 @@ async function runBackend(backend: 'webgpu' | 'wasm'): Promise<Row[]> {
             backend: 'webgpu',
             profile: true,
             ...(values.tuning === 'off' ? { tuning: { mode: 'off' as const } } : {}),
+            ...(floatProjection && (type === 'f32' || type === 'f16')
+              ? { tuning: { mode: 'off' as const, kernels: { qkv_projection: floatProjection, output_projection: floatProjection } } }
+              : {}),
             ...(type === 'f16' ? { precision: 'f16' as const } : {}),
           });
     const mha = engine.createMultiHeadAttention(config, stateDict(type));

@@ -42,6 +42,10 @@ fn loadB(i: u32) -> ST4 {
 // offset·Σx once per sixteen weights rather than per weight. One pair and two words (4 bits) or four
 // (8 bits) per sixteen, where loadB reads a pair and a word per four. Sixteen never straddle a group
 // (GROUP a power of two ≥ 16) nor a word.
+// Whether 32 weights from a multiple of 32 share one (scale, offset): GROUP ≥ 32 (gemv_rows_subgroup.wgsl's
+// 32-element steps read it once for both halves).
+fn sharedBy32() -> bool { return params.wGroupShift >= 3u; }
+
 fn scaleOffset16(i: u32) -> vec2<f32> {
   let row = i >> 16u;
   let k4 = i & 0xffffu;

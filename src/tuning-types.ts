@@ -12,7 +12,8 @@ export type ProjectionVariant =
   | 'subgroup-8x4'
   | 'subgroup-16x4'
   | 'gemv'
-  | 'gemv-rows';
+  | 'gemv-rows'
+  | 'gemv-rows-subgroup';
 export type AttentionVariant =
   | 'rows32-keys32'
   | 'rows64-keys32'

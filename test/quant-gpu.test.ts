@@ -128,11 +128,11 @@ describe('packed pipelines: their own bindings, one per (variant, precision, bit
     expect(qkvProjectionPipeline('f32', variant, { bits: 4, group: 32 }).key).not.toBe(qkvProjectionPipeline('f32', variant).key);
   });
 
-  test('the built-in choice: a GEMV for packed weights at M ≤ 8 rows (gemv on GPUs, gemv-rows on CPU adapters), the GEMM otherwise; float weights unchanged', () => {
+  test('the built-in choice: a GEMV for packed weights at M ≤ 8 rows (gemv on GPUs, gemv-rows-subgroup on lavapipe with subgroups, gemv-rows on other CPU adapters), the GEMM otherwise; float weights unchanged', () => {
     for (const kind of ['unrolling-cpu', 'jit-cpu', 'cpu', 'gpu'] as const) {
       for (const subgroups of [false, true]) {
         const call = (rows: number, packed: boolean) => ({ queryRows: 1, keys: 100, rows, packed });
-        const gemv = kind === 'gpu' ? 'gemv' : 'gemv-rows';
+        const gemv = kind === 'gpu' ? 'gemv' : kind === 'unrolling-cpu' && subgroups ? 'gemv-rows-subgroup' : 'gemv-rows';
         expect(defaultChoice(kind, subgroups, call(8, true)).qkv_projection).toBe(gemv);
         expect(defaultChoice(kind, subgroups, call(1, true)).output_projection).toBe(gemv);
         expect(defaultChoice(kind, subgroups, call(9, true)).qkv_projection).toBe(defaultChoice(kind, subgroups).qkv_projection);
@@ -181,8 +181,8 @@ async function prefillAndDecode(e: AttentionEngine, layer: Layer, sd: StateDict,
 
 const GQA: Layer = { embedDim: 256, numHeads: 4, numKvHeads: 2 };
 
-/** The decode GEMV of this adapter kind: lavapipe, where these tests run, is a CPU adapter (variants.ts withGemv). */
-const GEMV = 'gemv-rows';
+/** The decode GEMV of this adapter: lavapipe, where these tests run, is a CPU adapter with subgroups (variants.ts withGemv). */
+const GEMV = 'gemv-rows-subgroup';
 
 const types: [string, Make][] = [
   ['q4_0', gguf('q4_0')],
@@ -280,35 +280,57 @@ describe("the GPUs' GEMV (gemv: K split across a workgroup), forced on packed we
   });
 });
 
-describe("gemv-rows (the CPU adapters' decode GEMV) forced on float weights: its 16-element steps and single-vec4 edges", () => {
-  let rowsEngine: AttentionEngine;
-  let half: AttentionEngine;
-  const forced = { mode: 'off', kernels: { qkv_projection: 'gemv-rows', output_projection: 'gemv-rows' } } as const;
+// gemv-rows is the decode GEMV of CPU adapters without subgroups (SwiftShader here: too slow for these
+// shapes; Firefox and Deno, whose suites run it on packed weights too); lavapipe runs gemv-rows-subgroup.
+describe('gemv-rows (the decode GEMV of CPU adapters without subgroups), forced on packed weights of each bit width', () => {
+  let rows: AttentionEngine;
   beforeAll(async () => {
-    rowsEngine = await createGpuEngine({ tuning: forced });
-    half = await createGpuEngine({ precision: 'f16', tuning: forced });
+    rows = await createGpuEngine({ tuning: { mode: 'off', kernels: { qkv_projection: 'gemv-rows', output_projection: 'gemv-rows' } } });
   });
-  afterAll(() => {
-    rowsEngine?.dispose();
-    half?.dispose();
-  });
+  afterAll(() => rows?.dispose());
 
-  // E = 256 (K/4 = 64: every step 16 wide); E = 60 (K/4 = 15: a 16-wide tail of 3 vec4s; heads of 20, so the
-  // output projection's per-head segments of 5 vec4s start off the 4-vec4 grid); E = 4 (K/4 = 1: no 16-wide step).
-  const layers: [string, Layer][] = [
-    ['GQA E=256', GQA],
-    ['E=60 H=3 G=1', { embedDim: 60, numHeads: 3, numKvHeads: 1 }],
-    ['E=4 H=1', { embedDim: 4, numHeads: 1, numKvHeads: 1 }],
-  ];
-  test.each(layers)('%s, f32: prefill and a decode step of B=3 match the float64 reference', async (_name, layer) => {
-    const sd = randomStateDict(layer, layer.embedDim + 1) as StateDict;
-    const { decode } = await prefillAndDecode(rowsEngine, layer, sd, 3, 4);
-    expect(decode).toContain('QkvProjection.gemv-rows.pipeline');
-    expect(decode).toContain('OutputProjection.gemv-rows.pipeline');
-  });
-  test("E=60, precision 'f16': the same at the f16 rule", async () => {
-    const layer: Layer = { embedDim: 60, numHeads: 3, numKvHeads: 1 };
-    const { decode } = await prefillAndDecode(half, layer, randomStateDict(layer, 9) as StateDict, 2, 5, 'f16');
-    expect(decode).toContain('QkvProjection.gemv-rows.pipeline');
+  const some = types.filter(([name]) => name === 'q4_k' || name.startsWith('nbits 8-bit bs16'));
+  test.each(some)('%s: prefill and a decode step with GQA, B=2, match the float64 reference', async (name, make) => {
+    const sd = quantizedStateDict(GQA, make, make, name.length + 200);
+    const { decode } = await prefillAndDecode(rows, GQA, sd, 2, 6);
+    const bits = name.includes('8') ? 8 : 4;
+    expect(decode).toContain(`QkvProjection.gemv-rows.q${bits}.pipeline`);
+    expect(decode).toContain(`OutputProjection.gemv-rows.q${bits}.pipeline`);
   });
 });
+
+describe.each(['gemv-rows', 'gemv-rows-subgroup'] as const)(
+  "%s (the CPU adapters' decode GEMV) forced on float weights: its 16-element steps and single-vec4 edges",
+  (variant) => {
+    let rowsEngine: AttentionEngine;
+    let half: AttentionEngine;
+    const forced = { mode: 'off', kernels: { qkv_projection: variant, output_projection: variant } } as const;
+    beforeAll(async () => {
+      rowsEngine = await createGpuEngine({ tuning: forced });
+      half = await createGpuEngine({ precision: 'f16', tuning: forced });
+    });
+    afterAll(() => {
+      rowsEngine?.dispose();
+      half?.dispose();
+    });
+
+    // E = 256 (K/4 = 64: every step 16 wide); E = 60 (K/4 = 15: a 16-wide tail of 3 vec4s; heads of 20, so the
+    // output projection's per-head segments of 5 vec4s start off the 4-vec4 grid); E = 4 (K/4 = 1: no 16-wide step).
+    const layers: [string, Layer][] = [
+      ['GQA E=256', GQA],
+      ['E=60 H=3 G=1', { embedDim: 60, numHeads: 3, numKvHeads: 1 }],
+      ['E=4 H=1', { embedDim: 4, numHeads: 1, numKvHeads: 1 }],
+    ];
+    test.each(layers)('%s, f32: prefill and a decode step of B=3 match the float64 reference', async (_name, layer) => {
+      const sd = randomStateDict(layer, layer.embedDim + 1) as StateDict;
+      const { decode } = await prefillAndDecode(rowsEngine, layer, sd, 3, 4);
+      expect(decode).toContain(`QkvProjection.${variant}.pipeline`);
+      expect(decode).toContain(`OutputProjection.${variant}.pipeline`);
+    });
+    test("E=60, precision 'f16': the same at the f16 rule", async () => {
+      const layer: Layer = { embedDim: 60, numHeads: 3, numKvHeads: 1 };
+      const { decode } = await prefillAndDecode(half, layer, randomStateDict(layer, 9) as StateDict, 2, 5, 'f16');
+      expect(decode).toContain(`QkvProjection.${variant}.pipeline`);
+    });
+  },
+);

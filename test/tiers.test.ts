@@ -144,6 +144,9 @@ describe('the scheduler, with a fake backend', () => {
         qkv_projection: 'gemv-rows',
         output_projection: 'gemv-rows',
       });
+      // lavapipe with subgroups: its GEMV passes A between lanes, in line as in the background.
+      expect(inLineChoice('unrolling-cpu', true, { queryRows: 1, keys: 30, rows: 1, packed: true }).qkv_projection).toBe('gemv-rows-subgroup');
+      expect(inLineChoice('unrolling-cpu', false, { queryRows: 1, keys: 30, rows: 1, packed: true }).qkv_projection).toBe('gemv-rows');
       const off = fakeBackend({ mode: 'off', forced: {}, store: null }, 'cpu', [], 0, wgpu);
       expect(await off.scheduler.choose(off.state, plan, KERNEL_NAMES)).toEqual(built);
       // Forced variants run as forced.

@@ -31,6 +31,7 @@ const PROJECTIONS: Record<ProjectionVariant, { subgroups: boolean }> = {
   'subgroup-16x4': { subgroups: true },
   gemv: { subgroups: false },
   'gemv-rows': { subgroups: false },
+  'gemv-rows-subgroup': { subgroups: true },
 };
 const ATTENTION: Record<AttentionVariant, { subgroups: boolean }> = {
   'rows32-keys32': { subgroups: false },

@@ -14,6 +14,7 @@
 //                  splitting K, each weight read once for all rows (variants.ts chooses it for packed
 //                  weights at M ≤ GEMV_MAX_ROWS; never swept otherwise: its candidateOn is empty)
 //   gemv-rows      software/gemm.ts: decode steps on CPU adapters, an invocation per 4 columns, no barrier
+//   gemv-rows-subgroup  software/gemm.ts: the same with A passed between lanes (lavapipe with subgroups)
 //
 // Where they are tried: register tiles everywhere (they compile fastest, and win on CPUs whose
 // compiler keeps them in registers); workgroup tiles on GPUs only (barriers cost on CPUs); the
@@ -27,7 +28,7 @@ import gemmWorkgroup from '../../../shaders/gemm_workgroup.wgsl?raw';
 import gemmWorkgroup128 from '../../../shaders/gemm_workgroup_128.wgsl?raw';
 import gemv from '../../../shaders/gemv.wgsl?raw';
 import type { ProjectionVariant } from '../../types.ts';
-import { GEMV_ROWS, SUBGROUP_16X4 } from '../software/gemm.ts';
+import { GEMV_ROWS, GEMV_ROWS_SUBGROUP, SUBGROUP_16X4 } from '../software/gemm.ts';
 import { type GemmShape, type ProjectionRecord, subgroupEmulation } from '../variant-record.ts';
 
 const EVERYWHERE = ['unrolling-cpu', 'jit-cpu', 'cpu', 'gpu'] as const;
@@ -111,6 +112,7 @@ export const PROJECTION_RECORDS: readonly ProjectionRecord[] = [
     software: false,
   },
   GEMV_ROWS,
+  GEMV_ROWS_SUBGROUP,
 ];
 
 const BY_NAME = new Map(PROJECTION_RECORDS.map((r) => [r.name, r]));

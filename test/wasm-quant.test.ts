@@ -129,7 +129,7 @@ describe('qgemv and qgemm: bit for bit gemm on the unpacked weights, and close t
       const x = kernels.put(xs);
       const [yFloat, yQuant] = [kernels.alloc(M * N), kernels.alloc(M * N)];
       kernels.k.gemm(x, K, M, K, pw, N, pb, yFloat, N);
-      if (M <= 8) kernels.k.qgemv(x, K, M, K, pq, ps, N, pb, yQuant, N, packed.bits, packed.group, kernels.alloc(M * (packed.groups + K)));
+      if (M <= 8) kernels.k.qgemv(x, K, M, K, pq, ps, N, pb, yQuant, N, packed.bits, packed.group, kernels.alloc(M * (2 * packed.groups + K)));
       else kernels.k.qgemm(x, K, M, K, pq, ps, N, pb, yQuant, N, packed.bits, packed.group, kernels.alloc((K + 7) * 8));
       const [float, quant] = [kernels.take(yFloat, M * N), kernels.take(yQuant, M * N)];
       // qgemm runs gemm's micro-kernel on the dequantized panel: the same bits. qgemv sums x·q per group first.
@@ -145,6 +145,62 @@ describe('qgemv and qgemm: bit for bit gemm on the unpacked weights, and close t
       }
       expectClose(quant, ref, f32Tolerance([K]), `${kind} M=${M} against the float64 product with dequantize()'s weights`);
       kernels.release(mark);
+    }
+    kernels.dispose();
+  });
+
+  // qgemv takes x as 16-bit integer pairs scaled per group of the weights (wasm/qgemm.ts HL): activations
+  // whose sizes differ by many orders (LLM outlier channels), a group of zeros, subnormals, and values next
+  // to a power of two stay within float32's rule; a NaN or an infinity makes the row's outputs NaN.
+  test.each([
+    ['q4_0', 256],
+    ['q8_0', 96],
+    ['nbits4-256', 512],
+    ['nbits8-16-f32', 33],
+  ] as const)('qgemv on activations of very different sizes, %s K=%i', async (kind, K) => {
+    const kernels = await kernelInstance();
+    const N = 12;
+    const t = randomQuantized(kind, N, K, K + 11);
+    const packed = packWeight(t);
+    const { wq, so } = panelQuantized(packed);
+    const exact = dequantize(t);
+    const [pq, ps, pb] = [kernels.putBytes(new Uint8Array(wq.buffer)), kernels.put(so), kernels.put(packBias(null, 0, N))];
+    const M = 3;
+    const rng = mulberry32(K);
+    const xs = new Float32Array(M * K);
+    for (let k = 0; k < K; k++) {
+      xs[k] = (rng() - 0.5) * (k % 37 === 5 ? 3e4 : k % 11 === 0 ? 1e-3 : 1); // outliers and small ones
+      xs[K + k] = k < 32 ? 0 : k % 2 ? 2 ** -20 * (1 - 2 ** -24) : -(2 ** (k % 9)); // zeros, just under and at powers of two
+      xs[2 * K + k] = (rng() - 0.5) * 1e-39; // subnormals
+    }
+    const run = (values: Float32Array) => {
+      const mark = kernels.mark();
+      const y = kernels.alloc(M * N);
+      kernels.k.qgemv(kernels.put(values), K, M, K, pq, ps, N, pb, y, N, packed.bits, packed.group, kernels.alloc(M * (2 * packed.groups + K)));
+      const out = kernels.take(y, M * N);
+      kernels.release(mark);
+      return out;
+    };
+    const out = run(xs);
+    for (let m = 0; m < 2; m++) {
+      // Float32's rule at the size of the products: outputs are not O(1) here, and may cancel.
+      const [ref, size] = [new Float64Array(N), new Float64Array(N)];
+      for (let n = 0; n < N; n++) {
+        for (let k = 0; k < K; k++) {
+          ref[n] += xs[m * K + k] * exact[n * K + k];
+          size[n] += Math.abs(xs[m * K + k] * exact[n * K + k]);
+        }
+      }
+      const { atol, rtol } = f32Tolerance([K]);
+      expectClose(out.subarray(m * N, (m + 1) * N), ref, { atol: atol * Math.max(...size), rtol }, `${kind} row ${m}`);
+    }
+    for (let n = 0; n < N; n++) expect(Math.abs(out[2 * N + n])).toBeLessThan(1e-35); // the subnormal row: about 0, finite
+    for (const bad of [Number.NaN, Number.POSITIVE_INFINITY]) {
+      const withBad = xs.slice();
+      withBad[K + (K >> 1)] = bad;
+      const got = run(withBad);
+      expect(got.subarray(N, 2 * N).every(Number.isNaN), `${bad} in row 1: its outputs NaN`).toBe(true);
+      expect(got.subarray(0, N)).toEqual(out.subarray(0, N)); // the other rows as before
     }
     kernels.dispose();
   });

@@ -96,7 +96,7 @@ test.each([
 const layers: [string, MultiHeadAttentionConfig, number, number, string[]][] = [
   ['E=64 H=4, B=1 S=1 (too small to split)', { embedDim: 64, numHeads: 4 }, 1, 1, []],
   ['E=128 H=4 G=2, B=2 S=300 (rows of the projections, heads)', { embedDim: 128, numHeads: 4, numKvHeads: 2 }, 2, 300, ['gemm', 'attend']],
-  ['E=60 H=4 G=1 (Dh 15), B=3 S=200 (heads)', { embedDim: 60, numHeads: 4, numKvHeads: 1 }, 3, 200, ['attend']],
+  ['E=60 H=4 G=1 (Dh 15), B=3 S=200 (rows of the projections, heads)', { embedDim: 60, numHeads: 4, numKvHeads: 1 }, 3, 200, ['attend', 'gemm']],
   ['E=128 H=1, B=1 S=257 (rows; one head: one thread attends)', { embedDim: 128, numHeads: 1 }, 1, 257, ['gemm']],
   ['E=1024 H=8, B=2 S=1 (columns of the projections: few rows)', { embedDim: 1024, numHeads: 8 }, 2, 1, ['gemm']],
 ];

@@ -101,8 +101,11 @@ export async function project(kernels: WasmKernels, jobs: [x: number, rows: numb
   const lists: KernelCall[][] = Array.from({ length: T }, () => []);
   const ys = jobs.map(([, rows, p]) => kernels.alloc(rows * p.N));
   // The quantized kernels' scratch, one per thread: qgemm's dequantized panel [K rounded up to a word, 8]
-  // f32, or qgemv's sums of x over each group [rows, groups] and its scaled x [rows, K] f32.
-  const scratchFloats = Math.max(0, ...jobs.map(([, rows, p]) => (p.kind === 'float' ? 0 : rows > GEMV_ROWS ? (p.K + 7) * 8 : rows * (Math.ceil(p.K / p.group) + p.K))));
+  // f32, or qgemv's sums of x over each group [rows, groups], its x as 16-bit pairs [rows, K] and a scale a row.
+  const scratchFloats = Math.max(
+    0,
+    ...jobs.map(([, rows, p]) => (p.kind === 'float' ? 0 : rows > GEMV_ROWS ? (p.K + 7) * 8 : rows * (2 * Math.ceil(p.K / p.group) + p.K))),
+  );
   const scratch = Array.from({ length: T }, () => (scratchFloats > 0 ? kernels.alloc(scratchFloats) : 0));
   jobs.forEach(([x, rows, p], j) => {
     const y = ys[j];

@@ -307,11 +307,11 @@ export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, 
       let mv = f32x4.splat(0);
       for (let k = k0; k < k1; k += 4) mv = f32x4.max(mv, f32x4.abs(v128.load(from + ((<usize>k) << 2)))); // a NaN stays
       const m = max(max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
-      // NaN (f32.max keeps one) or an infinity: sx = NaN.
-      let sx: f32 = m !== m || m === <f32>Infinity ? <f32>NaN : 1;
+      // NaN (f32.max keeps one) or an infinity: sx = NaN (not ≤ the largest float).
+      let sx: f32 = m <= F32.MAX_VALUE ? 1 : <f32>NaN;
       if (sx === 1 && m > 0) sx = reinterpret<f32>((reinterpret<u32>(m / 32767) + 0x7fffff) & 0x7f800000);
       store<f32>(sxs + ((<usize>(r * groups + g)) << 2), sx);
-      const inv = f32x4.splat(sx !== sx ? 0 : 1 / sx);
+      const inv = f32x4.splat(sx > 0 ? 1 / sx : 0); // NaN: 0
       const w1 = min((g + 1) * wordsPerGroup, kWhole / (32 / bits));
       for (let w = g * wordsPerGroup; w < w1; w++) {
         const at = to + <usize>(w * wordBytes);

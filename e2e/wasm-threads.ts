@@ -27,7 +27,7 @@ interface Case {
 
 const CASES: Case[] = [
   { name: 'E=128 H=4 G=2, B=2 S=300, causal (rows of the projections, heads)', config: { embedDim: 128, numHeads: 4, numKvHeads: 2 }, B: 2, S: 300, decode: 0 },
-  { name: 'E=1024 H=8, B=2: prefill 30, then 4 decode steps (columns of the projections)', config: { embedDim: 1024, numHeads: 8 }, B: 2, S: 34, decode: 4 },
+  { name: 'E=1024 H=8, B=2: prefill 30, then 4 decode steps (columns of the projections, heads)', config: { embedDim: 1024, numHeads: 8 }, B: 2, S: 34, decode: 4 },
 ];
 
 /** Runs case c on an engine: the outputs [B, S, E] (prefill and decode steps put back in token order). */

@@ -40,6 +40,11 @@ fn dots16(x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>, q0: mat4x4
   return s * y - o * (xs.x + xs.y + xs.z + xs.w);
 }
 
+// dots16 for one row of A held across the lanes (m: this lane's vec4; the step's 4 from lanes s … s + 3).
+fn shuffled16(m: vec4<f32>, s: u32, q0: mat4x4<f32>, q1: mat4x4<f32>, q2: mat4x4<f32>, q3: mat4x4<f32>, sc: vec4<f32>, off: vec4<f32>) -> vec4<f32> {
+  return dots16(subgroupShuffle(m, s), subgroupShuffle(m, s + 1u), subgroupShuffle(m, s + 2u), subgroupShuffle(m, s + 3u), q0, q1, q2, q3, sc, off);
+}
+
 @compute @workgroup_size(WG)
 fn main(
   @builtin(workgroup_id) wid: vec3u,
@@ -114,13 +119,13 @@ fn main(
             let w2 = loadQ16(b2 + kk + h);
             let w3 = loadQ16(b3 + kk + h);
             let sh = s + h;
-            acc0 += dots16(subgroupShuffle(m0, sh), subgroupShuffle(m0, sh + 1u), subgroupShuffle(m0, sh + 2u), subgroupShuffle(m0, sh + 3u), w0, w1, w2, w3, sc, off);
+            acc0 += shuffled16(m0, sh, w0, w1, w2, w3, sc, off);
             if (rows > 1u) {
-              acc1 += dots16(subgroupShuffle(m1, sh), subgroupShuffle(m1, sh + 1u), subgroupShuffle(m1, sh + 2u), subgroupShuffle(m1, sh + 3u), w0, w1, w2, w3, sc, off);
+              acc1 += shuffled16(m1, sh, w0, w1, w2, w3, sc, off);
               if (rows > 2u) {
-                acc2 += dots16(subgroupShuffle(m2, sh), subgroupShuffle(m2, sh + 1u), subgroupShuffle(m2, sh + 2u), subgroupShuffle(m2, sh + 3u), w0, w1, w2, w3, sc, off);
+                acc2 += shuffled16(m2, sh, w0, w1, w2, w3, sc, off);
                 if (rows > 3u) {
-                  acc3 += dots16(subgroupShuffle(m3, sh), subgroupShuffle(m3, sh + 1u), subgroupShuffle(m3, sh + 2u), subgroupShuffle(m3, sh + 3u), w0, w1, w2, w3, sc, off);
+                  acc3 += shuffled16(m3, sh, w0, w1, w2, w3, sc, off);
                 }
               }
             }
@@ -138,13 +143,13 @@ fn main(
           let so3 = scaleOffset16(b3 + kk);
           let sc = vec4<f32>(so0.x, so1.x, so2.x, so3.x);
           let off = vec4<f32>(so0.y, so1.y, so2.y, so3.y);
-          acc0 += dots16(subgroupShuffle(m0, s), subgroupShuffle(m0, s + 1u), subgroupShuffle(m0, s + 2u), subgroupShuffle(m0, s + 3u), w0, w1, w2, w3, sc, off);
+          acc0 += shuffled16(m0, s, w0, w1, w2, w3, sc, off);
           if (rows > 1u) {
-            acc1 += dots16(subgroupShuffle(m1, s), subgroupShuffle(m1, s + 1u), subgroupShuffle(m1, s + 2u), subgroupShuffle(m1, s + 3u), w0, w1, w2, w3, sc, off);
+            acc1 += shuffled16(m1, s, w0, w1, w2, w3, sc, off);
             if (rows > 2u) {
-              acc2 += dots16(subgroupShuffle(m2, s), subgroupShuffle(m2, s + 1u), subgroupShuffle(m2, s + 2u), subgroupShuffle(m2, s + 3u), w0, w1, w2, w3, sc, off);
+              acc2 += shuffled16(m2, s, w0, w1, w2, w3, sc, off);
               if (rows > 3u) {
-                acc3 += dots16(subgroupShuffle(m3, s), subgroupShuffle(m3, s + 1u), subgroupShuffle(m3, s + 2u), subgroupShuffle(m3, s + 3u), w0, w1, w2, w3, sc, off);
+                acc3 += shuffled16(m3, s, w0, w1, w2, w3, sc, off);
               }
             }
           }

@@ -144,6 +144,14 @@ describe('qgemv and qgemm: bit for bit gemm on the unpacked weights, and close t
         }
       }
       expectClose(quant, ref, f32Tolerance([K]), `${kind} M=${M} against the float64 product with dequantize()'s weights`);
+      if (M > 1 && M <= 8) {
+        // A row alone (groupPanel for one row) gives the bits it gets among several (two rows a pass).
+        for (let m = 0; m < M; m++) {
+          const y1 = kernels.alloc(N);
+          kernels.k.qgemv(x + 4 * m * K, K, 1, K, pq, ps, N, pb, y1, N, packed.bits, packed.group, kernels.alloc(2 * packed.groups + K));
+          expect(kernels.take(y1, N), `${kind}: row ${m} of ${M} alone`).toEqual(quant.subarray(m * N, (m + 1) * N));
+        }
+      }
       kernels.release(mark);
     }
     kernels.dispose();
@@ -182,6 +190,13 @@ describe('qgemv and qgemm: bit for bit gemm on the unpacked weights, and close t
       return out;
     };
     const out = run(xs);
+    for (let m = 0; m < M; m++) {
+      const mark = kernels.mark();
+      const y = kernels.alloc(N);
+      kernels.k.qgemv(kernels.put(xs.subarray(m * K, (m + 1) * K)), K, 1, K, pq, ps, N, pb, y, N, packed.bits, packed.group, kernels.alloc(2 * packed.groups + K));
+      expect(kernels.take(y, N), `row ${m} alone`).toEqual(out.subarray(m * N, (m + 1) * N));
+      kernels.release(mark);
+    }
     for (let m = 0; m < 2; m++) {
       // Float32's rule at the size of the products: outputs are not O(1) here, and may cancel.
       const [ref, size] = [new Float64Array(N), new Float64Array(N)];

@@ -16,30 +16,28 @@
 //     [--threads 1]   (the 'wasm' backend's threads: 1 beside ORT's one thread; the engine's default is the number of cores)
 
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { type AttentionEngine, createAttentionEngine, type KvCache, type MultiHeadAttention, type ProjectionVariant, type QuantizedStateDict } from '../src/index.ts';
 import { GGUF_BLOCKS } from '../src/quant/pack.ts';
 import type { NBitsTensor, QuantizedTensor } from '../src/quant/types.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { ortProjectionsModel } from './ort-matmulnbits.ts';
+import { parseCli } from './cli.ts';
 
-const { values } = parseArgs({
-  options: {
-    backends: { type: 'string', default: 'webgpu,wasm' },
-    types: { type: 'string', default: 'f32,f16,q4_0,q4_k,q8_0,nbits4' },
-    embed: { type: 'string', default: '2048' },
-    heads: { type: 'string', default: '16' },
-    'kv-heads': { type: 'string', default: '4' },
-    ctx: { type: 'string', default: '1024' },
-    prefill: { type: 'string', default: '512' },
-    runs: { type: 'string', default: '15' },
-    'no-ort': { type: 'boolean', default: false },
-    // 'off': the adapter's built-in kernels, no background sweep (a sweep at E=2048 on lavapipe takes many minutes)
-    tuning: { type: 'string', default: 'auto' },
-    json: { type: 'string' },
-    threads: { type: 'string', default: '1' },
-    'float-projection': { type: 'string' },
-  },
+const { values } = parseCli(import.meta.url, {
+  backends: { type: 'string', default: 'webgpu,wasm' },
+  types: { type: 'string', default: 'f32,f16,q4_0,q4_k,q8_0,nbits4' },
+  embed: { type: 'string', default: '2048' },
+  heads: { type: 'string', default: '16' },
+  'kv-heads': { type: 'string', default: '4' },
+  ctx: { type: 'string', default: '1024' },
+  prefill: { type: 'string', default: '512' },
+  runs: { type: 'string', default: '15' },
+  'no-ort': { type: 'boolean', default: false },
+  // 'off': the adapter's built-in kernels, no background sweep (a sweep at E=2048 on lavapipe takes many minutes)
+  tuning: { type: 'string', default: 'auto' },
+  json: { type: 'string' },
+  threads: { type: 'string', default: '1' },
+  'float-projection': { type: 'string' },
 });
 const E = Number(values.embed);
 const H = Number(values.heads);

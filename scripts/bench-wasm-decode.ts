@@ -8,20 +8,18 @@
 //   node scripts/run-ts.mjs scripts/bench-wasm-decode.ts [--runs 30] [--threads 1] [--embed 512 --heads 8] [--lengths 128,4096]
 //     [--backend wasm|webgpu] [--attention rows64-keys32-r4]
 
-import { parseArgs } from 'node:util';
 import { type AttentionVariant, createAttentionEngine } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { parseCli } from './cli.ts';
 
-const { values } = parseArgs({
-  options: {
-    runs: { type: 'string', default: '30' },
-    threads: { type: 'string', default: '1' },
-    embed: { type: 'string', default: '512' },
-    heads: { type: 'string', default: '8' },
-    lengths: { type: 'string', default: '128,4096' },
-    backend: { type: 'string', default: 'wasm' },
-    attention: { type: 'string' },
-  },
+const { values } = parseCli(import.meta.url, {
+  runs: { type: 'string', default: '30' },
+  threads: { type: 'string', default: '1' },
+  embed: { type: 'string', default: '512' },
+  heads: { type: 'string', default: '8' },
+  lengths: { type: 'string', default: '128,4096' },
+  backend: { type: 'string', default: 'wasm' },
+  attention: { type: 'string' },
 });
 const E = Number(values.embed);
 const H = Number(values.heads);

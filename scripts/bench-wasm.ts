@@ -7,21 +7,19 @@
 //   node scripts/run-ts.mjs scripts/bench-wasm.ts [--runs 15] [--threads 2] [--seq 512 --embed 512 --heads 8] [--causal]
 
 import { availableParallelism } from 'node:os';
-import { parseArgs } from 'node:util';
 import { buildAttentionModel } from '../demo/bench/systems/onnx-model.ts';
 import { createAttentionEngine } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { compareArrays, f32Tolerance } from '../src/util/tolerance.ts';
+import { parseCli } from './cli.ts';
 
-const { values } = parseArgs({
-  options: {
-    runs: { type: 'string', default: '15' },
-    threads: { type: 'string', default: String(availableParallelism()) },
-    seq: { type: 'string' },
-    embed: { type: 'string' },
-    heads: { type: 'string' },
-    causal: { type: 'boolean', default: false },
-  },
+const { values } = parseCli(import.meta.url, {
+  runs: { type: 'string', default: '15' },
+  threads: { type: 'string', default: String(availableParallelism()) },
+  seq: { type: 'string' },
+  embed: { type: 'string' },
+  heads: { type: 'string' },
+  causal: { type: 'boolean', default: false },
 });
 const runs = Number(values.runs);
 const threads = Number(values.threads);

@@ -7,14 +7,14 @@
 // packed projections cost nothing. Medians of `--runs`, the types interleaved run by run.
 //   node scripts/run-ts.mjs scripts/wasm-decode-ceiling.ts [--runs 40] [--rounds 3]
 
-import { parseArgs } from 'node:util';
 import { createAttentionEngine } from '../src/index.ts';
 import { quantizeWeights } from '../src/quant/quantize.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
 import { createProjection } from '../src/wasm/projection.ts';
+import { parseCli } from './cli.ts';
 
-const { values } = parseArgs({ options: { runs: { type: 'string', default: '40' }, rounds: { type: 'string', default: '3' } } });
+const { values } = parseCli(import.meta.url, { runs: { type: 'string', default: '40' }, rounds: { type: 'string', default: '3' } });
 const runs = Number(values.runs);
 const rounds = Number(values.rounds);
 const [E, H, G, ctx] = [2048, 16, 4, 1024];

@@ -1,7 +1,8 @@
 // The page of e2e/wasm-threads.spec.ts: the 'wasm' backend with Web Workers in Chromium. It runs the
 // same seeded layers on a 'wasm' engine with `threads` threads, on one with 1 thread and on the
 // float64 'cpu' backend, and hands the outputs back as plain numbers for the spec to compare, with
-// the kernels the workers ran (ThreadPool.run's lists 1 …, as test/wasm-threads.test.ts counts them).
+// the kernels the workers ran (ThreadPool.run's lists 1 …, as test/wasm-threads.test.ts counts them)
+// and how the passes reached them (ThreadPool.handoffs).
 
 import { createAttentionEngine, type MultiHeadAttentionConfig } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
@@ -13,7 +14,7 @@ export interface ThreadsReport {
   threads: number;
   threadsNote: string | null;
   /** Per case: outputs [B, S, E] of the threaded engine, the 1-thread engine and the float64 reference. */
-  cases: { name: string; B: number; S: number; E: number; threaded: number[]; single: number[]; cpu: number[]; onWorkers: string[] }[];
+  cases: { name: string; B: number; S: number; E: number; threaded: number[]; single: number[]; cpu: number[]; onWorkers: string[]; handoffs: ThreadPool['handoffs'] }[];
 }
 
 /** A case: prefill tokens, then decode steps (0: one forward without a cache). */
@@ -78,12 +79,23 @@ window.wasmThreads = async (threads?: number) => {
   try {
     for (const c of CASES) {
       const onWorkers = new Set<string>();
+      let pool: ThreadPool | null = null;
+      let before: ThreadPool['handoffs'] | null = null;
       ThreadPool.prototype.run = function (this: ThreadPool, id: number, lists: KernelCall[][], local: (calls: KernelCall[]) => void) {
         for (const calls of lists.slice(1)) for (const [name] of calls) onWorkers.add(name);
+        pool = this;
+        before ??= { ...this.handoffs };
         return original.call(this, id, lists, local);
       };
       const threaded = await run(engine, c);
       ThreadPool.prototype.run = original;
+      // How this case's passes reached the workers (by message, or through memory from the second pass on)
+      const after = (pool as ThreadPool | null)?.handoffs;
+      const b = before as ThreadPool['handoffs'] | null;
+      const handoffs =
+        after && b
+          ? { memory: after.memory - b.memory, message: after.message - b.message, answeredByMessage: after.answeredByMessage - b.answeredByMessage }
+          : { memory: 0, message: 0, answeredByMessage: 0 };
       report.cases.push({
         name: c.name,
         B: c.B,
@@ -93,6 +105,7 @@ window.wasmThreads = async (threads?: number) => {
         single: await run(single, c),
         cpu: await run(cpu, c),
         onWorkers: [...onWorkers].sort(),
+        handoffs,
       });
     }
   } finally {

@@ -14,13 +14,17 @@
 //     [--embed 2048 --heads 16 --kv-heads 4 --ctx 1024 --prefill 512 --runs 15] [--tuning off] [--no-ort] [--json out.json]
 //     [--float-projection gemv-rows-subgroup]   (WebGPU: the float layers' projections forced to that variant, tuning off)
 //     [--threads 1]   (the 'wasm' backend's threads: 1 beside ORT's one thread; the engine's default is the number of cores)
+//   npm run bench:quantized -- --chromium [--types …] [--embed … --ctx … --runs …] [--no-ort] [--port 5183] [--projection gemv]
+//     (the decode step on WebGPU in headless Chromium, tuning off, beside ONNX Runtime Web's MatMulNBits on
+//     its WebGPU EP on the same adapter, which does not run in Node: demo/bench/quantized-page.ts; --projection
+//     forces the packed layers' projection kernel)
 
 import { writeFileSync } from 'node:fs';
-import { type AttentionEngine, createAttentionEngine, type KvCache, type MultiHeadAttention, type ProjectionVariant, type QuantizedStateDict } from '../src/index.ts';
-import { GGUF_BLOCKS } from '../src/quant/pack.ts';
-import type { NBitsTensor, QuantizedTensor } from '../src/quant/types.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
-import { ortProjectionsModel } from './ort-matmulnbits.ts';
+import { createAttentionEngine, type ProjectionVariant } from '../src/index.ts';
+import { mulberry32, uniform } from '../src/util/random.ts';
+import { BENCH_TYPES, type BenchEntry, benchStateDict, ortProjectionWeights } from '../demo/bench/quantized-weights.ts';
+import type { QuantizedRequest } from '../demo/bench/quantized-page.ts';
+import { ortProjectionsModel } from '../demo/bench/systems/ort-matmulnbits.ts';
 import { parseCli } from './cli.ts';
 
 const { values } = parseCli(import.meta.url, {
@@ -38,6 +42,9 @@ const { values } = parseCli(import.meta.url, {
   json: { type: 'string' },
   threads: { type: 'string', default: '1' },
   'float-projection': { type: 'string' },
+  chromium: { type: 'boolean', default: false },
+  projection: { type: 'string' },
+  port: { type: 'string', default: '5183' },
 });
 const E = Number(values.embed);
 const H = Number(values.heads);
@@ -47,45 +54,10 @@ const prefill = Number(values.prefill);
 const runs = Number(values.runs);
 const Dh = E / H;
 const config = { embedDim: E, numHeads: H, numKvHeads: G };
-const N = (H + 2 * G) * Dh;
 const TYPES = values.types.split(',');
-const KNOWN = ['f32', 'f16', 'q4_0', 'q4_k', 'q8_0', 'q6_k', 'nbits4', 'nbits8'];
-for (const t of TYPES) if (!KNOWN.includes(t)) throw new Error(`--types: unknown ${t}; known: ${KNOWN.join(', ')}`);
+for (const t of TYPES) if (!(BENCH_TYPES as readonly string[]).includes(t)) throw new Error(`--types: unknown ${t}; known: ${BENCH_TYPES.join(', ')}`);
 
-/** Random blocks of a GGUF type for [rows, K], with f16 scales of about `scale`. */
-function ggufBlocks(dtype: keyof typeof GGUF_BLOCKS, rows: number, K: number, rng: () => number): QuantizedTensor {
-  const { bytes, weights } = GGUF_BLOCKS[dtype];
-  const blocks = (rows * K) / weights;
-  const data = new Uint8Array(blocks * bytes);
-  for (let i = 0; i < data.length; i++) data[i] = Math.floor(rng() * 256);
-  const at = { q4_0: [0], q8_0: [0], q4_k: [0, 2], q6_k: [208] }[dtype];
-  // f16 bits of ±2⁻¹⁰…2⁻⁹: weights of a few hundredths, as in real layers
-  for (let b = 0; b < blocks; b++)
-    for (const o of at) new DataView(data.buffer).setUint16(b * bytes + o, (rng() < 0.5 ? 0x8000 : 0) | (0x15 << 10) | Math.floor(rng() * 1024), true);
-  return { dtype, shape: [rows, K], data };
-}
-
-function nbits(bits: 4 | 8, rows: number, K: number, rng: () => number): NBitsTensor {
-  const blockSize = 32;
-  const blocks = Math.ceil(K / blockSize);
-  const data = new Uint8Array((rows * blocks * blockSize * bits) / 8);
-  for (let i = 0; i < data.length; i++) data[i] = Math.floor(rng() * 256);
-  const scales = Float32Array.from({ length: rows * blocks }, () => 0.002 + 0.001 * rng());
-  const zeroPoints = new Uint8Array(rows * Math.ceil((blocks * bits) / 8)).fill(bits === 4 ? 0x88 : 128);
-  return { dtype: 'nbits', bits, blockSize, shape: [rows, K], data, scales, zeroPoints };
-}
-
-function weightOf(type: string, rows: number, K: number, rng: () => number): QuantizedTensor {
-  if (type === 'nbits4' || type === 'nbits8') return nbits(type === 'nbits4' ? 4 : 8, rows, K, rng);
-  return ggufBlocks(type as keyof typeof GGUF_BLOCKS, rows, K, rng);
-}
-
-function stateDict(type: string): QuantizedStateDict {
-  const float = randomStateDict(config, 1);
-  if (type === 'f32' || type === 'f16') return float;
-  const rng = mulberry32(7);
-  return { ...float, in_proj_weight: weightOf(type, N, E, rng), 'out_proj.weight': weightOf(type, E, E, rng) };
-}
+const stateDict = (type: string) => benchStateDict(config, type);
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
@@ -99,14 +71,7 @@ interface Row {
   peakBytes: number;
 }
 
-interface Entry {
-  type: string;
-  engine: AttentionEngine;
-  mha: MultiHeadAttention;
-  cache: KvCache;
-  steps: number[];
-  projection: number[];
-}
+type Entry = BenchEntry;
 
 const floatProjection = values['float-projection'] as ProjectionVariant | undefined;
 
@@ -188,13 +153,7 @@ async function ortProjections(): Promise<number> {
   const ort = await import('onnxruntime-web');
   ort.env.wasm.numThreads = 1;
   ort.env.logLevel = 'error';
-  const rng = mulberry32(9);
-  const model = await ortProjectionsModel(E, [
-    ['q', nbits(4, H * Dh, E, rng)],
-    ['k', nbits(4, G * Dh, E, rng)],
-    ['v', nbits(4, G * Dh, E, rng)],
-    ['o', nbits(4, E, E, rng)],
-  ]);
+  const model = await ortProjectionsModel(E, ortProjectionWeights(E, H, G));
   const session = await ort.InferenceSession.create(model, { executionProviders: ['wasm'] });
   const x = new ort.Tensor('float32', uniform(E, 1, mulberry32(3)), [1, E]);
   for (let i = 0; i < 3; i++) await session.run({ A: x });
@@ -206,6 +165,61 @@ async function ortProjections(): Promise<number> {
   }
   await session.release();
   return median(times);
+}
+
+if (values.chromium) {
+  await runChromium();
+  process.exit(0);
+}
+
+/** The --chromium run: demo/bench/quantized.html in headless Chromium, served by Vite. */
+async function runChromium(): Promise<void> {
+  const { chromium } = await import('@playwright/test');
+  const { createServer } = await import('vite');
+  const port = Number(values.port);
+  const server = await createServer({ logLevel: 'error', server: { host: '127.0.0.1', port, strictPort: true, hmr: false } });
+  await server.listen();
+  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: ['--enable-unsafe-webgpu'], headless: true });
+  try {
+    const page = await browser.newPage();
+    page.on('pageerror', (e) => console.error(`  page error: ${e.message}`));
+    page.on('console', (m) => {
+      if (m.type() === 'error') console.error(`  console.error: ${m.text()}`);
+      else if (m.text().startsWith('quantized: ')) console.log(`  ${m.text().slice(11)}`);
+    });
+    await page.goto(`http://127.0.0.1:${port}/demo/bench/quantized.html`);
+    await page.waitForFunction(() => window.quantizedReady === true, undefined, { timeout: 120_000 });
+    const request: QuantizedRequest = {
+      embed: E,
+      heads: H,
+      kvHeads: G,
+      ctx,
+      runs,
+      types: TYPES.filter((t) => t !== 'q6_k' || E % 256 === 0),
+      ort: !values['no-ort'],
+      projection: values.projection,
+    };
+    const report = await page.evaluate((r) => window.runQuantized(r), request);
+    console.log(`Chromium WebGPU on ${report.adapter}: E=${E} H=${H} G=${G}, decode step over a cache of ${ctx}; medians of ${runs} steps; tuning off`);
+    console.log('type     decode ms (best)   projections GPU ms   peak MB   against f32: decode speed-up / projections speed-up / GPU memory');
+    const f32 = report.rows.find((x) => x.type === 'f32');
+    const ratio = (a: number | null | undefined, b: number | null | undefined) => (a && b ? `${(a / b).toFixed(2)}x` : '-');
+    for (const r of report.rows) {
+      console.log(
+        `${r.type.padEnd(8)} ${r.decodeMs.toFixed(2).padStart(8)} (${r.decodeBestMs.toFixed(2)})   ${(r.projectionGpuMs?.toFixed(2) ?? '-').padStart(10)}        ${(r.peakBytes / 2 ** 20).toFixed(1).padStart(7)}   ` +
+          `${ratio(f32?.decodeMs, r.decodeMs)} / ${ratio(f32?.projectionGpuMs, r.projectionGpuMs)} / ${ratio(r.peakBytes, f32?.peakBytes)}`,
+      );
+    }
+    if (report.ort && 'error' in report.ort) console.log(`ONNX Runtime Web WebGPU EP, MatMulNBits 4-bit: could not run (${report.ort.error})`);
+    else if (report.ort)
+      console.log(
+        `ONNX Runtime Web WebGPU EP, MatMulNBits 4-bit: the four projections of a step alone ${report.ort.projectionsMs.toFixed(2)} ms (best ${report.ort.bestMs.toFixed(2)})`,
+      );
+    if (values.json) writeFileSync(values.json, JSON.stringify({ runtime: 'chromium', E, H, G, ctx, runs, ...report }, null, 2));
+  } finally {
+    await browser.close();
+    await server.close();
+  }
 }
 
 const rows: Row[] = [];

@@ -8,13 +8,13 @@
 // block) is ONNX Runtime's. Float16 scales too: A, scales and Y are then float16 (MatMulNBits' T1), checked
 // at the float16 rule.
 //
-// The model is written by scripts/ort-matmulnbits.ts (also the benchmark's peer).
+// The model is written by demo/bench/systems/ort-matmulnbits.ts (also the benchmark's peer).
 
 import { beforeAll, expect, test } from 'vitest';
 import { dequantize, type NBitsTensor, quantizeWeights } from '../src/index.ts';
 import { floatToHalfBits } from '../src/quant/half.ts';
 import { halfToFloat } from '../src/quant/pack.ts';
-import { matMulNBitsModel } from '../scripts/ort-matmulnbits.ts';
+import { matMulNBitsModel } from '../demo/bench/systems/ort-matmulnbits.ts';
 import { mulberry32, uniform } from '../src/util/random.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 

@@ -1,12 +1,12 @@
 // ONNX models of com.microsoft.MatMulNBits nodes, for ONNX Runtime Web: the oracle of the nbits format
-// (test/quant-ort.test.ts) and the benchmark's peer (scripts/bench-quantized.ts).
+// (test/quant-ort.test.ts) and the benchmark's peer (scripts/bench-quantized.ts; in Chromium demo/bench/quantized-page.ts).
 //   Y_i [M, N_i] = MatMulNBits(A [M, K], B_i uint8 [N_i, n_blocks, blob], scales_i [N_i·n_blocks], zero_points_i?)
 // attributes K, N, bits, block_size; float16 scales (Uint16Array) make A, the scales and Y float16
 // (MatMulNBits' T1 is one type). ModelProto is encoded with protobufjs from the subset of onnx.proto
 // below (field numbers as in onnx/onnx.proto, as demo/bench/systems/onnx-model.ts does): ir_version 8,
 // opsets ai.onnx 17 and com.microsoft 1; initializers with raw_data.
 
-import type { NBitsTensor } from '../src/quant/types.ts';
+import type { NBitsTensor } from '../../../src/quant/types.ts';
 
 const PROTO = `
 syntax = "proto2";

@@ -108,6 +108,27 @@ for (const group of correctnessCases()) {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// (b2) Quantized projection weights (quantizeWeights) in the browser: a causal prefill, then decode steps
+// over a KV cache, whose B ≤ 8 rows run the packed weights' decode kernel of this adapter (on SwiftShader
+// the 4×4 register GEMM, variants.ts withGemv), against the float64 reference with the same weights
+// dequantized exactly.
+
+test.describe('quantized weights: prefill, then decode steps on the packed decode kernel', () => {
+  for (const weights of ['q4_0', 'q8_0', 'q4_k', 'nbits'] as const) {
+    test(`${weights}, E=256 H=4 G=2, B=3 S=7 (5 prefill, 2 decode steps)`, async ({ harness }, testInfo) => {
+      const mark = harness.mark();
+      const params: CaseParams = { embedDim: 256, numHeads: 4, numKvHeads: 2, batchSize: 3, seqLen: 7, isCausal: true, bias: true, seed: 41, weights, decodeSteps: 2 };
+      const r = await harness.runCase(params);
+      const gpuErrors = [r.thrown, r.validationError, r.outOfMemoryError, ...r.uncapturedErrors].filter(Boolean);
+      expect(gpuErrors, `WebGPU errors for ${JSON.stringify(params)}`).toEqual([]);
+      expect(r.gpu?.length, 'GPU output length').toBe(3 * 7 * 256);
+      expectOutputClose(r.gpu!, r.cpu, params, ['gpu', 'cpu'], testInfo);
+      expectNoPageProblems(harness, mark);
+    });
+  }
+});
+
+// ---------------------------------------------------------------------------------------------------
 // (c) The run as a whole was clean.
 
 test('no console errors, page errors or uncaptured WebGPU errors over the run', async ({ harness }) => {

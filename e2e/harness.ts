@@ -6,7 +6,7 @@
 // Vite serves this file and the engine's TypeScript (and `?raw` WGSL) straight from the repo root;
 // the relative import below is the URL /src/index.ts, the package entry.
 
-import { type AttentionEngine, createAttentionEngine } from '../src/index.ts';
+import { type AttentionEngine, createAttentionEngine, type MultiHeadAttention, quantizeWeights } from '../src/index.ts';
 import { randomLayerInputs } from '../src/util/random.ts';
 
 export interface CaseParams {
@@ -19,6 +19,10 @@ export interface CaseParams {
   isCausal: boolean;
   bias: boolean;
   seed: number;
+  /** Projection weights quantized to this type (quantizeWeights), float32 when left out. */
+  weights?: 'q4_0' | 'q8_0' | 'q4_k' | 'nbits';
+  /** The last decodeSteps tokens of each sequence as one-token decode steps over a KV cache (the rest its prefill). */
+  decodeSteps?: number;
 }
 
 export interface CaseResult {
@@ -113,15 +117,38 @@ window.backgroundWork = async () => {
   return { ...t.background, pending: t.pending, compiled: t.compiled.length, swept: t.choices.filter((c) => c.source === 'sweep').length, defaultsAreTier0 };
 };
 
+/** The layer's output [B, S, E] for the case: one forward, or a prefill then decodeSteps one-token steps over a KV cache. */
+async function runLayer(layer: MultiHeadAttention, x: Float32Array, p: CaseParams): Promise<Float32Array> {
+  const { batchSize: B, seqLen: S, embedDim: E } = p;
+  const steps = p.decodeSteps ?? 0;
+  if (steps === 0) return (await layer.forward(x, { batchSize: B, seqLen: S, isCausal: p.isCausal })).output;
+  const out = new Float32Array(B * S * E);
+  const cache = layer.createKvCache({ batchSize: B, maxSeqLen: S });
+  try {
+    const span = async (t0: number, t1: number) => {
+      const rows = new Float32Array(B * (t1 - t0) * E);
+      for (let b = 0; b < B; b++) rows.set(x.subarray((b * S + t0) * E, (b * S + t1) * E), b * (t1 - t0) * E);
+      const y = (await layer.forward(rows, { batchSize: B, seqLen: t1 - t0, kvCache: cache, isCausal: p.isCausal })).output;
+      for (let b = 0; b < B; b++) out.set(y.subarray(b * (t1 - t0) * E, (b + 1) * (t1 - t0) * E), (b * S + t0) * E);
+    };
+    await span(0, S - steps);
+    for (let t = S - steps; t < S; t++) await span(t, t + 1);
+  } finally {
+    cache.dispose();
+  }
+  return out;
+}
+
 window.runCase = async (p: CaseParams): Promise<CaseResult> => {
   const { gpu, cpu } = await engines();
   const device = gpu.device!;
   const config = { embedDim: p.embedDim, numHeads: p.numHeads, numKvHeads: p.numKvHeads, bias: p.bias };
-  const { stateDict, query } = randomLayerInputs(config, p.batchSize * p.seqLen, p.seed);
-  const options = { batchSize: p.batchSize, seqLen: p.seqLen, isCausal: p.isCausal };
+  const inputs = randomLayerInputs(config, p.batchSize * p.seqLen, p.seed);
+  const { query } = inputs;
+  const stateDict = p.weights ? quantizeWeights(inputs.stateDict, { dtype: p.weights }) : inputs.stateDict;
 
   const cpuLayer = cpu.createMultiHeadAttention(config, stateDict);
-  const cpuOut = (await cpuLayer.forward(query, options)).output;
+  const cpuOut = await runLayer(cpuLayer, query, p);
   cpuLayer.dispose();
 
   const buffersBefore = gpu.stats().buffers;
@@ -135,7 +162,7 @@ window.runCase = async (p: CaseParams): Promise<CaseResult> => {
     const layer = gpu.createMultiHeadAttention(config, stateDict);
     try {
       const t0 = performance.now();
-      gpuOut = (await layer.forward(query, options)).output;
+      gpuOut = await runLayer(layer, query, p);
       gpuMs = performance.now() - t0;
     } finally {
       layer.dispose();

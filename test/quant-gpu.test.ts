@@ -128,11 +128,11 @@ describe('packed pipelines: their own bindings, one per (variant, precision, bit
     expect(qkvProjectionPipeline('f32', variant, { bits: 4, group: 32 }).key).not.toBe(qkvProjectionPipeline('f32', variant).key);
   });
 
-  test('the built-in choice: a GEMV for packed weights at M ≤ 8 rows (gemv on GPUs, gemv-rows-subgroup on lavapipe with subgroups, gemv-rows on other CPU adapters), the GEMM otherwise; float weights unchanged', () => {
+  test('the built-in choice: a GEMV for packed weights at M ≤ 8 rows (gemv on GPUs, gemv-rows-subgroup on lavapipe with subgroups, gemv-rows on other CPU adapters; SwiftShader the 4×4 register GEMM), the GEMM otherwise; float weights unchanged', () => {
     for (const kind of ['unrolling-cpu', 'jit-cpu', 'cpu', 'gpu'] as const) {
       for (const subgroups of [false, true]) {
         const call = (rows: number, packed: boolean) => ({ queryRows: 1, keys: 100, rows, packed });
-        const gemv = kind === 'gpu' ? 'gemv' : kind === 'unrolling-cpu' && subgroups ? 'gemv-rows-subgroup' : 'gemv-rows';
+        const gemv = { gpu: 'gemv', 'jit-cpu': 'register-4x4', 'unrolling-cpu': subgroups ? 'gemv-rows-subgroup' : 'gemv-rows', cpu: 'gemv-rows' }[kind];
         expect(defaultChoice(kind, subgroups, call(8, true)).qkv_projection).toBe(gemv);
         expect(defaultChoice(kind, subgroups, call(1, true)).output_projection).toBe(gemv);
         expect(defaultChoice(kind, subgroups, call(9, true)).qkv_projection).toBe(defaultChoice(kind, subgroups).qkv_projection);

@@ -117,11 +117,19 @@ export const GEMV_MAX_ROWS = 8;
  * The GEMV of decode steps with packed weights: a workgroup per 8 columns splitting K on GPUs, an
  * invocation per 4 columns on CPU adapters (no barrier), A passed between lanes on lavapipe where the
  * device has subgroups (gemv-rows-subgroup: 2.2–2.6× faster than gemv-rows there, q4_0 at E=2048).
+ * SwiftShader is the exception: its 4×4 register GEMM on the packed weights beat every GEMV there
+ * (Chromium, decode step at E=2048 H=16 G=4 over 1024, projections' GPU time: q4_0 55 ms against
+ * gemv-rows' 87, gemv-rows-subgroup's 150 and gemv's 179; register-8x8 60; q8_0 51 against 88).
  */
 function withGemv(kind: AdapterKind, choice: KernelChoice, call?: CallSize, subgroups = false): KernelChoice {
   if (!call?.packed || call.rows === undefined || call.rows > GEMV_MAX_ROWS) return choice;
-  const gemv = kind === 'gpu' ? 'gemv' : kind === 'unrolling-cpu' && subgroups ? 'gemv-rows-subgroup' : 'gemv-rows';
+  const gemv = decodeProjection(kind, subgroups);
   return { ...choice, qkv_projection: gemv, output_projection: gemv };
+}
+
+/** The projection kernel of a decode step (≤ GEMV_MAX_ROWS rows) with packed weights, by adapter kind (withGemv). */
+export function decodeProjection(kind: AdapterKind, subgroups = false): ProjectionVariant {
+  return kind === 'gpu' ? 'gemv' : kind === 'jit-cpu' ? 'register-4x4' : kind === 'unrolling-cpu' && subgroups ? 'gemv-rows-subgroup' : 'gemv-rows';
 }
 
 function fewRowsKernel({ queryRows, keys }: CallSize): boolean {

@@ -55,6 +55,8 @@ const AREA = 4096;
 const LINGER_MS = 250;
 /** How long a worker (and the caller, for an answer) spins before it blocks in Atomics.wait. */
 const SPIN_MS = 0.1;
+/** The longest the caller waits for a worker's answer in memory (blocking, or spinning on a browser's main thread). */
+const MAX_WAIT_MS = 5;
 
 /** The workers' code after a prelude that defines post(message) and calls handle(message) for each one received. */
 const WORKER_BODY = `
@@ -242,9 +244,10 @@ export class ThreadPool {
       throw e;
     }
     if (inMemory.length > 0) {
-      // The workers' lists are about as long as the caller's: wait for them in memory about as long again.
+      // The workers' lists are about as long as the caller's: wait for them in memory about as long again,
+      // and at most MAX_WAIT_MS (this blocks the thread's event loop), then by message.
       const t1 = performance.now();
-      const until = t1 + 1 + 2 * (t1 - t0);
+      const until = t1 + Math.min(MAX_WAIT_MS, 1 + 2 * (t1 - t0));
       for (const [w, seq] of inMemory) {
         const i = w * SLOT;
         for (let now = performance.now(); Atomics.load(this.ctl, i + DONE) !== seq && now < until; now = performance.now()) {

@@ -8,6 +8,7 @@
 
 import { type AttentionEngine, createAttentionEngine, type MultiHeadAttention, quantizeWeights } from '../src/index.ts';
 import { randomLayerInputs } from '../src/util/random.ts';
+import { prefillThenDecode } from './decode-steps.ts';
 
 export interface CaseParams {
   embedDim: number;
@@ -119,24 +120,9 @@ window.backgroundWork = async () => {
 
 /** The layer's output [B, S, E] for the case: one forward, or a prefill then decodeSteps one-token steps over a KV cache. */
 async function runLayer(layer: MultiHeadAttention, x: Float32Array, p: CaseParams): Promise<Float32Array> {
-  const { batchSize: B, seqLen: S, embedDim: E } = p;
   const steps = p.decodeSteps ?? 0;
-  if (steps === 0) return (await layer.forward(x, { batchSize: B, seqLen: S, isCausal: p.isCausal })).output;
-  const out = new Float32Array(B * S * E);
-  const cache = layer.createKvCache({ batchSize: B, maxSeqLen: S });
-  try {
-    const span = async (t0: number, t1: number) => {
-      const rows = new Float32Array(B * (t1 - t0) * E);
-      for (let b = 0; b < B; b++) rows.set(x.subarray((b * S + t0) * E, (b * S + t1) * E), b * (t1 - t0) * E);
-      const y = (await layer.forward(rows, { batchSize: B, seqLen: t1 - t0, kvCache: cache, isCausal: p.isCausal })).output;
-      for (let b = 0; b < B; b++) out.set(y.subarray(b * (t1 - t0) * E, (b + 1) * (t1 - t0) * E), (b * S + t0) * E);
-    };
-    await span(0, S - steps);
-    for (let t = S - steps; t < S; t++) await span(t, t + 1);
-  } finally {
-    cache.dispose();
-  }
-  return out;
+  if (steps === 0) return (await layer.forward(x, { batchSize: p.batchSize, seqLen: p.seqLen, isCausal: p.isCausal })).output;
+  return prefillThenDecode(layer, x, p.batchSize, p.seqLen, p.embedDim, steps, p.isCausal);
 }
 
 window.runCase = async (p: CaseParams): Promise<CaseResult> => {

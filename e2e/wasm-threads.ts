@@ -7,6 +7,7 @@
 import { createAttentionEngine, type MultiHeadAttentionConfig } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { type KernelCall, ThreadPool } from '../src/wasm/threads.ts';
+import { prefillThenDecode } from './decode-steps.ts';
 
 export interface ThreadsReport {
   crossOriginIsolated: boolean;
@@ -39,17 +40,7 @@ async function run(engine: Awaited<ReturnType<typeof createAttentionEngine>>, c:
   const mha = engine.createMultiHeadAttention(c.config, sd);
   try {
     if (c.decode === 0) return Array.from((await mha.forward(x, { batchSize: c.B, seqLen: c.S, isCausal: true })).output);
-    const out = new Float32Array(c.B * c.S * E);
-    const cache = mha.createKvCache({ batchSize: c.B, maxSeqLen: c.S });
-    const step = async (t0: number, t1: number) => {
-      const rows = new Float32Array(c.B * (t1 - t0) * E);
-      for (let b = 0; b < c.B; b++) rows.set(x.subarray((b * c.S + t0) * E, (b * c.S + t1) * E), b * (t1 - t0) * E);
-      const y = (await mha.forward(rows, { batchSize: c.B, seqLen: t1 - t0, kvCache: cache, isCausal: true })).output;
-      for (let b = 0; b < c.B; b++) out.set(y.subarray(b * (t1 - t0) * E, (b + 1) * (t1 - t0) * E), (b * c.S + t0) * E);
-    };
-    await step(0, c.S - c.decode);
-    for (let t = c.S - c.decode; t < c.S; t++) await step(t, t + 1);
-    return Array.from(out);
+    return Array.from(await prefillThenDecode(mha, x, c.B, c.S, E, c.decode, true));
   } finally {
     mha.dispose();
   }

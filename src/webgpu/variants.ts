@@ -128,7 +128,7 @@ function withGemv(kind: AdapterKind, choice: KernelChoice, call?: CallSize, subg
 }
 
 /** The projection kernel of a decode step (≤ GEMV_MAX_ROWS rows) with packed weights, by adapter kind (withGemv). */
-export function decodeProjection(kind: AdapterKind, subgroups = false): ProjectionVariant {
+function decodeProjection(kind: AdapterKind, subgroups = false): ProjectionVariant {
   return kind === 'gpu' ? 'gemv' : kind === 'jit-cpu' ? 'register-4x4' : kind === 'unrolling-cpu' && subgroups ? 'gemv-rows-subgroup' : 'gemv-rows';
 }
 

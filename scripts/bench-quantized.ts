@@ -69,6 +69,9 @@ interface Row {
   projectionGpuMs: number | null;
   prefillMs: number | null;
   peakBytes: number;
+  /** The engine's precision in use: an f16 layer runs in f32 where the adapter lacks shader-f16. */
+  precision: string;
+  precisionNote: string | null;
 }
 
 type Entry = BenchEntry;
@@ -141,6 +144,8 @@ async function runBackend(backend: 'webgpu' | 'wasm'): Promise<Row[]> {
       projectionGpuMs: e.projection.length ? median(e.projection) : null,
       prefillMs,
       peakBytes,
+      precision: e.engine.precision,
+      precisionNote: e.engine.precisionNote,
     });
     e.mha.dispose();
     e.engine.dispose();
@@ -210,6 +215,7 @@ async function runChromium(): Promise<void> {
           `${ratio(f32?.decodeMs, r.decodeMs)} / ${ratio(f32?.projectionGpuMs, r.projectionGpuMs)} / ${ratio(r.peakBytes, f32?.peakBytes)}`,
       );
     }
+    for (const r of report.rows) if (r.type === 'f16' && r.precision !== 'f16') console.log(`f16: ran in ${r.precision} (${r.precisionNote ?? 'no note'})`);
     if (report.ort && 'error' in report.ort) console.log(`ONNX Runtime Web WebGPU EP, MatMulNBits 4-bit: could not run (${report.ort.error})`);
     else if (report.ort)
       console.log(
@@ -243,5 +249,6 @@ for (const r of rows) {
       `${ratio(f32?.decodeMs, r.decodeMs)} / ${ratio(f32?.projectionGpuMs, r.projectionGpuMs)} / ${ratio(r.prefillMs, f32?.prefillMs)} / ${ratio(r.peakBytes, f32?.peakBytes)}`,
   );
 }
+for (const r of rows) if (r.type === 'f16' && r.precision !== 'f16') console.log(`${r.backend} f16: ran in ${r.precision} (${r.precisionNote ?? 'no note'})`);
 if (ortMs !== null) console.log(`ONNX Runtime Web WASM (1 thread), MatMulNBits 4-bit: the four projections of a step alone ${ortMs.toFixed(2)} ms`);
 if (values.json) writeFileSync(values.json, JSON.stringify({ E, H, G, ctx, prefill, runs, wasmThreads: Number(values.threads), rows, ortProjectionsMs: ortMs }, null, 2));

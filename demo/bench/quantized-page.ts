@@ -28,7 +28,8 @@ export interface QuantizedRequest {
 
 export interface QuantizedReport {
   adapter: string;
-  rows: { type: string; decodeMs: number; decodeBestMs: number; projectionGpuMs: number | null; peakBytes: number }[];
+  /** precision: the engine's precision in use ('f16' only where the adapter has shader-f16), precisionNote why not. */
+  rows: { type: string; decodeMs: number; decodeBestMs: number; projectionGpuMs: number | null; peakBytes: number; precision: string; precisionNote: string | null }[];
   /** ORT's four projections: median and best ms, or why it could not run; null when not asked for. */
   ort: { projectionsMs: number; bestMs: number } | { error: string } | null;
 }
@@ -89,6 +90,8 @@ async function engineRows(r: QuantizedRequest): Promise<{ adapter: string; rows:
       decodeBestMs: Math.min(...e.steps),
       projectionGpuMs: e.projection.length ? median(e.projection) : null,
       peakBytes: e.engine.stats().peakBytes,
+      precision: e.engine.precision,
+      precisionNote: e.engine.precisionNote,
     }));
     return { adapter, rows };
   } finally {

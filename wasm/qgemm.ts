@@ -8,12 +8,13 @@
 //          quants are i32x4.dot_i16x8_s's (8 at a time, exact integers) rather than a float convert and a
 //          multiply-add a weight; per group and row, y += scale·sx·(H + L·2⁻¹⁵) − offset·Σ x, in float32
 //          (H = Σ q·h, L = Σ q·l; the sums of x per group first, into the scratch). Each quant word is
-//          read once from memory for up to 2 rows (more rows take the panel again, from cache), and the
-//          panel two on is touched, a cache line at a time, while one computes (its weights come from
-//          memory meanwhile). Within float32's rule of the float64 product (test/wasm-quant.test.ts);
-//          1.2–1.3× faster than the float32 arithmetic on the fields it replaced (0.16 → 0.12–0.13 ns a
-//          weight with the weights in cache, one thread, 2-core EPYC), and as fast with them streamed
-//          from memory (4 bits: 0.12 ns a weight at N = K = 2048, cold or from L3)
+//          read once from memory for up to 2 rows (more rows take the panel again, from cache); the
+//          panels are one sequential stream, which the hardware prefetcher follows (touching the panel
+//          two on, as this kernel did until 2026-12-03, had come to cost 6–9 %). Within float32's rule of
+//          the float64 product (test/wasm-quant.test.ts); 1.2–1.3× faster than the float32 arithmetic on
+//          the fields it replaced (0.16 → 0.12–0.13 ns a weight with the weights in cache, one thread,
+//          2-core EPYC), and as fast with them streamed from memory (4 bits: 0.11–0.12 ns a weight at
+//          N = K = 2048, cold or from L3)
 //   qgemm  more rows (prefill): per chunk of 64 rows, each panel of 8 columns is dequantized into a
 //          float32 scratch [K, 8] (gemm.ts's panel layout) and gemm.ts's 4 × 8 micro-kernel runs on it:
 //          bit for bit what gemm gives on the unpacked float32 weights
@@ -34,8 +35,6 @@
 import { gemm } from './gemm';
 
 const MC: i32 = 64; // rows of x per chunk (as gemm.ts)
-const AHEAD: i32 = 2; // qgemv touches the panel this many on while it computes one
-let gTouched: u32 = 0; // what qgemv's touches read (kept, so that their loads stay)
 const ROWS: i32 = 2; // qgemv's rows per pass over a panel (each row keeps 4 sums: two rows' stay in x86-64's 16 SIMD registers)
 
 /**
@@ -107,8 +106,6 @@ class Q {
     yStride: usize,
     cols: i32,
     sxg: usize,
-    aheadQ: usize,
-    aheadS: usize,
   ): void {
     const perWord = 32 / B;
     const mask = B === 4 ? i32x4.splat(0x000f000f) : i32x4.splat(0x00ff00ff);
@@ -128,13 +125,7 @@ class Q {
       let l0 = h0;
       let h1 = h0;
       let l1 = h0;
-      // The same cache lines of a later panel (aheadQ, aheadS bytes on) touched as this one's are
-      // reached: loads that depend on nothing, spread over the panel's arithmetic (one a 64-byte line),
-      // so that the later panel comes from memory while this one computes.
-      let t = gTouched ^ load<u32>(sp + aheadS);
       const wEnd = wq + ((<usize>w1) << 4);
-      for (let wt = wq + ((<usize>w0) << 4); wt < wEnd; wt += 64) t ^= load<u32>(wt + aheadQ);
-      gTouched = t;
       let wp = wq + ((<usize>w0) << 4);
       if (B === 4) {
         // Fields (j, j + 4) of each row as an i16 pair, j = 0 … 3; row r's pairs (h_j, h_{j+4}) at p_r + 4j,
@@ -220,12 +211,10 @@ class Q {
     yStride: usize,
     cols: i32,
     sxg: usize,
-    aheadQ: usize,
-    aheadS: usize,
   ): void {
     const perWord = 32 / B;
     const whole = K / perWord;
-    Q.groupPanel(R, B, hl, hlStride, xsum, xsumStride, wq, so, group, whole, b, y, yStride, cols, sxg, aheadQ, aheadS);
+    Q.groupPanel(R, B, hl, hlStride, xsum, xsumStride, wq, so, group, whole, b, y, yStride, cols, sxg);
     if (whole * perWord < K) partialWord(R, B, x, xStride, wq, so, group, whole, K - whole * perWord, y, yStride, cols);
   }
 }
@@ -272,15 +261,13 @@ function panelAny(
   yStride: usize,
   cols: i32,
   sxg: usize,
-  aheadQ: usize,
-  aheadS: usize,
 ): void {
   if (bits === 4) {
-    if (R === 1) Q.panel(1, 4, x, xStride, hl, hlStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols, sxg, aheadQ, aheadS);
-    else Q.panel(2, 4, x, xStride, hl, hlStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols, sxg, aheadQ, aheadS);
+    if (R === 1) Q.panel(1, 4, x, xStride, hl, hlStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols, sxg);
+    else Q.panel(2, 4, x, xStride, hl, hlStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols, sxg);
   } else {
-    if (R === 1) Q.panel(1, 8, x, xStride, hl, hlStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols, sxg, aheadQ, aheadS);
-    else Q.panel(2, 8, x, xStride, hl, hlStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols, sxg, aheadQ, aheadS);
+    if (R === 1) Q.panel(1, 8, x, xStride, hl, hlStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols, sxg);
+    else Q.panel(2, 8, x, xStride, hl, hlStride, xsum, xsumStride, K, wq, so, group, b, y, yStride, cols, sxg);
   }
 }
 
@@ -365,12 +352,9 @@ export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, 
     const b = v128.load(bias + ((<usize>c) << 2));
     const wp = wq + p * panelBytes;
     const sp = so + p * panelScales;
-    // The panel AHEAD panels on is touched while this one computes (groupPanel); the last ones touch themselves.
-    const later = c + 4 * AHEAD < N ? <usize>AHEAD : 0;
     const out = y + ((<usize>c) << 2);
     for (let r = 0; r < M; r += ROWS) {
       const rs = <usize>r;
-      const ahead = r === 0 ? later : 0; // the first pass over a panel touches; the others find it in cache
       panelAny(
         min(ROWS, M - r),
         bits,
@@ -389,12 +373,9 @@ export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, 
         yStride,
         N - c,
         sxs - scratch,
-        ahead * panelBytes,
-        ahead * panelScales,
       );
     }
   }
-  store<u32>(scratch, gTouched); // the touches' one use (the sums of x there are spent)
 }
 
 /** Panel c of 4 rows (wq, so at the panel) dequantized into columns 0 … 3 of out [W·perWord, 8] (ld 8 floats). */

@@ -14,6 +14,8 @@
 //     [--embed 2048 --heads 16 --kv-heads 4 --ctx 1024 --prefill 512 --runs 15] [--tuning off] [--no-ort] [--json out.json]
 //     [--float-projection gemv-rows-subgroup]   (WebGPU: the float layers' projections forced to that variant, tuning off)
 //     [--threads 1]   (the 'wasm' backend's threads: 1 beside ORT's one thread; the engine's default is the number of cores)
+//     [--rounds 1]    (the decode steps measured in that many rounds of --runs, each round's medians and
+//                      ratios to float32 listed: a shared machine's slow phases show as a spread, not one figure)
 //   npm run bench:quantized -- --chromium [--types …] [--embed … --ctx … --runs …] [--no-ort] [--port 5183] [--projection gemv]
 //     (the decode step on WebGPU in headless Chromium, tuning off, beside ONNX Runtime Web's MatMulNBits on
 //     its WebGPU EP on the same adapter, which does not run in Node: demo/bench/quantized-page.ts; --projection
@@ -41,6 +43,7 @@ const { values } = parseCli(import.meta.url, {
   tuning: { type: 'string', default: 'auto' },
   json: { type: 'string' },
   threads: { type: 'string', default: '1' },
+  rounds: { type: 'string', default: '1' },
   'float-projection': { type: 'string' },
   chromium: { type: 'boolean', default: false },
   projection: { type: 'string' },
@@ -52,6 +55,8 @@ const G = Number(values['kv-heads']);
 const ctx = Number(values.ctx);
 const prefill = Number(values.prefill);
 const runs = Number(values.runs);
+const rounds = Number(values.rounds);
+if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds: expected a whole number ≥ 1, got ${values.rounds}`);
 const Dh = E / H;
 const config = { embedDim: E, numHeads: H, numKvHeads: G };
 const TYPES = values.types.split(',');
@@ -69,6 +74,8 @@ interface Row {
   projectionGpuMs: number | null;
   prefillMs: number | null;
   peakBytes: number;
+  /** Each round's median decode step (--rounds). */
+  roundMs: number[];
   /** The engine's precision in use: an f16 layer runs in f32 where the adapter lacks shader-f16. */
   precision: string;
   precisionNote: string | null;
@@ -97,7 +104,7 @@ async function runBackend(backend: 'webgpu' | 'wasm'): Promise<Row[]> {
     const mha = engine.createMultiHeadAttention(config, stateDict(type));
     const r = mulberry32(ctx);
     const past = { key: uniform(G * ctx * Dh, 1, r), value: uniform(G * ctx * Dh, 1, r) };
-    const cache = mha.createKvCache({ batchSize: 1, maxSeqLen: ctx + runs + 8, ...past });
+    const cache = mha.createKvCache({ batchSize: 1, maxSeqLen: ctx + rounds * runs + 8, ...past });
     entries.push({ type, engine, mha, cache, steps: [], projection: [] });
   }
   const x = uniform(E, 1, mulberry32(3));
@@ -109,16 +116,21 @@ async function runBackend(backend: 'webgpu' | 'wasm'): Promise<Row[]> {
     await step(e);
     await step(e);
   }
-  for (let i = 0; i < runs; i++) {
-    for (const e of entries) {
-      const t0 = performance.now();
-      const { timings } = (await step(e)) as { timings?: Record<string, number> };
-      e.steps.push(performance.now() - t0);
-      if (timings) e.projection.push((timings.qkv_projection ?? 0) + (timings.output_projection ?? 0));
+  const roundMs = entries.map(() => [] as number[]);
+  for (let round = 0; round < rounds; round++) {
+    const from = entries.map((e) => e.steps.length);
+    for (let i = 0; i < runs; i++) {
+      for (const e of entries) {
+        const t0 = performance.now();
+        const { timings } = (await step(e)) as { timings?: Record<string, number> };
+        e.steps.push(performance.now() - t0);
+        if (timings) e.projection.push((timings.qkv_projection ?? 0) + (timings.output_projection ?? 0));
+      }
     }
+    entries.forEach((e, k) => roundMs[k].push(median(e.steps.slice(from[k]))));
   }
   const rows: Row[] = [];
-  for (const e of entries) {
+  for (const [k, e] of entries.entries()) {
     const peakBytes = e.engine.stats().peakBytes;
     e.cache.dispose();
     // Prefill: a fresh call of `prefill` tokens, median of 3 after one warm-up and settling.
@@ -144,6 +156,7 @@ async function runBackend(backend: 'webgpu' | 'wasm'): Promise<Row[]> {
       projectionGpuMs: e.projection.length ? median(e.projection) : null,
       prefillMs,
       peakBytes,
+      roundMs: roundMs[k],
       precision: e.engine.precision,
       precisionNote: e.engine.precisionNote,
     });
@@ -248,6 +261,16 @@ for (const r of rows) {
     `${r.backend.padEnd(8)} ${r.type.padEnd(8)} ${r.decodeMs.toFixed(2).padStart(8)} (${r.decodeBestMs.toFixed(2)})   ${(r.projectionGpuMs?.toFixed(2) ?? '-').padStart(10)}        ${(r.prefillMs?.toFixed(1) ?? '-').padStart(8)}   ${(r.peakBytes / 2 ** 20).toFixed(1).padStart(7)}   ` +
       `${ratio(f32?.decodeMs, r.decodeMs)} / ${ratio(f32?.projectionGpuMs, r.projectionGpuMs)} / ${ratio(r.prefillMs, f32?.prefillMs)} / ${ratio(r.peakBytes, f32?.peakBytes)}`,
   );
+}
+if (rounds > 1) {
+  console.log(`decode step, each round's median of ${runs} (ms; against float32 of the same round):`);
+  for (const r of rows) {
+    const f32 = rows.find((x) => x.backend === r.backend && x.type === 'f32');
+    const each = r.roundMs.map((ms, i) => (f32 && r !== f32 ? `${ms.toFixed(2)} (${(f32.roundMs[i] / ms).toFixed(2)}x)` : ms.toFixed(2)));
+    const ratios = f32 && r !== f32 ? r.roundMs.map((ms, i) => f32.roundMs[i] / ms).sort((a, b) => a - b) : [];
+    const spread = ratios.length ? `; ratio ${ratios[0].toFixed(2)}–${ratios[ratios.length - 1].toFixed(2)}x, median ${median(ratios).toFixed(2)}x` : '';
+    console.log(`  ${r.backend} ${r.type.padEnd(7)} ${each.join('  ')}${spread}`);
+  }
 }
 for (const r of rows) if (r.type === 'f16' && r.precision !== 'f16') console.log(`${r.backend} f16: ran in ${r.precision} (${r.precisionNote ?? 'no note'})`);
 if (ortMs !== null) console.log(`ONNX Runtime Web WASM (1 thread), MatMulNBits 4-bit: the four projections of a step alone ${ortMs.toFixed(2)} ms`);

@@ -178,6 +178,12 @@ export class ThreadPool {
     await Promise.all(done);
   }
 
+  /** Whether worker w waits in memory with every message handled: its next pass would go through memory (diagnostics, tests). */
+  waitingInMemory(w: number): boolean {
+    const i = w * SLOT;
+    return Atomics.load(this.ctl, i + STATE) === LISTENING && Atomics.load(this.ctl, i + SENT) === Atomics.load(this.ctl, i + HANDLED);
+  }
+
   /** Writes a pass into worker w's area and hands it over, if w is waiting in memory and has handled every message; else false. */
   private writeJob(w: number, id: number, seq: number, calls: KernelCall[]): boolean {
     const i = w * SLOT;

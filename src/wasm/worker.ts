@@ -63,7 +63,13 @@ function listen() {
     if (Atomics.load(ctl, at + SENT) === handled) {
       // A spin first: the next pass of a step comes within tens of µs, and a wake-up from Atomics.wait costs ~20.
       for (const until = performance.now() + SPIN_MS; performance.now() < until && Atomics.load(ctl, at + STATE) === LISTENING; );
-      Atomics.wait(ctl, at + STATE, LISTENING, LINGER_MS);
+      // Until LINGER_MS have passed on this clock: under load Atomics.wait was seen to return 'timed-out'
+      // within the millisecond it began.
+      for (const until = performance.now() + LINGER_MS; Atomics.load(ctl, at + STATE) === LISTENING && Atomics.load(ctl, at + SENT) === handled; ) {
+        const left = until - performance.now();
+        if (left <= 0) break;
+        Atomics.wait(ctl, at + STATE, LISTENING, left);
+      }
     }
     if (Atomics.compareExchange(ctl, at + STATE, LISTENING, AWAY) !== JOB) return;
     const seq = area[1];

@@ -127,7 +127,7 @@ async function runBackend(backend: 'webgpu' | 'wasm'): Promise<Row[]> {
         if (timings) e.projection.push((timings.qkv_projection ?? 0) + (timings.output_projection ?? 0));
       }
     }
-    entries.forEach((e, k) => roundMs[k].push(median(e.steps.slice(from[k]))));
+    for (const [k, e] of entries.entries()) roundMs[k].push(median(e.steps.slice(from[k])));
   }
   const rows: Row[] = [];
   for (const [k, e] of entries.entries()) {

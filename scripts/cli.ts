@@ -24,21 +24,21 @@ export function headerComment(url: string): string {
  * header comment and exits 0; an unknown or malformed argument prints what is wrong and exits 2.
  */
 export function parseCli<const O extends Options>(url: string, options: O): ReturnType<typeof parseArgs<{ options: O; strict: true }>> {
-  const name = basename(fileURLToPath(url));
-  let parsed: ReturnType<typeof parseArgs<{ options: O; strict: true }>>;
-  let help: boolean;
+  const all = parseArgsOrExit(basename(fileURLToPath(url)), { options: { ...options, help: { type: 'boolean', short: 'h', default: false } }, strict: true });
+  if ((all.values as { help?: boolean }).help === true) {
+    console.log(headerComment(url));
+    process.exit(0);
+  }
+  delete (all.values as { help?: boolean }).help;
+  return all as never;
+}
+
+/** parseArgs(config), an unknown or malformed argument printed as one line (`name: what is wrong`) with exit status 2. */
+export function parseArgsOrExit<const C extends ParseArgsConfig>(name: string, config: C): ReturnType<typeof parseArgs<C>> {
   try {
-    const all = parseArgs({ options: { ...options, help: { type: 'boolean', short: 'h', default: false } }, strict: true });
-    help = (all.values as { help?: boolean }).help === true;
-    delete (all.values as { help?: boolean }).help;
-    parsed = all as never;
+    return parseArgs(config);
   } catch (e) {
     console.error(`${name}: ${(e as Error).message} (--help lists the arguments)`);
     process.exit(2);
   }
-  if (help) {
-    console.log(headerComment(url));
-    process.exit(0);
-  }
-  return parsed;
 }

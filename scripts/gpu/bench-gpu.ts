@@ -42,13 +42,13 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
-import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { createAttentionEngine, DeviceLimitError, referenceMultiHeadAttention } from '../../src/index.ts';
 import type { AttentionEngine, MultiHeadAttention, StateDict, TuningReport } from '../../src/index.ts';
 import { attentionFlops } from '../../src/util/flops.ts';
 import { randomLayerInputs } from '../../src/util/random.ts';
 import { fromF16, toF16 } from '../../src/webgpu/f16.ts';
 import { f16Tolerance, maxAbsFinite, outputTolerance, type Tolerance } from '../../src/util/tolerance.ts';
+import { parseArgsOrExit } from '../cli.ts';
 
 const T_START = performance.now();
 const elapsed = () => (performance.now() - T_START) / 1000;
@@ -57,7 +57,7 @@ const log = (message: string) => console.log(`[${elapsed().toFixed(1).padStart(6
 // ---------------------------------------------------------------------------------------------
 // Arguments
 
-const { values } = parseArguments({
+const { values } = parseArgsOrExit('bench-gpu.ts', {
   options: {
     shapes: { type: 'string', default: '4x4096x1024x16' },
     precisions: { type: 'string', default: 'f32,f16' },
@@ -81,16 +81,6 @@ const { values } = parseArguments({
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
-
-/** parseArgs, with an unknown or malformed argument reported as one line and exit status 2 (as documented above). */
-function parseArguments<const C extends ParseArgsConfig>(config: C): ReturnType<typeof parseArgs<C>> {
-  try {
-    return parseArgs(config);
-  } catch (e) {
-    console.error(`bench-gpu.ts: ${(e as Error).message} (--help lists the arguments)`);
-    process.exit(2);
-  }
-}
 
 function usage(code: number): never {
   console.log(`usage: node scripts/run-ts.mjs scripts/gpu/bench-gpu.ts [options]

@@ -52,8 +52,9 @@ class Q {
   /**
    * Σ_j dot(q_j, the i16 pair at p + 4j splat), j = 0 … 3: a 4-bit word's 8 products a row, twice.
    * The addresses are sums, not the load's offset immediate: V8 (TurboFan) keeps each distinct
-   * (memory base + offset) of a splat load in a register of its own for the loop, and with the 16 of
-   * a 2-row step the loop spilled to the stack (q4_0 at N = K = 2048: 0.66–0.89 → 0.48–0.50 ms).
+   * (memory base + offset) of a splat load in a register of its own for the loop. Beside the next-panel
+   * touches this kernel then had, the loop spilled to the stack (q4_0 at N = K = 2048: 0.53–0.89 →
+   * 0.48–0.50 ms); without the touches the sums still gain (0.52 / 0.50 → 0.48 / 0.46 ms cold / L3).
    */
   @inline
   static dots4(q0: v128, q1: v128, q2: v128, q3: v128, p: usize): v128 {

@@ -220,6 +220,37 @@ describe('qgemv and qgemm: bit for bit gemm on the unpacked weights, and close t
     kernels.dispose();
   });
 
+  // qgemv touches the quant and scale streams 2 KiB and 1 KiB ahead of what it reads (wasm/qgemm.ts
+  // touchAhead), past the arrays' ends at the last panels: clamped to memory, so weights that end where
+  // the memory ends still run (a load past it would trap) and give the bits they give elsewhere.
+  test.each(['q4_0', 'q8_0', 'nbits4-256'] as const)('qgemv with the weights at the very end of memory, %s', async (kind) => {
+    const kernels = await kernelInstance();
+    const [N, K] = [9, 512];
+    const t = randomQuantized(kind, N, K, 77);
+    const packed = packWeight(t);
+    const { wq, so } = panelQuantized(packed);
+    const xs = uniform(K, 1, mulberry32(9));
+    const [x, pb, scratch] = [kernels.put(xs), kernels.put(packBias(null, 0, N)), kernels.alloc(2 * packed.groups + K)];
+    const [yEnd, yElsewhere] = [kernels.alloc(N), kernels.alloc(N)];
+    const [q1, s1] = [kernels.putBytes(new Uint8Array(wq.buffer)), kernels.put(so)];
+    kernels.k.qgemv(x, K, 1, K, q1, s1, N, pb, yElsewhere, N, packed.bits, packed.group, scratch);
+    // A filler up to where the second copy of the weights ends at the memory's last byte.
+    const bytes = wq.byteLength + so.byteLength;
+    let room = kernels.memory.buffer.byteLength - kernels.mark();
+    if (room < bytes) {
+      kernels.alloc(room, true);
+      kernels.alloc(bytes, true); // grows the memory by a page or more
+      kernels.release(kernels.mark() - bytes);
+      room = kernels.memory.buffer.byteLength - kernels.mark();
+    }
+    kernels.alloc(room - bytes, true);
+    const [q2, s2] = [kernels.putBytes(new Uint8Array(wq.buffer)), kernels.put(so)];
+    expect(s2 + so.byteLength, 'the scales end at the memory end').toBe(kernels.memory.buffer.byteLength);
+    kernels.k.qgemv(x, K, 1, K, q2, s2, N, pb, yEnd, N, packed.bits, packed.group, scratch);
+    expect(kernels.take(yEnd, N)).toEqual(kernels.take(yElsewhere, N));
+    kernels.dispose();
+  });
+
   test('the panels hold the packed bits (≈ 4 or 8 bits a weight + 2 floats a group), nothing dequantized', () => {
     const t = randomQuantized('q4_0', 64, 256, 1);
     const { wq, so } = panelQuantized(packWeight(t));

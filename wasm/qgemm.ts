@@ -8,9 +8,10 @@
 //          quants are i32x4.dot_i16x8_s's (8 at a time, exact integers) rather than a float convert and a
 //          multiply-add a weight; per group and row, y += scale·sx·(H + L·2⁻¹⁵) − offset·Σ x, in float32
 //          (H = Σ q·h, L = Σ q·l; the sums of x per group first, into the scratch). Each quant word is
-//          read once from memory for up to 2 rows (more rows take the panel again, from cache); the
-//          panels are one sequential stream, which the hardware prefetcher follows (touching the panel
-//          two on, as this kernel did until 2026-12-03, had come to cost 6–9 %). Within float32's rule of
+//          read once from memory for up to 2 rows (more rows take the panel again, from cache). The
+//          panels are one sequential stream, touched ahead in bursts (touchAhead): this loop does so much
+//          arithmetic a byte that the out-of-order window holds too few of its own misses to stream
+//          from memory at speed (see touchAhead for the figures). Within float32's rule of
 //          the float64 product (test/wasm-quant.test.ts); 1.2–1.3× faster than the float32 arithmetic on
 //          the fields it replaced (0.16 → 0.12–0.13 ns a weight with the weights in cache, one thread,
 //          2-core EPYC), and as fast with them streamed from memory (4 bits: 0.11–0.12 ns a weight at
@@ -36,6 +37,54 @@ import { gemm } from './gemm';
 
 const MC: i32 = 64; // rows of x per chunk (as gemm.ts)
 const ROWS: i32 = 2; // qgemv's rows per pass over a panel (each row keeps 4 sums: two rows' stay in x86-64's 16 SIMD registers)
+
+const WQ_AHEAD: usize = 2048; // bytes of the quant stream ahead of the word being read that touchAhead touches
+const SO_AHEAD: usize = 1024; // the same for the scale stream (half as long as the quants' for 4 bits in groups of 32)
+let gTouched: u32 = 0; // what touchAhead read (kept, so that its loads stay)
+let gTouchLimit: usize = 0; // the highest address a burst may start at (qgemv sets it from memory.size())
+
+/**
+ * Touches the 16 cache lines (1 KiB) of the quant words WQ_AHEAD bytes on from wp and 8 lines (512
+ * bytes) of the scales SO_AHEAD on from sp, as one burst of loads that depend on nothing: groupPanel
+ * calls it once per 64 words (1 KiB) of a panel. Its loop does ~30 vector operations per 16 bytes, so
+ * the processor's out-of-order window spans only a few cache lines of its own loads, too few misses
+ * in flight to hide memory's latency; the hardware prefetcher did not make up for it on the Xeon these
+ * figures come from (2 cores of a VM). 16 independent loads at once are that many misses in flight.
+ * q4_0 projections of a decode step (N = 3072 and 2048, K = 2048), stepping through 24 layers' weights
+ * as a model does: 2.2 → 1.05–1.10 ms a layer (q8_0 3.1 → 1.7, q4_k 2.1 → 1.2 at 4 KiB ahead); one
+ * layer over and over (weights in cache): 0.88 ms either way. Tried: 1, 3 and 4 KiB ahead (1.08, 1.16,
+ * 1.23–1.25 ms), bursts of 8 or 32 lines (1.47, 1.56 ms), and spaced single touches, one line per 64
+ * bytes read (no gain). Past the arrays' ends the bursts read whatever lies there, clamped to memory.
+ */
+function touchAhead(wp: usize, sp: usize): void {
+  const a = min(wp + WQ_AHEAD, gTouchLimit);
+  const b = min(sp + SO_AHEAD, gTouchLimit);
+  gTouched ^=
+    load<u32>(a) ^
+    load<u32>(a, 64) ^
+    load<u32>(a, 128) ^
+    load<u32>(a, 192) ^
+    load<u32>(a, 256) ^
+    load<u32>(a, 320) ^
+    load<u32>(a, 384) ^
+    load<u32>(a, 448) ^
+    load<u32>(a, 512) ^
+    load<u32>(a, 576) ^
+    load<u32>(a, 640) ^
+    load<u32>(a, 704) ^
+    load<u32>(a, 768) ^
+    load<u32>(a, 832) ^
+    load<u32>(a, 896) ^
+    load<u32>(a, 960) ^
+    load<u32>(b) ^
+    load<u32>(b, 64) ^
+    load<u32>(b, 128) ^
+    load<u32>(b, 192) ^
+    load<u32>(b, 256) ^
+    load<u32>(b, 320) ^
+    load<u32>(b, 384) ^
+    load<u32>(b, 448);
+}
 
 /**
  * The helpers AssemblyScript inlines (`@inline`), their constant arguments (R, B) folded away: static
@@ -128,6 +177,7 @@ class Q {
       let l1 = h0;
       const wEnd = wq + ((<usize>w1) << 4);
       let wp = wq + ((<usize>w0) << 4);
+      if ((w0 & 63) === 0) touchAhead(wp, sp); // every 1 KiB of words (a group's words: a power of two ≤ 64)
       if (B === 4) {
         // Fields (j, j + 4) of each row as an i16 pair, j = 0 … 3; row r's pairs (h_j, h_{j+4}) at p_r + 4j,
         // (l_j, l_{j+4}) at p_r + 16 + 4j. One word a step: unrolled, TurboFan hoists all the loads to
@@ -348,6 +398,7 @@ export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, 
       }
     }
   }
+  gTouchLimit = ((<usize>memory.size()) << 16) - 1024;
   for (let c = 0; c < N; c += 4) {
     const p = <usize>(c >> 2);
     const b = v128.load(bias + ((<usize>c) << 2));

@@ -352,12 +352,14 @@ let gTouched: u32 = 0; // what touchBlock read (kept, so that its loads stay)
 /**
  * Touches the cache lines of the K and V block of jn keys from j0 (the next one) before this block's
  * arithmetic: loads that depend on nothing, so that the block comes from memory while this one computes.
- * Only for a lone row (a decode step of one head a key/value head): it does too little arithmetic per
- * byte for the hardware prefetcher to keep up with when the cache is not in the CPU's caches (2.7 GB/s
- * measured on one core without the touches). With 2 or more rows (GQA's heads at a decode step, a
- * prefill) the prefetcher keeps up, and the touches cost: a decode step's attention over 1024 keys,
- * 4 groups of 4 heads, Dh 128, from L3: 0.45 → 0.39 ms without them, the same from memory; 8 heads
- * 0.78 → 0.73 ms (one thread, 2-core EPYC).
+ * For any number of rows. A lone row (a decode step of one head a key/value head) does too little
+ * arithmetic per byte for the hardware prefetcher to keep up with when the cache is not in the CPU's
+ * caches (2.7 GB/s measured on one core without the touches, 2-core EPYC). GQA's heads at a decode
+ * step (4 rows) did well without them on that EPYC (0.45 → 0.39 ms from L3 without, the same from
+ * memory, 4 groups of 4 heads over 1024 keys, Dh 128), but on a 2-core Xeon VM, with each step's K and
+ * V in memory (24 layers' caches stepped through, as a model decodes), the step took 0.86 ms without
+ * and 0.60–0.61 ms with them; with K and V in cache 0.37 ms without, 0.40 ms with. A model's caches are
+ * in memory at each step, so the touches stay for every row count.
  */
 function touchBlock(kt: usize, v: usize, vStride: usize, j0: i32, jn: i32, Dh: i32): void {
   const kb = kt + ((<usize>(j0 >> 6) * <usize>Dh) << 8);
@@ -407,7 +409,7 @@ export function attend(q: usize, ldq: i32, kt: usize, v: usize, ldv: i32, o: usi
     memory.fill(acc, 0, rowBytes * R4);
     for (let j0 = lo & ~(BC - 1); j0 <= hi; j0 += BC) {
       const jn = min(BC, hi + 1 - j0);
-      if (R === 1 && j0 + BC <= hi) touchBlock(kt, v, vStride, j0 + BC, min(BC, hi + 1 - j0 - BC), Dh);
+      if (j0 + BC <= hi) touchBlock(kt, v, vStride, j0 + BC, min(BC, hi + 1 - j0 - BC), Dh);
       // Each K block (Dh × 64 keys) and V block serve all RG rows while they are in cache.
       for (let r0 = 0; r0 < R4; r0 += 4) {
         if (R - r0 === 1) {

@@ -16,6 +16,11 @@
 //     [--threads 1]   (the 'wasm' backend's threads: 1 beside ORT's one thread; the engine's default is the number of cores)
 //     [--rounds 1]    (the decode steps measured in that many rounds of --runs, each round's medians and
 //                      ratios to float32 listed: a shared machine's slow phases show as a spread, not one figure)
+//     [--layers 1]    (a stack of that many layers of each type, each with its own weights and KV cache, stepped
+//                      through one after another as a model decodes a token; a step's time is the stack's over
+//                      the layers. One layer stepped over and over keeps its weights and cache in the CPU's
+//                      caches where they fit (a q4_0 layer at E=2048 is 6 MB); in a model they come from memory
+//                      at every step: --layers 8 or more shows that. Prefill and memory: the first layer's)
 //   npm run bench:quantized -- --chromium [--types …] [--embed … --ctx … --runs …] [--no-ort] [--port 5183] [--projection gemv]
 //     (the decode step on WebGPU in headless Chromium, tuning off, beside ONNX Runtime Web's MatMulNBits on
 //     its WebGPU EP on the same adapter, which does not run in Node: demo/bench/quantized-page.ts; --projection
@@ -44,6 +49,7 @@ const { values } = parseCli(import.meta.url, {
   json: { type: 'string' },
   threads: { type: 'string', default: '1' },
   rounds: { type: 'string', default: '1' },
+  layers: { type: 'string', default: '1' },
   'float-projection': { type: 'string' },
   chromium: { type: 'boolean', default: false },
   projection: { type: 'string' },
@@ -57,6 +63,8 @@ const prefill = Number(values.prefill);
 const runs = Number(values.runs);
 const rounds = Number(values.rounds);
 if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds: expected a whole number ≥ 1, got ${values.rounds}`);
+const layers = Number(values.layers);
+if (!Number.isInteger(layers) || layers < 1) throw new Error(`--layers: expected a whole number ≥ 1, got ${values.layers}`);
 const Dh = E / H;
 const config = { embedDim: E, numHeads: H, numKvHeads: G };
 const TYPES = values.types.split(',');
@@ -81,7 +89,8 @@ interface Row {
   precisionNote: string | null;
 }
 
-type Entry = BenchEntry;
+/** One type's layers: the first as the page's BenchEntry, the other --layers − 1 in `more`. */
+type Entry = BenchEntry & { more: { mha: BenchEntry['mha']; cache: BenchEntry['cache'] }[] };
 
 const floatProjection = values['float-projection'] as ProjectionVariant | undefined;
 
@@ -101,14 +110,23 @@ async function runBackend(backend: 'webgpu' | 'wasm'): Promise<Row[]> {
               : {}),
             ...(type === 'f16' ? { precision: 'f16' as const } : {}),
           });
-    const mha = engine.createMultiHeadAttention(config, stateDict(type));
+    const sd = stateDict(type);
     const r = mulberry32(ctx);
     const past = { key: uniform(G * ctx * Dh, 1, r), value: uniform(G * ctx * Dh, 1, r) };
-    const cache = mha.createKvCache({ batchSize: 1, maxSeqLen: ctx + rounds * runs + 8, ...past });
-    entries.push({ type, engine, mha, cache, steps: [], projection: [] });
+    const stack = Array.from({ length: layers }, () => {
+      const mha = engine.createMultiHeadAttention(config, sd); // each layer packs its own copy of the weights
+      return { mha, cache: mha.createKvCache({ batchSize: 1, maxSeqLen: ctx + rounds * runs + 8, ...past }) };
+    });
+    entries.push({ type, engine, ...stack[0], more: stack.slice(1), steps: [], projection: [] });
   }
   const x = uniform(E, 1, mulberry32(3));
-  const step = (e: Entry) => e.mha.forward(x, { batchSize: 1, seqLen: 1, isCausal: true, kvCache: e.cache });
+  const forward = (l: { mha: Entry['mha']; cache: Entry['cache'] }) => l.mha.forward(x, { batchSize: 1, seqLen: 1, isCausal: true, kvCache: l.cache });
+  /** One token through the type's stack: the first layer's result (its timings) once the others have run. */
+  const step = async (e: Entry) => {
+    const first = await forward(e);
+    for (const l of e.more) await forward(l);
+    return first;
+  };
   // Warm-ups: tier 0, then the final kernels (compiled and swept in the background).
   for (const e of entries) {
     await step(e);
@@ -123,7 +141,7 @@ async function runBackend(backend: 'webgpu' | 'wasm'): Promise<Row[]> {
       for (const e of entries) {
         const t0 = performance.now();
         const { timings } = (await step(e)) as { timings?: Record<string, number> };
-        e.steps.push(performance.now() - t0);
+        e.steps.push((performance.now() - t0) / layers);
         if (timings) e.projection.push((timings.qkv_projection ?? 0) + (timings.output_projection ?? 0));
       }
     }
@@ -131,8 +149,12 @@ async function runBackend(backend: 'webgpu' | 'wasm'): Promise<Row[]> {
   }
   const rows: Row[] = [];
   for (const [k, e] of entries.entries()) {
-    const peakBytes = e.engine.stats().peakBytes;
+    const peakBytes = e.engine.stats().peakBytes / layers;
     e.cache.dispose();
+    for (const l of e.more) {
+      l.cache.dispose();
+      l.mha.dispose();
+    }
     // Prefill: a fresh call of `prefill` tokens, median of 3 after one warm-up and settling.
     let prefillMs: number | null = null;
     if (prefill > 0) {
@@ -250,7 +272,10 @@ for (const backend of values.backends.split(',') as ('webgpu' | 'wasm')[]) {
 }
 const ortMs = values['no-ort'] ? null : await ortProjections();
 
-console.log(`E=${E} H=${H} G=${G}: decode step over a cache of ${ctx}, prefill of ${prefill}; medians of ${runs} steps; wasm: ${values.threads} thread(s)`);
+console.log(
+  `E=${E} H=${H} G=${G}: decode step over a cache of ${ctx}, prefill of ${prefill}; medians of ${runs} steps` +
+    `${layers > 1 ? `, each through a stack of ${layers} layers (a layer's share)` : ''}; wasm: ${values.threads} thread(s)`,
+);
 console.log(
   'backend  type     decode ms (best)   projections GPU ms   prefill ms   peak MB   against f32: decode speed-up / projections speed-up / prefill time / GPU memory',
 );
@@ -274,4 +299,5 @@ if (rounds > 1) {
 }
 for (const r of rows) if (r.type === 'f16' && r.precision !== 'f16') console.log(`${r.backend} f16: ran in ${r.precision} (${r.precisionNote ?? 'no note'})`);
 if (ortMs !== null) console.log(`ONNX Runtime Web WASM (1 thread), MatMulNBits 4-bit: the four projections of a step alone ${ortMs.toFixed(2)} ms`);
-if (values.json) writeFileSync(values.json, JSON.stringify({ E, H, G, ctx, prefill, runs, wasmThreads: Number(values.threads), rows, ortProjectionsMs: ortMs }, null, 2));
+if (values.json)
+  writeFileSync(values.json, JSON.stringify({ E, H, G, ctx, prefill, runs, layers, wasmThreads: Number(values.threads), rows, ortProjectionsMs: ortMs }, null, 2));

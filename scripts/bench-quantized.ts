@@ -20,7 +20,8 @@
 //                      through one after another as a model decodes a token; a step's time is the stack's over
 //                      the layers. One layer stepped over and over keeps its weights and cache in the CPU's
 //                      caches where they fit (a q4_0 layer at E=2048 is 6 MB); in a model they come from memory
-//                      at every step: --layers 8 or more shows that. Prefill and memory: the first layer's)
+//                      at every step: --layers 8 or more shows that. Prefill: the first layer's; memory: the
+//                      engine's peak over the layers, so a step's scratch is shared among them)
 //   npm run bench:quantized -- --chromium [--types …] [--embed … --ctx … --runs …] [--no-ort] [--port 5183] [--projection gemv]
 //     (the decode step on WebGPU in headless Chromium, tuning off, beside ONNX Runtime Web's MatMulNBits on
 //     its WebGPU EP on the same adapter, which does not run in Node: demo/bench/quantized-page.ts; --projection

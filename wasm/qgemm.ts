@@ -14,8 +14,9 @@
 //          from memory at speed (see touchAhead for the figures). Within float32's rule of
 //          the float64 product (test/wasm-quant.test.ts); 1.2–1.3× faster than the float32 arithmetic on
 //          the fields it replaced (0.16 → 0.12–0.13 ns a weight with the weights in cache, one thread,
-//          2-core EPYC), and as fast with them streamed from memory (4 bits: 0.11–0.12 ns a weight at
-//          N = K = 2048, cold or from L3)
+//          2-core EPYC; there as fast with them streamed from memory, 4 bits: 0.11–0.12 ns a weight at
+//          N = K = 2048, cold or from L3). On a 2-core Xeon VM, 0.08 ns a weight in cache and 0.10 from
+//          memory with the touches (0.21 without)
 //   qgemm  more rows (prefill): per chunk of 64 rows, each panel of 8 columns is dequantized into a
 //          float32 scratch [K, 8] (gemm.ts's panel layout) and gemm.ts's 4 × 8 micro-kernel runs on it:
 //          bit for bit what gemm gives on the unpacked float32 weights

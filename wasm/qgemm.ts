@@ -429,6 +429,7 @@ export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, 
       );
     }
   }
+  store<u32>(scratch, gTouched); // the touches' one use, so that no optimizer drops them (the sums of x there are spent)
 }
 
 /** Panel c of 4 rows (wq, so at the panel) dequantized into columns 0 … 3 of out [W·perWord, 8] (ld 8 floats). */

@@ -18,6 +18,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { type AttentionEngine, createAttentionEngine } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { defineBindings } from '../src/webgpu/bindings.ts';
 import { Usage } from '../src/webgpu/buffers.ts';
 import { adapterKind, candidates, defaultChoice, type KernelName } from '../src/webgpu/variants.ts';
 import type { BenchShape } from '../demo/bench/types.ts';
@@ -44,12 +45,24 @@ async function timeDispatches(device: GPUDevice, pipeline: GPUComputePipeline, g
   return best;
 }
 
+// Each shader's bindings, declared once: the WGSL lines and the explicit layouts come from these lists
+// (no layout inferred from a shader: the load kernel without loads leaves `src` unused, and an
+// inferred layout would drop it and refuse the bind group that names it).
+const FMA_BINDINGS = defineBindings('Roofline.fma', [
+  ['out', 'storage', 'array<vec4<f32>>'],
+  ['loops', 'uniform', 'vec4<u32>', 'x: the loop count, hidden from the compiler'],
+]);
+const COPY_BINDINGS = defineBindings('Roofline.copy', [
+  ['src', 'read-only-storage', 'array<vec4<f32>>'],
+  ['dst', 'storage', 'array<vec4<f32>>'],
+]);
+const LOAD_BINDINGS = defineBindings('Roofline.load', [...FMA_BINDINGS.decls, ['src', 'read-only-storage', 'array<vec4<f32>>', 'read only by the variant with loads']]);
+
 function fmaShader(chains: number): string {
   const ids = Array.from({ length: chains }, (_, c) => c);
   return [
     'override WG: u32 = 64u;',
-    '@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;',
-    '@group(0) @binding(1) var<uniform> loops: vec4<u32>;',
+    FMA_BINDINGS.wgsl,
     '@compute @workgroup_size(WG)',
     'fn main(@builtin(global_invocation_id) gid: vec3u) {',
     '  let seed = f32(gid.x) * 1e-7;',
@@ -67,8 +80,7 @@ function fmaShader(chains: number): string {
 const COPY_SHADER = `
 override WG: u32 = 64u;
 override PER: u32 = 1u;  // vec4s per invocation, WG·PER apart
-@group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read_write> dst: array<vec4<f32>>;
+${COPY_BINDINGS.wgsl}
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lix: u32) {
   let base = wid.x * WG * PER + lix;
@@ -86,9 +98,7 @@ function loadShader(load: boolean): string {
   const ids = Array.from({ length: 16 }, (_, c) => c);
   const value = (i: number) => (load ? `src[(i * ${LOADS}u + ${i}u + lix * 7u) & 4095u]` : `vec4<f32>(f32(i + ${i}u))`);
   return [
-    '@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;',
-    '@group(0) @binding(1) var<uniform> loops: vec4<u32>;',
-    '@group(0) @binding(2) var<storage, read> src: array<vec4<f32>>;',
+    LOAD_BINDINGS.wgsl,
     '@compute @workgroup_size(64)',
     'fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(local_invocation_index) lix: u32) {',
     ...ids.map((c) => `  var a${c} = vec4<f32>(f32(gid.x) * 1e-7 + ${c}.0);`),
@@ -113,11 +123,12 @@ async function loadCost(device: GPUDevice): Promise<number> {
   const ms: number[] = [];
   for (const load of [false, true]) {
     const module = device.createShaderModule({ label: `Roofline.load${load}`, code: loadShader(load) });
-    const pipeline = await device.createComputePipelineAsync({ label: 'Roofline.load', layout: 'auto', compute: { module, entryPoint: 'main' } });
-    const group = device.createBindGroup({
-      layout: pipeline.getBindGroupLayout(0),
-      entries: [out, uniformBuffer, src].map((buffer, binding) => ({ binding, resource: { buffer } })),
+    const pipeline = await device.createComputePipelineAsync({
+      label: 'Roofline.load',
+      layout: LOAD_BINDINGS.pipelineLayout(device),
+      compute: { module, entryPoint: 'main' },
     });
+    const group = LOAD_BINDINGS.group(device, { out, loops: uniformBuffer, src });
     ms.push(await timeDispatches(device, pipeline, group, invocations / 64, 4));
   }
   for (const b of [out, src, uniformBuffer]) b.destroy();
@@ -140,14 +151,12 @@ async function fmaCeiling(device: GPUDevice, log: (line: string) => void): Promi
   for (const chains of [4, 8, 16]) {
     const module = device.createShaderModule({ label: `Roofline.fma${chains}`, code: fmaShader(chains) });
     for (const wg of [64, 256]) {
-      const pipeline = await device.createComputePipelineAsync({ label: 'Roofline.fma', layout: 'auto', compute: { module, entryPoint: 'main', constants: { WG: wg } } });
-      const group = device.createBindGroup({
-        layout: pipeline.getBindGroupLayout(0),
-        entries: [
-          { binding: 0, resource: { buffer: out } },
-          { binding: 1, resource: { buffer: uniformBuffer } },
-        ],
+      const pipeline = await device.createComputePipelineAsync({
+        label: 'Roofline.fma',
+        layout: FMA_BINDINGS.pipelineLayout(device),
+        compute: { module, entryPoint: 'main', constants: { WG: wg } },
       });
+      const group = FMA_BINDINGS.group(device, { out, loops: uniformBuffer });
       const ms = await timeDispatches(device, pipeline, group, invocations / wg, 4);
       const gflops = (4 * invocations * loops * chains * 4 * 2) / (ms * 1e6);
       sweep[`chains ${chains}, workgroup ${wg}`] = gflops;
@@ -171,16 +180,10 @@ async function copyCeiling(device: GPUDevice, log: (line: string) => void): Prom
     for (const wg of [64, 256]) {
       const pipeline = await device.createComputePipelineAsync({
         label: 'Roofline.copy',
-        layout: 'auto',
+        layout: COPY_BINDINGS.pipelineLayout(device),
         compute: { module, entryPoint: 'main', constants: { WG: wg, PER: per } },
       });
-      const group = device.createBindGroup({
-        layout: pipeline.getBindGroupLayout(0),
-        entries: [
-          { binding: 0, resource: { buffer: src } },
-          { binding: 1, resource: { buffer: dst } },
-        ],
-      });
+      const group = COPY_BINDINGS.group(device, { src, dst });
       const ms = await timeDispatches(device, pipeline, group, bytes / 16 / (wg * per), 2);
       const gbs = (2 * 2 * bytes) / (ms * 1e6);
       sweep[`${per} vec4 per invocation, workgroup ${wg}`] = gbs;

@@ -3,11 +3,15 @@
 // onSubmittedWorkDone issued right after it took, and the longest gap of a 1 ms interval timer meanwhile.
 //   VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.json DENO_WEBGPU_BACKEND=vulkan MESA_SHADER_CACHE_DISABLE=true \
 //     node_modules/.bin/deno run --unstable-webgpu -A scripts/deno-compile-lag.ts
+import { defineBindings } from '../src/webgpu/bindings.ts';
+
+// The shader's one binding, declared once: its WGSL line and the explicit layout (never inferred).
+const bindings = defineBindings('DenoCompileLag', [['data', 'storage', 'array<vec4f>']]);
 const adapter = await navigator.gpu.requestAdapter();
 const device = await adapter!.requestDevice();
 const body = Array.from({ length: 300 }, (_, i) => `acc = fma(acc, vec4f(${(i % 7) + 1}.0), data[(i + ${i}u) % n]);`).join('\n');
 for (let rep = 0; rep < 3; rep++) {
-  const code = `@group(0) @binding(0) var<storage, read_write> data: array<vec4f>;
+  const code = `${bindings.wgsl}
 @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3u) {
   let n = arrayLength(&data); var acc = vec4f(${rep}.0);
   for (var i = g.x; i < n; i += 4096u) { ${body} }
@@ -23,7 +27,7 @@ for (let rep = 0; rep < 3; rep++) {
     ticks++;
   }, 1);
   const t0 = performance.now();
-  const p = device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'main' } });
+  const p = device.createComputePipelineAsync({ layout: bindings.pipelineLayout(device), compute: { module, entryPoint: 'main' } });
   const tCall = performance.now() - t0;
   // a queue op issued right after the compile started
   const q0 = performance.now();
@@ -36,4 +40,3 @@ for (let rep = 0; rep < 3; rep++) {
     `compile ${tCompile.toFixed(0)} ms (call returned after ${tCall.toFixed(0)} ms); onSubmittedWorkDone issued during it: ${qMs.toFixed(0)} ms; max event-loop gap ${maxLag.toFixed(0)} ms over ${ticks} ticks`,
   );
 }
-export {};

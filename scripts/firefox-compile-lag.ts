@@ -14,9 +14,13 @@ try {
     const small = device.createShaderModule({
       code: '@group(0) @binding(0) var<storage, read_write> d: array<u32>; @compute @workgroup_size(1) fn main() { d[0] += 1u; }',
     });
-    const sp = device.createComputePipeline({ layout: 'auto', compute: { module: small, entryPoint: 'main' } });
+    // One storage buffer at binding 0 in both shaders; the layout is written out, not inferred (the code
+    // runs inside the page, so it cannot import src/webgpu/bindings.ts).
+    const groupLayout = device.createBindGroupLayout({ entries: [{ binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } }] });
+    const layout = device.createPipelineLayout({ bindGroupLayouts: [groupLayout] });
+    const sp = device.createComputePipeline({ layout, compute: { module: small, entryPoint: 'main' } });
     const buf = device.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
-    const bg = device.createBindGroup({ layout: sp.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: buf } }] });
+    const bg = device.createBindGroup({ layout: groupLayout, entries: [{ binding: 0, resource: { buffer: buf } }] });
     async function readback(): Promise<number> {
       const rb = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
       const enc = device.createCommandEncoder();
@@ -52,7 +56,7 @@ try {
   data[g.x % n] = acc; }`;
       const module = device.createShaderModule({ code });
       const t0 = performance.now();
-      const p = device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'main' } }).then(() => performance.now() - t0);
+      const p = device.createComputePipelineAsync({ layout, compute: { module, entryPoint: 'main' } }).then(() => performance.now() - t0);
       const call = performance.now() - t0;
       const r = await readback();
       const c = await p;

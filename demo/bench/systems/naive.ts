@@ -120,21 +120,30 @@ async function prepare(layer: BenchLayer): Promise<PreparedSystem> {
   const staging = device.createBuffer({ label: 'naive.staging', size: M * E * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
   buffers.push(staging);
 
-  const pipeline = (label: string, code: string): GPUComputePipeline =>
-    device.createComputePipeline({
+  // Each kernel's bind group layout written out, binding i for the i-th @binding of its WGSL (uniform
+  // Params first): the layout is never inferred from the shader, so a binding its body stops using
+  // still matches the bind group that names it.
+  const kernel = (label: string, code: string, kinds: GPUBufferBindingType[]) => {
+    const layout = device.createBindGroupLayout({
+      label: `naive.${label}.bindGroupLayout`,
+      entries: kinds.map((type, binding) => ({ binding, visibility: GPUShaderStage.COMPUTE, buffer: { type } })),
+    });
+    const pipeline = device.createComputePipeline({
       label: `naive.${label}`,
-      layout: 'auto',
+      layout: device.createPipelineLayout({ label: `naive.${label}.pipelineLayout`, bindGroupLayouts: [layout] }),
       compute: { module: device.createShaderModule({ label: `naive.${label}`, code }), entryPoint: 'main' },
     });
-  const linear = pipeline('linear', linearSource);
-  const scores = pipeline('scores', scoresSource);
-  const softmax = pipeline('softmax', softmaxSource);
-  const attend = pipeline('attend', attendSource);
+    return { layout, pipeline };
+  };
+  const linear = kernel('linear', linearSource, ['uniform', 'read-only-storage', 'read-only-storage', 'read-only-storage', 'storage']); // params, x, w, bias, y
+  const scores = kernel('scores', scoresSource, ['uniform', 'read-only-storage', 'read-only-storage', 'storage']); // params, q, k, sc
+  const softmax = kernel('softmax', softmaxSource, ['uniform', 'storage']); // params, p
+  const attend = kernel('attend', attendSource, ['uniform', 'read-only-storage', 'read-only-storage', 'storage']); // params, p, v, o
 
-  const bindGroup = (label: string, p: GPUComputePipeline, resources: GPUBuffer[]): GPUBindGroup =>
+  const bindGroup = (label: string, k: { layout: GPUBindGroupLayout }, resources: GPUBuffer[]): GPUBindGroup =>
     device.createBindGroup({
       label: `naive.${label}`,
-      layout: p.getBindGroupLayout(0),
+      layout: k.layout,
       entries: resources.map((buffer, binding) => ({ binding, resource: { buffer } })),
     });
 
@@ -170,22 +179,22 @@ async function prepare(layer: BenchLayer): Promise<PreparedSystem> {
     const encoder = device.createCommandEncoder({ label: 'naive.forward' });
     const pass = encoder.beginComputePass({ label: 'naive.forward' });
     for (const head of heads) {
-      pass.setPipeline(linear);
+      pass.setPipeline(linear.pipeline);
       for (const bind of [head.q, head.k, head.v]) {
         pass.setBindGroup(0, bind);
         pass.dispatchWorkgroups(ceilDiv(Dh, WG_2D), ceilDiv(M, WG_2D)); // Q_h / K_h / V_h [B·S, Dh]
       }
-      pass.setPipeline(scores);
+      pass.setPipeline(scores.pipeline);
       pass.setBindGroup(0, scoresBind);
       pass.dispatchWorkgroups(ceilDiv(S, WG_2D), ceilDiv(S, WG_2D), B); // S_h [B, S, S]
-      pass.setPipeline(softmax);
+      pass.setPipeline(softmax.pipeline);
       pass.setBindGroup(0, softmaxBind);
       pass.dispatchWorkgroups(ceilDiv(M, WG_1D)); // P_h [B, S, S]
-      pass.setPipeline(attend);
+      pass.setPipeline(attend.pipeline);
       pass.setBindGroup(0, head.attend);
       pass.dispatchWorkgroups(ceilDiv(Dh, WG_2D), ceilDiv(S, WG_2D), B); // concat[:, :, h·Dh ..]
     }
-    pass.setPipeline(linear);
+    pass.setPipeline(linear.pipeline);
     pass.setBindGroup(0, outBind);
     pass.dispatchWorkgroups(ceilDiv(E, WG_2D), ceilDiv(M, WG_2D)); // output [B·S, E]
     pass.end();

@@ -47,7 +47,8 @@ import type { AttentionEngine, MultiHeadAttention, StateDict, TuningReport } fro
 import { attentionFlops } from '../../src/util/flops.ts';
 import { randomLayerInputs } from '../../src/util/random.ts';
 import { fromF16, toF16 } from '../../src/webgpu/f16.ts';
-import { f16Tolerance, maxAbsFinite, outputTolerance, type Tolerance } from '../../src/util/tolerance.ts';
+import { compareArrays, f16Tolerance, maxAbsFinite, outputTolerance, type Tolerance } from '../../src/util/tolerance.ts';
+import { readBuffer } from '../../test/helpers/readback.ts';
 import { parseArgsOrExit } from '../cli.ts';
 
 const T_START = performance.now();
@@ -422,35 +423,18 @@ const median = (xs: number[]) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
-/** Max |a − b| and the worst |a − b| / (atol + rtol·|b|); NaN or a non-finite a where b is finite fails. */
+/** The tests' rule (src/util/tolerance.ts compareArrays), with what the report records: max |a − b| and the worst |a − b| / (atol + rtol·|b|). */
 function compare(actual: Float32Array, expected: Float32Array, tol: Tolerance) {
-  let maxAbsErr = 0;
-  let worstRatio = 0;
-  let worstIndex = -1;
-  let nonFinite = 0;
-  for (let i = 0; i < expected.length; i++) {
-    const a = actual[i];
-    const b = expected[i];
-    if (!Number.isFinite(a)) {
-      nonFinite++;
-      worstRatio = Infinity;
-      if (worstIndex < 0) worstIndex = i;
-      continue;
-    }
-    const d = Math.abs(a - b);
-    maxAbsErr = Math.max(maxAbsErr, d);
-    const r = d / (tol.atol + tol.rtol * Math.abs(b));
-    if (r > worstRatio) {
-      worstRatio = r;
-      worstIndex = i;
-    }
+  if (actual.length !== expected.length) {
+    return { pass: false, maxAbsErr: Infinity, worstRatio: Infinity, detail: `${actual.length} values, want ${expected.length}` };
   }
-  const pass = actual.length === expected.length && nonFinite === 0 && worstRatio <= 1;
+  const c = compareArrays(actual, expected, tol, 0);
+  const i = c.worstIndex;
   const detail =
-    `max |err| ${maxAbsErr.toExponential(2)}, worst err/tolerance ${worstRatio.toFixed(3)}` +
-    (nonFinite ? `, ${nonFinite} non-finite values` : '') +
-    (worstIndex >= 0 ? ` (at ${worstIndex}: got ${actual[worstIndex]}, want ${expected[worstIndex]})` : '');
-  return { pass, maxAbsErr, worstRatio, detail };
+    `max |err| ${c.maxAbs.toExponential(2)}, worst err/tolerance ${c.worstRatio.toFixed(3)}` +
+    (c.count ? `, ${c.count} values outside it` : '') +
+    (i >= 0 ? ` (at ${i}: got ${actual[i]}, want ${expected[i]})` : '');
+  return { pass: c.ok, maxAbsErr: c.maxAbs, worstRatio: c.worstRatio, detail };
 }
 
 function toleranceFor(precision: string, seqLen: number, E: number, maxAbsRef: number, maxAbsLogit: number): Tolerance {
@@ -470,16 +454,8 @@ function uploadQuery(device: GPUDevice, data: Float32Array, precision: string): 
 }
 
 /** Reads `count` elements of a buffer at the engine's precision back as float32. */
-async function readBuffer(device: GPUDevice, buffer: GPUBuffer, count: number, precision: string): Promise<Float32Array> {
-  const bytes = count * (precision === 'f16' ? 2 : 4);
-  const staging = device.createBuffer({ size: Math.ceil(bytes / 4) * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-  const encoder = device.createCommandEncoder();
-  encoder.copyBufferToBuffer(buffer, 0, staging, 0, Math.ceil(bytes / 4) * 4);
-  device.queue.submit([encoder.finish()]);
-  await staging.mapAsync(GPUMapMode.READ);
-  const raw = staging.getMappedRange().slice(0, bytes);
-  staging.unmap();
-  staging.destroy();
+async function readOutput(device: GPUDevice, buffer: GPUBuffer, count: number, precision: string): Promise<Float32Array> {
+  const raw = await readBuffer(device, buffer, count * (precision === 'f16' ? 2 : 4), 'bench-gpu.staging');
   return precision === 'f16' ? fromF16(new Uint16Array(raw)) : new Float32Array(raw);
 }
 
@@ -508,7 +484,7 @@ async function gate(engine: AttentionEngine, precisionAsked: 'f32' | 'f16'): Pro
       const viaArray = (await gpuLayer.forward(query, options)).output;
       const qBuf = uploadQuery(device, query, engine.precision);
       const { outputBuffer } = await gpuLayer.forward(qBuf, { ...options, returnBuffer: true });
-      const viaBuffer = await readBuffer(device, outputBuffer, B * S * E, engine.precision);
+      const viaBuffer = await readOutput(device, outputBuffer, B * S * E, engine.precision);
       outputBuffer.destroy();
       qBuf.destroy();
       for (const [path, actual] of [
@@ -687,7 +663,7 @@ async function benchShape(engine: AttentionEngine, precisionAsked: 'f32' | 'f16'
             const n = (B / bufs.length) * S * E;
             for (const [i, b] of bufs.entries()) {
               const { outputBuffer } = await layer.forward(b, pieceOptions);
-              gpuOutput.set(await readBuffer(device, outputBuffer, n, precision), i * n);
+              gpuOutput.set(await readOutput(device, outputBuffer, n, precision), i * n);
               outputBuffer.destroy();
             }
           } else {

@@ -89,11 +89,19 @@ export interface Mismatch {
   allowed: number;
 }
 
+/**
+ * Compares elementwise by the rule above: `ok`, how many elements fail (`count`), the first
+ * `maxReported` of them, the largest finite |error| and relative error, and the worst element against
+ * its allowance (`worstRatio` = |error| / allowed, ≤ 1 when ok; Infinity for a NaN; `worstIndex` −1
+ * when every error is 0).
+ */
 export function compareArrays(actual: ArrayLike<number>, expected: ArrayLike<number>, tol: Tolerance, maxReported = 8) {
   const mismatches: Mismatch[] = [];
   let count = 0;
   let maxAbs = 0;
   let maxRel = 0;
+  let worstRatio = 0;
+  let worstIndex = -1;
   if (actual.length !== expected.length) {
     throw new Error(`length mismatch: actual ${actual.length}, expected ${expected.length}`);
   }
@@ -107,12 +115,17 @@ export function compareArrays(actual: ArrayLike<number>, expected: ArrayLike<num
       count++;
       if (mismatches.length < maxReported) mismatches.push({ index: i, actual: a, expected: e, error, allowed });
     }
+    const ratio = error <= allowed ? (allowed > 0 ? error / allowed : 0) : allowed > 0 && Number.isFinite(error) ? error / allowed : Infinity;
+    if (ratio > worstRatio) {
+      worstRatio = ratio;
+      worstIndex = i;
+    }
     if (Number.isFinite(error)) {
       maxAbs = Math.max(maxAbs, error);
       if (e !== 0) maxRel = Math.max(maxRel, error / Math.abs(e));
     }
   }
-  return { ok: count === 0, count, mismatches, maxAbs, maxRel };
+  return { ok: count === 0, count, mismatches, maxAbs, maxRel, worstRatio, worstIndex };
 }
 
 /** Asserts closeness (throws, so it works in vitest and Playwright alike); the message lists the first mismatches with their indices. */

@@ -264,7 +264,7 @@ describe('random layers and calls: WebGPU = CPU backend', () => {
   }, 600_000);
 
   // Float masks that mask with a huge finite negative number instead of −Infinity, as Hugging Face
-  // does (torch.finfo(float32).min = −3.4028234663852886e38). The README says a float mask is added
+  // does (torch.finfo(float32).min = −3.4028234663852886e38). docs/ATTENTION-OPTIONS.md says a float mask is added
   // to the scores, −Infinity masks: a finite value is a score like any other, so a row whose every
   // key carries it still averages V (uniformly: the scores tie), as in PyTorch.
   // Found (default seed): with values ≤ −1e38 (flash_attention.wgsl's MASKED threshold; −1e30 is

@@ -2,7 +2,9 @@
 // createAttentionEngine({ device })) make forward, scaledDotProductAttention, linearAttention and a
 // KV-cache decode step (and reading a KV cache back) reject with WebGPUCallError (an AttentionError); the call frees what it made,
 // a failed decode step leaves the cache's length as it was, and the next call, with other inputs, is
-// right against the float64 reference (no buffer a failed call wrote is read as a result).
+// right against the float64 reference (no buffer a failed call wrote is read as a result). Work that
+// has no call of its own (a layer's weight upload, a KV cache's write) is checked too: the calls that
+// use what WebGPU refused reject, naming it.
 
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AttentionError, type AttentionEngine, createAttentionEngine, WebGPUCallError } from '../src/index.ts';
@@ -16,13 +18,14 @@ import { watchDevice } from './helpers/gpu.ts';
 
 const [COPY_SRC, COPY_DST] = [0x4, 0x8]; // GPUBufferUsage, which Node has no global for
 
-type Fault = 'destroyed buffer' | 'invalid copy' | 'out of memory';
+type Fault = 'destroyed buffer' | 'invalid copy' | 'out of memory' | 'refused write';
 
 /**
  * Arms one fault for the next command buffer the engine submits on `device`:
  * - 'destroyed buffer': the submit also carries a command buffer that reads a destroyed buffer;
  * - 'invalid copy': the engine's encoder gets a copy of 3 bytes (copies must be multiples of 4);
- * - 'out of memory': the next out-of-memory error scope popped reports an error (a forced one).
+ * - 'out of memory': the next out-of-memory error scope popped reports an error (a forced one);
+ * - 'refused write': the next queue.writeBuffer also writes to a destroyed buffer (a validation error).
  */
 function injector(device: GPUDevice) {
   let armed: Fault | null = null;
@@ -38,6 +41,16 @@ function injector(device: GPUDevice) {
     submit([...buffers, encoder.finish()]);
     target.destroy();
   };
+  const writeBuffer = device.queue.writeBuffer.bind(device.queue) as (...args: unknown[]) => void;
+  device.queue.writeBuffer = ((...args: unknown[]) => {
+    if (armed === 'refused write') {
+      armed = null;
+      const gone = device.createBuffer({ label: 'fault.destroyedWriteTarget', size: 256, usage: COPY_DST });
+      gone.destroy();
+      writeBuffer(gone, 0, new Uint32Array(4));
+    }
+    writeBuffer(...args);
+  }) as GPUQueue['writeBuffer'];
   const createCommandEncoder = device.createCommandEncoder.bind(device);
   device.createCommandEncoder = (descriptor?: GPUCommandEncoderDescriptor) => {
     const encoder = createCommandEncoder(descriptor);
@@ -201,6 +214,61 @@ describe.each(FAULTS)('a %s', (fault) => {
     const again = await cache.read();
     expectClose(again.key, expected.key, f32Tolerance([16]));
     expectClose(again.value, expected.value, f32Tolerance([16]));
+    mha.dispose();
+    ref.dispose();
+  });
+});
+
+describe('work with no call of its own: a weight upload, a KV cache write', () => {
+  const options = { batchSize: 2, seqLen: 5, isCausal: true };
+  const x = uniform(2 * 5 * 16, 1, mulberry32(41));
+  const refusal = (call: () => Promise<unknown>) =>
+    call().then(
+      () => null,
+      (e: unknown) => e as WebGPUCallError,
+    );
+
+  test('a refused weight upload rejects every forward of the layer, naming it; a new layer is right', async () => {
+    faults.arm('out of memory');
+    const mha = engine.createMultiHeadAttention(L, sd);
+    expect(faults.fired, 'the fault was injected into the upload').toBe(true);
+    for (let i = 0; i < 2; i++) {
+      const e = await refusal(() => mha.forward(x, options));
+      expect(e).toBeInstanceOf(WebGPUCallError);
+      expect(e!.where).toBe('MultiHeadAttention weight upload');
+      expect(e!.scope).toBe('out-of-memory');
+      expect(e!.message).toMatch(/^MultiHeadAttention weight upload: the GPU ran out of memory.*injected/s);
+    }
+    mha.dispose();
+    const again = engine.createMultiHeadAttention(L, sd);
+    const ref = cpu.createMultiHeadAttention(L, sd);
+    expectClose((await again.forward(x, options)).output, (await ref.forward(x, options)).output, f32Tolerance([16, 5, 16]));
+    again.dispose();
+    ref.dispose();
+  });
+
+  test('a refused KvCache write rejects the forwards and reads of that cache until reset(); the next prefill is right', async () => {
+    const mha = engine.createMultiHeadAttention(L, sd);
+    const ref = cpu.createMultiHeadAttention(L, sd);
+    const past = { key: uniform(2 * 3 * 8, 1, mulberry32(42)), value: uniform(2 * 3 * 8, 1, mulberry32(43)) }; // [B=1, G=2, 3, Dh=8]
+    faults.arm('refused write');
+    const cache = mha.createKvCache({ batchSize: 1, maxSeqLen: 8, ...past });
+    expect(faults.fired, 'the fault was injected into the write').toBe(true);
+    expect(cache.length).toBe(3);
+    const step = { batchSize: 1, seqLen: 1, kvCache: cache, isCausal: true };
+    for (const call of [() => mha.forward(x.subarray(0, 16), step), () => cache.read()]) {
+      const e = await refusal(call);
+      expect(e).toBeInstanceOf(WebGPUCallError);
+      expect(e!.where).toBe('KvCache.write');
+      expect(e!.scope).toBe('validation');
+    }
+    expect(cache.length).toBe(3); // the refused step did not advance it
+    cache.reset();
+    const refCache = ref.createKvCache({ batchSize: 1, maxSeqLen: 8 });
+    const prompt = { batchSize: 1, seqLen: 5, isCausal: true };
+    const got = await mha.forward(x.subarray(0, 5 * 16), { ...prompt, kvCache: cache });
+    const want = await ref.forward(x.subarray(0, 5 * 16), { ...prompt, kvCache: refCache });
+    expectClose(got.output, want.output, f32Tolerance([16, 5, 16]));
     mha.dispose();
     ref.dispose();
   });

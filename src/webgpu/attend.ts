@@ -1,13 +1,13 @@
 // engine.scaledDotProductAttention (and linearAttention) on the GPU: the attention part of a forward
-// alone (forward.ts attentionStages) on Q [B, H, Sq, Dh] and K, V [B, G, Skv, Dh] given as arrays
+// alone (forward.ts encodeAttention) on Q [B, H, Sq, Dh] and K, V [B, G, Skv, Dh] given as arrays
 // (uploaded) or as GPU buffers (copied on the GPU, by a compute pass, into the call's Q ++ K ++ V
-// scratch), submitted and read back (or left in buffers the caller owns) by call.ts.
+// scratch), in one GpuCall (call.ts): submitted and read back, or left in buffers the caller owns.
 
 import type { ForwardPlan } from '../plan/index.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import type { BufferPool } from './buffers.ts';
-import { checkBufferSizes, runCall } from './call.ts';
-import { attentionBuffers, attentionStages, probsBuffer } from './forward.ts';
+import { type CallOutput, checkBufferSizes, GpuCall } from './call.ts';
+import { attentionBuffers, encodeAttention, probsBuffer } from './forward.ts';
 import { encodeCopyRows, encodeCopyTensor } from './kernels/copy-tensor.ts';
 import { uploadMasks } from './kernels/masks.ts';
 import { qkvBufferTargets, qkvLayout } from './kernels/qkv-projection.ts';
@@ -26,8 +26,10 @@ export function attendWebGPU(pool: BufferPool, plan: ForwardPlan, variant: Atten
       ['value', g.value, `[B, G, Skv, Dh] = [${B}, ${G}, ${Skv}, ${userDh}]`, B * G * Skv * userDh],
     ]);
   }
-  const options = { where: WHERE, callerBuffers: g !== null, returnBuffer: plan.returnBuffer, profile: false };
-  return runCall(pool, options, ({ scratch, stages }) => {
+  const call = new GpuCall(pool, { where: WHERE, callerBuffers: g !== null, returnBuffer: plan.returnBuffer, profile: false, after: [] });
+  const { scratch } = call;
+  let out: CallOutput;
+  try {
     const el = scratch.elementBytes;
     const layout = qkvLayout(plan);
     const qkv = scratch.storage(layout.total * el, 'qkv'); // Q [B, H, Sq, Dp] ++ K, V [B, G, Skv, Dp]
@@ -38,21 +40,21 @@ export function attendWebGPU(pool: BufferPool, plan: ForwardPlan, variant: Atten
     const { attention, rowStats } = attentionBuffers(scratch, plan);
     const { probs, probsBytes } = probsBuffer(scratch, plan);
     const { q, kv } = qkvBufferTargets(plan, qkv);
-    // The caller's buffers are read in a compute pass (they need STORAGE usage only), into Q ++ K ++ V.
-    if (g) {
-      // Padded heads (userDh < Dh): each row of userDh widened to Dh lanes on the way.
-      const copy = (pass: GPUComputePassEncoder, src: GPUBuffer, count: number, offset: number) =>
-        userDh === Dh
-          ? encodeCopyTensor(pass, scratch, src, qkv, count, offset)
-          : encodeCopyRows(pass, scratch, src, qkv, { rows: count / Dh, srcCols: userDh, dstCols: Dh, dstOffset: offset });
-      stages.run('copy_inputs', (pass) => {
-        if (g.query) copy(pass, g.query, B * H * Sq * Dh, 0);
-        if (g.key) copy(pass, g.key, B * G * Skv * Dh, layout.kBase);
-        if (g.value) copy(pass, g.value, B * G * Skv * Dh, layout.vBase);
-      });
-    }
+    // The caller's buffers are read in a compute pass (they need STORAGE usage only), into Q ++ K ++ V;
+    // padded heads (userDh < Dh): each row of userDh widened to Dh lanes on the way.
+    const copy = (src: GPUBuffer | null | undefined, count: number, offset: number) => {
+      if (!src) return;
+      if (userDh === Dh) encodeCopyTensor(call.stage('copy_inputs'), scratch, src, qkv, count, offset);
+      else encodeCopyRows(call.stage('copy_inputs'), scratch, src, qkv, { rows: count / Dh, srcCols: userDh, dstCols: Dh, dstOffset: offset });
+    };
+    copy(g?.query, B * H * Sq * Dh, 0);
+    copy(g?.key, B * G * Skv * Dh, layout.kBase);
+    copy(g?.value, B * G * Skv * Dh, layout.vBase);
     // With rotary, the queries and the last Sq keys turn by their positions first.
-    attentionStages(stages, scratch, plan, { q, kv, attention, rowStats, probs }, masks, variant);
-    return { result: attention, rows: B * H * Sq, cols: Dh, keepCols: userDh, probs, probsBytes };
-  });
+    encodeAttention(call, plan, { q, kv, attention, rowStats, probs }, masks, variant);
+    out = { result: attention, rows: B * H * Sq, cols: Dh, keepCols: userDh, probs, probsBytes };
+  } catch (e) {
+    return call.fail(e);
+  }
+  return call.finish(out);
 }

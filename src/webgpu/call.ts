@@ -1,28 +1,35 @@
-// One call's trip through the GPU, shared by forward.ts and attend.ts: encode → submit → read.
+// One call on the GPU, made by forward.ts and attend.ts: encode → submit → read, in that order, as the
+// code reads.
 //
-// Everything a call does to the device (taking scratch, uploads, encoding, the copy to a staging
-// buffer, the submit) runs synchronously inside validation, out-of-memory and internal error scopes.
-// Error scopes are a per-device stack and calls run concurrently, so they are pushed and popped with no
-// `await` between; the pops' promises are then awaited together with the staging buffer's mapAsync.
-// When a scope caught an error the call rejects (WebGPUCallError; a validation error in a call with
-// the caller's own GPU buffers is the caller's InvalidArgumentError, as those are the likely culprit),
-// its numbers are never read, the buffers made for returnBuffer are destroyed, and its scratch is
-// destroyed rather than pooled (a buffer made when memory ran out is invalid; one a failed command
-// buffer wrote half of must not be read by the next call). A KV cache is not advanced (layer.ts
-// advances it only when the forward resolves).
+// `new GpuCall(...)` opens the call's validation, out-of-memory and internal error scopes and creates its
+// command encoder; `stage(name)` returns the compute pass that stage is encoded into, there and then
+// (one pass for all stages; with profiling, a pass each, timed: profiler.ts); `finish(output)` encodes
+// the output step (the result cropped or copied into buffers the caller will own, for returnBuffer; else
+// the result, the probabilities and the timestamps copied into one staging buffer) and hands the command
+// buffer to submitAndRead (submit.ts), which submits it, closes the scopes and reads. Error scopes are a
+// per-device stack and calls run concurrently, so everything from the GpuCall's making to finish() is
+// synchronous; the encoder never outlives the call.
+//
+// When a scope caught an error (or a weight upload or KV cache write the call reads was refused, or
+// encoding threw: `fail`), the call rejects (WebGPUCallError; a validation error in a call with the
+// caller's own GPU buffers is the caller's InvalidArgumentError, as those are the likely culprit), its
+// numbers are never read, the buffers made for returnBuffer are destroyed, and its scratch is destroyed
+// rather than pooled (a buffer made when memory ran out is invalid; one a failed command buffer wrote
+// half of must not be read by the next call). A KV cache is not advanced (layer.ts advances it only when
+// the forward resolves).
 
-import { InvalidArgumentError, ShapeMismatchError, WebGPUCallError, type WebGPUErrorScope } from '../errors.ts';
+import { ShapeMismatchError } from '../errors.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
-import { type BufferPool, MAP_MODE_READ, Usage } from './buffers.ts';
-import { waitFor } from './completion.ts';
+import { type BufferPool, Usage } from './buffers.ts';
 import { fromF16 } from './f16.ts';
 import { encodeCopyRows } from './kernels/copy-tensor.ts';
 import { cropColumns } from './padding.ts';
-import { PassStages } from './profiler.ts';
-import { inErrorScopes } from './scopes.ts';
+import { StageTimestamps } from './profiler.ts';
+import { ErrorScopes, type Verdict } from './scopes.ts';
 import { CallScratch } from './scratch.ts';
+import { submitAndRead, type Wait } from './submit.ts';
 
-/** What a call's encode step leaves for the output step. */
+/** What a call's encoding leaves for the output step. */
 export interface CallOutput {
   /** The result [rows, cols] at the engine's precision (Y [B·Sq, E], or O [B·H·Sq, Dh]). */
   result: GPUBuffer;
@@ -35,18 +42,6 @@ export interface CallOutput {
   probsBytes: number;
 }
 
-/** What the encode step works with; everything it does must be synchronous (it runs inside the error scopes). */
-export interface CallContext {
-  scratch: CallScratch;
-  encoder: GPUCommandEncoder;
-  stages: PassStages;
-  /**
-   * Where the kernel writing the result [rows, cols] should write: with returnBuffer and nothing to
-   * crop, straight into the buffer the caller will own; else a scratch buffer.
-   */
-  resultTarget(rows: number, cols: number, keepCols: number, role: string): GPUBuffer;
-}
-
 export interface CallOptions {
   /** The API entry point, for messages and labels. */
   where: string;
@@ -54,158 +49,186 @@ export interface CallOptions {
   callerBuffers: boolean;
   /** Leave the output (and probabilities) in new buffers the caller owns instead of reading them back. */
   returnBuffer: boolean;
-  /** Time each stage (timestamp queries). */
+  /** Time each stage (timestamp queries; not with returnBuffer, which reads nothing back). */
   profile: boolean;
+  /** Verdicts of earlier work the call reads (the layer's weight upload, the KV cache's writes: scopes.ts). */
+  after: readonly Verdict[];
 }
 
-/**
- * Runs one call: `encode` (synchronous: takes scratch, writes inputs, adds the stages), then the
- * output (read back, or left in buffers the caller owns), checked by WebGPU's error scopes.
- */
-export async function runCall(pool: BufferPool, options: CallOptions, encode: (ctx: CallContext) => CallOutput): Promise<ForwardResult | BufferForwardResult> {
-  const { device } = pool;
-  const { where } = options;
-  const scratch = new CallScratch(pool);
-  const owned: GPUBuffer[] = [];
-  const own = (bytes: number, label: string) => {
-    const b = device.createBuffer({ label, size: Math.max(16, Math.ceil(bytes / 4) * 4), usage: Usage.STORAGE | Usage.COPY_SRC | Usage.COPY_DST });
-    owned.push(b);
-    return b;
-  };
-  let stages = null as PassStages | null;
-  const run = inErrorScopes(device, () => {
-    const encoder = device.createCommandEncoder({ label: where });
-    stages = new PassStages(device, encoder, where, options.profile);
-    const direct: { buffer: GPUBuffer | null } = { buffer: null }; // the caller's output buffer, when the kernel writes it
-    const ctx: CallContext = {
-      scratch,
-      encoder,
-      stages,
-      resultTarget: (rows, cols, keepCols, role) => {
-        if (options.returnBuffer && cols === keepCols) {
-          direct.buffer = own(rows * cols * scratch.elementBytes, `${where}.outputBuffer`);
-          return direct.buffer;
-        }
-        return scratch.storage(rows * cols * scratch.elementBytes, role);
-      },
-    };
-    const out = encode(ctx);
-    return submit(ctx, out, options, own, direct.buffer);
-  });
-  const submitted = run.ok ? (run.value as Submitted) : null;
-  const staging = submitted?.staging ?? null;
-  const mapping = staging ? waitFor(device, staging.buffer.mapAsync(MAP_MODE_READ, 0, staging.bytes)) : Promise.resolve();
-  const [caught, mapped] = await Promise.allSettled([run.caught, mapping]);
-  stages?.destroyAfter(submitted ? device.queue : null);
-  let ok = false;
-  try {
-    if (!run.ok) throw run.thrown;
-    if (caught.status === 'rejected') throw caught.reason;
-    if (caught.value) throw refusal(options, caught.value.scope, caught.value.message);
-    if (mapped.status === 'rejected') throw mapped.reason;
-    const s = submitted as Submitted;
-    const result = s.buffers ?? readResult(s, staging!);
-    ok = true;
-    return result;
-  } finally {
-    if (staging?.buffer.mapState === 'mapped') staging.buffer.unmap();
-    if (ok) scratch.releaseAll();
-    else {
-      for (const b of owned) b.destroy();
-      scratch.destroyAll();
+/** One part of the staging buffer: what was copied there, in order. */
+interface ReadPart {
+  kind: 'result' | 'probs' | 'timestamps';
+  source: GPUBuffer;
+  bytes: number;
+}
+
+/** What the output step encoded: the caller's new buffers (returnBuffer), or the parts of the staging buffer to read. */
+interface Output {
+  buffers: BufferForwardResult | null;
+  reads: ReadPart[];
+  wait: Wait;
+}
+
+export class GpuCall {
+  readonly scratch: CallScratch;
+  private readonly device: GPUDevice;
+  private readonly scopes: ErrorScopes;
+  private readonly encoder: GPUCommandEncoder;
+  private readonly timestamps: StageTimestamps | null = null;
+  /** The pass stages are encoded into now; null before the first and after the last. */
+  private pass: GPUComputePassEncoder | null = null;
+  /** The stage `pass` belongs to (with timestamps, a stage asked for again at once continues its pass). */
+  private passStage = '';
+  /** Buffers made for the caller (returnBuffer): destroyed if the call fails. */
+  private readonly owned: GPUBuffer[] = [];
+  /** The caller's output buffer, when the kernel writing the result writes it directly (resultTarget). */
+  private direct: GPUBuffer | null = null;
+
+  constructor(
+    pool: BufferPool,
+    private readonly options: CallOptions,
+  ) {
+    this.device = pool.device;
+    this.scopes = new ErrorScopes(this.device); // first: all the call does to the device is checked
+    this.scratch = new CallScratch(pool);
+    try {
+      this.encoder = this.device.createCommandEncoder({ label: options.where });
+      if (options.profile && !options.returnBuffer) this.timestamps = new StageTimestamps(this.device, options.where);
+    } catch (e) {
+      this.scopes.discard();
+      throw e;
     }
   }
-}
 
-interface Submitted {
-  /** With returnBuffer: the caller's new buffers. */
-  buffers: BufferForwardResult | null;
-  staging: { buffer: GPUBuffer; bytes: number } | null;
-  /** What was copied into the staging buffer, in order. */
-  reads: { bytes: number; f16?: boolean; kind: 'result' | 'probs' | 'timestamps' }[];
-  out: CallOutput;
-  stages: PassStages;
-}
+  /**
+   * The compute pass to encode the stage `name` into, now: without profiling the call's one pass;
+   * with it, a pass of the stage's own that writes timestamps at its beginning and its end.
+   */
+  stage(name: string): GPUComputePassEncoder {
+    if (this.pass && (!this.timestamps || this.passStage === name)) return this.pass;
+    this.pass?.end();
+    this.passStage = name;
+    this.pass = this.encoder.beginComputePass(this.timestamps ? this.timestamps.pass(name) : { label: `${this.options.where}.pass` });
+    return this.pass;
+  }
 
-/** The output step: crop or copy into the caller's buffers, or copy to one staging buffer; then the submit. */
-function submit(
-  ctx: CallContext,
-  out: CallOutput,
-  options: CallOptions,
-  own: (bytes: number, label: string) => GPUBuffer,
-  /** The caller's output buffer if the kernel wrote into it (CallContext.resultTarget). */
-  direct: GPUBuffer | null,
-): Submitted {
-  const { scratch, encoder, stages } = ctx;
-  const { where } = options;
-  const el = scratch.elementBytes;
-  const resultBytes = out.rows * out.cols * el;
-  if (options.returnBuffer) {
-    // The output (and probabilities) in new buffers the caller owns: no readback.
-    const inPlace = direct !== null && direct === out.result;
-    const outputBuffer = inPlace ? direct : own(out.rows * out.keepCols * el, `${where}.outputBuffer`);
+  /**
+   * Where the kernel writing the result [rows, cols] should write: with returnBuffer and nothing to
+   * crop, straight into the buffer the caller will own; else a scratch buffer.
+   */
+  resultTarget(rows: number, cols: number, keepCols: number, role: string): GPUBuffer {
+    const bytes = rows * cols * this.scratch.elementBytes;
+    if (!this.options.returnBuffer || cols !== keepCols) return this.scratch.storage(bytes, role);
+    this.direct = this.own(bytes, `${this.options.where}.outputBuffer`);
+    return this.direct;
+  }
+
+  /**
+   * The output step, then the submit and the read (submit.ts): resolves to the output read back, or
+   * to the caller's new buffers (returnBuffer). Never throws: every failure is the promise's rejection.
+   */
+  finish(out: CallOutput): Promise<ForwardResult | BufferForwardResult> {
+    let commands: GPUCommandBuffer;
+    let output: Output;
+    try {
+      output = this.options.returnBuffer ? { buffers: this.encodeCallerBuffers(out), reads: [], wait: 'verdict' } : this.encodeReadback(out);
+      commands = this.encoder.finish();
+    } catch (e) {
+      return this.fail(e);
+    }
+    return this.submit(commands, output, out);
+  }
+
+  /** A call whose encoding threw: its scopes closed, what it made destroyed, the promise rejected with `thrown`. */
+  fail(thrown: unknown): Promise<never> {
+    this.scopes.discard();
+    this.end(false);
+    return Promise.reject(thrown);
+  }
+
+  private async submit(commands: GPUCommandBuffer, output: Output, out: CallOutput): Promise<ForwardResult | BufferForwardResult> {
+    let ok = false;
+    try {
+      const { where, callerBuffers, after } = this.options;
+      const { parts } = await submitAndRead(this.device, this.scopes, commands, output.wait, { where, callerBuffers, after });
+      const result = output.buffers ?? this.readResult(output.reads, parts, out);
+      ok = true;
+      return result;
+    } finally {
+      this.end(ok);
+    }
+  }
+
+  /** Crop or copy the output (and the probabilities) into new buffers the caller owns: no readback. */
+  private encodeCallerBuffers(out: CallOutput): BufferForwardResult {
+    const { where } = this.options;
+    const el = this.scratch.elementBytes;
+    const inPlace = this.direct !== null && this.direct === out.result;
+    const outputBuffer = inPlace ? out.result : this.own(out.rows * out.keepCols * el, `${where}.outputBuffer`);
     const crop = !inPlace && out.keepCols !== out.cols;
-    if (crop) stages.run('crop_output', (pass) => encodeCopyRows(pass, scratch, out.result, outputBuffer, { rows: out.rows, srcCols: out.cols, dstCols: out.keepCols }));
-    stages.end(scratch);
-    if (!inPlace && !crop) encoder.copyBufferToBuffer(out.result, 0, outputBuffer, 0, resultBytes);
-    const weightsBuffer = out.probs ? own(out.probsBytes, `${where}.attentionWeightsBuffer`) : null;
-    if (out.probs && weightsBuffer) encoder.copyBufferToBuffer(out.probs, 0, weightsBuffer, 0, out.probsBytes);
-    scratch.device.queue.submit([encoder.finish()]);
-    const buffers = weightsBuffer ? { outputBuffer, attentionWeightsBuffer: weightsBuffer } : { outputBuffer };
-    return { buffers, staging: null, reads: [], out, stages };
+    if (crop) encodeCopyRows(this.stage('crop_output'), this.scratch, out.result, outputBuffer, { rows: out.rows, srcCols: out.cols, dstCols: out.keepCols });
+    this.endPass();
+    if (!inPlace && !crop) this.encoder.copyBufferToBuffer(out.result, 0, outputBuffer, 0, out.rows * out.cols * el);
+    if (!out.probs) return { outputBuffer };
+    const attentionWeightsBuffer = this.own(out.probsBytes, `${where}.attentionWeightsBuffer`);
+    this.encoder.copyBufferToBuffer(out.probs, 0, attentionWeightsBuffer, 0, out.probsBytes);
+    return { outputBuffer, attentionWeightsBuffer };
   }
-  const timestamps = stages.end(scratch);
-  const reads: Submitted['reads'] = [{ bytes: resultBytes, f16: el === 2, kind: 'result' }];
-  const sources = [out.result];
-  if (out.probs) {
-    reads.push({ bytes: out.probsBytes, kind: 'probs' });
-    sources.push(out.probs);
-  }
-  if (timestamps) {
-    reads.push({ bytes: timestamps.bytes, kind: 'timestamps' });
-    sources.push(timestamps.buffer);
-  }
-  const total = reads.reduce((a, r) => a + r.bytes, 0);
-  const staging = scratch.readback(total, 'readback');
-  let offset = 0;
-  reads.forEach((r, i) => {
-    encoder.copyBufferToBuffer(sources[i], 0, staging, offset, r.bytes);
-    offset += r.bytes;
-  });
-  scratch.device.queue.submit([encoder.finish()]);
-  return { buffers: null, staging: { buffer: staging, bytes: total }, reads, out, stages };
-}
 
-/** The mapped staging buffer as the call's result (copies: the buffer goes back to the pool). */
-function readResult(s: Submitted, staging: { buffer: GPUBuffer; bytes: number }): ForwardResult {
-  const mapped = staging.buffer.getMappedRange(0, staging.bytes);
-  let offset = 0;
-  const result: ForwardResult = { output: new Float32Array(0) };
-  for (const r of s.reads) {
-    const bytes = mapped.slice(offset, offset + r.bytes);
-    offset += r.bytes;
-    if (r.kind === 'result') {
-      const values = r.f16 ? fromF16(new Uint16Array(bytes)) : new Float32Array(bytes);
-      result.output = cropColumns(values, s.out.rows, s.out.cols, s.out.keepCols);
-    } else if (r.kind === 'probs') result.attentionWeights = new Float32Array(bytes);
-    else result.timings = s.stages.timings(bytes);
+  /** Copies the result, the probabilities and the timestamps into one staging buffer, in that order. */
+  private encodeReadback(out: CallOutput): Output {
+    this.endPass();
+    const reads: ReadPart[] = [{ kind: 'result', source: out.result, bytes: out.rows * out.cols * this.scratch.elementBytes }];
+    if (out.probs) reads.push({ kind: 'probs', source: out.probs, bytes: out.probsBytes });
+    const timestamps = this.timestamps?.resolve(this.encoder, this.scratch);
+    if (timestamps) reads.push({ kind: 'timestamps', source: timestamps.buffer, bytes: timestamps.bytes });
+    const total = reads.reduce((a, r) => a + r.bytes, 0);
+    const staging = this.scratch.readback(total, 'readback');
+    let offset = 0;
+    for (const r of reads) {
+      this.encoder.copyBufferToBuffer(r.source, 0, staging, offset, r.bytes);
+      offset += r.bytes;
+    }
+    return { buffers: null, reads, wait: { staging, parts: reads.map((r) => r.bytes) } };
   }
-  return result;
-}
 
-/** The error a call rejects with when the error scope `scope` caught `message`. */
-function refusal(options: CallOptions, scope: WebGPUErrorScope, message: string): Error {
-  if (scope === 'validation' && options.callerBuffers) {
-    // A caller's buffer from another device, or of the wrong kind, is a validation error.
-    return new InvalidArgumentError({
-      where: options.where,
-      argument: 'a GPUBuffer input',
-      expected: "a buffer of this engine's device (engine.device) with STORAGE usage",
-      given: `one WebGPU refused: ${message.split('\n')[0]}`,
-      fix: 'Create input buffers on engine.device, or pass your device to createAttentionEngine({ device }).',
+  /** The staging buffer's parts as the call's result. */
+  private readResult(reads: ReadPart[], parts: ArrayBuffer[], out: CallOutput): ForwardResult {
+    const result: ForwardResult = { output: new Float32Array(0) };
+    reads.forEach((r, i) => {
+      const bytes = parts[i];
+      if (r.kind === 'result') {
+        const values = this.scratch.elementBytes === 2 ? fromF16(new Uint16Array(bytes)) : new Float32Array(bytes);
+        result.output = cropColumns(values, out.rows, out.cols, out.keepCols);
+      } else if (r.kind === 'probs') result.attentionWeights = new Float32Array(bytes);
+      else result.timings = this.timestamps?.timings(bytes);
     });
+    return result;
   }
-  return new WebGPUCallError(options.where, scope, message);
+
+  private endPass(): void {
+    this.pass?.end();
+    this.pass = null;
+  }
+
+  private own(bytes: number, label: string): GPUBuffer {
+    const buffer = this.device.createBuffer({ label, size: Math.max(16, Math.ceil(bytes / 4) * 4), usage: Usage.STORAGE | Usage.COPY_SRC | Usage.COPY_DST });
+    this.owned.push(buffer);
+    return buffer;
+  }
+
+  /**
+   * What the call made goes: scratch back to the pool when it succeeded, destroyed (with the caller's
+   * new buffers) when it failed; the query set either way (its work is done, or was never submitted).
+   */
+  private end(ok: boolean): void {
+    this.timestamps?.destroy();
+    if (ok) this.scratch.releaseAll();
+    else {
+      for (const b of this.owned) b.destroy();
+      this.scratch.destroyAll();
+    }
+  }
 }
 
 /**

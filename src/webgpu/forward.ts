@@ -1,13 +1,14 @@
-// One forward on the GPU, its kernel variants already chosen: the prepare and encode steps of a
-// call (inputs in, QKV projection → head transform → attention → output projection, and the
-// probabilities when asked), handed to call.ts, which submits them as one command buffer inside
-// error scopes and reads the output back. attend.ts runs the attention part alone (attentionStages).
-// Nothing here chooses variants or compiles ahead: the caller passes the choice (tuning/scheduler.ts).
+// One forward on the GPU, its kernel variants already chosen, encoded as it reads: a GpuCall (call.ts)
+// opens the call's error scopes and command encoder; the inputs go in, and each stage (QKV projection →
+// head transform → attention → output projection, and the probabilities when asked) is encoded into the
+// pass `call.stage(name)` returns, in order; `call.finish` submits and reads the output back. attend.ts
+// encodes the attention part alone (encodeAttention). Nothing here chooses variants or compiles ahead:
+// the caller passes the choice (tuning/scheduler.ts).
 
 import type { ForwardPlan } from '../plan/index.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import type { BufferPool } from './buffers.ts';
-import { checkBufferSizes, runCall } from './call.ts';
+import { type CallOutput, checkBufferSizes, GpuCall } from './call.ts';
 import { encodeAttentionProbs } from './kernels/attention-probs.ts';
 import { encodeCopyRows } from './kernels/copy-tensor.ts';
 import { encodeFlashAttention } from './kernels/flash-attention.ts';
@@ -17,8 +18,8 @@ import { type MaskBuffers, uploadMasks } from './kernels/masks.ts';
 import { encodeOutputProjection } from './kernels/output-projection.ts';
 import { encodeQkvProjection, type QkvTargets, qkvBufferTargets, qkvLayout } from './kernels/qkv-projection.ts';
 import type { Unpadded } from './padding.ts';
-import type { PassStages } from './profiler.ts';
 import type { CallScratch } from './scratch.ts';
+import type { Verdict } from './scopes.ts';
 import type { AttentionVariant, KernelChoice } from './variants.ts';
 import type { GpuLayerWeights } from './weights.ts';
 
@@ -48,6 +49,8 @@ export interface GpuKvCache {
   capacity: number;
   /** Elements from the start of the buffer to V. */
   vBase: number;
+  /** Whether WebGPU accepted the cache's allocation and its last write (kv-cache.ts): a call reading it awaits them. */
+  after: readonly Verdict[];
 }
 
 /**
@@ -55,25 +58,26 @@ export interface GpuKvCache {
  * (rotary, QK-norm) where the layer has one, the attention kernel (flash, or linear), and the
  * probabilities with needWeights.
  */
-export function attentionStages(
-  stages: PassStages,
-  scratch: CallScratch,
+export function encodeAttention(
+  call: GpuCall,
   plan: ForwardPlan,
   buffers: { q: GPUBuffer; kv: QkvTargets['kv']; attention: GPUBuffer; rowStats: GPUBuffer; probs: GPUBuffer | null },
   masks: MaskBuffers,
   variant: AttentionVariant,
 ): void {
+  const { scratch } = call;
   const { q, kv, attention, rowStats, probs } = buffers;
-  if (plan.layer.rotary || plan.layer.qkNorm) stages.run('head_transform', (pass) => encodeHeadTransform(pass, scratch, plan, { q, kv }));
-  if (plan.layer.attention === 'linear') stages.run('linear_attention', (pass) => encodeLinearAttention(pass, scratch, plan, { q, kv, attention }, masks));
-  else stages.run('flash_attention', (pass) => encodeFlashAttention(pass, scratch, plan, { q, kv, attention, rowStats }, masks, variant));
-  if (probs) stages.run('attention_probs', (pass) => encodeAttentionProbs(pass, scratch, plan, { q, kv, rowStats, probs }, masks));
+  if (plan.layer.rotary || plan.layer.qkNorm) encodeHeadTransform(call.stage('head_transform'), scratch, plan, { q, kv });
+  if (plan.layer.attention === 'linear') encodeLinearAttention(call.stage('linear_attention'), scratch, plan, { q, kv, attention }, masks);
+  else encodeFlashAttention(call.stage('flash_attention'), scratch, plan, { q, kv, attention, rowStats }, masks, variant);
+  if (probs) encodeAttentionProbs(call.stage('attention_probs'), scratch, plan, { q, kv, rowStats, probs }, masks);
 }
 
 /**
  * Runs one planned forward on the GPU and reads the output [B, Sq, E] (and P [B, H, Sq, Skv] if asked)
  * back, or leaves them in new buffers (returnBuffer). `unpadded`: the caller's sizes when the plan's
- * layer is padded (padding.ts), else null. Rejects with WebGPUCallError when WebGPU refused the work (call.ts).
+ * layer is padded (padding.ts), else null. Rejects with WebGPUCallError when WebGPU refused the work,
+ * or the layer's weight upload or the cache's last write (call.ts).
  */
 export function forwardWebGPU(
   pool: BufferPool,
@@ -97,23 +101,25 @@ export function forwardWebGPU(
       ['options.value', g.value, `[B, Skv, vdim] = [${B}, ${Skv}, ${uV}]`, B * Skv * uV],
     ]);
   }
-  const options = { where: WHERE, callerBuffers: g !== null, returnBuffer: plan.returnBuffer, profile };
-  return runCall(pool, options, ({ scratch, stages, resultTarget }) => {
+  const after = cache ? [weights.verdict, ...cache.after] : [weights.verdict];
+  const call = new GpuCall(pool, { where: WHERE, callerBuffers: g !== null, returnBuffer: plan.returnBuffer, profile, after });
+  const { scratch } = call;
+  let out: CallOutput;
+  try {
     // Inputs: the caller's GPUBuffers where given (read in place, or copied to padded rows), else
     // uploads of the arrays (at the engine's precision).
-    const copies: { src: GPUBuffer; dst: GPUBuffer; rows: number; srcCols: number; dstCols: number }[] = [];
-    const caller = (buffer: GPUBuffer, rows: number, cols: number, colsTo: number, role: string): GPUBuffer => {
+    const input = (buffer: GPUBuffer, rows: number, cols: number, colsTo: number, role: string): GPUBuffer => {
       if (cols === colsTo) return buffer;
       const dst = scratch.storage(rows * colsTo * scratch.elementBytes, role);
-      copies.push({ src: buffer, dst, rows, srcCols: cols, dstCols: colsTo });
+      encodeCopyRows(call.stage('copy_inputs'), scratch, buffer, dst, { rows, srcCols: cols, dstCols: colsTo });
       return dst;
     };
     const { kdim, vdim } = plan.layer;
-    const query = g?.query ? caller(g.query, batches * qRows, userE, E, 'query') : scratch.tensor(plan.query, 'query'); // [B, Sq, E]
-    const key = plan.mode !== 'cross' ? query : g?.key ? caller(g.key, batches * kvRows, unpadded?.kdim ?? kdim, kdim, 'key') : scratch.tensor(plan.key, 'key'); // [B, Skv, kdim]
+    const query = g?.query ? input(g.query, batches * qRows, userE, E, 'query') : scratch.tensor(plan.query, 'query'); // [B, Sq, E]
+    const key = plan.mode !== 'cross' ? query : g?.key ? input(g.key, batches * kvRows, unpadded?.kdim ?? kdim, kdim, 'key') : scratch.tensor(plan.key, 'key'); // [B, Skv, kdim]
     let value = query; // [B, Skv, vdim]
     if (plan.mode === 'cross') {
-      if (g?.value) value = caller(g.value, batches * kvRows, unpadded?.vdim ?? vdim, vdim, 'value');
+      if (g?.value) value = input(g.value, batches * kvRows, unpadded?.vdim ?? vdim, vdim, 'value');
       else if (plan.value === plan.key && !g?.key)
         value = key; // one array for both: one upload
       else value = scratch.tensor(plan.value, 'value');
@@ -129,20 +135,17 @@ export function forwardWebGPU(
         : qkvBufferTargets(plan, scratch.storage(qkvLayout(plan).total * scratch.elementBytes, 'qkv'));
     const masks = uploadMasks(scratch, plan);
     // Y [B, Sq, E] at the engine's precision; with returnBuffer (and nothing to crop) the caller's new buffer.
-    const y = resultTarget(batches * qRows, E, userE, 'y');
+    const y = call.resultTarget(batches * qRows, E, userE, 'y');
     const { attention, rowStats } = attentionBuffers(scratch, plan);
     const { probs, probsBytes } = probsBuffer(scratch, plan);
     const { q, kv } = targets;
-    if (copies.length > 0) {
-      stages.run('copy_inputs', (pass) => {
-        for (const c of copies) encodeCopyRows(pass, scratch, c.src, c.dst, c);
-      });
-    }
-    stages.run('qkv_projection', (pass) => encodeQkvProjection(pass, scratch, plan, { query, key, value }, weights.projection, targets, choice.qkv_projection));
-    attentionStages(stages, scratch, plan, { q, kv, attention, rowStats, probs }, masks, choice.flash_attention);
-    stages.run('output_projection', (pass) =>
-      encodeOutputProjection(pass, scratch, plan, { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y }, choice.output_projection),
-    );
-    return { result: y, rows: batches * qRows, cols: E, keepCols: userE, probs, probsBytes };
-  });
+    encodeQkvProjection(call.stage('qkv_projection'), scratch, plan, { query, key, value }, weights.projection, targets, choice.qkv_projection);
+    encodeAttention(call, plan, { q, kv, attention, rowStats, probs }, masks, choice.flash_attention);
+    const output = { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y };
+    encodeOutputProjection(call.stage('output_projection'), scratch, plan, output, choice.output_projection);
+    out = { result: y, rows: batches * qRows, cols: E, keepCols: userE, probs, probsBytes };
+  } catch (e) {
+    return call.fail(e);
+  }
+  return call.finish(out);
 }

@@ -1,14 +1,20 @@
 // A KV cache's storage on the GPU: one buffer, K then V [B, G, maxSeqLen, Dp], at the engine's precision
 // (Dp = Dh rounded up to a multiple of 4, padding.ts; read() and write() take and give Dh).
+//
+// Its allocation and write() are synchronous, so they have no call of their own to reject: each runs in
+// error scopes whose verdict the cache keeps (scopes.ts), and every forward with the cache and every
+// read() awaits it beside its own (submit.ts), rejecting with WebGPUCallError('KvCache.write', …) when
+// WebGPU refused it. A refused write stands until the next write() or reset(); a refused allocation
+// until a reset() that reallocates (after a device loss), so a cache WebGPU refused is never read.
 
-import { DeviceLimitError, DeviceLostError, WebGPUCallError } from '../errors.ts';
+import { DeviceLimitError, DeviceLostError } from '../errors.ts';
 import type { KvCacheStorage } from '../kv-cache.ts';
-import { type BufferPool, MAP_MODE_READ, Usage, writeTensor } from './buffers.ts';
-import { waitFor } from './completion.ts';
+import { type BufferPool, Usage, writeTensor } from './buffers.ts';
 import { fromF16, toF16 } from './f16.ts';
 import type { GpuKvCache } from './forward.ts';
 import { cropColumns, padColumns, up4 } from './padding.ts';
-import { inErrorScopes } from './scopes.ts';
+import { ACCEPTED, ErrorScopes, type Verdict } from './scopes.ts';
+import { submitAndRead } from './submit.ts';
 
 /** What a cache needs of its backend: the current device generation and pool, and the limits it obeys. */
 export interface CacheHost {
@@ -23,6 +29,9 @@ export interface CacheHost {
 export class WebGPUKvCache implements KvCacheStorage {
   private buffer: GPUBuffer | null = null;
   private generation = -1;
+  /** Whether WebGPU accepted the buffer's allocation, and the last write (ACCEPTED after a reset: nothing to read). */
+  private allocated: Verdict = ACCEPTED;
+  private written: Verdict = ACCEPTED;
   private readonly bytes: number;
   /** Lanes a row: Dh rounded up to a multiple of 4 (zeros past Dh). */
   private readonly lanes: number;
@@ -47,12 +56,19 @@ export class WebGPUKvCache implements KvCacheStorage {
         fix: 'Use a smaller maxSeqLen or batchSize.',
       });
     }
-    this.allocate();
+    this.allocate('MultiHeadAttention.createKvCache');
   }
 
-  private allocate(): void {
+  /** A buffer on the current device, in error scopes (`where`: the entry point that made it). */
+  private allocate(where: string): void {
     const { pool, generation } = this.host.current();
-    this.buffer = pool.allocate(this.bytes, Usage.STORAGE | Usage.COPY_DST | Usage.COPY_SRC, 'KvCache');
+    const scopes = new ErrorScopes(pool.device);
+    try {
+      this.buffer = pool.allocate(this.bytes, Usage.STORAGE | Usage.COPY_DST | Usage.COPY_SRC, 'KvCache');
+    } finally {
+      this.allocated = scopes.verdict(where);
+    }
+    this.written = ACCEPTED;
     this.generation = generation;
   }
 
@@ -65,7 +81,7 @@ export class WebGPUKvCache implements KvCacheStorage {
         'destroyed',
       );
     }
-    return { buffer: this.buffer, capacity: this.capacity, vBase: this.B * this.G * this.capacity * this.lanes };
+    return { buffer: this.buffer, capacity: this.capacity, vBase: this.B * this.G * this.capacity * this.lanes, after: [this.allocated, this.written] };
   }
 
   /** Copies rows 0 … length − 1 of every (b, g) block of K and of V to one staging buffer and reads it back. */
@@ -79,26 +95,27 @@ export class WebGPUKvCache implements KvCacheStorage {
     const empty = () => new Float32Array(0);
     if (half === 0) return { key: empty(), value: empty() };
     const device = pool.device;
-    const staging = device.createBuffer({ label: 'KvCache.read', size: 2 * half, usage: Usage.MAP_READ | Usage.COPY_DST });
+    // In error scopes (scopes.ts), as every call: what WebGPU refused is never read as the cache's contents.
+    const scopes = new ErrorScopes(device);
+    let staging: GPUBuffer | null = null;
+    let commands: GPUCommandBuffer;
     try {
-      // In error scopes (scopes.ts), as every call: what WebGPU refused is never read as the cache's contents.
-      const run = inErrorScopes(device, () => {
-        const encoder = device.createCommandEncoder({ label: 'KvCache.read' });
-        for (let bg = 0; bg < blocks; bg++) {
-          encoder.copyBufferToBuffer(live.buffer, bg * this.capacity * rowBytes, staging, bg * length * rowBytes, length * rowBytes);
-          encoder.copyBufferToBuffer(live.buffer, (live.vBase + bg * this.capacity * this.lanes) * el, staging, half + bg * length * rowBytes, length * rowBytes);
-        }
-        device.queue.submit([encoder.finish()]);
-      });
-      const [caught, mapped] = await Promise.allSettled([run.caught, run.ok ? waitFor(device, staging.mapAsync(MAP_MODE_READ)) : Promise.resolve()]);
-      if (!run.ok) throw run.thrown;
-      if (caught.status === 'rejected') throw caught.reason;
-      if (caught.value) throw new WebGPUCallError('KvCache.read', caught.value.scope, caught.value.message);
-      if (mapped.status === 'rejected') throw mapped.reason;
-      const bytes = staging.getMappedRange().slice(0);
-      staging.unmap();
+      staging = device.createBuffer({ label: 'KvCache.read', size: 2 * half, usage: Usage.MAP_READ | Usage.COPY_DST });
+      const encoder = device.createCommandEncoder({ label: 'KvCache.read' });
+      for (let bg = 0; bg < blocks; bg++) {
+        encoder.copyBufferToBuffer(live.buffer, bg * this.capacity * rowBytes, staging, bg * length * rowBytes, length * rowBytes);
+        encoder.copyBufferToBuffer(live.buffer, (live.vBase + bg * this.capacity * this.lanes) * el, staging, half + bg * length * rowBytes, length * rowBytes);
+      }
+      commands = encoder.finish();
+    } catch (e) {
+      scopes.discard();
+      staging?.destroy();
+      throw e;
+    }
+    try {
+      const { parts } = await submitAndRead(device, scopes, commands, { staging, parts: [half, half] }, { where: 'KvCache.read', after: live.after });
       const convert = (b: ArrayBuffer) => cropColumns(el === 2 ? fromF16(new Uint16Array(b)) : new Float32Array(b), blocks * length, this.lanes, this.Dh);
-      return { key: convert(bytes.slice(0, half)), value: convert(bytes.slice(half)) };
+      return { key: convert(parts[0]), value: convert(parts[1]) };
     } finally {
       staging.destroy();
     }
@@ -113,18 +130,25 @@ export class WebGPUKvCache implements KvCacheStorage {
     const blocks = this.B * this.G;
     const keys = padColumns(key, blocks * length, this.Dh, this.lanes);
     const values = padColumns(value, blocks * length, this.Dh, this.lanes);
-    for (let bg = 0; bg < blocks; bg++) {
-      const k = keys.subarray(bg * n, (bg + 1) * n);
-      const v = values.subarray(bg * n, (bg + 1) * n);
-      writeTensor(pool.device, live.buffer, bg * this.capacity * this.lanes * el, el === 2 ? toF16(k) : k);
-      writeTensor(pool.device, live.buffer, (live.vBase + bg * this.capacity * this.lanes) * el, el === 2 ? toF16(v) : v);
+    const scopes = new ErrorScopes(pool.device);
+    try {
+      for (let bg = 0; bg < blocks; bg++) {
+        const k = keys.subarray(bg * n, (bg + 1) * n);
+        const v = values.subarray(bg * n, (bg + 1) * n);
+        writeTensor(pool.device, live.buffer, bg * this.capacity * this.lanes * el, el === 2 ? toF16(k) : k);
+        writeTensor(pool.device, live.buffer, (live.vBase + bg * this.capacity * this.lanes) * el, el === 2 ? toF16(v) : v);
+      }
+    } finally {
+      this.written = scopes.verdict('KvCache.write');
     }
   }
 
   reset(): void {
     // Rows past the cache's length are never read (Skv bounds every read), so a live buffer is kept
-    // as it is; one lost with its device is made anew on the current device.
-    if (!this.buffer || this.generation !== this.host.current().generation) this.allocate();
+    // as it is (and what was written before is no longer read); one lost with its device is made anew
+    // on the current device.
+    if (!this.buffer || this.generation !== this.host.current().generation) this.allocate('KvCache.reset');
+    else this.written = ACCEPTED;
   }
 
   dispose(): void {

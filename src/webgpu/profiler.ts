@@ -1,64 +1,52 @@
-// The stages of one call's command buffer, and their timings (createAttentionEngine({ profile: true })
-// on an adapter with 'timestamp-query'). Stages are collected first and encoded at end(): without
-// profiling, all of them in one compute pass; with it, each in its own pass whose beginning and end
-// write a timestamp into a query set made for exactly that many stages (any number), resolved into a
-// buffer read back with the output.
+// The timings of one call's stages (createAttentionEngine({ profile: true }) on an adapter with
+// 'timestamp-query'): with profiling, each stage of a call (call.ts GpuCall.stage) is a compute pass of
+// its own whose beginning and end write a timestamp into one query set, made with the call, with room
+// for MAX_STAGES stages (a forward encodes at most six: copy_inputs, qkv_projection, head_transform,
+// flash_attention or linear_attention, attention_probs, output_projection); the stages used are
+// resolved into a buffer read back with the output.
 
 import { Usage } from './buffers.ts';
 import type { CallScratch } from './scratch.ts';
 
-export class PassStages {
-  private readonly stages: { name: string; encode: (pass: GPUComputePassEncoder) => void }[] = [];
-  private querySet: GPUQuerySet | null = null;
-  /** The names of the stages encoded with timestamps, in order. */
-  private names: string[] = [];
+/** The most stages one call times; a call encoding more is a fault here, reported as such. */
+export const MAX_STAGES = 8;
+
+export class StageTimestamps {
+  private readonly querySet: GPUQuerySet;
+  /** The names of the stages begun, in order. */
+  private readonly names: string[] = [];
 
   constructor(
-    private readonly device: GPUDevice,
-    private readonly encoder: GPUCommandEncoder,
+    device: GPUDevice,
     private readonly label: string,
-    private readonly profile: boolean,
-  ) {}
+  ) {
+    this.querySet = device.createQuerySet({ label: `${label}.timestamps`, type: 'timestamp', count: 2 * MAX_STAGES });
+  }
 
-  /** Adds one stage (one or more dispatches) under `name`; it is encoded, in order, by end(). */
-  run(name: string, encode: (pass: GPUComputePassEncoder) => void): void {
-    this.stages.push({ name, encode });
+  /** The descriptor of the next stage's pass: its own, writing a timestamp at its beginning and at its end. */
+  pass(name: string): GPUComputePassDescriptor {
+    const i = this.names.length;
+    if (i === MAX_STAGES) throw new Error(`${this.label}: more than ${MAX_STAGES} stages to time (a fault in webgpu-attention: raise profiler.ts MAX_STAGES)`);
+    this.names.push(name);
+    return { label: `${this.label}.${name}`, timestampWrites: { querySet: this.querySet, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } };
   }
 
   /**
-   * Encodes the stages. With timestamps, resolves them into a buffer to read back (8 bytes each: a
-   * beginning and an end per stage, resolved at offset 0, which satisfies resolveQuerySet's 256-byte alignment).
+   * Encodes the resolution of the timestamps written (8 bytes each: a beginning and an end per stage,
+   * resolved at offset 0, which satisfies resolveQuerySet's 256-byte alignment) into a scratch buffer to read back.
    */
-  end(scratch: CallScratch): { buffer: GPUBuffer; bytes: number } | null {
-    const stages = this.stages.splice(0);
-    if (stages.length === 0) return null;
-    if (!this.profile) {
-      const pass = this.encoder.beginComputePass({ label: `${this.label}.pass` });
-      for (const s of stages) s.encode(pass);
-      pass.end();
-      return null;
-    }
-    const count = 2 * stages.length;
-    const querySet = this.device.createQuerySet({ label: `${this.label}.timestamps`, type: 'timestamp', count });
-    this.querySet = querySet;
-    this.names = stages.map((s) => s.name);
-    stages.forEach((s, i) => {
-      const pass = this.encoder.beginComputePass({
-        label: `${this.label}.${s.name}`,
-        timestampWrites: { querySet, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 },
-      });
-      s.encode(pass);
-      pass.end();
-    });
-    const resolved = scratch.buffer(8 * count, Usage.QUERY_RESOLVE | Usage.COPY_SRC, 'timestamps');
-    this.encoder.resolveQuerySet(querySet, 0, count, resolved, 0);
-    return { buffer: resolved, bytes: 8 * count };
+  resolve(encoder: GPUCommandEncoder, scratch: CallScratch): { buffer: GPUBuffer; bytes: number } | null {
+    const count = 2 * this.names.length;
+    if (count === 0) return null;
+    const buffer = scratch.buffer(8 * count, Usage.QUERY_RESOLVE | Usage.COPY_SRC, 'timestamps');
+    encoder.resolveQuerySet(this.querySet, 0, count, buffer, 0);
+    return { buffer, bytes: 8 * count };
   }
 
   /** Milliseconds per stage (a name met twice: the sum), and `gpu`, from the first beginning to the last end, from the resolved bytes. */
-  timings(bytes: ArrayBufferLike): Record<string, number> {
+  timings(bytes: ArrayBuffer): Record<string, number> {
     const n = this.names.length;
-    const t = new BigUint64Array(bytes as ArrayBuffer, 0, 2 * n);
+    const t = new BigUint64Array(bytes, 0, 2 * n);
     const ms = (a: bigint, b: bigint) => Number(b - a) / 1e6;
     const out: Record<string, number> = {};
     this.names.forEach((name, i) => {
@@ -68,12 +56,8 @@ export class PassStages {
     return out;
   }
 
-  /** Destroys the query set once the queue has finished the work that writes it (at once when nothing was submitted). */
-  destroyAfter(queue: GPUQueue | null): void {
-    const set = this.querySet;
-    this.querySet = null;
-    if (!set) return;
-    if (queue) void queue.onSubmittedWorkDone().then(() => set.destroy());
-    else set.destroy();
+  /** Destroys the query set: once the work that writes it is done (its readback mapped), or never submitted. */
+  destroy(): void {
+    this.querySet.destroy();
   }
 }

@@ -1,8 +1,8 @@
 // WebGPU's error scopes around one piece of synchronous work: the one way the engine asks WebGPU whether
-// it accepted what a call (call.ts), a tuning trial (tuning/trial.ts) or a KV cache's readback
-// (kv-cache.ts) did. Error scopes are a per-device stack and calls run concurrently, so the scopes are
-// pushed, the work runs and the scopes are popped with no `await` in between; what the scopes caught
-// is then a promise, to be awaited beside the work's own (mapAsync, onSubmittedWorkDone).
+// it accepted what a call (call.ts), a tuning trial (tuning/trial.ts), a KV cache's read or write
+// (kv-cache.ts) or a layer's weight upload (weights.ts) did. Error scopes are a per-device stack and
+// calls run concurrently, so the scopes are opened, the work runs and the scopes are closed with no
+// `await` in between; what they caught is then a promise, awaited beside the work's own (submit.ts).
 
 import type { WebGPUErrorScope } from '../errors.ts';
 
@@ -15,27 +15,51 @@ export interface CaughtError {
   message: string;
 }
 
-/** The outcome of `inErrorScopes`: the work's value, or what it threw; and the first error a scope caught (null: none). */
-export interface Scoped<T> {
-  ok: boolean;
-  value: T | undefined;
-  thrown: unknown;
-  caught: Promise<CaughtError | null>;
+/**
+ * Validation, out-of-memory and internal error scopes pushed on `device`, open until `close()`. Open
+ * them, do the synchronous work, close them: nothing may await in between.
+ */
+export class ErrorScopes {
+  private open = true;
+
+  constructor(private readonly device: GPUDevice) {
+    for (const scope of [...ERROR_SCOPES].reverse()) device.pushErrorScope(scope);
+  }
+
+  /** Pops the scopes (once); resolves to the first error they caught, null if none. A pop that fails (a lost device) rejects. */
+  close(): Promise<CaughtError | null> {
+    if (!this.open) throw new Error('ErrorScopes.close: the scopes were closed already (a fault in webgpu-attention)');
+    this.open = false;
+    const pops = ERROR_SCOPES.map((scope) => this.device.popErrorScope().then((error) => (error ? { scope, message: error.message } : null)));
+    return Promise.all(pops).then((errors) => errors.find((e) => e !== null) ?? null);
+  }
+
+  /** Closes the scopes without asking what they caught: the work threw, and what it threw is the error reported. */
+  discard(): void {
+    this.close().catch(() => {});
+  }
+
+  /**
+   * Closes the scopes around work that has no call of its own to reject (a weight upload, a KV cache's
+   * allocation or write): what they caught, with `where` (what was refused), for every call that uses
+   * what the work made to reject with (submit.ts); null if nothing. Never rejects (a pop that fails is a
+   * lost device, which the calls meet on their own).
+   */
+  verdict(where: string): Verdict {
+    return this.close().then(
+      (caught) => (caught ? { where, ...caught } : null),
+      () => null,
+    );
+  }
 }
 
-/** Runs `work` (synchronous) inside validation, out-of-memory and internal error scopes of `device`. */
-export function inErrorScopes<T>(device: GPUDevice, work: () => T): Scoped<T> {
-  for (const scope of [...ERROR_SCOPES].reverse()) device.pushErrorScope(scope);
-  let value: T | undefined;
-  let thrown: unknown = null;
-  let ok = false;
-  try {
-    value = work();
-    ok = true;
-  } catch (e) {
-    thrown = e;
-  }
-  const pops = ERROR_SCOPES.map((scope) => device.popErrorScope().then((error) => (error ? { scope, message: error.message } : null)));
-  const caught = Promise.all(pops).then((errors) => errors.find((e) => e !== null) ?? null);
-  return { ok, value, thrown, caught };
+/** What WebGPU refused of earlier work that calls depend on: where, the scope, its message. */
+export interface Refused extends CaughtError {
+  where: string;
 }
+
+/** Whether WebGPU accepted earlier work (weight uploads, KV cache writes): null when it did. */
+export type Verdict = Promise<Refused | null>;
+
+/** The verdict of work that asked nothing of WebGPU. */
+export const ACCEPTED: Verdict = Promise.resolve(null);

@@ -1,6 +1,9 @@
 // A layer's weights: the host copy a WebGPU layer keeps (float32, or packed: src/quant/types.ts
 // PackedWeight, never expanded), and their GPU copy, uploaded once per device, destroyed with the layer
-// (or its device).
+// (or its device). The upload runs in error scopes (scopes.ts); making a layer is synchronous, so their
+// verdict is kept, and every call with these weights awaits it beside its own (submit.ts): a refused
+// upload (out of memory, most likely) rejects each of them with WebGPUCallError('MultiHeadAttention
+// weight upload', …), never a forward on weights that are not there.
 //
 // Quantized weights are repacked once, here, from their file's blocks (GGUF's 18- and 34-byte blocks
 // are not 4-byte aligned; K-quants interleave scales with quants) into the aligned layout the kernels
@@ -14,6 +17,7 @@ import { type BufferPool, Usage } from './buffers.ts';
 import type { GpuWeight, ProjectionFormats, WeightFormat } from './kernels/packed-weight.ts';
 import type { ProjectionWeights } from './kernels/qkv-projection.ts';
 import { padWeights, unpaddedOf } from './padding.ts';
+import { ErrorScopes, type Verdict } from './scopes.ts';
 
 /** A weight as the host keeps it: float32 (the layer's own copy) or packed. */
 export type HostWeight = Float32Array | PackedWeight;
@@ -113,11 +117,16 @@ export function hostWeights(spec: LayerSpec, weights: LayerWeights): HostLayerWe
   };
 }
 
+/** What a refused weight upload's rejection names (WebGPUCallError.where). */
+export const WEIGHT_UPLOAD = 'MultiHeadAttention weight upload';
+
 /** A layer's weights on the GPU, uploaded once. Missing biases are uploaded as zeros. */
 export class GpuLayerWeights {
   readonly projection: ProjectionWeights;
   readonly outProjWeight: GpuWeight; // [E, E]
   readonly outProjBias: GPUBuffer; // [E]
+  /** Whether WebGPU accepted the upload: every call with these weights awaits it (forward.ts). */
+  readonly verdict: Verdict;
   private readonly buffers: GPUBuffer[] = [];
 
   constructor(
@@ -126,17 +135,22 @@ export class GpuLayerWeights {
     weights: HostLayerWeights,
   ) {
     const N = (spec.numHeads + 2 * spec.numKvHeads) * spec.headDim;
-    const bias = this.float(weights.inProjBias ?? new Float32Array(N), 'MultiHeadAttention.in_proj_bias');
-    this.projection = weights.inProj
-      ? { inProj: this.weight(weights.inProj, 'MultiHeadAttention.in_proj_weight'), bias }
-      : {
-          q: this.weight(weights.q!, 'MultiHeadAttention.q_proj_weight'),
-          k: this.weight(weights.k!, 'MultiHeadAttention.k_proj_weight'),
-          v: this.weight(weights.v!, 'MultiHeadAttention.v_proj_weight'),
-          bias,
-        };
-    this.outProjWeight = this.weight(weights.out, 'MultiHeadAttention.out_proj.weight');
-    this.outProjBias = this.float(weights.outProjBias ?? new Float32Array(spec.embedDim), 'MultiHeadAttention.out_proj.bias');
+    const scopes = new ErrorScopes(pool.device);
+    try {
+      const bias = this.float(weights.inProjBias ?? new Float32Array(N), 'MultiHeadAttention.in_proj_bias');
+      this.projection = weights.inProj
+        ? { inProj: this.weight(weights.inProj, 'MultiHeadAttention.in_proj_weight'), bias }
+        : {
+            q: this.weight(weights.q!, 'MultiHeadAttention.q_proj_weight'),
+            k: this.weight(weights.k!, 'MultiHeadAttention.k_proj_weight'),
+            v: this.weight(weights.v!, 'MultiHeadAttention.v_proj_weight'),
+            bias,
+          };
+      this.outProjWeight = this.weight(weights.out, 'MultiHeadAttention.out_proj.weight');
+      this.outProjBias = this.float(weights.outProjBias ?? new Float32Array(spec.embedDim), 'MultiHeadAttention.out_proj.bias');
+    } finally {
+      this.verdict = scopes.verdict(WEIGHT_UPLOAD);
+    }
   }
 
   destroy(): void {

@@ -6,15 +6,16 @@
 
 import { geometryOf } from '../../plan/geometry.ts';
 import type { ForwardPlan } from '../../plan/index.ts';
-import { type BufferPool, MAP_MODE_READ, Usage } from '../buffers.ts';
+import { type BufferPool, Usage } from '../buffers.ts';
 import { encodeFlashAttention } from '../kernels/flash-attention.ts';
 import { uploadMasks } from '../kernels/masks.ts';
 import { encodeOutputProjection } from '../kernels/output-projection.ts';
 import { formatsOf, type GpuWeight, type WeightFormat } from '../kernels/packed-weight.ts';
 import { encodeQkvProjection, type ProjectionWeights, qkvBufferTargets, qkvLayout } from '../kernels/qkv-projection.ts';
-import { completionInfo, NUDGE_MAX_INTERVAL_MS, waitFor } from '../completion.ts';
+import { completionInfo, NUDGE_MAX_INTERVAL_MS } from '../completion.ts';
 import { CallScratch } from '../scratch.ts';
-import { inErrorScopes } from '../scopes.ts';
+import { ErrorScopes } from '../scopes.ts';
+import { submitAndRead } from '../submit.ts';
 import type { AttentionVariant, KernelName, ProjectionVariant } from '../variants.ts';
 import type { TrialClock } from './measure.ts';
 
@@ -70,41 +71,40 @@ export function trialClock(device: GPUDevice): TrialClock {
 export async function timeKernel(pool: BufferPool, plan: ForwardPlan, kernel: KernelName, variant: string, repeat = 1): Promise<number> {
   const device = pool.device;
   const scratch = new CallScratch(pool);
-  const timestamps = trialClock(device).kind === 'gpu-timestamps';
-  let ok = false;
-  let querySet: GPUQuerySet | null = null;
   // Its own error scopes (scopes.ts): a variant WebGPU refuses is the sweep's recorded failure, never an
   // error in a user's call.
-  let t0 = 0;
-  const run = inErrorScopes(device, () => {
-    const encode = trialEncoder(scratch, plan, kernel, variant);
-    const encoder = device.createCommandEncoder({ label: 'Tuner.trial' });
-    querySet = timestamps ? device.createQuerySet({ label: 'Tuner.trial.timestamps', type: 'timestamp', count: 2 }) : null;
-    const pass = encoder.beginComputePass({
-      label: 'Tuner.trial',
-      ...(querySet ? { timestampWrites: { querySet, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } } : {}),
-    });
-    for (let i = 0; i < repeat; i++) encode(pass);
-    pass.end();
-    let staging: GPUBuffer | null = null;
-    if (querySet) {
-      const resolved = scratch.buffer(16, Usage.QUERY_RESOLVE | Usage.COPY_SRC, 'tuning.timestamps');
-      staging = scratch.readback(16, 'tuning.timestamps.read');
-      encoder.resolveQuerySet(querySet, 0, 2, resolved, 0);
-      encoder.copyBufferToBuffer(resolved, 0, staging, 0, 16);
-    }
-    t0 = performance.now();
-    device.queue.submit([encoder.finish()]);
-    const done = staging ? staging.mapAsync(MAP_MODE_READ, 0, 16) : device.queue.onSubmittedWorkDone();
-    return waitFor(device, done).then(() => ({ wall: performance.now() - t0, gpu: staging ? gpuMs(staging) : null }));
-  });
+  const scopes = new ErrorScopes(device);
+  let querySet: GPUQuerySet | null = null;
+  let ok = false;
   try {
-    const [times, caught] = await Promise.all([run.value ?? { wall: 0, gpu: null }, run.caught]);
-    if (!run.ok) throw run.thrown;
-    if (caught) throw new Error(`WebGPU refused the trial of ${kernel} ${variant}: ${caught.scope} error: ${caught.message}`);
+    let commands: GPUCommandBuffer;
+    let staging: GPUBuffer | null = null;
+    try {
+      const encoder = device.createCommandEncoder({ label: 'Tuner.trial' });
+      if (trialClock(device).kind === 'gpu-timestamps') querySet = device.createQuerySet({ label: 'Tuner.trial.timestamps', type: 'timestamp', count: 2 });
+      const pass = encoder.beginComputePass({
+        label: 'Tuner.trial',
+        ...(querySet ? { timestampWrites: { querySet, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } } : {}),
+      });
+      encodeTrial(pass, scratch, plan, kernel, variant, repeat);
+      pass.end();
+      if (querySet) {
+        const resolved = scratch.buffer(16, Usage.QUERY_RESOLVE | Usage.COPY_SRC, 'tuning.timestamps');
+        staging = scratch.readback(16, 'tuning.timestamps.read');
+        encoder.resolveQuerySet(querySet, 0, 2, resolved, 0);
+        encoder.copyBufferToBuffer(resolved, 0, staging, 0, 16);
+      }
+      commands = encoder.finish();
+    } catch (e) {
+      scopes.discard();
+      throw e;
+    }
+    const wait = staging ? { staging, parts: [16] } : 'work-done';
+    const { parts, ms } = await submitAndRead(device, scopes, commands, wait, { where: `Tuner.trial (${kernel} ${variant})` });
     ok = true;
     // A timestamp pair that says nothing (0, or reversed: some implementations quantize or zero them) falls back to the wall clock.
-    return times.gpu !== null && times.gpu > 0 ? times.gpu : times.wall;
+    const gpu = parts.length > 0 ? gpuMs(parts[0]) : 0;
+    return gpu > 0 ? gpu : ms;
   } finally {
     (querySet as GPUQuerySet | null)?.destroy();
     if (ok) scratch.releaseAll();
@@ -112,15 +112,14 @@ export async function timeKernel(pool: BufferPool, plan: ForwardPlan, kernel: Ke
   }
 }
 
-/** The pass's duration from a mapped staging buffer holding its two timestamps (ns); unmaps it. */
-function gpuMs(staging: GPUBuffer): number {
-  const [begin, end] = new BigUint64Array(staging.getMappedRange(0, 16));
-  staging.unmap();
+/** The pass's duration from its two timestamps (ns). */
+function gpuMs(bytes: ArrayBuffer): number {
+  const [begin, end] = new BigUint64Array(bytes);
   return Number(end - begin) / 1e6;
 }
 
-/** Takes the trial's buffers and returns what encodes one run of `kernel` as `variant` (synchronous: it runs inside the error scopes). */
-function trialEncoder(scratch: CallScratch, plan: ForwardPlan, kernel: KernelName, variant: string): (pass: GPUComputePassEncoder) => void {
+/** Takes the trial's buffers and encodes `repeat` runs of `kernel` as `variant` into `pass` (synchronous: it runs inside the error scopes). */
+function encodeTrial(pass: GPUComputePassEncoder, scratch: CallScratch, plan: ForwardPlan, kernel: KernelName, variant: string, repeat: number): void {
   const p = kernel === 'flash_attention' ? attentionTrialPlan(plan) : trialPlan(plan);
   const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh, kdim, vdim } = p.layer;
   const { tokens, batches, kvRows } = p.geometry;
@@ -153,15 +152,18 @@ function trialEncoder(scratch: CallScratch, plan: ForwardPlan, kernel: KernelNam
             v: weight(f[2] ?? null, G * Dh, vdim, 'v_proj_weight'),
             bias,
           };
-    return (pass) => encodeQkvProjection(pass, scratch, p, { query, key, value }, weights, qkv, variant as ProjectionVariant, TRIAL_ROWS);
+    for (let i = 0; i < repeat; i++) encodeQkvProjection(pass, scratch, p, { query, key, value }, weights, qkv, variant as ProjectionVariant, TRIAL_ROWS);
+    return;
   }
   if (kernel === 'flash_attention') {
     const masks = uploadMasks(scratch, p);
     const rowStats = scratch.storage(batches * H * p.geometry.qRows * 8, 'tuning.rowStats');
-    return (pass) => encodeFlashAttention(pass, scratch, p, { q: qkv.q, kv: qkv.kv, attention, rowStats }, masks, variant as AttentionVariant, TRIAL_ROWS);
+    const buffers = { q: qkv.q, kv: qkv.kv, attention, rowStats };
+    for (let i = 0; i < repeat; i++) encodeFlashAttention(pass, scratch, p, buffers, masks, variant as AttentionVariant, TRIAL_ROWS);
+    return;
   }
   const weightO = weight(formatsOf(p.layer).out, E, E, 'out_proj.weight');
   const bias = storage(E, 'out_proj.bias');
   const y = storage(tokens * E, 'y');
-  return (pass) => encodeOutputProjection(pass, scratch, p, { attention, weight: weightO, bias, y }, variant as ProjectionVariant, TRIAL_ROWS);
+  for (let i = 0; i < repeat; i++) encodeOutputProjection(pass, scratch, p, { attention, weight: weightO, bias, y }, variant as ProjectionVariant, TRIAL_ROWS);
 }

@@ -126,23 +126,22 @@ export class WebGPUBackend implements Backend, GpuCapability {
     return this.scheduler.backgroundCompiles();
   }
 
-  /** Compiles (and runs once) the final kernels of each plan, now, on the live device (not counted as a call: it is the background's work, done up front). */
-  async warmup(plans: readonly ForwardPlan[], onProgress?: Progress): Promise<void> {
-    const where = 'AttentionEngine.warmup';
-    const state = await this.runtime.live(where);
-    try {
-      await this.scheduler.warmup(state, plans.map(padForwardPlan), KERNEL_NAMES, onProgress);
-    } catch (e) {
-      throw await this.runtime.lostDuring(where, state, e);
-    }
+  /** Compiles (and runs once) the final kernels of each plan, now, with progress per kernel. */
+  warmup(plans: readonly ForwardPlan[], onProgress?: Progress): Promise<void> {
+    return this.upFront('warmup', plans, onProgress);
   }
 
-  /** Sweeps each kernel of each plan now, on the live device. */
-  async tune(plans: readonly ForwardPlan[], onProgress?: Progress): Promise<void> {
-    const where = 'AttentionEngine.tune';
+  /** Sweeps each kernel of each plan now, with progress per kernel. */
+  tune(plans: readonly ForwardPlan[], onProgress?: Progress): Promise<void> {
+    return this.upFront('tune', plans, onProgress);
+  }
+
+  /** The scheduler's background work, done now on the live device (not counted in flight: it is not a call). */
+  private async upFront(what: 'warmup' | 'tune', plans: readonly ForwardPlan[], onProgress?: Progress): Promise<void> {
+    const where = `AttentionEngine.${what}`;
     const state = await this.runtime.live(where);
     try {
-      await this.scheduler.tune(state, plans.map(padForwardPlan), KERNEL_NAMES, onProgress);
+      await this.scheduler[what](state, plans.map(padForwardPlan), KERNEL_NAMES, onProgress);
     } catch (e) {
       throw await this.runtime.lostDuring(where, state, e);
     }

@@ -12,7 +12,7 @@ import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { defineBindings } from '../src/webgpu/bindings.ts';
 import type { DeviceState } from '../src/webgpu/device.ts';
 import { KernelScheduler } from '../src/webgpu/tuning/scheduler.ts';
-import { type ResolvedTuning, Tuner } from '../src/webgpu/tuning/tuner.ts';
+import type { ResolvedTuning } from '../src/webgpu/tuning/tuner.ts';
 import {
   type AdapterKind,
   candidates,
@@ -51,37 +51,40 @@ function fakeDevice(features: string[] = [], built: string[] = []): GPUDevice {
 }
 
 /**
- * A scheduler and tuner on a fake device of one adapter `kind`: both are told the same kind (as
- * WebGPUBackend tells them its one adapter's), so the built-in choice a sweep must beat and the
- * candidates it times belong to the same adapter.
+ * A scheduler on a fake device of one adapter `kind`: its state says the kind (as the runtime's state
+ * says its one adapter's), so the built-in choice a sweep must beat and the candidates it times belong
+ * to the same adapter. The device work (pipelines, trials, gates) is stand-ins given at construction.
  */
 function fakeBackend(tuning: ResolvedTuning, kind: AdapterKind = 'cpu', features: string[] = [], trialMs = 0, inLine: string | null = null, software?: boolean) {
   /** Pipelines built (compiled), by label: `kernel.variant.pipeline`. */
   const built: string[] = [];
-  const state = { device: fakeDevice(features, built), pool: { precision: 'f32' }, generation: 0, lost: null } as unknown as DeviceState;
+  const adapter = {
+    info: { vendor: '', architecture: '', device: '', description: '' },
+    key: 'fake',
+    kind,
+    software: software ?? kind !== 'gpu',
+    subgroups: features.includes('subgroups'),
+  };
+  const state = {
+    device: fakeDevice(features, built),
+    pool: { precision: 'f32', trim() {} },
+    generation: 0,
+    adapter,
+    lost: null,
+    retired: false,
+  } as unknown as DeviceState;
   const ran: string[] = [];
-  const tuner = new Tuner(
-    tuning,
-    () => 'fake',
-    () => kind,
-    async () => null,
-    () => features.includes('subgroups'),
-  );
-  const scheduler = new KernelScheduler(
-    {
-      current: () => state,
-      kind: () => kind,
-      pipelineOf: (_s, _p, kernel, variant) => ({ key: `${kernel}.${variant}`, label: `${kernel}.${variant}`, code: `${kernel} ${variant}`, bindings: FAKE_BINDINGS }),
-      time: async (_s, _p, kernel, variant, repeat = 1) => {
-        ran.push(`${kernel} ${variant}`);
-        if (trialMs) await new Promise((r) => setTimeout(r, trialMs));
-        return repeat * (variant === 'register-4x4' ? 1 : 2);
-      },
-      compilesInLine: () => inLine,
-      ...(software === undefined ? {} : { software: () => software }),
+  const scheduler = new KernelScheduler(tuning, {
+    pipelinesOf: (_s, _p, kernel, variant) => [{ key: `${kernel}.${variant}`, label: `${kernel}.${variant}`, code: `${kernel} ${variant}`, bindings: FAKE_BINDINGS }],
+    time: async (_s, _p, kernel, variant, repeat = 1) => {
+      ran.push(`${kernel} ${variant}`);
+      if (trialMs) await new Promise((r) => setTimeout(r, trialMs));
+      return repeat * (variant === 'register-4x4' ? 1 : 2);
     },
-    tuner,
-  );
+    gate: async () => null,
+    clock: () => ({ kind: 'gpu-timestamps', stepMs: 0 }), // the fake times are exact
+    compilesInLine: () => inLine,
+  });
   return { state, scheduler, ran, built };
 }
 
@@ -109,7 +112,7 @@ describe('the scheduler, with a fake backend', () => {
       const timed = new Set(ran.filter((r) => r.startsWith(`${kernel} `)).map((r) => r.slice(kernel.length + 1)));
       expect([...timed].sort(), kernel).toEqual([...new Set([built[kernel], ...candidates('cpu', kernel)])].sort());
     }
-    const swept = Object.fromEntries(scheduler.tuner.entries().map((e) => [e.kernel, e]));
+    const swept = Object.fromEntries(scheduler.tuner.entries(state.adapter).map((e) => [e.kernel, e]));
     expect(swept.qkv_projection.note).toMatch(/^register-4x4 is .* faster than the built-in register-8x8/);
     expect(swept.output_projection.note).toMatch(/^register-4x4 is .* faster than the built-in register-8x8/);
     expect(swept.flash_attention.variant).toBe(built.flash_attention); // every attention variant ties: the built-in one stays
@@ -128,7 +131,7 @@ describe('the scheduler, with a fake backend', () => {
       await scheduler.settled();
       expect(ran).toEqual([]); // no compile-and-run, no sweep
       expect(compiled).toEqual([]); // nothing compiled ahead: the call's own pipelines compile where it uses them
-      expect(scheduler.tuner.entries()).toEqual([]);
+      expect(scheduler.tuner.entries(state.adapter)).toEqual([]);
       expect(await scheduler.choose(state, plan, KERNEL_NAMES)).toEqual(TIER0);
     });
 
@@ -180,12 +183,13 @@ describe('the scheduler, with a fake backend', () => {
   test('background work waits while a call is under way', async () => {
     const { state, scheduler, ran } = fakeBackend({ mode: 'auto', forced: {}, store: null });
     let finish!: () => void;
-    const call = scheduler.call(async () => {
+    scheduler.begin(); // a call under way (runtime.ts begin … end)
+    const call = (async () => {
       await scheduler.choose(state, plan, KERNEL_NAMES);
       await new Promise<void>((resolve) => {
         finish = resolve;
       });
-    });
+    })().finally(() => scheduler.end());
     await new Promise((r) => setTimeout(r, 20));
     expect(ran).toEqual([]);
     finish();
@@ -200,12 +204,10 @@ describe('the scheduler, with a fake backend', () => {
     // Let the background start: its first trials run.
     while (ran.length < 8) await new Promise((r) => setTimeout(r, 1)); // past the 3 warm-ups: inside the first sweep
     let finish!: () => void;
-    const call = scheduler.call(
-      () =>
-        new Promise<void>((resolve) => {
-          finish = resolve;
-        }),
-    );
+    scheduler.begin();
+    const call = new Promise<void>((resolve) => {
+      finish = resolve;
+    }).finally(() => scheduler.end());
     const started = ran.length;
     await new Promise((r) => setTimeout(r, 30));
     // At most the trial already in its `time` when the call came.
@@ -285,8 +287,11 @@ describe('the built-in attention kernel follows the size of the call where that 
     expect((await scheduler.choose(state, planOf(100), KERNEL_NAMES)).flash_attention).toBe('rows128-keys4-r4-shuffle');
     // A sweep of a few-row class compares against the few-row built-in choice.
     const auto = fakeBackend({ mode: 'auto', forced: {}, store: null }, 'unrolling-cpu', ['subgroups']);
-    expect(auto.scheduler.tuner.candidatesOf('flash_attention', { queryRows: 1, keys: 1000 })).toContain('rows16-keys32-sg');
-    expect(auto.scheduler.tuner.candidatesOf('flash_attention', { queryRows: 100, keys: 100 })).toEqual(['rows64-keys4-r2-shuffle', 'rows128-keys4-r4-shuffle']);
+    expect(auto.scheduler.tuner.candidatesOf(auto.state.adapter, 'flash_attention', { queryRows: 1, keys: 1000 })).toContain('rows16-keys32-sg');
+    expect(auto.scheduler.tuner.candidatesOf(auto.state.adapter, 'flash_attention', { queryRows: 100, keys: 100 })).toEqual([
+      'rows64-keys4-r2-shuffle',
+      'rows128-keys4-r4-shuffle',
+    ]);
   });
 });
 

@@ -24,7 +24,7 @@ import { gateVariant } from '../src/webgpu/tuning/gate.ts';
 import { decide, interleave, MARGIN, MAX_SPREAD } from '../src/webgpu/tuning/measure.ts';
 import { BufferPool } from '../src/webgpu/buffers.ts';
 import { attentionTrialPlan, TRIAL_ROWS, timeKernel } from '../src/webgpu/tuning/trial.ts';
-import { type Gate, shapeClass, Tuner, TUNING_VERSION } from '../src/webgpu/tuning/tuner.ts';
+import { type Gate, shapeClass, Tuner, type TuningAdapter, TUNING_VERSION } from '../src/webgpu/tuning/tuner.ts';
 import {
   type AdapterKind,
   ATTENTION_VARIANTS,
@@ -292,19 +292,22 @@ describe('the Tuner, with a fake gate and fake timings', () => {
     'rows16-keys32-sg': 10,
     'rows32-keys4-r4-unrolled': 11,
   };
-  const fakeTrial = (timed: string[] = []) => ({
+  /** A sweep's device work (the scheduler makes one per sweep): a fake gate and fake timings. */
+  const fakeTrial = (timed: string[] = [], gate: Gate = async () => null) => ({
+    gate,
     time: async (_k: string, v: string, repeat = 1) => {
       timed.push(v);
       return fakeTimes[v] * repeat;
     },
   });
-  const tunerOn = (kind: AdapterKind, gate: Gate = async () => null, adapter = () => 'fake adapter') =>
-    new Tuner({ mode: 'auto', forced: {}, store: null }, adapter, () => kind, gate);
+  /** The adapter a tuner is told about (data, as the scheduler passes the device state's). */
+  const adapterOf = (kind: AdapterKind, subgroups = false, key = 'fake adapter'): TuningAdapter => ({ key, kind, subgroups });
+  const newTuner = () => new Tuner({ mode: 'auto', forced: {}, store: null });
 
   test('a variant the gate refuses is never timed or chosen, and the report says why', async () => {
     const timed: string[] = [];
-    const tuner = tunerOn('gpu', async (_kernel, variant) => (variant === 'register-8x8' ? 'output[3] = 7, the float64 reference says 1' : null));
-    const qkv = await tuner.sweep('qkv_projection', cls('qkv_projection'), 32, 'f32', fakeTrial(timed));
+    const gate: Gate = async (_kernel, variant) => (variant === 'register-8x8' ? 'output[3] = 7, the float64 reference says 1' : null);
+    const qkv = await newTuner().sweep(adapterOf('gpu'), 'qkv_projection', cls('qkv_projection'), 32, 'f32', fakeTrial(timed, gate));
     expect(timed).not.toContain('register-8x8');
     expect(qkv.refused).toEqual({ 'register-8x8': 'output[3] = 7, the float64 reference says 1' });
     expect(Object.keys(qkv.timesMs!).sort()).toEqual(['register-4x4', 'workgroup-128', 'workgroup-64']);
@@ -313,8 +316,7 @@ describe('the Tuner, with a fake gate and fake timings', () => {
 
   test('only the candidates of the adapter kind are compiled and timed', async () => {
     const timed: string[] = [];
-    const tuner = tunerOn('unrolling-cpu');
-    await tuner.sweep('flash_attention', cls('flash_attention'), 32, 'f32', fakeTrial(timed));
+    await newTuner().sweep(adapterOf('unrolling-cpu'), 'flash_attention', cls('flash_attention'), 32, 'f32', fakeTrial(timed));
     expect([...new Set(timed)].sort()).toEqual([...candidates('unrolling-cpu', 'flash_attention')].sort());
     expect(timed).not.toContain('rows32-keys32-loop');
   });
@@ -336,14 +338,8 @@ describe('the Tuner, with a fake gate and fake timings', () => {
         gated.push(variant);
         return null;
       };
-      const tuner = new Tuner(
-        { mode: 'auto', forced: {}, store: null },
-        () => 'fake adapter',
-        () => 'gpu',
-        gate,
-        () => subgroups,
-      );
-      for (const kernel of KERNEL_NAMES) await tuner.sweep(kernel, cls(kernel), 32, 'f32', fakeTrial(timed));
+      const tuner = newTuner();
+      for (const kernel of KERNEL_NAMES) await tuner.sweep(adapterOf('gpu', subgroups), kernel, cls(kernel), 32, 'f32', fakeTrial(timed, gate));
       expect(gated.filter(isSoftwareVariant)).toEqual([]);
       expect(timed.filter(isSoftwareVariant)).toEqual([]);
       expect(timed).toContain(subgroups ? 'rows16-keys32-sg' : 'workgroup-64'); // the sweep did run
@@ -361,14 +357,9 @@ describe('the Tuner, with a fake gate and fake timings', () => {
         gated.push(variant);
         return null;
       };
-      const tuner = new Tuner(
-        { mode: 'auto', forced: {}, store: null },
-        () => 'fake adapter',
-        () => 'gpu',
-        gate,
-        () => subgroups,
-      );
-      for (const kernel of ['qkv_projection', 'flash_attention'] as const) await tuner.sweep(kernel, cls(kernel), 32, 'f32', fakeTrial(timed));
+      const tuner = newTuner();
+      for (const kernel of ['qkv_projection', 'flash_attention'] as const)
+        await tuner.sweep(adapterOf('gpu', subgroups), kernel, cls(kernel), 32, 'f32', fakeTrial(timed, gate));
       const offered = ['subgroup-4x4', 'rows16-keys32-sg'];
       expect(offered.filter((v) => gated.includes(v))).toEqual(subgroups ? offered : []);
       expect(offered.filter((v) => timed.includes(v))).toEqual(subgroups ? offered : []);
@@ -378,13 +369,14 @@ describe('the Tuner, with a fake gate and fake timings', () => {
   });
 
   test('a clear and consistent winner replaces the built-in choice; it is remembered for the class', async () => {
-    const tuner = tunerOn('gpu');
-    const flash = await tuner.sweep('flash_attention', cls('flash_attention'), 32, 'f32', fakeTrial());
+    const tuner = newTuner();
+    const gpu = adapterOf('gpu');
+    const flash = await tuner.sweep(gpu, 'flash_attention', cls('flash_attention'), 32, 'f32', fakeTrial());
     expect(flash.variant).toBe('rows64-keys32'); // the built-in GPU choice is already the fastest here
-    const qkv = await tuner.sweep('qkv_projection', cls('qkv_projection'), 32, 'f32', fakeTrial());
+    const qkv = await tuner.sweep(gpu, 'qkv_projection', cls('qkv_projection'), 32, 'f32', fakeTrial());
     expect(qkv.variant).toBe('register-8x8'); // 1 ms against the built-in workgroup-64's 3
     expect(qkv.steady).toBe(true);
-    expect(tuner.known('qkv_projection', cls('qkv_projection'))).toEqual(qkv);
+    expect(tuner.known(gpu, 'qkv_projection', cls('qkv_projection'))).toEqual(qkv);
   });
 
   test('steady choices are saved and a new tuner finds them in the store; a noisy one is not saved', async () => {
@@ -396,56 +388,53 @@ describe('the Tuner, with a fake gate and fake timings', () => {
         records = structuredClone(r);
       },
     };
-    const make = () =>
-      new Tuner(
-        { mode: 'auto', forced: {}, store },
-        () => 'A',
-        () => 'gpu',
-        async () => null,
-      );
+    const make = () => new Tuner({ mode: 'auto', forced: {}, store });
+    const a = adapterOf('gpu', false, 'A');
     const tuner = make();
     await tuner.load();
-    await tuner.sweep('qkv_projection', cls('qkv_projection'), 32, 'f32', fakeTrial());
+    await tuner.sweep(a, 'qkv_projection', cls('qkv_projection'), 32, 'f32', fakeTrial());
     const noise = [5, 9, 12, 15, 14, 5, 7];
     let n = 0;
-    const noisy = { time: async (_k: string, v: string, repeat = 1) => repeat * (v === 'register-4x4' ? noise[n++ % noise.length] : 10) };
-    const out = await tuner.sweep('output_projection', cls('output_projection'), 32, 'f32', noisy);
+    const noisy = { gate: async () => null, time: async (_k: string, v: string, repeat = 1) => repeat * (v === 'register-4x4' ? noise[n++ % noise.length] : 10) };
+    const out = await tuner.sweep(a, 'output_projection', cls('output_projection'), 32, 'f32', noisy);
     expect([out.variant, out.steady]).toEqual(['workgroup-64', false]);
     expect(Object.values(records).map((r) => r.kernel)).toEqual(['qkv_projection']);
     const next = make();
     await next.load();
-    expect(next.known('qkv_projection', cls('qkv_projection'))?.source).toBe('store');
-    expect(next.known('output_projection', cls('output_projection'))).toBeUndefined();
+    expect(next.known(a, 'qkv_projection', cls('qkv_projection'))?.source).toBe('store');
+    expect(next.known(a, 'output_projection', cls('output_projection'))).toBeUndefined();
   });
 
   test('when the gate refuses every variant the built-in choice stays, with the reasons', async () => {
-    const tuner = tunerOn('gpu', async () => 'wrong');
-    const qkv = await tuner.sweep('qkv_projection', cls('qkv_projection'), 32, 'f32', fakeTrial());
+    const qkv = await newTuner().sweep(
+      adapterOf('gpu'),
+      'qkv_projection',
+      cls('qkv_projection'),
+      32,
+      'f32',
+      fakeTrial([], async () => 'wrong'),
+    );
     expect(qkv.variant).toBe('workgroup-64');
     expect(Object.keys(qkv.refused!).sort()).toEqual([...candidates('gpu', 'qkv_projection')].sort());
   });
 
   test('concurrent sweeps of one class are one sweep; another adapter sweeps again', async () => {
     let gates = 0;
-    let adapter = 'A';
-    const tuner = tunerOn(
-      'gpu',
-      async () => {
-        gates++;
-        return null;
-      },
-      () => adapter,
-    );
+    const gate: Gate = async () => {
+      gates++;
+      return null;
+    };
+    const tuner = newTuner();
+    const [A, B] = [adapterOf('gpu', false, 'A'), adapterOf('gpu', false, 'B')];
     const [a, b] = await Promise.all([
-      tuner.sweep('qkv_projection', cls('qkv_projection'), 32, 'f32', fakeTrial()),
-      tuner.sweep('qkv_projection', cls('qkv_projection'), 32, 'f32', fakeTrial()),
+      tuner.sweep(A, 'qkv_projection', cls('qkv_projection'), 32, 'f32', fakeTrial([], gate)),
+      tuner.sweep(A, 'qkv_projection', cls('qkv_projection'), 32, 'f32', fakeTrial([], gate)),
     ]);
     expect(a).toBe(b);
     expect(gates).toBe(candidates('gpu', 'qkv_projection').length);
-    expect(tuner.entries()).toHaveLength(1);
-    adapter = 'B';
-    expect(tuner.entries()).toEqual([]);
-    expect(tuner.known('qkv_projection', cls('qkv_projection'))).toBeUndefined();
+    expect(tuner.entries(A)).toHaveLength(1);
+    expect(tuner.entries(B)).toEqual([]);
+    expect(tuner.known(B, 'qkv_projection', cls('qkv_projection'))).toBeUndefined();
   });
 });
 

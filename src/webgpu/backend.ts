@@ -1,7 +1,8 @@
 // The WebGPU backend: what the engine asks of WebGPU (Backend, backend.ts). It makes the runtime
-// (runtime.ts: the device, its loss and recovery, the pool, the limits) and the kernel chooser
-// (tuning/), hands both to each layer it makes, and runs scaledDotProductAttention the same way a
-// layer runs its forward: prepare (pad, split) → choose kernels → encode → submit → read.
+// (runtime.ts: the device, its loss and recovery, the pool, the limits, and the kernel chooser it
+// makes, tuning/scheduler.ts), hands it to each layer it makes, and runs scaledDotProductAttention the
+// same way a layer runs its forward, each step called in order here: prepare (pad, split) → begin →
+// choose kernels → encode → submit → read → merge → end.
 
 import type { Backend, GpuCapability } from '../backend.ts';
 import { DeviceLimitError, UnsupportedError } from '../errors.ts';
@@ -9,35 +10,18 @@ import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { AdapterInfo, BufferForwardResult, ForwardResult, TuningReport } from '../types.ts';
 import { attendWebGPU } from './attend.ts';
 import type { BufferPool, Precision } from './buffers.ts';
-import type { EngineLimits } from './chunking.ts';
-import { compilesInLine, type DeviceState } from './device.ts';
-import { flashAttentionPipeline } from './kernels/flash-attention.ts';
-import { outputProjectionPipeline } from './kernels/output-projection.ts';
-import { distinctFormats, formatsOf } from './kernels/packed-weight.ts';
-import { qkvProjectionPipeline } from './kernels/qkv-projection.ts';
+import { type EngineLimits, mergeResults } from './chunking.ts';
 import { WebGPULayer } from './layer.ts';
 import { padAttentionPlan, padForwardPlan } from './padding.ts';
-import type { PipelineSpec } from './pipelines.ts';
 import { GpuRuntime } from './runtime.ts';
 import { constant } from './shader.ts';
-import { gateVariant } from './tuning/gate.ts';
-import { KernelScheduler, type Progress } from './tuning/scheduler.ts';
+import type { KernelScheduler, Progress } from './tuning/scheduler.ts';
 import { packedGeometry } from '../quant/pack.ts';
 import type { WeightTensor } from '../quant/types.ts';
 import { completionInfo } from './completion.ts';
-import { timeKernel, trialClock } from './tuning/trial.ts';
-import { type ResolvedTuning, Tuner } from './tuning/tuner.ts';
-import {
-  type AdapterKind,
-  type AttentionVariant,
-  adapterKind as kindOf,
-  KERNEL_NAMES,
-  type KernelChoice,
-  type KernelName,
-  needsSubgroups,
-  type ProjectionVariant,
-  TIER0,
-} from './variants.ts';
+import { trialClock } from './tuning/trial.ts';
+import type { ResolvedTuning } from './tuning/tuner.ts';
+import { type AdapterKind, KERNEL_NAMES, type KernelChoice, needsSubgroups, TIER0 } from './variants.ts';
 
 export { withinDispatchLimit } from './runtime.ts';
 
@@ -69,7 +53,7 @@ export class WebGPUBackend implements Backend, GpuCapability {
   readonly kind = 'webgpu' as const;
   /** The device, its pool, limits and kernel chooser: what layers and calls run with (runtime.ts). */
   readonly runtime: GpuRuntime;
-  /** Picks each call's kernel variants: tiers, background compiles and sweeps (tuning/scheduler.ts). */
+  /** Picks each call's kernel variants: tiers, background compiles and sweeps (the runtime's, tuning/scheduler.ts). */
   readonly scheduler: KernelScheduler;
 
   constructor(options: WebGPUBackendOptions) {
@@ -79,42 +63,17 @@ export class WebGPUBackend implements Backend, GpuCapability {
       if (options.ownsDevice) options.device.destroy(); // acquired for this engine, which will not exist
       throw e;
     }
-    const runtime = new GpuRuntime({
+    this.runtime = new GpuRuntime({
       device: options.device,
       ownsDevice: options.ownsDevice,
       adapterInfo: options.adapterInfo,
+      isFallbackAdapter: options.isFallbackAdapter === true,
       limits: options.limits ?? {},
       precision: options.precision ?? 'f32',
       profile: options.profile ?? false,
+      tuning: options.tuning ?? { mode: 'auto', forced: {}, store: null, background: null },
     });
-    this.runtime = runtime;
-    const kind = () => kindOf(runtime.adapterInfo);
-    const tuner = new Tuner(
-      options.tuning ?? { mode: 'auto', forced: {}, store: null, background: null },
-      () => {
-        const a = runtime.adapterInfo;
-        return [a.vendor, a.architecture, a.device, a.description].join('/');
-      },
-      kind,
-      (kernel, variant, headDim, format) => gateVariant(runtime.pool, kind(), kernel, variant, headDim, format),
-      () => runtime.device.features.has('subgroups'),
-    );
-    this.scheduler = new KernelScheduler(
-      {
-        current: () => runtime.background(),
-        kind,
-        pipelineOf: (state, plan, kernel, variant) => pipelineOf(state, plan, kernel, variant),
-        time: (state, plan, kernel, variant, repeat) => timeKernel(state.pool, plan, kernel, variant, repeat),
-        clock: (state) => trialClock(state.device),
-        // The sweeps' trial and gate buffers sit idle in the pool once the queue is empty: they go (the
-        // next call takes its own scratch again, once).
-        drained: () => runtime.pool.trim(),
-        compilesInLine,
-        software: () => options.isFallbackAdapter === true || kind() !== 'gpu',
-      },
-      tuner,
-    );
-    runtime.scheduler = this.scheduler;
+    this.scheduler = this.runtime.scheduler;
   }
 
   /** This backend is its own GPU side. */
@@ -129,18 +88,19 @@ export class WebGPUBackend implements Backend, GpuCapability {
 
   /** What kind of adapter runs the kernels (variants.ts): it decides the built-in choices and the candidates. */
   adapterKind(): AdapterKind {
-    return kindOf(this.runtime.adapterInfo);
+    return this.runtime.current().adapter.kind;
   }
 
   tuningReport(): TuningReport {
     const { tuner } = this.scheduler;
     const { options } = tuner;
+    const { adapter } = this.runtime.current();
     return {
       mode: options.mode,
       store: options.store?.where ?? 'memory',
       forced: { ...options.forced },
-      defaults: this.scheduler.builtIn(this.device.features.has('subgroups')),
-      choices: tuner.entries(),
+      defaults: this.scheduler.builtIn(adapter),
+      choices: tuner.entries(adapter),
       tier0: { ...TIER0 },
       compiled: [...this.scheduler.compiled],
       background: this.scheduler.background(),
@@ -166,12 +126,25 @@ export class WebGPUBackend implements Backend, GpuCapability {
     return this.scheduler.backgroundCompiles();
   }
 
+  /** Compiles (and runs once) the final kernels of each plan, now, with progress per kernel. */
   warmup(plans: readonly ForwardPlan[], onProgress?: Progress): Promise<void> {
-    return this.runtime.withDevice('AttentionEngine.warmup', (state) => this.scheduler.warmup(state, plans.map(padForwardPlan), KERNEL_NAMES, onProgress));
+    return this.upFront('warmup', plans, onProgress);
   }
 
+  /** Sweeps each kernel of each plan now, with progress per kernel. */
   tune(plans: readonly ForwardPlan[], onProgress?: Progress): Promise<void> {
-    return this.runtime.withDevice('AttentionEngine.tune', (state) => this.scheduler.tune(state, plans.map(padForwardPlan), KERNEL_NAMES, onProgress));
+    return this.upFront('tune', plans, onProgress);
+  }
+
+  /** The scheduler's background work, done now on the live device (not counted in flight: it is not a call). */
+  private async upFront(what: 'warmup' | 'tune', plans: readonly ForwardPlan[], onProgress?: Progress): Promise<void> {
+    const where = `AttentionEngine.${what}`;
+    const state = await this.runtime.live(where);
+    try {
+      await this.scheduler[what](state, plans.map(padForwardPlan), KERNEL_NAMES, onProgress);
+    } catch (e) {
+      throw await this.runtime.lostDuring(where, state, e);
+    }
   }
 
   /** Whether forwards report kernel timings (profile asked for, and the device has timestamp-query). */
@@ -204,14 +177,26 @@ export class WebGPUBackend implements Backend, GpuCapability {
   }
 
   /** scaledDotProductAttention and linearAttention: plan → prepare (pad, split) → the attention kernel alone (attend.ts). */
-  attend(callPlan: ForwardPlan): Promise<ForwardResult | BufferForwardResult> {
+  async attend(callPlan: ForwardPlan): Promise<ForwardResult | BufferForwardResult> {
     const userDh = callPlan.layer.headDim;
     checkHeadDim('scaledDotProductAttention', 'options.headDim', String(userDh), userDh);
     const plan = padAttentionPlan(callPlan);
     const where = 'scaledDotProductAttention';
     // Linear attention: no kernel variant is chosen (variants.ts kernelsOf).
     const call = this.runtime.prepare(where, plan, ['flash_attention'], { mod: plan.layer.scoreMod, argument: 'options.scoreMod' });
-    return this.runtime.run(call, (state, part, choice) => attendWebGPU(state.pool, part, choice.flash_attention, userDh));
+    const state = await this.runtime.begin(call); // in flight until end() below
+    try {
+      const results: (ForwardResult | BufferForwardResult)[] = [];
+      for (const part of call.parts) {
+        const choice = await this.runtime.chooseKernels(state, part, call.kernels);
+        results.push(await attendWebGPU(state.pool, part, choice.flash_attention, userDh));
+      }
+      return mergeResults(results);
+    } catch (e) {
+      throw await this.runtime.lostDuring(where, state, e);
+    } finally {
+      this.runtime.end();
+    }
   }
 
   createLayer(spec: LayerSpec, weights: LayerWeights): WebGPULayer {
@@ -242,20 +227,6 @@ export class WebGPUBackend implements Backend, GpuCapability {
 
   dispose(): void {
     this.runtime.dispose();
-  }
-}
-
-/** The pipeline(s) `variant` of `kernel` needs for this plan on this device (one per weight format the kernel's dispatches read). */
-function pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): PipelineSpec | PipelineSpec[] {
-  const { precision } = state.pool;
-  const formats = formatsOf(plan.layer);
-  switch (kernel) {
-    case 'qkv_projection':
-      return distinctFormats(formats.qkv).map((format) => qkvProjectionPipeline(precision, variant as ProjectionVariant, format));
-    case 'output_projection':
-      return outputProjectionPipeline(precision, variant as ProjectionVariant, formats.out);
-    case 'flash_attention':
-      return flashAttentionPipeline(state.device, precision, plan.layer.headDim, variant as AttentionVariant, plan.layer.scoreMod?.wgsl);
   }
 }
 

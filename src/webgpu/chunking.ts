@@ -5,7 +5,7 @@
 
 import { DeviceLimitError } from '../errors.ts';
 import { type ForwardPlan, geometryOf, type MaskPlan } from '../plan/index.ts';
-import type { ForwardResult } from '../types.ts';
+import type { BufferForwardResult, ForwardResult } from '../types.ts';
 
 /** The limits this engine obeys: the device's, or smaller ones from createAttentionEngine({ limits }). */
 export interface EngineLimits {
@@ -176,9 +176,14 @@ export function splitPlan(plan: ForwardPlan, limits: EngineLimits): ForwardPlan[
   return plans;
 }
 
-/** Concatenates the results of the chunks of one call, in order. */
-export function mergeResults(results: ForwardResult[]): ForwardResult {
-  if (results.length === 1) return results[0];
+/**
+ * Concatenates the results of the chunks of one call, in order (a call in one piece: its result). Only
+ * calls that read back are split (runtime.ts prepare refuses to split one with GPU buffers), so the
+ * pieces of a split call are arrays.
+ */
+export function mergeResults(pieces: readonly (ForwardResult | BufferForwardResult)[]): ForwardResult | BufferForwardResult {
+  if (pieces.length === 1) return pieces[0];
+  const results = pieces as readonly ForwardResult[];
   const cat = (parts: Float32Array[]) => {
     const out = new Float32Array(parts.reduce((a, p) => a + p.length, 0));
     let offset = 0;

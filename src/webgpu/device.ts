@@ -3,7 +3,9 @@
 
 import { WebGPUUnavailableError } from '../errors.ts';
 import { importNodeOnly } from '../node-only.ts';
+import type { AdapterInfo } from '../types.ts';
 import type { BufferPool } from './buffers.ts';
+import type { AdapterKind } from './variant-record.ts';
 
 export interface AcquiredDevice {
   device: GPUDevice;
@@ -110,10 +112,32 @@ export function describeAdapter(info: GPUAdapterInfo | undefined): AcquiredDevic
   };
 }
 
-/** One device and what lives on it (webgpu/backend.ts). A new generation after each recovery from a loss. */
+/**
+ * The adapter behind a device and the device's features, as the kernel chooser needs them: data, fixed
+ * for the device's life (a recovered loss brings a new state with its own).
+ */
+export interface DeviceAdapter {
+  info: AdapterInfo;
+  /** Identifies the adapter: tuning choices are remembered per key. */
+  key: string;
+  /** What kind of adapter runs the kernels (variant-record.ts adapterKind): it decides the built-in choices and the candidates. */
+  kind: AdapterKind;
+  /** Whether it runs its shaders on the CPU: its kind, or GPUAdapterInfo.isFallbackAdapter where the info names nothing (Firefox's). */
+  software: boolean;
+  /** Whether the device has the `subgroups` feature: only then are subgroup variants chosen or candidates. */
+  subgroups: boolean;
+}
+
+/** One device and what lives on it (webgpu/runtime.ts). A new generation after each recovery from a loss. */
 export interface DeviceState {
   device: GPUDevice;
   pool: BufferPool;
   generation: number;
+  adapter: DeviceAdapter;
   lost: GPUDeviceLostInfo | null;
+  /**
+   * Set by the runtime when the device is lost or the engine disposed: background work started on this
+   * state checks it and stops (it reads this flag; it never asks the runtime).
+   */
+  retired: boolean;
 }

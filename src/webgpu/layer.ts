@@ -1,18 +1,21 @@
 // A MultiHeadAttention layer on the WebGPU backend: its weights (a host copy, and the GPU copy of the
-// current device generation), its KV caches' storage, and its forward, one way through:
-// plan → prepare (padded when its sizes are not multiples of 4, padding.ts; split to the device's
-// limits; kernels chosen: runtime.ts) → encode → submit → read (forward.ts, call.ts). The layer holds
-// the runtime the backend handed it, never the backend.
+// current device generation), its KV caches' storage, and its forward, one way through, each step
+// called here in order (runtime.ts): plan → prepare (padded when its sizes are not multiples of 4,
+// padding.ts; split to the device's limits) → begin → each piece's kernels chosen → encode → submit →
+// read (forward.ts, call.ts) → pieces merged → end. The layer holds the runtime the backend handed it,
+// never the backend, and hands nothing down to run later.
 
 import type { BackendLayer } from '../backend.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
+import { mergeResults } from './chunking.ts';
 import type { DeviceState } from './device.ts';
 import { forwardWebGPU } from './forward.ts';
 import { WebGPUKvCache } from './kv-cache.ts';
 import { type FormattedSpec, hasPacked } from './kernels/packed-weight.ts';
 import { padForwardPlan, paddedSpec, type Unpadded, unpaddedOf } from './padding.ts';
 import type { GpuRuntime } from './runtime.ts';
+import { KERNEL_NAMES } from './variants.ts';
 import { GpuLayerWeights, type HostLayerWeights, hostFormats, hostWeights } from './weights.ts';
 
 const WHERE = 'MultiHeadAttention.forward';
@@ -46,16 +49,26 @@ export class WebGPULayer implements BackendLayer {
     return new WebGPUKvCache(this.runtime, batchSize, this.spec.numKvHeads, maxSeqLen, this.spec.headDim);
   }
 
-  forward(callPlan: ForwardPlan): Promise<ForwardResult | BufferForwardResult> {
+  async forward(callPlan: ForwardPlan): Promise<ForwardResult | BufferForwardResult> {
     const padded = padForwardPlan(callPlan);
     const formats = this.padded.projectionFormats;
     const plan = formats ? { ...padded, layer: { ...padded.layer, projectionFormats: formats } } : padded;
-    const call = this.runtime.prepare(WHERE, plan, undefined, { mod: this.spec.scoreMod, argument: 'config.scoreMod' });
+    const call = this.runtime.prepare(WHERE, plan, KERNEL_NAMES, { mod: this.spec.scoreMod, argument: 'config.scoreMod' });
     const profile = this.runtime.profiling && call.parts.length === 1;
-    return this.runtime.run(call, (state, part, choice) => {
-      const cache = part.cache ? (part.cache.cache.storage as WebGPUKvCache).live(state.generation) : null;
-      return forwardWebGPU(state.pool, this.weightsOn(state), part, cache, profile, choice, this.unpadded);
-    });
+    const state = await this.runtime.begin(call); // in flight until end() below
+    try {
+      const results: (ForwardResult | BufferForwardResult)[] = [];
+      for (const part of call.parts) {
+        const choice = await this.runtime.chooseKernels(state, part, call.kernels);
+        const cache = part.cache ? (part.cache.cache.storage as WebGPUKvCache).live(state.generation) : null;
+        results.push(await forwardWebGPU(state.pool, this.weightsOn(state), part, cache, profile, choice, this.unpadded));
+      }
+      return mergeResults(results);
+    } catch (e) {
+      throw await this.runtime.lostDuring(WHERE, state, e);
+    } finally {
+      this.runtime.end();
+    }
   }
 
   dispose(): void {

@@ -14,8 +14,8 @@
 // is correct whichever variant it runs. engine.settled() waits for them; engine.warmup() and
 // engine.tune() do the same work up front for apps that show a progress bar.
 //
-// When the queue empties, the host frees what the trials allocated (backend.ts: the pool's idle scratch),
-// so a settled engine holds what its calls need and no more.
+// When the queue empties, what the trials allocated goes (the pool's idle scratch), so a settled engine
+// holds what its calls need and no more.
 //
 // With forced variants those run, compiled in line. With `tuning.mode: 'off'` the built-in choice runs,
 // compiled in line, and nothing happens in the background (the behaviour of the engine before tiers).
@@ -28,33 +28,45 @@
 // variants, variants.ts inLineChoice, as the built-in ones take a first call 8–16 s to compile cold on
 // lavapipe), compiled in line the first time, and sweeps run when the caller asks (engine.tune()), as
 // with mode 'off' but for the remembered choices and tune().
+//
+// The runtime makes the scheduler (runtime.ts), and the scheduler calls nothing above it: what varies
+// (the device, its pool, its adapter, whether it was lost or the engine disposed) comes as data, the
+// DeviceState of each call; what it runs on a device (the pipelines a variant needs, a timed trial, a
+// gate, the trial clock) are the functions of DEVICE_WORK, which the tests replace with stand-ins.
 
 import type { ForwardPlan } from '../../plan/index.ts';
-import type { DeviceState } from '../device.ts';
-import { formatsOf, hasPacked } from '../kernels/packed-weight.ts';
+import { compilesInLine, type DeviceAdapter, type DeviceState } from '../device.ts';
+import { pipelinesOf } from '../kernel-pipelines.ts';
+import { formatsOf, hasPacked, type WeightFormat } from '../kernels/packed-weight.ts';
 import { compilePipeline, hasRun, markRun, type PipelineSpec } from '../pipelines.ts';
-import { type AdapterKind, type CallSize, defaultChoice, inLineChoice, type KernelChoice, type KernelName, kernelsOf, TIER0 } from '../variants.ts';
+import { type CallSize, defaultChoice, inLineChoice, type KernelChoice, type KernelName, kernelsOf, TIER0 } from '../variants.ts';
+import { gateVariant } from './gate.ts';
 import type { TrialClock } from './measure.ts';
-import { shapeClass, type Tuner } from './tuner.ts';
+import { timeKernel, trialClock } from './trial.ts';
+import { type ResolvedTuning, shapeClass, Tuner } from './tuner.ts';
 
-/** What the scheduler needs of its backend. */
-export interface SchedulerHost {
-  /** The live device state (background work is dropped when it changes: a lost device, a disposed engine). */
-  current(): DeviceState | null;
-  kind(): AdapterKind;
-  /** The pipeline a kernel variant needs for this plan (several where its dispatches differ: q, k, v weights of different types). */
-  pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): PipelineSpec | readonly PipelineSpec[];
-  /** Runs `kernel` as `variant` once, alone, on buffers shaped like the plan's; wall milliseconds. */
+/** What the scheduler runs on a device: the functions it calls, given at construction (DEVICE_WORK; the tests pass stand-ins). */
+export interface DeviceWork {
+  /** The pipelines a kernel variant needs for this plan (several where its dispatches differ: q, k, v weights of different types). */
+  pipelinesOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): readonly PipelineSpec[];
+  /** Runs `kernel` as `variant`, `repeat` times, alone, on buffers shaped like the plan's; milliseconds (trial.ts timeKernel). */
   time(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string, repeat?: number): Promise<number>;
+  /** Null when the variant matches the float64 reference on a small layer (gate.ts gateVariant); else why not. */
+  gate(state: DeviceState, kernel: KernelName, variant: string, headDim: number, format?: WeightFormat | null): Promise<string | null>;
   /** How `time` measures on this device (trial.ts trialClock). */
-  clock?(state: DeviceState): TrialClock;
-  /** Called when the background queue has emptied: what its trials and gates allocated may go (the pool's idle scratch). */
-  drained?(): void;
+  clock(state: DeviceState): TrialClock;
   /** The WebGPU implementation when it compiles on the thread that serves the device (device.ts compilesInLine), else null. */
-  compilesInLine?(): string | null;
-  /** Whether the adapter runs its shaders on the CPU (its kind, or GPUAdapterInfo.isFallbackAdapter where the info names nothing). */
-  software?(): boolean;
+  compilesInLine(): string | null;
 }
+
+/** The real device work: kernel-pipelines.ts, trial.ts, gate.ts, device.ts. */
+export const DEVICE_WORK: DeviceWork = {
+  pipelinesOf: (state, plan, kernel, variant) => pipelinesOf(state.device, state.pool.precision, plan, kernel, variant),
+  time: (state, plan, kernel, variant, repeat) => timeKernel(state.pool, plan, kernel, variant, repeat),
+  gate: (state, kernel, variant, headDim, format) => gateVariant(state.pool, state.adapter.kind, kernel, variant, headDim, format),
+  clock: (state) => trialClock(state.device),
+  compilesInLine,
+};
 
 /** The sizes of a call that decide a built-in choice: its longest sequences of query rows and of keys (a packed batch's are its longest sequence). */
 export function callSize(plan: ForwardPlan): CallSize {
@@ -78,20 +90,24 @@ export class KernelScheduler {
   /** Calls under way: background work starts only between calls. */
   private inFlight = 0;
   private idleWaiters: (() => void)[] = [];
+  /** What is known of kernel variants per adapter and shape class, and the sweeps. */
+  readonly tuner: Tuner;
 
   constructor(
-    private readonly host: SchedulerHost,
-    readonly tuner: Tuner,
-  ) {}
+    tuning: ResolvedTuning,
+    private readonly work: DeviceWork = DEVICE_WORK,
+  ) {
+    this.tuner = new Tuner(tuning);
+  }
 
-  /** Runs a call, counted as in flight: background tasks start only when no call is. */
-  async call<T>(work: () => Promise<T>): Promise<T> {
+  /** A call has begun: background tasks start only when no call is under way (each begin() is followed by one end()). */
+  begin(): void {
     this.inFlight++;
-    try {
-      return await work();
-    } finally {
-      if (--this.inFlight === 0) for (const wake of this.idleWaiters.splice(0)) wake();
-    }
+  }
+
+  /** A call has ended (resolved or rejected). */
+  end(): void {
+    if (--this.inFlight === 0) for (const wake of this.idleWaiters.splice(0)) wake();
   }
 
   private idle(): Promise<void> {
@@ -106,7 +122,7 @@ export class KernelScheduler {
   /** Whether background compiles are wanted at all, whatever the mode: tuning.background, else not on an implementation that compiles in line. */
   backgroundCompiles(): boolean {
     const { background } = this.tuner.options;
-    return background ?? !this.host.compilesInLine?.();
+    return background ?? !this.work.compilesInLine();
   }
 
   /** Whether compiles and sweeps run in the background (mode 'auto'), and why (engine.tuning.background). */
@@ -121,7 +137,7 @@ export class KernelScheduler {
       return {
         enabled,
         why:
-          `${this.host.compilesInLine?.()} compiles a pipeline on the thread that serves the device, so a background compile would hold up ` +
+          `${this.work.compilesInLine()} compiles a pipeline on the thread that serves the device, so a background compile would hold up ` +
           'the calls that come meanwhile: final kernels (on a CPU adapter, the ones that compile fastest) are compiled in line by ' +
           'the first call of a shape, and sweeps run only in engine.tune() (tuning.background: true sweeps in the background anyway)',
       };
@@ -133,21 +149,21 @@ export class KernelScheduler {
    * What a kernel runs where nothing is forced or remembered: the adapter kind's built-in choice, or,
    * where final kernels compile in line (mode 'auto', no background work), variants.ts inLineChoice.
    */
-  builtIn(subgroups: boolean, size?: CallSize): KernelChoice {
-    const kind = this.host.kind();
+  builtIn(adapter: DeviceAdapter, size?: CallSize): KernelChoice {
+    const { kind, subgroups } = adapter;
     if (this.tuner.options.mode === 'off' || this.backgroundCompiles()) return defaultChoice(kind, subgroups, size);
-    return inLineChoice(kind, subgroups, size, this.host.software?.()); // without software(): by the kind
+    return inLineChoice(kind, subgroups, size, adapter.software);
   }
 
   /** The final choice of each kernel for this plan: forced, remembered, or built in (compiled in line: inLineChoice). */
   finalChoice(plan: ForwardPlan, state: DeviceState, kernels: readonly KernelName[]): KernelChoice {
     const { forced, mode } = this.tuner.options;
-    const builtIn = this.builtIn(state.device.features.has('subgroups'), callSize(plan));
+    const builtIn = this.builtIn(state.adapter, callSize(plan));
     const choice: KernelChoice = { ...builtIn, ...forced };
     if (mode === 'off') return choice;
     for (const kernel of kernels) {
       if (forced[kernel]) continue;
-      const known = this.tuner.known(kernel, shapeClass(kernel, plan, state.pool.precision));
+      const known = this.tuner.known(state.adapter, kernel, shapeClass(kernel, plan, state.pool.precision));
       if (known) (choice as Record<KernelName, string>)[kernel] = known.variant;
     }
     return choice;
@@ -219,12 +235,12 @@ export class KernelScheduler {
     const key = `${state.generation}|${specs.map((spec) => spec.key).join('+')}`;
     if (ran() || this.warming.has(key)) return this.chain;
     this.warming.add(key);
-    return this.enqueue(`compile ${kernel} ${variant}`, async () => {
+    return this.enqueue(`compile ${kernel} ${variant}`, state, async () => {
       if (ran()) return;
       const t0 = performance.now();
       for (const spec of specs) await compilePipeline(state.device, spec);
-      if (this.host.current() !== state) return;
-      await this.host.time(state, plan, kernel, variant); // drivers that compile at the first dispatch do it here
+      if (state.retired) return;
+      await this.work.time(state, plan, kernel, variant); // drivers that compile at the first dispatch do it here
       for (const spec of specs) markRun(state.device, spec);
       this.compiled.push({ kernel, variant, ms: Math.round(performance.now() - t0) });
     }).finally(() => this.warming.delete(key));
@@ -234,50 +250,55 @@ export class KernelScheduler {
   private scheduleSweep(state: DeviceState, plan: ForwardPlan, kernel: KernelName): Promise<void> {
     const cls = shapeClass(kernel, plan, state.pool.precision);
     const key = `${kernel}|${cls}`;
-    if (this.tuner.started(kernel, cls) || this.sweeping.has(key)) return this.chain;
+    if (this.tuner.started(state.adapter, kernel, cls) || this.sweeping.has(key)) return this.chain;
     this.sweeping.add(key);
-    return this.enqueue(`sweep ${kernel} ${cls}`, () => this.sweep(state, plan, kernel, cls));
+    return this.enqueue(`sweep ${kernel} ${cls}`, state, () => this.sweep(state, plan, kernel, cls));
   }
 
   private async sweep(state: DeviceState, plan: ForwardPlan, kernel: KernelName, cls: string): Promise<void> {
-    if (this.host.current() !== state) return;
+    if (state.retired) return;
     const call = callSize(plan);
-    await this.tuner.sweep(kernel, cls, plan.layer.headDim, state.pool.precision, {
+    await this.tuner.sweep(state.adapter, kernel, cls, plan.layer.headDim, state.pool.precision, {
       call,
       formats: formatsOf(plan.layer),
-      clock: this.host.clock?.(state),
+      clock: this.work.clock(state),
       idle: () => this.idle(),
+      gate: (k, variant, headDim, format) => this.work.gate(state, k, variant, headDim, format),
       // Each trial waits until no call is under way: a call that arrives during a sweep waits for the
       // one trial on the GPU at most, not for the rest of the sweep.
       time: async (k, variant, repeat) => {
         await this.idle();
-        if (this.host.current() !== state) throw new Error('the device changed or the engine was disposed');
-        return this.host.time(state, plan, k, variant, repeat);
+        if (state.retired) throw new Error('the device changed or the engine was disposed');
+        return this.work.time(state, plan, k, variant, repeat);
       },
     });
     // Every candidate the sweep timed has compiled and run: a switch to the winner costs nothing.
-    for (const variant of this.tuner.candidatesOf(kernel, call)) {
-      if (this.host.current() === state) for (const spec of this.specs(state, plan, kernel, variant)) markRun(state.device, spec);
+    for (const variant of this.tuner.candidatesOf(state.adapter, kernel, call)) {
+      if (!state.retired) for (const spec of this.specs(state, plan, kernel, variant)) markRun(state.device, spec);
     }
   }
 
   /** The pipelines `variant` of `kernel` needs for this plan, as a list. */
   private specs(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): readonly PipelineSpec[] {
-    const specs = this.host.pipelineOf(state, plan, kernel, variant);
-    return Array.isArray(specs) ? specs : [specs as PipelineSpec];
+    return this.work.pipelinesOf(state, plan, kernel, variant);
   }
 
-  /** Queues a background task after the others; resolves when it is done (its failure is recorded, not thrown). */
-  private enqueue(what: string, task: () => Promise<void>): Promise<void> {
+  /**
+   * Queues a background task on `state` after the others; resolves when it is done (its failure is
+   * recorded, not thrown). A task whose device was lost (or engine disposed) by its turn is dropped.
+   */
+  private enqueue(what: string, state: DeviceState, task: () => Promise<void>): Promise<void> {
     this.queued++;
     const run = this.chain.then(async () => {
       try {
         await this.idle();
-        if (this.host.current()) await task();
+        if (!state.retired) await task();
       } catch (e) {
         this.failures.push(`${what}: ${(e as Error).message}`);
       } finally {
-        if (--this.queued === 0) this.host.drained?.();
+        // The queue is empty: the trials' and gates' buffers sit idle in the pool, and go (the next
+        // call takes its own scratch again, once).
+        if (--this.queued === 0 && !state.retired) state.pool.trim();
       }
     });
     this.chain = run;

@@ -14,11 +14,16 @@
 // Sweeps never run inside a call: the scheduler (scheduler.ts) runs them in the background, or when
 // the caller asks (engine.tune). The caller can force variants (`tuning.kernels`), turn sweeping off
 // (`tuning.mode: 'off'`: the built-in choice), and choose or disable the store (`tuning.store`).
+//
+// The tuner holds no device and reaches nothing above it: each method is told the adapter it is about
+// (TuningAdapter, data from the device's state), and a sweep's work on the device (the gate, the timed
+// runs) comes in its Trial, which the scheduler makes for that sweep.
 
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { TuningChoice, TuningStore } from '../../types.ts';
 import type { Precision } from '../buffers.ts';
-import { type AdapterKind, type CallSize, candidates, defaultChoice, type KernelChoice, type KernelName, VARIANTS } from '../variants.ts';
+import type { DeviceAdapter } from '../device.ts';
+import { type CallSize, candidates, defaultChoice, type KernelChoice, type KernelName, VARIANTS } from '../variants.ts';
 import { distinctFormats, formatClass, formatKey, formatsOf, type ProjectionFormats, type WeightFormat } from '../kernels/packed-weight.ts';
 import { decide, interleave, type TrialClock } from './measure.ts';
 
@@ -33,8 +38,16 @@ export interface ResolvedTuning {
   store: TuningStore | null;
 }
 
-/** What a sweep may run: one kernel variant alone, timed. */
+/**
+ * The adapter choices are made for (device.ts DeviceAdapter, data): they are remembered under its key;
+ * its kind and the device's subgroups feature decide the candidates and the built-in choice.
+ */
+export type TuningAdapter = Pick<DeviceAdapter, 'key' | 'kind' | 'subgroups'>;
+
+/** What a sweep may run on the device (the scheduler makes one per sweep: tuning/scheduler.ts): the gate, and one kernel variant alone, timed. */
 export interface Trial {
+  /** Null when `variant` of `kernel` matches the float64 reference on a small layer of this head size (gate.ts); else why not. */
+  gate: Gate;
   /** Runs `kernel` alone as `variant`, `repeat` times in one submission; resolves when the GPU is done, with wall milliseconds. */
   time(kernel: KernelName, variant: string, repeat?: number): Promise<number>;
   /** The call's longest sequences of query rows and keys: they can decide the built-in choice (defaultChoice). */
@@ -83,19 +96,11 @@ export class Tuner {
   /** Gate verdicts, per adapter, precision, head size and variant. */
   private readonly gates = new Map<string, Promise<string | null>>();
 
-  constructor(
-    readonly options: ResolvedTuning,
-    /** Identifies the adapter: choices are remembered per adapter. */
-    private readonly adapterKey: () => string,
-    private readonly kind: () => AdapterKind,
-    private readonly gate: Gate,
-    /** Whether the device has the `subgroups` feature: only then are subgroup variants candidates. */
-    private readonly subgroups: () => boolean = () => false,
-  ) {}
+  constructor(readonly options: ResolvedTuning) {}
 
-  /** The choices this engine's calls have used so far (on its current adapter), in order of first use. */
-  entries(): TuningChoice[] {
-    const prefix = `${this.adapterKey()}|`;
+  /** The choices this engine's calls have used so far on `adapter` (the current one), in order of first use. */
+  entries(adapter: Pick<TuningAdapter, 'key'>): TuningChoice[] {
+    const prefix = `${adapter.key}|`;
     return [...this.used].filter((key) => key.startsWith(prefix)).map((key) => this.memory.get(key)!);
   }
 
@@ -115,27 +120,27 @@ export class Tuner {
   }
 
   /** The remembered choice of `kernel` for this class, if any (call load() first); marks it used. */
-  known(kernel: KernelName, cls: string): TuningChoice | undefined {
-    const key = `${this.adapterKey()}|${kernel}|${cls}`;
+  known(adapter: TuningAdapter, kernel: KernelName, cls: string): TuningChoice | undefined {
+    const key = `${adapter.key}|${kernel}|${cls}`;
     const entry = this.memory.get(key);
     if (entry) this.used.add(key);
     return entry;
   }
 
   /** Whether a sweep of this kernel and class has been started (or is known). */
-  started(kernel: KernelName, cls: string): boolean {
-    const key = `${this.adapterKey()}|${kernel}|${cls}`;
+  started(adapter: TuningAdapter, kernel: KernelName, cls: string): boolean {
+    const key = `${adapter.key}|${kernel}|${cls}`;
     return this.memory.has(key) || this.sweeps.has(key);
   }
 
   /** Sweeps `kernel` for this class, once however often asked; resolves with the choice (also remembered). */
-  sweep(kernel: KernelName, cls: string, headDim: number, precision: Precision, trial: Trial): Promise<TuningChoice> {
-    const key = `${this.adapterKey()}|${kernel}|${cls}`;
+  sweep(adapter: TuningAdapter, kernel: KernelName, cls: string, headDim: number, precision: Precision, trial: Trial): Promise<TuningChoice> {
+    const key = `${adapter.key}|${kernel}|${cls}`;
     const known = this.memory.get(key);
     if (known) return Promise.resolve(known);
     let sweep = this.sweeps.get(key);
     if (!sweep) {
-      sweep = this.measure(kernel, cls, headDim, precision, trial).then(async (entry) => {
+      sweep = this.measure(adapter, kernel, cls, headDim, precision, trial).then(async (entry) => {
         this.used.add(key);
         this.memory.set(key, entry);
         // A noisy measurement decided nothing (the built-in choice runs): save() leaves it out, so the
@@ -149,26 +154,26 @@ export class Tuner {
   }
 
   /** The variants a sweep of `kernel` compiles: the candidates of this adapter kind, and the built-in choice (for calls of this size). */
-  candidatesOf(kernel: KernelName, call?: CallSize): string[] {
-    const builtIn = defaultChoice(this.kind(), this.subgroups(), call)[kernel];
-    const list = candidates(this.kind(), kernel, this.subgroups()) as readonly string[];
+  candidatesOf(adapter: TuningAdapter, kernel: KernelName, call?: CallSize): string[] {
+    const builtIn = defaultChoice(adapter.kind, adapter.subgroups, call)[kernel];
+    const list = candidates(adapter.kind, kernel, adapter.subgroups) as readonly string[];
     return list.includes(builtIn) ? [...list] : [builtIn, ...list];
   }
 
-  private async measure(kernel: KernelName, cls: string, headDim: number, precision: Precision, trial: Trial): Promise<TuningChoice> {
+  private async measure(adapter: TuningAdapter, kernel: KernelName, cls: string, headDim: number, precision: Precision, trial: Trial): Promise<TuningChoice> {
     const { call } = trial;
     const refused: Record<string, string> = {};
     const passed: string[] = [];
     const f = trial.formats;
     const formats = kernel === 'flash_attention' || !f ? [null] : distinctFormats(kernel === 'qkv_projection' ? f.qkv : [f.out]);
-    for (const variant of this.candidatesOf(kernel, call)) {
+    for (const variant of this.candidatesOf(adapter, kernel, call)) {
       let why: string | null = null;
       for (const format of formats) {
-        const gateKey = `${this.adapterKey()}|${precision}|dh${headDim}|${kernel}|${variant}${formatKey(format)}`;
+        const gateKey = `${adapter.key}|${precision}|dh${headDim}|${kernel}|${variant}${formatKey(format)}`;
         let verdict = this.gates.get(gateKey);
         if (!verdict) {
           await trial.idle?.();
-          verdict = (format ? this.gate(kernel, variant, headDim, format) : this.gate(kernel, variant, headDim)).catch((e) => `failed to run: ${(e as Error).message}`);
+          verdict = (format ? trial.gate(kernel, variant, headDim, format) : trial.gate(kernel, variant, headDim)).catch((e) => `failed to run: ${(e as Error).message}`);
           this.gates.set(gateKey, verdict);
         }
         why ??= await verdict;
@@ -176,7 +181,7 @@ export class Tuner {
       if (why) refused[variant] = why;
       else passed.push(variant);
     }
-    const builtIn = defaultChoice(this.kind(), this.subgroups(), call)[kernel];
+    const builtIn = defaultChoice(adapter.kind, adapter.subgroups, call)[kernel];
     const base = { kernel, shapeClass: cls, source: 'sweep' as const, ...(Object.keys(refused).length ? { refused } : {}) };
     if (passed.length === 0) {
       // Every variant failed the gate: keep the built-in choice and say so (the tests of this

@@ -12,7 +12,7 @@ import type { AttentionEngine, QuantizedStateDict as StateDict, QuantizedTensor 
 import { packWeight } from '../src/quant/pack.ts';
 import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
-import { toF16 } from '../src/webgpu/f16.ts';
+import { toF16 } from '../src/util/f16.ts';
 import { OUTPUT_PACKED_BINDINGS, outputProjectionPipeline } from '../src/webgpu/kernels/output-projection.ts';
 import { QKV_PACKED_BINDINGS, qkvProjectionPipeline } from '../src/webgpu/kernels/qkv-projection.ts';
 import { gateVariant } from '../src/webgpu/tuning/gate.ts';

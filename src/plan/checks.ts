@@ -3,7 +3,7 @@
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import type { ScoreMod } from '../types.ts';
 import { describe, requirePositiveInteger } from '../validate.ts';
-import { fromF16 } from '../webgpu/f16.ts';
+import { fromF16 } from '../util/f16.ts';
 import { plainScore } from './make-plan.ts';
 import type { MaskPlan, ScorePlan } from './types.ts';
 

@@ -9,7 +9,7 @@
 
 import { InvalidArgumentError, MissingWeightError } from '../errors.ts';
 import { importNodeOnly } from '../node-only.ts';
-import { halfToFloat } from '../quant/pack.ts';
+import { halfToFloat } from '../util/f16.ts';
 import type { GgufQuantType, GgufQuantizedTensor } from '../quant/types.ts';
 import { describe } from '../validate.ts';
 import { type GgufHeader, type GgufTensorInfo, type GgufValue, NeedMoreBytes, parseGgufHeader } from './gguf-header.ts';

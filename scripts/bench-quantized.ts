@@ -34,6 +34,7 @@ import { BENCH_TYPES, type BenchEntry, benchStateDict, ortProjectionWeights } fr
 import type { QuantizedRequest } from '../demo/bench/quantized-page.ts';
 import { ortProjectionsModel } from '../demo/bench/systems/ort-matmulnbits.ts';
 import { parseCli } from './cli.ts';
+import { median } from '../src/util/stats.ts';
 
 const { values } = parseCli(import.meta.url, {
   backends: { type: 'string', default: 'webgpu,wasm' },
@@ -72,8 +73,6 @@ const TYPES = values.types.split(',');
 for (const t of TYPES) if (!(BENCH_TYPES as readonly string[]).includes(t)) throw new Error(`--types: unknown ${t}; known: ${BENCH_TYPES.join(', ')}`);
 
 const stateDict = (type: string) => benchStateDict(config, type);
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 interface Row {
   backend: string;

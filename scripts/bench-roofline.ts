@@ -21,8 +21,7 @@ import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
 import { Usage } from '../src/webgpu/buffers.ts';
 import { adapterKind, candidates, defaultChoice, type KernelName } from '../src/webgpu/variants.ts';
 import type { BenchShape } from '../demo/bench/types.ts';
-
-const median = (a: number[]) => [...a].sort((p, q) => p - q)[a.length >> 1];
+import { median } from '../src/util/stats.ts';
 
 /** Wall milliseconds of `repeat` dispatches in one submission, best of `rounds` (after one untimed run). */
 async function timeDispatches(device: GPUDevice, pipeline: GPUComputePipeline, group: GPUBindGroup, workgroups: number, repeat: number, rounds = 5): Promise<number> {

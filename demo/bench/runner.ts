@@ -8,6 +8,7 @@ import { attentionFlops } from '../../src/util/flops.ts';
 import { mulberry32, randomLayerInputs, uniform } from '../../src/util/random.ts';
 import { compareArrays, f32Tolerance, type Tolerance } from '../../src/util/tolerance.ts';
 import type { BenchProgress, BenchResult, BenchShape, BenchSystem, SystemResult } from './types.ts';
+import { median } from '../../src/util/stats.ts';
 
 export interface RunOptions {
   /** Untimed runs after the correctness gate. Default 2. */
@@ -74,12 +75,6 @@ export function gateTolerance(shape: BenchShape, systemId: string): Tolerance {
   const t = engineTolerance(shape);
   const f = OWN_SYSTEMS.has(systemId) ? 1 : PEER_TOLERANCE_FACTOR;
   return { atol: t.atol * f, rtol: t.rtol * f };
-}
-
-export function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
 function errorText(e: unknown): string {

@@ -49,6 +49,7 @@ import { randomLayerInputs } from '../../src/util/random.ts';
 import { fromF16, toF16 } from '../../src/webgpu/f16.ts';
 import { f16Tolerance, maxAbsFinite, outputTolerance, type Tolerance } from '../../src/util/tolerance.ts';
 import { parseArgsOrExit } from '../cli.ts';
+import { median } from '../../src/util/stats.ts';
 
 const T_START = performance.now();
 const elapsed = () => (performance.now() - T_START) / 1000;
@@ -416,11 +417,6 @@ log(`writing ${out}`);
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 /** Max |a − b| and the worst |a − b| / (atol + rtol·|b|); NaN or a non-finite a where b is finite fails. */
 function compare(actual: Float32Array, expected: Float32Array, tol: Tolerance) {

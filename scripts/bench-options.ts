@@ -13,7 +13,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { createAttentionEngine, type ForwardOptions, type MultiHeadAttentionConfig } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 import { median } from '../src/util/stats.ts';
 
 interface Case {

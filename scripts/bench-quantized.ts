@@ -29,7 +29,7 @@
 
 import { writeFileSync } from 'node:fs';
 import { createAttentionEngine, type ProjectionVariant } from '../src/index.ts';
-import { mulberry32, uniform } from '../src/util/random.ts';
+import { mulberry32, uniform } from '../test/helpers/random.ts';
 import { BENCH_TYPES, type BenchEntry, benchStateDict, ortProjectionWeights } from '../demo/bench/quantized-weights.ts';
 import type { QuantizedRequest } from '../demo/bench/quantized-page.ts';
 import { ortProjectionsModel } from '../demo/bench/systems/ort-matmulnbits.ts';

@@ -9,7 +9,7 @@
 //     [--backend wasm|webgpu] [--attention rows64-keys32-r4]
 
 import { type AttentionVariant, createAttentionEngine } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 import { median } from '../src/util/stats.ts';
 import { parseCli } from './cli.ts';
 

@@ -4,8 +4,8 @@
 
 import { parseArgs } from 'node:util';
 import { createAttentionEngine } from '../src/index.ts';
-import { attentionFlops } from '../src/util/flops.ts';
-import { mulberry32, randomLayerInputs, uniform } from '../src/util/random.ts';
+import { attentionFlops } from '../demo/bench/flops.ts';
+import { mulberry32, randomLayerInputs, uniform } from '../test/helpers/random.ts';
 import { median } from '../src/util/stats.ts';
 
 const { values } = parseArgs({

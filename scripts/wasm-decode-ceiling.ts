@@ -9,7 +9,7 @@
 
 import { createAttentionEngine } from '../src/index.ts';
 import { quantizeWeights } from '../src/quant/quantize.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
 import { createProjection } from '../src/wasm/projection.ts';
 import { parseCli } from './cli.ts';

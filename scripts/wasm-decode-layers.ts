@@ -5,7 +5,7 @@
 //   L=16 STEPS=6 TYPES=f32,q4_0 node scripts/run-ts.mjs scripts/wasm-decode-layers.ts
 import { createAttentionEngine } from '../src/index.ts';
 import { quantizeWeights } from '../src/quant/quantize.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 import { median } from '../src/util/stats.ts';
 const [E, H, G, ctx] = [2048, 16, 4, 1024];
 const Dh = E / H;

@@ -24,7 +24,7 @@ import {
   referenceMultiHeadAttention,
 } from '../src/index.ts';
 import type { GgufQuantizedTensor } from '../src/quant/types.ts';
-import { mulberry32, uniform } from '../src/util/random.ts';
+import { mulberry32, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance, maxAbsFinite, outputTolerance } from '../src/util/tolerance.ts';
 import type { WeightFileProblem } from '../src/weights/safetensors.ts';
 import { GGML, type GgufWriterTensor, type GgufWriterValue, bf16Bytes, f16Bytes, f32Bytes, randomBlocks, writeGguf } from './helpers/gguf-writer.ts';

@@ -6,7 +6,7 @@
 
 import { describe, expect, test } from 'vitest';
 import { UnsupportedError } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { Usage } from '../src/webgpu/buffers.ts';
 import { fromF16, toF16 } from '../src/util/f16.ts';

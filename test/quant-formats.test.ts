@@ -18,7 +18,7 @@ import {
 } from '../src/index.ts';
 import { decodeRow, packedGeometry, packWeight, unpackWeight } from '../src/quant/pack.ts';
 import { floatToHalfBits, halfToFloat } from '../src/util/f16.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectFixturesPresent, loadJsonFixtures } from './helpers/fixtures.ts';
 
 interface DequantCase {

@@ -10,7 +10,7 @@ import { referenceForward } from '../src/cpu/reference.ts';
 import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../src/plan/index.ts';
 import type { AttentionEngine, QuantizedStateDict as StateDict, QuantizedTensor } from '../src/index.ts';
 import { packWeight } from '../src/quant/pack.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { toF16 } from '../src/util/f16.ts';
 import { OUTPUT_PACKED_BINDINGS, outputProjectionPipeline } from '../src/webgpu/kernels/output-projection.ts';

@@ -2,7 +2,7 @@
 
 import { describe, expect, test } from 'vitest';
 import { type ForwardOptions, type MultiHeadAttentionConfig, quantizeWeights, referenceMultiHeadAttention, referenceOutput, ShapeMismatchError } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 
 // E = 2, H = 1 (Dh = 2), identity projections and zero biases, so Q = K = V = X.
 // X = [[1, 0], [0, 1]]: scores = X·Xᵀ/√2 = [[a, 0], [0, a]] with a = 1/√2.

@@ -6,7 +6,7 @@
 
 import { describe, expect, test } from 'vitest';
 import { createAttentionEngine, InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../src/index.ts';
-import { mulberry32, uniform } from '../src/util/random.ts';
+import { mulberry32, uniform } from './helpers/random.ts';
 import { expectClose, f16Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { Usage } from '../src/webgpu/buffers.ts';
 import { fromF16, toF16 } from '../src/util/f16.ts';

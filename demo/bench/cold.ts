@@ -13,7 +13,7 @@
 // starts, as a user would load them quantized from a file); TF.js always runs float32.
 
 import { createAttentionEngine, quantizeWeights } from 'webgpu-attention';
-import { randomLayerInputs } from '../../src/util/random.ts';
+import { randomLayerInputs } from '../../test/helpers/random.ts';
 import { tfjsSystem } from './systems/tfjs.ts';
 import type { BenchShape } from './types.ts';
 import { median } from '../../src/util/stats.ts';

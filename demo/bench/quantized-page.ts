@@ -8,7 +8,7 @@
 // kernels (a sweep at E=2048 on a software adapter takes many minutes).
 
 import { createAttentionEngine, type ProjectionVariant } from 'webgpu-attention';
-import { mulberry32, uniform } from '../../src/util/random.ts';
+import { mulberry32, uniform } from '../../test/helpers/random.ts';
 import { type BenchEntry, benchStateDict, ortProjectionWeights } from './quantized-weights.ts';
 import { loadOrt } from './systems/ort.ts';
 import { ortProjectionsModel } from './systems/ort-matmulnbits.ts';

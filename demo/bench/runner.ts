@@ -4,8 +4,8 @@
 // Used by the demo page; nothing here touches the DOM.
 
 import { type AdapterInfo, createAttentionEngine, referenceOutput, type StateDict } from 'webgpu-attention';
-import { attentionFlops } from '../../src/util/flops.ts';
-import { mulberry32, randomLayerInputs, uniform } from '../../src/util/random.ts';
+import { attentionFlops } from './flops.ts';
+import { mulberry32, randomLayerInputs, uniform } from '../../test/helpers/random.ts';
 import { compareArrays, f32Tolerance, type Tolerance } from '../../src/util/tolerance.ts';
 import type { BenchProgress, BenchResult, BenchShape, BenchSystem, SystemResult } from './types.ts';
 import { median } from '../../src/util/stats.ts';
@@ -31,7 +31,7 @@ export interface RunResult extends BenchResult {
 }
 
 /**
- * Seeded weights (PyTorch init) and query (uniform ±1) for a shape: src/util/random.ts's randomLayerInputs;
+ * Seeded weights (PyTorch init) and query (uniform ±1) for a shape: test/helpers/random.ts's randomLayerInputs;
  * with a KV cache (cacheLen), its past keys and values too (uniform ±1, [B, H, cacheLen, Dh] each).
  */
 export function benchInputs(shape: BenchShape, seed: number): { stateDict: StateDict; query: Float32Array; past?: { key: Float32Array; value: Float32Array } } {

@@ -16,7 +16,7 @@
 // left to choose would answer on 'wasm' on a software adapter such as Deno's llvmpipe).
 
 import type { AttentionEngine, TuningReport } from '../../src/index.ts';
-import { randomLayerInputs } from '../../src/util/random.ts';
+import { randomLayerInputs } from '../../test/helpers/random.ts';
 import { median } from '../../src/util/stats.ts';
 
 type CreateEngine = (options?: { backend?: 'webgpu'; tuning?: { mode?: 'off'; background?: boolean } }) => Promise<AttentionEngine>;

@@ -6,7 +6,7 @@
 
 import { CategoryScale, Chart, Legend, LinearScale, LineController, LineElement, PointElement, Tooltip } from 'chart.js';
 import type { AttentionEngine, KvCache, MultiHeadAttention } from 'webgpu-attention';
-import { randomLayerInputs } from '../../src/util/random.ts';
+import { randomLayerInputs } from '../../test/helpers/random.ts';
 import { isSoftware } from './adapter.ts';
 import { errorMessage, h, numberField, readInt, setState } from './dom.ts';
 import { median } from '../../src/util/stats.ts';

@@ -19,7 +19,7 @@
 //   e2e: forward(Float32Array) → Float32Array: conversion, upload, the kernels and the readback.
 // Each is warmed up (--warmup), then timed up to --runs times within --budget-s seconds (at least
 // --min-runs if the whole-run --time-limit-s allows); the median gives TFLOP/s from
-// src/util/flops.ts (8·B·S·E² + 4·B·S²·E, causal halves the S² term).
+// demo/bench/flops.ts (8·B·S·E² + 4·B·S²·E, causal halves the S² term).
 //
 // Before any of it, a correctness gate per precision on --gate-shape (default B=1 S=64 E=1024 H=16),
 // causal and not, through both paths (Float32Array, and GPUBuffer in and out), against the engine's
@@ -44,8 +44,8 @@ import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { createAttentionEngine, DeviceLimitError, referenceMultiHeadAttention } from '../../src/index.ts';
 import type { AttentionEngine, MultiHeadAttention, StateDict, TuningReport } from '../../src/index.ts';
-import { attentionFlops } from '../../src/util/flops.ts';
-import { randomLayerInputs } from '../../src/util/random.ts';
+import { attentionFlops } from '../../demo/bench/flops.ts';
+import { randomLayerInputs } from '../../test/helpers/random.ts';
 import { fromF16, toF16 } from '../../src/webgpu/f16.ts';
 import { f16Tolerance, maxAbsFinite, outputTolerance, type Tolerance } from '../../src/util/tolerance.ts';
 import { parseArgsOrExit } from '../cli.ts';
@@ -381,7 +381,7 @@ const report = {
     e2e: 'forward(Float32Array) resolving to a Float32Array: f16 conversion where used, upload, kernels, readback',
     statistic: 'median (and best) of the timed runs after the warm-ups; TFLOP/s = FLOPs / median time',
   },
-  flopFormula: '8·B·S·E² + 4·B·S²·E (causal: half the S² term); src/util/flops.ts',
+  flopFormula: '8·B·S·E² + 4·B·S²·E (causal: half the S² term); demo/bench/flops.ts',
   options: {
     shapes,
     precisions,

@@ -12,7 +12,7 @@ test('the default engine on a software adapter answers on wasm, measures WebGPU,
   await page.goto('/e2e/harness.html');
   const r = await page.evaluate(async () => {
     const lib = '/src/index.ts';
-    const util = '/src/util/random.ts';
+    const util = '/test/helpers/random.ts';
     const { createAttentionEngine } = await import(/* @vite-ignore */ lib);
     const { mulberry32, randomStateDict, uniform } = await import(/* @vite-ignore */ util);
     const config = { embedDim: 64, numHeads: 4 };

@@ -7,7 +7,7 @@
 // the relative import below is the URL /src/index.ts, the package entry.
 
 import { type AttentionEngine, createAttentionEngine, type MultiHeadAttention, quantizeWeights } from '../src/index.ts';
-import { randomLayerInputs } from '../src/util/random.ts';
+import { randomLayerInputs } from '../test/helpers/random.ts';
 import { prefillThenDecode } from './decode-steps.ts';
 
 export interface CaseParams {

@@ -15,7 +15,7 @@
 // Each run returns the library's output beside the same chain in float64 on the CPU.
 
 import { createAttentionEngine, referenceMultiHeadAttention } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 
 export interface InteropResult {
   /** The library's final output [S, E], read back at the very end. */

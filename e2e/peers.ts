@@ -9,7 +9,7 @@
 
 import type { BenchSystem, PreparedSystem } from '../demo/bench/types.ts';
 import { createAttentionEngine, referenceMultiHeadAttention } from '../src/index.ts';
-import { randomLayerInputs } from '../src/util/random.ts';
+import { randomLayerInputs } from '../test/helpers/random.ts';
 
 /**
  * The peers on WebGPU, the WASM ones on the CPU ('wasm': this engine's 'wasm' backend on 1 thread);

@@ -5,7 +5,7 @@
 // and how the passes reached them (ThreadPool.handoffs).
 
 import { createAttentionEngine, type MultiHeadAttentionConfig } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 import { type KernelCall, ThreadPool } from '../src/wasm/threads.ts';
 import { prefillThenDecode } from './decode-steps.ts';
 

@@ -13,9 +13,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { createAttentionEngine, type ForwardOptions, type MultiHeadAttentionConfig } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
-
-const median = (a: number[]) => [...a].sort((p, q) => p - q)[a.length >> 1];
+import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
+import { median } from '../src/util/stats.ts';
 
 interface Case {
   name: string;

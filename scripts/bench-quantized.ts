@@ -29,11 +29,12 @@
 
 import { writeFileSync } from 'node:fs';
 import { createAttentionEngine, type ProjectionVariant } from '../src/index.ts';
-import { mulberry32, uniform } from '../src/util/random.ts';
+import { mulberry32, uniform } from '../test/helpers/random.ts';
 import { BENCH_TYPES, type BenchEntry, benchStateDict, ortProjectionWeights } from '../demo/bench/quantized-weights.ts';
 import type { QuantizedRequest } from '../demo/bench/quantized-page.ts';
 import { ortProjectionsModel } from '../demo/bench/systems/ort-matmulnbits.ts';
 import { parseCli } from './cli.ts';
+import { median } from '../src/util/stats.ts';
 
 const { values } = parseCli(import.meta.url, {
   backends: { type: 'string', default: 'webgpu,wasm' },
@@ -72,8 +73,6 @@ const TYPES = values.types.split(',');
 for (const t of TYPES) if (!(BENCH_TYPES as readonly string[]).includes(t)) throw new Error(`--types: unknown ${t}; known: ${BENCH_TYPES.join(', ')}`);
 
 const stateDict = (type: string) => benchStateDict(config, type);
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 interface Row {
   backend: string;

@@ -9,7 +9,7 @@
 //   3. The engine's kernels at each shape (default: B=1 S=128 E=256 H=4 and B=1 S=512 E=512 H=8),
 //      every candidate variant of each kernel on this adapter forced in turn (subgroup ones included
 //      where the device has the feature), timed by timestamp queries (profile: true): ms, GFLOP/s
-//      (src/util/flops.ts's terms: QKV 6·B·S·E², attention 4·B·S²·E, output 2·B·S·E²) and % of (1).
+//      (demo/bench/flops.ts's terms: QKV 6·B·S·E², attention 4·B·S²·E, output 2·B·S·E²) and % of (1).
 //
 // Ceilings are best-of over a sweep, on a shared machine: an upper figure for what a kernel of this
 // kind reaches here, not the hardware's peak. Prints tables and writes the figures to JSON.
@@ -17,13 +17,12 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { type AttentionEngine, createAttentionEngine } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 import { defineBindings } from '../src/webgpu/bindings.ts';
 import { Usage } from '../src/webgpu/buffers.ts';
 import { adapterKind, candidates, defaultChoice, type KernelName } from '../src/webgpu/variants.ts';
 import type { BenchShape } from '../demo/bench/types.ts';
-
-const median = (a: number[]) => [...a].sort((p, q) => p - q)[a.length >> 1];
+import { median } from '../src/util/stats.ts';
 
 /** Wall milliseconds of `repeat` dispatches in one submission, best of `rounds` (after one untimed run). */
 async function timeDispatches(device: GPUDevice, pipeline: GPUComputePipeline, group: GPUBindGroup, workgroups: number, repeat: number, rounds = 5): Promise<number> {

@@ -9,7 +9,8 @@
 //     [--backend wasm|webgpu] [--attention rows64-keys32-r4]
 
 import { type AttentionVariant, createAttentionEngine } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
+import { median } from '../src/util/stats.ts';
 import { parseCli } from './cli.ts';
 
 const { values } = parseCli(import.meta.url, {
@@ -51,8 +52,7 @@ for (const length of lengths) {
     if (i === 2) await engine.settled(); // WebGPU: the final kernels from here on (tier 0 before)
     if (i >= 3) times.push(performance.now() - t0);
   }
-  times.sort((a, b) => a - b);
-  console.log(`  cache length ${length}: ${times[times.length >> 1].toFixed(3)} ms (best ${times[0].toFixed(3)} ms)`);
+  console.log(`  cache length ${length}: ${median(times).toFixed(3)} ms (best ${Math.min(...times).toFixed(3)} ms)`);
   cache.dispose();
 }
 mha.dispose();

@@ -9,7 +9,8 @@
 import { availableParallelism } from 'node:os';
 import { buildAttentionModel } from '../demo/bench/systems/onnx-model.ts';
 import { createAttentionEngine } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
+import { median } from '../src/util/stats.ts';
 import { compareArrays, f32Tolerance } from '../src/util/tolerance.ts';
 import { parseCli } from './cli.ts';
 
@@ -71,8 +72,11 @@ for (const [S, E, H] of shapes) {
       await run();
       times.push(performance.now() - t);
     }
-    times.sort((a, b) => a - b);
-    console.log(`  ${name.padEnd(36)} ${times[0].toFixed(1).padStart(8)} / ${times[n >> 1].toFixed(1).padStart(8)} ms`);
+    console.log(
+      `  ${name.padEnd(36)} ${Math.min(...times)
+        .toFixed(1)
+        .padStart(8)} / ${median(times).toFixed(1).padStart(8)} ms`,
+    );
   }
   await session.release();
 }

@@ -125,12 +125,10 @@ for (const file of dtsFiles) {
   }
   if (/\bNodeJS\./.test(readFileSync(file, 'utf8'))) problems.push(`${rel} needs @types/node`);
 }
-// src/util is shared by the tests, the demo and the tuner's correctness gate: the gate's part (the
-// tolerance rule, the seeded generator) ships; the test-only weights and the FLOP count do not.
-for (const file of walk(dist)) {
-  if (/(^|\/)util\/flops/.test(relative(dist, file))) problems.push(`${relative(root, file)}: the FLOP count is for tests, demo and scripts, not the package`);
-}
-if (/randomStateDict|randomLayerInputs|attentionFlops/.test(code)) problems.push('dist/index.js contains test-only helpers of src/util');
+// The test-only weights (test/helpers/random.ts) and the benchmark's FLOP count (demo/bench/flops.ts)
+// live outside src/; should src/ ever import them, they would ship: refuse that.
+if (/randomStateDict|randomLayerInputs|attentionFlops/.test(code))
+  problems.push('dist/index.js contains test or benchmark helpers (test/helpers/random.ts, demo/bench/flops.ts)');
 if (problems.length) fail(`dist/ is not right:\n  - ${problems.join('\n  - ')}`);
 
 const files = walk(dist)

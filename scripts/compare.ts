@@ -4,8 +4,9 @@
 
 import { parseArgs } from 'node:util';
 import { createAttentionEngine } from '../src/index.ts';
-import { attentionFlops } from '../src/util/flops.ts';
-import { mulberry32, randomLayerInputs, uniform } from '../src/util/random.ts';
+import { attentionFlops } from '../demo/bench/flops.ts';
+import { mulberry32, randomLayerInputs, uniform } from '../test/helpers/random.ts';
+import { median } from '../src/util/stats.ts';
 
 const { values } = parseArgs({
   options: {
@@ -54,8 +55,7 @@ async function time(run: () => Promise<Float32Array>, n: number, w: number): Pro
     output = await run();
     times.push(performance.now() - t0);
   }
-  times.sort((a, b) => a - b);
-  return { ms: times[Math.floor(times.length / 2)], output };
+  return { ms: median(times), output };
 }
 
 const gpu = await createAttentionEngine({ backend: 'webgpu' });

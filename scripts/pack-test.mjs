@@ -200,8 +200,9 @@ async function buildAndPack(pkg) {
   }
   const stray = files.filter((f) => !/^(dist\/|package\.json$|README(\.md)?$|LICEN[CS]E(\.\w+)?$|CHANGELOG(\.md)?$)/i.test(f));
   if (stray.length) problems.push(`files outside dist/: ${stray.slice(0, 10).join(', ')}${stray.length > 10 ? ' …' : ''}`);
-  // src/util ships only what the library imports (the tuner's gate: tolerance.ts, seeded.ts); never the test-only helpers.
-  const internal = files.filter((f) => /(^|\/)util\/(?!(tolerance|seeded)\.d\.ts$)|\.wgsl$|\.ts$(?<!\.d\.ts)/.test(f));
+  // src/util ships only what the library imports (the tuner's gate: tolerance.ts, seeded.ts; f16.ts, stats.ts); the test and
+  // benchmark helpers live outside src/ (test/helpers/random.ts, demo/bench/flops.ts).
+  const internal = files.filter((f) => /(^|\/)util\/(?!(tolerance|seeded|f16|stats)\.d\.ts$)|\.wgsl$|\.ts$(?<!\.d\.ts)/.test(f));
   if (internal.length) problems.push(`sources or internal modules packed: ${internal.join(', ')}`);
   if (problems.length) throw new StepError(`the tarball is wrong:\n  - ${problems.join('\n  - ')}\n(files: ${files.join(', ')})`);
   log(`packed ${info.filename}: ${files.length} files, ${(info.size / 1024).toFixed(0)} KiB (${(info.unpackedSize / 1024).toFixed(0)} KiB unpacked)`);

@@ -9,10 +9,11 @@
 
 import { createAttentionEngine } from '../src/index.ts';
 import { quantizeWeights } from '../src/quant/quantize.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
 import { createProjection } from '../src/wasm/projection.ts';
 import { parseCli } from './cli.ts';
+import { median } from '../src/util/stats.ts';
 
 const { values } = parseCli(import.meta.url, { runs: { type: 'string', default: '40' }, rounds: { type: 'string', default: '3' } });
 const runs = Number(values.runs);
@@ -21,7 +22,6 @@ const [E, H, G, ctx] = [2048, 16, 4, 1024];
 const Dh = E / H;
 const config = { embedDim: E, numHeads: H, numKvHeads: G };
 const TYPES = ['f32', 'q4_0', 'q8_0'] as const;
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const float = randomStateDict(config, 1);
 const stateDicts = Object.fromEntries(TYPES.map((t) => [t, t === 'f32' ? float : quantizeWeights(float, { dtype: t, config })]));
 

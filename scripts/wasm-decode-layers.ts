@@ -5,13 +5,13 @@
 //   L=16 STEPS=6 TYPES=f32,q4_0 node scripts/run-ts.mjs scripts/wasm-decode-layers.ts
 import { createAttentionEngine } from '../src/index.ts';
 import { quantizeWeights } from '../src/quant/quantize.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
+import { median } from '../src/util/stats.ts';
 const [E, H, G, ctx] = [2048, 16, 4, 1024];
 const Dh = E / H;
 const config = { embedDim: E, numHeads: H, numKvHeads: G };
 const L = Number(process.env.L ?? 16);
 const steps = Number(process.env.STEPS ?? 8);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const out: Record<string, number> = {};
 for (const t of (process.env.TYPES ?? 'f32,q4_0').split(',')) {
   const engine = await createAttentionEngine({ backend: 'wasm', threads: 1 });

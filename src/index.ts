@@ -54,7 +54,7 @@ export type {
   AttentionVariant,
 } from './types.ts';
 export { fileTuningStore, localStorageTuningStore } from './webgpu/tuning/store.ts';
-export { referenceMultiHeadAttention } from './cpu/reference.ts';
+export { referenceMultiHeadAttention, referenceOutput } from './cpu/reference.ts';
 export type { ReferenceResult } from './cpu/reference.ts';
 export { parseSafetensors, WeightFileError } from './weights/safetensors.ts';
 export type { SafetensorsFile, SafetensorsTensor, WeightFileProblem } from './weights/safetensors.ts';

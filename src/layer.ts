@@ -7,7 +7,7 @@ import { KvCache } from './kv-cache.ts';
 import { type LayerSpec, resolveForwardPlan } from './plan/index.ts';
 import { resolveKvCacheOptions } from './plan/index.ts';
 import type { BatchedForwardOptions, BufferForwardResult, ForwardOptions, ForwardResult, HalfForwardResult, KvCacheOptions, TensorArray } from './types.ts';
-import { toF16 } from './webgpu/f16.ts';
+import { toF16 } from './util/f16.ts';
 
 /** The result as options.outputType asks (checked with the plan): 'f16' narrows the output to binary16 bits. */
 export function withOutputType(result: ForwardResult | BufferForwardResult, options: unknown): ForwardResult | HalfForwardResult | BufferForwardResult {

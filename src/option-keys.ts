@@ -8,6 +8,7 @@ import type {
   BatchedForwardOptions,
   EngineOptions,
   ForwardOptions,
+  HeadShapeOptions,
   KvCacheOptions,
   LinearAttentionOptions,
   MultiHeadAttentionConfig,
@@ -59,14 +60,12 @@ export const BATCHED_ONLY_KEYS = knownKeys<Omit<BatchedForwardOptions, keyof Pac
   positionIds: true,
 });
 
+/** The sizes of a call on head-split tensors (HeadShapeOptions), shared by scaledDotProductAttention and linearAttention. */
+const HEAD_SHAPE: { readonly [K in keyof HeadShapeOptions]-?: true } = { batchSize: true, numHeads: true, numKvHeads: true, seqLen: true, kvSeqLen: true, headDim: true };
+
 /** engine.scaledDotProductAttention's options. */
 export const SDPA_KEYS = knownKeys<ScaledDotProductAttentionOptions>({
-  batchSize: true,
-  numHeads: true,
-  numKvHeads: true,
-  seqLen: true,
-  kvSeqLen: true,
-  headDim: true,
+  ...HEAD_SHAPE,
   isCausal: true,
   attnMask: true,
   keyPaddingMask: true,
@@ -87,12 +86,7 @@ export const SDPA_KEYS = knownKeys<ScaledDotProductAttentionOptions>({
 
 /** engine.linearAttention's options. */
 export const LINEAR_KEYS = knownKeys<LinearAttentionOptions>({
-  batchSize: true,
-  numHeads: true,
-  numKvHeads: true,
-  seqLen: true,
-  kvSeqLen: true,
-  headDim: true,
+  ...HEAD_SHAPE,
   isCausal: true,
   keyPaddingMask: true,
   eps: true,

@@ -8,7 +8,7 @@ import { AutoBackend } from '../src/auto/backend.ts';
 import type { Timer } from '../src/auto/chooser.ts';
 import { AttentionEngine, createAttentionEngine } from '../src/engine.ts';
 import type { MultiHeadAttentionConfig, StateDict } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { WasmBackend } from '../src/wasm/backend.ts';
 import { WebGPUBackend } from '../src/webgpu/backend.ts';

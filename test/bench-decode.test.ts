@@ -13,7 +13,7 @@ import { layerRun } from '../demo/bench/systems/layer-run.ts';
 import { wasmSystem } from '../demo/bench/systems/wasm.ts';
 import type { BenchShape, BenchSystem } from '../demo/bench/types.ts';
 import { createAttentionEngine } from '../src/index.ts';
-import { attentionFlops, attentionFlopTerms } from '../src/util/flops.ts';
+import { attentionFlops, attentionFlopTerms } from '../demo/bench/flops.ts';
 
 const peer: BenchSystem = {
   id: 'peer',

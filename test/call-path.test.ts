@@ -19,7 +19,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { AttentionEngine } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { FAST_COMPILING } from './helpers/engines.ts';
 import { createGpuEngine } from './helpers/gpu.ts';
 

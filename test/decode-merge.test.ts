@@ -10,7 +10,7 @@
 
 import { describe, expect, test } from 'vitest';
 import type { ScaledDotProductAttentionOptions } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { recordPipelines } from './helpers/dispatches.ts';
 import { useEngines } from './helpers/engines.ts';

@@ -3,7 +3,7 @@
 
 import { describe, expect, test } from 'vitest';
 import { createAttentionEngine } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { BufferPool, MAX_IDLE_SCRATCH_BYTES, Usage } from '../src/webgpu/buffers.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';

@@ -12,7 +12,7 @@ import {
   UnsupportedError,
   WebGPUUnavailableError,
 } from '../src/index.ts';
-import { randomStateDict } from '../src/util/random.ts';
+import { randomStateDict } from './helpers/random.ts';
 import { WasmBackend } from '../src/wasm/backend.ts';
 import { useEngines } from './helpers/engines.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';

@@ -6,10 +6,10 @@
 
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { type AttentionEngine, createAttentionEngine, InvalidArgumentError, referenceMultiHeadAttention, ShapeMismatchError, UnsupportedError } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { Usage } from '../src/webgpu/buffers.ts';
-import { fromF16, toF16 } from '../src/webgpu/f16.ts';
+import { fromF16, toF16 } from '../src/util/f16.ts';
 import { useEngines } from './helpers/engines.ts';
 import { withErrorScopes, watchDevice } from './helpers/gpu.ts';
 

@@ -4,7 +4,7 @@
 
 import { expect, test } from 'vitest';
 import type { AttentionEngine, ForwardOptions, MultiHeadAttentionConfig } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f16Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';

@@ -4,7 +4,7 @@
 
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type AttentionEngine, createAttentionEngine, type ForwardOptions, referenceMultiHeadAttention } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f16ProbabilityTolerance, f16Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { withErrorScopes, watchDevice } from './helpers/gpu.ts';
 

@@ -8,7 +8,7 @@
 
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AttentionError, type AttentionEngine, createAttentionEngine, WebGPUCallError } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { resolveForwardPlan, resolveLayerSpec } from '../src/plan/index.ts';
 import { acquireDevice } from '../src/webgpu/device.ts';

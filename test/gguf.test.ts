@@ -24,11 +24,11 @@ import {
   referenceMultiHeadAttention,
 } from '../src/index.ts';
 import type { GgufQuantizedTensor } from '../src/quant/types.ts';
-import { mulberry32, uniform } from '../src/util/random.ts';
+import { mulberry32, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance, maxAbsFinite, outputTolerance } from '../src/util/tolerance.ts';
 import type { WeightFileProblem } from '../src/weights/safetensors.ts';
-import { GGML, type GgufWriterTensor, type GgufWriterValue, bf16Bytes, f16Bytes, f32Bytes, randomBlocks, toHalf, writeGguf } from './helpers/gguf-writer.ts';
-import { halfToFloat } from '../src/quant/pack.ts';
+import { GGML, type GgufWriterTensor, type GgufWriterValue, bf16Bytes, f16Bytes, f32Bytes, randomBlocks, writeGguf } from './helpers/gguf-writer.ts';
+import { floatToHalfBits, halfToFloat } from '../src/util/f16.ts';
 
 const TMP = mkdtempSync(join(tmpdir(), 'gguf-test-'));
 const onDisk = (name: string, bytes: Uint8Array) => {
@@ -410,7 +410,7 @@ describe('attentionLayerFromGguf', () => {
     expect(config).toEqual({ embedDim: 96, numHeads: 3, numKvHeads: 1, bias: true, rotary: { dim: 16, base: 500000, interleaved: false } });
     expect(Object.keys(stateDict).sort()).toEqual(['in_proj_bias', 'in_proj_weight', 'out_proj.bias', 'out_proj.weight']);
     // F16 values widened: the writer's values rounded to half.
-    expect(stateDict.in_proj_weight).toEqual(Float32Array.from(m.tensor('attn_qkv.weight').values!, (v) => halfToFloat(toHalf(v))));
+    expect(stateDict.in_proj_weight).toEqual(Float32Array.from(m.tensor('attn_qkv.weight').values!, (v) => halfToFloat(floatToHalfBits(v))));
     expect((stateDict.in_proj_weight as Float32Array).length).toBe(160 * 96);
     expect(stateDict.in_proj_bias).toEqual(m.tensor('attn_qkv.bias').values);
     expect(stateDict['out_proj.bias']).toEqual(m.tensor('attn_output.bias').values);

@@ -6,10 +6,10 @@
 
 import { describe, expect, test } from 'vitest';
 import { UnsupportedError } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { Usage } from '../src/webgpu/buffers.ts';
-import { fromF16, toF16 } from '../src/webgpu/f16.ts';
+import { fromF16, toF16 } from '../src/util/f16.ts';
 import { useEngines } from './helpers/engines.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
 

@@ -9,7 +9,7 @@
 
 import { describe, expect, test } from 'vitest';
 import type { MultiHeadAttentionConfig } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { recordPipelines } from './helpers/dispatches.ts';
 import { FAST_COMPILING, useEngines } from './helpers/engines.ts';

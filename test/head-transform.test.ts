@@ -5,7 +5,7 @@
 
 import { describe, expect, test } from 'vitest';
 import { InvalidArgumentError, type MultiHeadAttentionConfig, referenceMultiHeadAttention, ShapeMismatchError, UnsupportedError } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
 import { withErrorScopes } from './helpers/gpu.ts';

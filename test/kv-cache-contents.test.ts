@@ -5,7 +5,7 @@
 
 import { describe, expect, test } from 'vitest';
 import { InvalidArgumentError, referenceMultiHeadAttention, ShapeMismatchError } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { createGpuEngine } from './helpers/gpu.ts';
 import { useEngines } from './helpers/engines.ts';

@@ -7,7 +7,7 @@
 
 import { describe, expect, test } from 'vitest';
 import { type ForwardOptions, InvalidArgumentError, type LinearAttentionOptions, type StateDict, UnsupportedError } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
 import { expectFixturesPresent, loadJsonFixtures } from './helpers/fixtures.ts';

@@ -4,7 +4,7 @@
 
 import { expect, test } from 'vitest';
 import { createAttentionEngine } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { watchDevice, withErrorScopes } from './helpers/gpu.ts';
 
 test('profile: true gives per-kernel GPU times; the results equal an unprofiled engine', async () => {

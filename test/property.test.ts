@@ -20,7 +20,7 @@ import {
   type StateDict,
   type ScaledDotProductAttentionOptions,
 } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import type { KeysOf } from '../src/validate.ts';
 import { expectClose, f32Tolerance, maxAbsFinite, probabilityTolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';

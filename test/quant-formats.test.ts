@@ -16,9 +16,9 @@ import {
   ShapeMismatchError,
   UnsupportedError,
 } from '../src/index.ts';
-import { floatToHalfBits } from '../src/quant/half.ts';
-import { decodeRow, halfToFloat, packedGeometry, packWeight, unpackWeight } from '../src/quant/pack.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { decodeRow, packedGeometry, packWeight, unpackWeight } from '../src/quant/pack.ts';
+import { floatToHalfBits, halfToFloat } from '../src/util/f16.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectFixturesPresent, loadJsonFixtures } from './helpers/fixtures.ts';
 
 interface DequantCase {

@@ -12,10 +12,9 @@
 
 import { beforeAll, expect, test } from 'vitest';
 import { dequantize, type NBitsTensor, quantizeWeights } from '../src/index.ts';
-import { floatToHalfBits } from '../src/quant/half.ts';
-import { halfToFloat } from '../src/quant/pack.ts';
+import { floatToHalfBits, halfToFloat } from '../src/util/f16.ts';
 import { matMulNBitsModel } from '../demo/bench/systems/ort-matmulnbits.ts';
-import { mulberry32, uniform } from '../src/util/random.ts';
+import { mulberry32, uniform } from './helpers/random.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 
 type Ort = typeof import('onnxruntime-web');

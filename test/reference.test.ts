@@ -1,7 +1,8 @@
 // The CPU reference against values computed by hand, on cases small enough to follow on paper.
 
 import { describe, expect, test } from 'vitest';
-import { referenceMultiHeadAttention } from '../src/index.ts';
+import { type ForwardOptions, type MultiHeadAttentionConfig, quantizeWeights, referenceMultiHeadAttention, referenceOutput, ShapeMismatchError } from '../src/index.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 
 // E = 2, H = 1 (Dh = 2), identity projections and zero biases, so Q = K = V = X.
 // X = [[1, 0], [0, 1]]: scores = X·Xᵀ/√2 = [[a, 0], [0, a]] with a = 1/√2.
@@ -75,5 +76,41 @@ describe('referenceMultiHeadAttention by hand', () => {
     expect(Array.from(r.v)).toEqual([3, 4]);
     // One key: both heads output V; concat(heads) = [3, 4, 3, 4].
     expect(Array.from(r.output)).toEqual([3, 4, 3, 4]);
+  });
+});
+
+// referenceOutput: the same passes without the scores and probabilities, so its output must be
+// referenceMultiHeadAttention's to the bit, whatever the layer and the call.
+describe('referenceOutput equals referenceMultiHeadAttention(...).output bit for bit', () => {
+  const E = 16;
+  const base = { embedDim: E, numHeads: 4 };
+  const x = uniform(2 * 5 * E, 1, mulberry32(3)); // [B=2, S=5, E]
+  const kv = uniform(2 * 7 * E, 1, mulberry32(4)); // [B=2, Skv=7, E]
+  const cases: [string, MultiHeadAttentionConfig, ForwardOptions][] = [
+    ['plain', base, { batchSize: 2, seqLen: 5 }],
+    ['causal, grouped-query heads', { ...base, numKvHeads: 2 }, { batchSize: 2, seqLen: 5, isCausal: true }],
+    ['cross-attention, window', base, { batchSize: 2, seqLen: 5, key: kv, value: kv, kvSeqLen: 7, window: 3 }],
+    ['packed sequences', base, { cuSeqlens: Int32Array.from([0, 3, 10]) }],
+    ['rotary, softcap', { ...base, rotary: { dim: 4 } }, { batchSize: 2, seqLen: 5, isCausal: true, softcap: 2 }],
+    ['linear attention', { ...base, attention: 'linear' }, { batchSize: 2, seqLen: 5, isCausal: true }],
+  ];
+  test.each(cases)('%s', async (_name, config, options) => {
+    const sd = randomStateDict(config, 7);
+    const passes: number[] = [];
+    const y = await referenceOutput(config, sd, x, options, (pass) => {
+      passes.push(pass);
+    });
+    expect(passes).toEqual([1, 2, 3]);
+    expect(y).toEqual(referenceMultiHeadAttention(config, sd, x, options).output);
+  });
+  test('quantized weights (q8_0), dequantized as referenceMultiHeadAttention does', async () => {
+    const config = { embedDim: 32, numHeads: 2 };
+    const sd = quantizeWeights(randomStateDict(config, 8), { dtype: 'q8_0', config });
+    const q = uniform(3 * 32, 1, mulberry32(9));
+    const options = { batchSize: 1, seqLen: 3, isCausal: true };
+    expect(await referenceOutput(config, sd, q, options)).toEqual(referenceMultiHeadAttention(config, sd, q, options).output);
+  });
+  test('checks its arguments as forward does', async () => {
+    await expect(referenceOutput(base, randomStateDict(base, 1), x, { batchSize: 2, seqLen: 4 })).rejects.toThrow(ShapeMismatchError);
   });
 });

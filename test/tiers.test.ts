@@ -7,7 +7,7 @@
 import { describe, expect, test } from 'vitest';
 import { createAttentionEngine, InvalidArgumentError } from '../src/index.ts';
 import { resolveForwardPlan, resolveLayerSpec } from '../src/plan/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { defineBindings } from '../src/webgpu/bindings.ts';
 import type { DeviceState } from '../src/webgpu/device.ts';

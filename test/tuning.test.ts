@@ -19,7 +19,7 @@ import {
   type TuningStore,
 } from '../src/index.ts';
 import { geometryOf, resolveForwardPlan, resolveLayerSpec, shapePlan } from '../src/plan/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { gateVariant } from '../src/webgpu/tuning/gate.ts';
 import { decide, interleave, MARGIN, MAX_SPREAD } from '../src/webgpu/tuning/measure.ts';
 import { BufferPool } from '../src/webgpu/buffers.ts';

@@ -6,7 +6,7 @@
 // tests (wasm-kv-cache, wasm-quant) check the whole step against the float64 reference.
 
 import { describe, expect, test } from 'vitest';
-import { mulberry32, uniform } from '../src/util/random.ts';
+import { mulberry32, uniform } from './helpers/random.ts';
 import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
 
 const SCRATCH_ROWS = 32; // attend's RG

@@ -17,7 +17,7 @@ import {
   UnsupportedError,
 } from '../src/index.ts';
 import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
 

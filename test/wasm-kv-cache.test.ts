@@ -6,7 +6,7 @@
 
 import { afterAll, beforeAll, expect, test, vi } from 'vitest';
 import { type AttentionEngine, createAttentionEngine, type MultiHeadAttention } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import type { WasmKernels } from '../src/wasm/kernels.ts';
 import { ThreadPool } from '../src/wasm/threads.ts';

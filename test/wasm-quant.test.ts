@@ -16,7 +16,7 @@ import { type AttentionEngine, createAttentionEngine, type MultiHeadAttentionCon
 import { dequantize } from '../src/quant/dequantize.ts';
 import { GGUF_BLOCKS, packWeight, unpackWeight } from '../src/quant/pack.ts';
 import type { NBitsTensor, QuantizedTensor } from '../src/quant/types.ts';
-import { mulberry32, uniform } from '../src/util/random.ts';
+import { mulberry32, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { compileKernels, packBias, packWeights, WasmKernels } from '../src/wasm/kernels.ts';
 import { panelQuantized } from '../src/wasm/projection.ts';

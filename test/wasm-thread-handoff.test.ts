@@ -5,7 +5,7 @@
 
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AttentionError, DisposedError } from '../src/errors.ts';
-import { mulberry32, uniform } from '../src/util/random.ts';
+import { mulberry32, uniform } from './helpers/random.ts';
 import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
 import { type KernelCall, ThreadPool } from '../src/wasm/threads.ts';
 

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { availableParallelism } from 'node:os';
 import { type AttentionEngine, createAttentionEngine, DisposedError, InvalidArgumentError, type MultiHeadAttentionConfig } from '../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { resolveThreads, type ThreadEnvironment, ThreadPool, type ThreadPort, threadSupport } from '../src/wasm/threads.ts';
 
 let one: AttentionEngine;

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
 import { type ForwardOptions, InvalidArgumentError, MissingWeightError, ShapeMismatchError, type StateDict } from '../src/index.ts';
-import { mulberry32, uniform } from '../src/util/random.ts';
+import { mulberry32, uniform } from './helpers/random.ts';
 import { expectClose } from '../src/util/tolerance.ts';
 import { attentionLayerFromSafetensors, stateDictFromSafetensors, type WeightLayout } from '../src/weights/layouts.ts';
 import { parseSafetensors } from '../src/weights/safetensors.ts';

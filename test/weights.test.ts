@@ -20,7 +20,7 @@ import { parseSafetensors, WeightFileError, type WeightFileProblem } from '../sr
 import { loadSafetensors, stateDictFromSafetensors, type WeightLayout } from '../src/weights/layouts.ts';
 import { stateDictFromMatmulWeights } from '../src/weights/numpy-style.ts';
 import { compareArrays, expectClose, f32Tolerance, type Tolerance } from '../src/util/tolerance.ts';
-import { mulberry32, uniform } from '../src/util/random.ts';
+import { mulberry32, uniform } from './helpers/random.ts';
 import { useEngines } from './helpers/engines.ts';
 import { expectFixturesPresent, loadJsonFixtures } from './helpers/fixtures.ts';
 import { withErrorScopes } from './helpers/gpu.ts';

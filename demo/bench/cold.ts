@@ -13,9 +13,10 @@
 // starts, as a user would load them quantized from a file); TF.js always runs float32.
 
 import { createAttentionEngine, quantizeWeights } from 'webgpu-attention';
-import { randomLayerInputs } from '../../src/util/random.ts';
+import { randomLayerInputs } from '../../test/helpers/random.ts';
 import { tfjsSystem } from './systems/tfjs.ts';
 import type { BenchShape } from './types.ts';
+import { median } from '../../src/util/stats.ts';
 
 export interface ColdResult {
   system: 'engine' | 'tfjs';
@@ -42,7 +43,6 @@ export interface ColdResult {
   adapter?: string;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const round = (x: number) => Math.round(x * 10) / 10;
 
 async function timed<T>(fn: () => Promise<T>): Promise<[T, number]> {

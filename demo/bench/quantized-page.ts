@@ -8,10 +8,11 @@
 // kernels (a sweep at E=2048 on a software adapter takes many minutes).
 
 import { createAttentionEngine, type ProjectionVariant } from 'webgpu-attention';
-import { mulberry32, uniform } from '../../src/util/random.ts';
+import { mulberry32, uniform } from '../../test/helpers/random.ts';
 import { type BenchEntry, benchStateDict, ortProjectionWeights } from './quantized-weights.ts';
 import { loadOrt } from './systems/ort.ts';
 import { ortProjectionsModel } from './systems/ort-matmulnbits.ts';
+import { median } from '../../src/util/stats.ts';
 
 export interface QuantizedRequest {
   embed: number;
@@ -40,8 +41,6 @@ declare global {
     quantizedReady: boolean;
   }
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 type Entry = BenchEntry;
 

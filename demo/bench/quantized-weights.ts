@@ -5,7 +5,7 @@
 import { GGUF_BLOCKS } from '../../src/quant/pack.ts';
 import type { NBitsTensor, QuantizedTensor } from '../../src/quant/types.ts';
 import type { AttentionEngine, KvCache, MultiHeadAttention, MultiHeadAttentionConfig, QuantizedStateDict } from '../../src/index.ts';
-import { mulberry32, randomStateDict } from '../../src/util/random.ts';
+import { mulberry32, randomStateDict } from '../../test/helpers/random.ts';
 
 /** The weight types the benchmark knows: float ones (f16 is WebGPU's precision 'f16'), then the packed ones. */
 export const BENCH_TYPES = ['f32', 'f16', 'q4_0', 'q4_k', 'q8_0', 'q6_k', 'nbits4', 'nbits8'] as const;

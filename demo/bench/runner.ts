@@ -3,13 +3,12 @@
 // gate: a wrong system is reported failed with its error, never timed), warm-ups, timed runs, dispose.
 // Used by the demo page; nothing here touches the DOM.
 
-import { type AdapterInfo, createAttentionEngine, type ForwardOptions, type MultiHeadAttentionConfig, type StateDict } from 'webgpu-attention';
-import { attention, outputProjection, qkvProjection } from '../../src/cpu/reference.ts';
-import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../../src/plan/index.ts';
-import { attentionFlops } from '../../src/util/flops.ts';
-import { mulberry32, randomLayerInputs, uniform } from '../../src/util/random.ts';
+import { type AdapterInfo, createAttentionEngine, referenceOutput, type StateDict } from 'webgpu-attention';
+import { attentionFlops } from './flops.ts';
+import { mulberry32, randomLayerInputs, uniform } from '../../test/helpers/random.ts';
 import { compareArrays, f32Tolerance, type Tolerance } from '../../src/util/tolerance.ts';
 import type { BenchProgress, BenchResult, BenchShape, BenchSystem, SystemResult } from './types.ts';
+import { median } from '../../src/util/stats.ts';
 
 export interface RunOptions {
   /** Untimed runs after the correctness gate. Default 2. */
@@ -32,7 +31,7 @@ export interface RunResult extends BenchResult {
 }
 
 /**
- * Seeded weights (PyTorch init) and query (uniform ±1) for a shape: src/util/random.ts's randomLayerInputs;
+ * Seeded weights (PyTorch init) and query (uniform ±1) for a shape: test/helpers/random.ts's randomLayerInputs;
  * with a KV cache (cacheLen), its past keys and values too (uniform ±1, [B, H, cacheLen, Dh] each).
  */
 export function benchInputs(shape: BenchShape, seed: number): { stateDict: StateDict; query: Float32Array; past?: { key: Float32Array; value: Float32Array } } {
@@ -44,7 +43,7 @@ export function benchInputs(shape: BenchShape, seed: number): { stateDict: State
   return { ...inputs, past: { key: uniform(n, 1, random), value: uniform(n, 1, random) } };
 }
 
-/** A decode step's reference: this library's float64 CPU backend, on a KV cache holding `past` (the float64 passes behind it are referenceOutput's). */
+/** A decode step's reference: this library's float64 CPU backend, on a KV cache holding `past` (the float64 passes of referenceOutput, which takes no KV cache). */
 async function referenceDecode(shape: BenchShape, stateDict: StateDict, query: Float32Array, past: { key: Float32Array; value: Float32Array }): Promise<Float32Array> {
   const engine = await createAttentionEngine({ backend: 'cpu' });
   try {
@@ -55,31 +54,6 @@ async function referenceDecode(shape: BenchShape, stateDict: StateDict, query: F
   } finally {
     engine.dispose();
   }
-}
-
-/**
- * The float64 reference output [B, S, E], pass by pass, awaiting `between` after each pass so a page can
- * show progress. These are the passes referenceMultiHeadAttention runs, without the scores and
- * probabilities it also keeps: those are [B, H, S, S] float64, twice (537 MB at S=2048, H=8).
- */
-export async function referenceOutput(
-  shape: BenchShape,
-  stateDict: StateDict,
-  query: Float32Array,
-  between: (passDone: 1 | 2 | 3) => Promise<void> | void = () => {},
-  /** The layer's config and forward options when it has attention options (rotary, softcap, linear, …). */
-  layer?: { config: MultiHeadAttentionConfig; options: ForwardOptions },
-): Promise<Float64Array> {
-  const spec = resolveLayerSpec(layer?.config ?? { embedDim: shape.embedDim, numHeads: shape.numHeads });
-  const weights = resolveWeights(spec, stateDict);
-  const plan = resolveForwardPlan(spec, query, layer?.options ?? { batchSize: shape.batchSize, seqLen: shape.seqLen, isCausal: shape.isCausal });
-  const { q, k, v } = qkvProjection(plan, weights);
-  await between(1);
-  const o = attention(plan, q, k, v);
-  await between(2);
-  const y = outputProjection(plan, weights, o);
-  await between(3);
-  return y;
 }
 
 /** The f32 rule of the test suite: the layer chains reductions of length E (QKV), Skv (scores, P·V) and E (W_O). */
@@ -101,12 +75,6 @@ export function gateTolerance(shape: BenchShape, systemId: string): Tolerance {
   const t = engineTolerance(shape);
   const f = OWN_SYSTEMS.has(systemId) ? 1 : PEER_TOLERANCE_FACTOR;
   return { atol: t.atol * f, rtol: t.rtol * f };
-}
-
-export function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
 function errorText(e: unknown): string {
@@ -168,8 +136,12 @@ export async function runBenchmark(shape: BenchShape, systems: BenchSystem[], op
         await report('reference', 'load', 'CPU reference done', 3);
         return out;
       })
-    : await referenceOutput(shape, stateDict, query, (pass) =>
-        report('reference', 'load', pass < 3 ? `CPU reference (float64): pass ${pass + 1} of 3, ${passNames[pass]}…` : 'CPU reference done', 1),
+    : await referenceOutput(
+        { embedDim: shape.embedDim, numHeads: shape.numHeads },
+        stateDict,
+        query,
+        { batchSize: shape.batchSize, seqLen: shape.seqLen, isCausal: shape.isCausal },
+        (pass) => report('reference', 'load', pass < 3 ? `CPU reference (float64): pass ${pass + 1} of 3, ${passNames[pass]}…` : 'CPU reference done', 1),
       );
 
   const results: SystemResult[] = [];

@@ -16,7 +16,8 @@
 // left to choose would answer on 'wasm' on a software adapter such as Deno's llvmpipe).
 
 import type { AttentionEngine, TuningReport } from '../../src/index.ts';
-import { randomLayerInputs } from '../../src/util/random.ts';
+import { randomLayerInputs } from '../../test/helpers/random.ts';
+import { median } from '../../src/util/stats.ts';
 
 type CreateEngine = (options?: { backend?: 'webgpu'; tuning?: { mode?: 'off'; background?: boolean } }) => Promise<AttentionEngine>;
 
@@ -83,12 +84,6 @@ export interface FigureOptions {
   log?: (line: string) => void;
   /** Longest the settle loop may run before giving up, ms (default 300 000). */
   settleLimitMs?: number;
-}
-
-export function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
 const round = (ms: number) => Math.round(ms * 100) / 100;

@@ -6,7 +6,7 @@
 
 import { type AttentionEngine, type MultiHeadAttention, referenceMultiHeadAttention } from 'webgpu-attention';
 import { linearFeature } from '../../src/cpu/linear.ts';
-import { mulberry32, randomStateDict } from '../../src/util/random.ts';
+import { mulberry32, randomStateDict } from '../../test/helpers/random.ts';
 import { checkboxField, errorMessage, h, numberField, readInt, setState } from './dom.ts';
 import { colourScale, headCanvas, hoverTip, maxOf, rowEntropies, scaleSelect } from './heatmap.ts';
 

@@ -6,7 +6,7 @@ import type { AttentionEngine } from 'webgpu-attention';
 import { PRESETS } from '../bench/presets.ts';
 import { type RunResult, resultsToJson, runBenchmark } from '../bench/runner.ts';
 import type { BenchShape, BenchSystem, SystemResult } from '../bench/types.ts';
-import { attentionFlops } from '../../src/util/flops.ts';
+import { attentionFlops } from '../bench/flops.ts';
 import { checkboxField, errorMessage, h, numberField, readInt, setState, si } from './dom.ts';
 
 Chart.register(BarController, BarElement, CategoryScale, LinearScale, LogarithmicScale, Tooltip);

@@ -1,8 +1,8 @@
 // Correctness panel: the layer on the engine's backend (WebGPU) against the float64 CPU reference,
 // with the test suite's rule |out − ref| ≤ atol + rtol·|ref| (atol = rtol = 16·√(E + S + E)·2⁻²³).
 
-import type { AttentionEngine } from 'webgpu-attention';
-import { benchInputs, engineTolerance, referenceOutput } from '../bench/runner.ts';
+import { type AttentionEngine, referenceOutput } from 'webgpu-attention';
+import { benchInputs, engineTolerance } from '../bench/runner.ts';
 import { compareArrays } from '../../src/util/tolerance.ts';
 import { errorMessage, h, setState } from './dom.ts';
 import { describeOptions, forwardOptionsOf, type LayerConfig, layerConfigOf } from './layer-config.ts';
@@ -104,16 +104,10 @@ export function mountCorrectnessPanel(section: HTMLElement, engine: AttentionEng
       status.textContent = 'Computing the float64 CPU reference…';
       await nextFrame();
       const t1 = performance.now();
-      const reference = await referenceOutput(
-        shape,
-        stateDict,
-        query,
-        (pass) => {
-          status.textContent = `Computing the float64 CPU reference… pass ${pass} of 3 done`;
-          return nextFrame();
-        },
-        { config, options },
-      );
+      const reference = await referenceOutput(config, stateDict, query, options, (pass) => {
+        status.textContent = `Computing the float64 CPU reference… pass ${pass} of 3 done`;
+        return nextFrame();
+      });
       const refMs = performance.now() - t1;
 
       const tol = engineTolerance(shape);

@@ -6,9 +6,10 @@
 
 import { CategoryScale, Chart, Legend, LinearScale, LineController, LineElement, PointElement, Tooltip } from 'chart.js';
 import type { AttentionEngine, KvCache, MultiHeadAttention } from 'webgpu-attention';
-import { randomLayerInputs } from '../../src/util/random.ts';
+import { randomLayerInputs } from '../../test/helpers/random.ts';
 import { isSoftware } from './adapter.ts';
 import { errorMessage, h, numberField, readInt, setState } from './dom.ts';
+import { median } from '../../src/util/stats.ts';
 
 Chart.register(LineController, LineElement, PointElement, CategoryScale, LinearScale, Legend, Tooltip);
 
@@ -47,12 +48,6 @@ const yieldToPage = () => new Promise<void>((r) => setTimeout(r, 0));
 
 function fmtMs(ms: number): string {
   return ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2);
-}
-
-function median(values: number[]): number {
-  const s = [...values].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
 /** Rows [s0, s1) of each batch element of x [B, S, E], as [B, s1 − s0, E]. */

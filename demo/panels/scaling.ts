@@ -9,7 +9,7 @@ import { Chart, Legend, LineController, LineElement, LogarithmicScale, PointElem
 import type { AttentionEngine } from 'webgpu-attention';
 import { type RunResult, resultsToJson, runBenchmark } from '../bench/runner.ts';
 import type { BenchResult, BenchShape, BenchSystem } from '../bench/types.ts';
-import { attentionFlops } from '../../src/util/flops.ts';
+import { attentionFlops } from '../bench/flops.ts';
 import { isSoftware } from './adapter.ts';
 import { checkboxField, errorMessage, h, numberField, readInt, setState, si } from './dom.ts';
 import { logTick, spacedLogTicks } from './log-ticks.ts';

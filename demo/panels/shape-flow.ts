@@ -2,8 +2,8 @@
 // counts, and a view of how W_O mixes the heads: before it each column of concat(heads) belongs to one
 // head; after it every output column draws on all of them.
 
-import { attentionFlops, attentionFlopTerms } from '../../src/util/flops.ts';
-import { randomStateDict } from '../../src/util/random.ts';
+import { attentionFlops, attentionFlopTerms } from '../bench/flops.ts';
+import { randomStateDict } from '../../test/helpers/random.ts';
 import { bytes, grouped, h, headColor, hiDpiCanvas, si } from './dom.ts';
 import type { LayerChoice, LayerConfig } from './layer-config.ts';
 

@@ -19,7 +19,7 @@
 //   e2e: forward(Float32Array) → Float32Array: conversion, upload, the kernels and the readback.
 // Each is warmed up (--warmup), then timed up to --runs times within --budget-s seconds (at least
 // --min-runs if the whole-run --time-limit-s allows); the median gives TFLOP/s from
-// src/util/flops.ts (8·B·S·E² + 4·B·S²·E, causal halves the S² term).
+// demo/bench/flops.ts (8·B·S·E² + 4·B·S²·E, causal halves the S² term).
 //
 // Before any of it, a correctness gate per precision on --gate-shape (default B=1 S=64 E=1024 H=16),
 // causal and not, through both paths (Float32Array, and GPUBuffer in and out), against the engine's
@@ -44,12 +44,13 @@ import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { createAttentionEngine, DeviceLimitError, referenceMultiHeadAttention } from '../../src/index.ts';
 import type { AttentionEngine, MultiHeadAttention, StateDict, TuningReport } from '../../src/index.ts';
-import { attentionFlops } from '../../src/util/flops.ts';
-import { randomLayerInputs } from '../../src/util/random.ts';
-import { fromF16, toF16 } from '../../src/webgpu/f16.ts';
+import { attentionFlops } from '../../demo/bench/flops.ts';
+import { randomLayerInputs } from '../../test/helpers/random.ts';
+import { fromF16, toF16 } from '../../src/util/f16.ts';
 import { compareArrays, f16Tolerance, maxAbsFinite, outputTolerance, type Tolerance } from '../../src/util/tolerance.ts';
 import { readBuffer } from '../../test/helpers/readback.ts';
 import { parseArgsOrExit } from '../cli.ts';
+import { median } from '../../src/util/stats.ts';
 
 const T_START = performance.now();
 const elapsed = () => (performance.now() - T_START) / 1000;
@@ -381,7 +382,7 @@ const report = {
     e2e: 'forward(Float32Array) resolving to a Float32Array: f16 conversion where used, upload, kernels, readback',
     statistic: 'median (and best) of the timed runs after the warm-ups; TFLOP/s = FLOPs / median time',
   },
-  flopFormula: '8·B·S·E² + 4·B·S²·E (causal: half the S² term); src/util/flops.ts',
+  flopFormula: '8·B·S·E² + 4·B·S²·E (causal: half the S² term); demo/bench/flops.ts',
   options: {
     shapes,
     precisions,
@@ -417,11 +418,6 @@ log(`writing ${out}`);
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 /** The tests' rule (src/util/tolerance.ts compareArrays), with what the report records: max |a − b| and the worst |a − b| / (atol + rtol·|b|). */
 function compare(actual: Float32Array, expected: Float32Array, tol: Tolerance) {

@@ -13,7 +13,7 @@ import { linearAttention } from './linear.ts';
 import { type ForwardPlan, floatLayerWeights, type LayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../plan/index.ts';
 import { transformHeads } from './head-transform.ts';
 import { headScale, keyBand, keyBias, modifyScore } from './score-rule.ts';
-import type { ForwardOptions, MultiHeadAttentionConfig, StateDict } from '../types.ts';
+import type { ForwardOptions, MultiHeadAttentionConfig, QuantizedStateDict, StateDict } from '../types.ts';
 
 export interface ReferenceResult {
   q: Float64Array; // [B, H, Sq, Dh]
@@ -177,14 +177,64 @@ export function referenceForward(plan: ForwardPlan, layerWeights: LayerWeights, 
   return { q, k, v, scores: keep?.scores ?? null, probs: keep?.probs ?? null, attention: o, output };
 }
 
+/** A layer's weights (dequantized, if quantized) and a call's plan, from the public arguments, checked as createMultiHeadAttention and forward check them. */
+function resolveCall(
+  config: MultiHeadAttentionConfig,
+  stateDict: StateDict | QuantizedStateDict,
+  query: Float32Array,
+  options: ForwardOptions,
+): { plan: ForwardPlan; weights: LayerWeights } {
+  const spec = resolveLayerSpec(config);
+  const weights = floatLayerWeights(resolveWeights(spec, stateDict));
+  return { plan: resolveForwardPlan(spec, query, options), weights };
+}
+
 /**
  * The reference for a whole layer, from the same arguments as createMultiHeadAttention and forward,
  * checked the same way. For learners and tests: returns Q, K, V, the scores and probabilities
  * [B, H, Sq, Skv] (these grow as S², so keep S small), the attention output and the layer output.
+ * Quantized weights are dequantized exactly first (as ggml and ONNX Runtime do). For the output
+ * alone, at any length, see {@link referenceOutput}.
  */
-export function referenceMultiHeadAttention(config: MultiHeadAttentionConfig, stateDict: StateDict, query: Float32Array, options: ForwardOptions): ReferenceResult {
-  const spec = resolveLayerSpec(config);
-  const weights = resolveWeights(spec, stateDict);
-  const plan = resolveForwardPlan(spec, query, options);
+export function referenceMultiHeadAttention(
+  config: MultiHeadAttentionConfig,
+  stateDict: StateDict | QuantizedStateDict,
+  query: Float32Array,
+  options: ForwardOptions,
+): ReferenceResult {
+  const { plan, weights } = resolveCall(config, stateDict, query, options);
   return referenceForward(plan, weights, { keepScores: true });
+}
+
+/**
+ * The float64 reference's layer output alone, Y [B, Sq, E], from the same arguments as
+ * createMultiHeadAttention and forward, checked the same way. It runs the passes
+ * {@link referenceMultiHeadAttention} runs and returns its `output`, equal bit for bit, but keeps no
+ * scores or probabilities (those are [B, H, Sq, Skv] float64, twice: 537 MB at S = 2048, H = 8), so it
+ * serves long sequences: what a benchmark's correctness gate needs.
+ *
+ * @param onPass - Awaited after each pass (1: the QKV projection, 2: attention, 3: the output
+ *   projection), so that a page can show progress and paint between them; each pass runs on the
+ *   calling thread without yielding.
+ *
+ * @example
+ * ```ts
+ * const y = await referenceOutput({ embedDim: 64, numHeads: 4 }, stateDict, x, { batchSize: 1, seqLen: 2048, isCausal: true });
+ * ```
+ */
+export async function referenceOutput(
+  config: MultiHeadAttentionConfig,
+  stateDict: StateDict | QuantizedStateDict,
+  query: Float32Array,
+  options: ForwardOptions,
+  onPass?: (passDone: 1 | 2 | 3) => Promise<void> | void,
+): Promise<Float64Array> {
+  const { plan, weights } = resolveCall(config, stateDict, query, options);
+  const { q, k, v } = qkvProjection(plan, weights);
+  await onPass?.(1);
+  const o = attention(plan, q, k, v);
+  await onPass?.(2);
+  const y = outputProjection(plan, weights, o);
+  await onPass?.(3);
+  return y;
 }

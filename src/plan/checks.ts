@@ -3,7 +3,7 @@
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import type { ScoreMod } from '../types.ts';
 import { describe, requirePositiveInteger } from '../validate.ts';
-import { fromF16 } from '../webgpu/f16.ts';
+import { fromF16 } from '../util/f16.ts';
 import { plainScore } from './make-plan.ts';
 import type { MaskPlan, ScorePlan } from './types.ts';
 
@@ -89,6 +89,17 @@ export function resolveOutputType(where: string, o: Record<string, unknown>): 'f
     });
   }
   return 'f16';
+}
+
+/**
+ * Refuses the first of `names` that `o` gives (options this call cannot honour: packed-batch-only,
+ * KV-cache or softmax-only ones): UnsupportedError on `options.<name>`, expected `expected`, with `fix(name)`.
+ */
+export function refuseGiven(where: string, o: Record<string, unknown>, names: readonly string[], expected: string, fix: (name: string) => string): void {
+  for (const name of names) {
+    if (o[name] === undefined) continue;
+    throw new UnsupportedError({ where, argument: `options.${name}`, expected, given: describe(o[name]), fix: fix(name) });
+  }
 }
 
 export function refuseDropout(where: string, argument: string, value: unknown): void {

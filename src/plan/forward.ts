@@ -9,15 +9,16 @@ import {
   clampWindow,
   isTensorArray,
   refuseDropout,
+  refuseGiven,
   requireBothOrNeither,
   requireTensorArray,
   resolveHeadMask,
-  resolveMasks,
   resolveOutputType,
   resolveScore,
   resolveWindow,
   tensorInput,
 } from './checks.ts';
+import { makeBatchedPlan } from './batched.ts';
 import { resolvePositions } from './head-transform.ts';
 import { resolveCachedPlan } from './kv-cache.ts';
 import { refuseForLinear } from './linear.ts';
@@ -96,19 +97,11 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
   }
 
   if (o.cuSeqlens !== undefined) {
-    for (const name of BATCHED_ONLY_KEYS) {
-      if (o[name] === undefined) continue;
-      throw new UnsupportedError({
-        where,
-        argument: `options.${name}`,
-        expected: 'left out with cuSeqlens',
-        given: describe(o[name]),
-        fix:
-          name === 'needWeights'
-            ? 'Packed sequences have no [B, H, S, S] weights; run a sequence alone (batchSize 1) to get its weights.'
-            : 'With cuSeqlens the sequences and their lengths come from the offsets; attention stays within each sequence (isCausal, window and headMask apply).',
-      });
-    }
+    refuseGiven(where, o, BATCHED_ONLY_KEYS, 'left out with cuSeqlens', (name) =>
+      name === 'needWeights'
+        ? 'Packed sequences have no [B, H, S, S] weights; run a sequence alone (batchSize 1) to get its weights.'
+        : 'With cuSeqlens the sequences and their lengths come from the offsets; attention stays within each sequence (isCausal, window and headMask apply).',
+    );
     if (!isTensorArray(query)) requireTensorArray(where, 'query', query, 0, '[T, embedDim]'); // throws: not an array
     const { cu, maxLen } = resolveCuSeqlens(where, o.cuSeqlens, (query as ArrayLike<number>).length, E);
     const n = cu.length - 1;
@@ -191,42 +184,24 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
       fix: 'Pass key and value for cross-attention.',
     });
   }
-  const key = cross
-    ? tensorInput(
-        where,
-        'options.key',
-        o.key,
-        batchSize * kvSeqLen * spec.kdim,
-        `[B, Skv, kdim] = [${batchSize}, ${kvSeqLen}, ${spec.kdim}] = ${batchSize * kvSeqLen * spec.kdim}`,
-      )
-    : q;
-  const value = cross
-    ? o.value === o.key
-      ? key
-      : tensorInput(
+  /** Cross-attention's key or value [B, Skv, dim]; self-attention's is the query's. */
+  const kvInput = (name: 'key' | 'value', dim: number) =>
+    cross
+      ? tensorInput(
           where,
-          'options.value',
-          o.value,
-          batchSize * kvSeqLen * spec.vdim,
-          `[B, Skv, vdim] = [${batchSize}, ${kvSeqLen}, ${spec.vdim}] = ${batchSize * kvSeqLen * spec.vdim}`,
+          `options.${name}`,
+          o[name],
+          batchSize * kvSeqLen * dim,
+          `[B, Skv, ${name === 'key' ? 'kdim' : 'vdim'}] = [${batchSize}, ${kvSeqLen}, ${dim}] = ${batchSize * kvSeqLen * dim}`,
         )
-    : q;
-
-  return makePlan({
-    layer: spec,
-    mode: cross ? 'cross' : 'self',
-    positions: spec.rotary ? resolvePositions(where, spec.rotary, { batchSize, seqLen, start: 0, cuSeqlens: null }, o.positionIds) : null,
-    batchSize,
-    seqLen,
-    kvSeqLen,
-    isCausal,
-    needWeights,
-    masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
-    score: resolveScore(where, o, H, spec.headDim),
-    query: q.host,
-    key: key.host,
-    value: value.host,
-    gpu: gpuInputs(cross ? key.gpu : null, cross ? value.gpu : null),
-    returnBuffer,
-  });
+      : q;
+  const key = kvInput('key', spec.kdim);
+  const value = cross && o.value === o.key && spec.kdim === spec.vdim ? key : kvInput('value', spec.vdim); // one array passed twice: checked (and converted) once
+  return makeBatchedPlan(
+    where,
+    spec,
+    o,
+    { batchSize, seqLen, kvSeqLen, start: 0, isCausal, needWeights, window },
+    { mode: cross ? 'cross' : 'self', query: q.host, key: key.host, value: value.host, gpu: gpuInputs(cross ? key.gpu : null, cross ? value.gpu : null), returnBuffer },
+  );
 }

@@ -1,13 +1,12 @@
 // The checks of a forward with a KV cache: the new tokens' keys and values are appended to the cache,
 // and the queries attend over every position it holds.
 
-import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
+import { InvalidArgumentError, ShapeMismatchError } from '../errors.ts';
 import { KvCache } from '../kv-cache.ts';
 import { KV_CACHE_KEYS } from '../option-keys.ts';
 import { describe, rejectUnknownKeys, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
-import { clampWindow, requireBothOrNeither, resolveMasks, resolveScore } from './checks.ts';
-import { resolvePositions } from './head-transform.ts';
-import { makePlan } from './make-plan.ts';
+import { makeBatchedPlan } from './batched.ts';
+import { refuseGiven, requireBothOrNeither } from './checks.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
 /** forward(x, { kvCache }): the new tokens' K/V are appended, and the queries see everything cached. */
@@ -45,17 +44,13 @@ export function resolveCachedPlan(
       fix: "Each layer keeps its own keys and values: create the cache with this layer's createKvCache().",
     });
   }
-  for (const name of ['key', 'value', 'kvSeqLen'] as const) {
-    if (o[name] !== undefined) {
-      throw new UnsupportedError({
-        where,
-        argument: `options.${name}`,
-        expected: 'left out with kvCache',
-        given: describe(o[name]),
-        fix: "A KV cache holds the layer's own keys and values (self-attention over all positions so far).",
-      });
-    }
-  }
+  refuseGiven(
+    where,
+    o,
+    ['key', 'value', 'kvSeqLen'],
+    'left out with kvCache',
+    () => "A KV cache holds the layer's own keys and values (self-attention over all positions so far).",
+  );
   if (batchSize !== cache.batchSize) {
     throw new InvalidArgumentError({ where, argument: 'options.batchSize', expected: `the cache's batchSize (${cache.batchSize})`, given: String(batchSize) });
   }
@@ -79,21 +74,7 @@ export function resolveCachedPlan(
       fix: 'reset() the cache, or create one with a larger maxSeqLen.',
     });
   }
-  const H = spec.numHeads;
-  return makePlan({
-    layer: spec,
-    mode: 'self',
-    positions: spec.rotary ? resolvePositions(where, spec.rotary, { batchSize, seqLen, start, cuSeqlens: null }, o.positionIds) : null,
-    batchSize,
-    seqLen,
-    kvSeqLen,
-    isCausal,
-    needWeights,
-    masks: resolveMasks(where, o, batchSize, H, seqLen, kvSeqLen, clampWindow(window, seqLen, kvSeqLen)),
-    score: resolveScore(where, o, H, spec.headDim),
-    ...inputs,
-    cache: { cache, start },
-  });
+  return makeBatchedPlan(where, spec, o, { batchSize, seqLen, kvSeqLen, start, isCausal, needWeights, window }, { mode: 'self', ...inputs, cache: { cache, start } });
 }
 
 /** mha.createKvCache's options: sizes, and a past to start from (key and value [B, G, length, Dh]). */

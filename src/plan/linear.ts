@@ -2,25 +2,25 @@
 // config.attention = 'linear' refuses in a forward call (options that only mean something for a
 // softmax over scores).
 
-import { InvalidArgumentError, UnsupportedError } from '../errors.ts';
+import { InvalidArgumentError } from '../errors.ts';
 import { LINEAR_KEYS } from '../option-keys.ts';
 import type { ForwardOptions, LinearAttentionOptions } from '../types.ts';
 import { describe, type KeysOf, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject } from '../validate.ts';
-import { requireUint8Array, resolveHeadShape } from './checks.ts';
+import { refuseGiven, requireUint8Array, resolveHeadShape } from './checks.ts';
 import { makePlan } from './make-plan.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
 /** Options of softmax attention that linear attention has no use for, with why. */
-const SOFTMAX_ONLY: readonly [name: KeysOf<ForwardOptions>, why: string][] = [
-  ['attnMask', 'an additive mask needs scores to add to; linear attention has none'],
-  ['window', 'a sliding window breaks the running sums; use causal linear attention'],
-  ['headMask', 'not offered with linear attention'],
-  ['scale', 'linear attention does not scale q·k (φ(x) = elu(x) + 1 on the raw projections)'],
-  ['softcap', 'there are no scores to soft-cap'],
-  ['sinks', 'sinks join a softmax; linear attention has none'],
-  ['alibiSlopes', 'ALiBi biases scores; linear attention has none'],
-  ['cuSeqlens', 'packed batches are not offered with linear attention; pass a batch of equal lengths with keyPaddingMask'],
-];
+const SOFTMAX_ONLY: Readonly<Partial<Record<KeysOf<ForwardOptions>, string>>> = {
+  attnMask: 'an additive mask needs scores to add to; linear attention has none',
+  window: 'a sliding window breaks the running sums; use causal linear attention',
+  headMask: 'not offered with linear attention',
+  scale: 'linear attention does not scale q·k (φ(x) = elu(x) + 1 on the raw projections)',
+  softcap: 'there are no scores to soft-cap',
+  sinks: 'sinks join a softmax; linear attention has none',
+  alibiSlopes: 'ALiBi biases scores; linear attention has none',
+  cuSeqlens: 'packed batches are not offered with linear attention; pass a batch of equal lengths with keyPaddingMask',
+};
 
 /** The linear-attention ε: a positive finite number, default 1e-6 (the seed's). */
 function resolveEps(where: string, value: unknown): number {
@@ -46,16 +46,10 @@ function refuseWeights(where: string, value: unknown): void {
 /** A forward call of a linear-attention layer: refuses the options it cannot honour, naming each. */
 export function refuseForLinear(where: string, o: Record<string, unknown>): void {
   refuseWeights(where, o.needWeights);
-  for (const [name, why] of SOFTMAX_ONLY) {
-    if (o[name] === undefined) continue;
-    throw new UnsupportedError({
-      where,
-      argument: `options.${name}`,
-      expected: "left out on a layer with config.attention = 'linear'",
-      given: describe(o[name]),
-      fix: `${why[0].toUpperCase()}${why.slice(1)}.`,
-    });
-  }
+  refuseGiven(where, o, Object.keys(SOFTMAX_ONLY), "left out on a layer with config.attention = 'linear'", (name) => {
+    const why = SOFTMAX_ONLY[name as keyof typeof SOFTMAX_ONLY]!;
+    return `${why[0].toUpperCase()}${why.slice(1)}.`;
+  });
 }
 
 /**

@@ -1,6 +1,6 @@
-// The one place a ForwardPlan (types.ts) is put together: each entry point's checks (forward.ts,
-// kv-cache.ts, attention.ts, linear.ts, shape.ts) resolve what the call gives and pass only that;
-// makePlan fills in every default once (no masks, the plain score, no cache, no GPU inputs, no
+// The one place a ForwardPlan (types.ts) is put together: each entry point's checks (forward.ts and
+// kv-cache.ts through batched.ts, attention.ts, linear.ts, shape.ts) resolve what the call gives and
+// pass only that; makePlan fills in every default once (no masks, the plain score, no cache, no GPU inputs, no
 // returned buffer, key = value = query) and computes the call's geometry.
 
 import { geometryOf } from './geometry.ts';

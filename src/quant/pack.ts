@@ -7,17 +7,8 @@
 // of each block) and ONNX Runtime's MatMulNBits (contrib_ops/cpu/quantization/matmul_nbits.cc).
 // Arguments are checked before (validate.ts); this file assumes well-formed tensors.
 
+import { halfToFloat } from '../util/f16.ts';
 import type { NBitsTensor, PackedWeight, QuantizedTensor } from './types.ts';
-
-/** IEEE half bits → its value (exact in float32). */
-export function halfToFloat(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >>> 10) & 0x1f;
-  const mant = h & 0x3ff;
-  if (exp === 0) return sign * mant * 2 ** -24;
-  if (exp === 0x1f) return mant ? Number.NaN : sign * Number.POSITIVE_INFINITY;
-  return sign * (1 + mant / 1024) * 2 ** (exp - 15);
-}
 
 /** Bytes of one block, and weights per block, of each GGUF type. */
 export const GGUF_BLOCKS = {

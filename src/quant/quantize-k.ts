@@ -7,8 +7,8 @@
 //
 // One row of K weights (K a multiple of 256) at a time, into the row's blocks of `out` at byte `at`.
 
-import { floatToHalfBits } from './half.ts';
-import { halfToFloat, q4kScaleMin } from './pack.ts';
+import { floatToHalfBits, halfToFloat } from '../util/f16.ts';
+import { q4kScaleMin } from './pack.ts';
 
 const f = Math.fround;
 const GROUP_MAX_EPS = f(1e-15);

@@ -9,7 +9,7 @@
 //          min' = min(min, 0), max' = max(max, 0), scale = (max' − min') / (2^bits − 1), zero point =
 //          roundf(−min'/scale) clamped to [0, 2^bits − 1], q = clamp(roundf(w/scale + zp)); symmetric:
 //          scale = (the value of largest |w|) / −2^(bits−1), zero point 2^(bits−1) (none stored)
-// All in float32 arithmetic (Math.fround) in the C order; f16 scales round to nearest even (half.ts).
+// All in float32 arithmetic (Math.fround) in the C order; f16 scales round to nearest even (util/f16.ts).
 // Cost in Node on one core: q4_0 / q8_0 / nbits ~0.2 s per million weights, q6_k ~1.8 s, q4_k ~2.5 s
 // (ggml's searches): an offline step, like llama-quantize, not something to run per page load.
 
@@ -17,8 +17,8 @@ import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../e
 import { expectedWeights, resolveLayerSpec } from '../plan/layer.ts';
 import type { MultiHeadAttentionConfig, QuantizedStateDict } from '../types.ts';
 import { describe, rejectUnknownKeys, requireObject } from '../validate.ts';
-import { floatToHalfBits } from './half.ts';
-import { GGUF_BLOCKS, halfToFloat } from './pack.ts';
+import { floatToHalfBits, halfToFloat } from '../util/f16.ts';
+import { GGUF_BLOCKS } from './pack.ts';
 import { quantizeRowQ4K, quantizeRowQ6K } from './quantize-k.ts';
 import type { GgufQuantType, NBitsTensor, QuantizedDtype, QuantizedTensor } from './types.ts';
 

@@ -1,5 +1,5 @@
 // The seeded generator every test, demo run, benchmark and the tuner's correctness gate draws from
-// (random.ts builds weights and inputs on it), so that each can be replayed from its seed.
+// (test/helpers/random.ts builds weights and inputs on it), so that each can be replayed from its seed.
 
 /** mulberry32: a small, fast 32-bit generator; returns floats in [0, 1). */
 export function mulberry32(seed: number): () => number {

@@ -1,4 +1,4 @@
-import { toF16 } from './f16.ts';
+import { toF16 } from '../util/f16.ts';
 
 // GPU memory of one engine: uploads, pooled scratch buffers, readback, and byte accounting.
 //

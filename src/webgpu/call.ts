@@ -21,7 +21,7 @@
 import { ShapeMismatchError } from '../errors.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import { type BufferPool, Usage } from './buffers.ts';
-import { fromF16 } from './f16.ts';
+import { fromF16 } from '../util/f16.ts';
 import { encodeCopyRows } from './kernels/copy-tensor.ts';
 import { cropColumns } from './padding.ts';
 import { StageTimestamps } from './profiler.ts';

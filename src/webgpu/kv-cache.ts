@@ -10,7 +10,7 @@
 import { DeviceLimitError, DeviceLostError } from '../errors.ts';
 import type { KvCacheStorage } from '../kv-cache.ts';
 import { type BufferPool, Usage, writeTensor } from './buffers.ts';
-import { fromF16, toF16 } from './f16.ts';
+import { fromF16, toF16 } from '../util/f16.ts';
 import type { GpuKvCache } from './forward.ts';
 import { cropColumns, padColumns, up4 } from './padding.ts';
 import { ACCEPTED, ErrorScopes, type Verdict } from './scopes.ts';

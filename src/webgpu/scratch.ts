@@ -2,7 +2,7 @@
 // when the call's readback is done, so concurrent calls never share one; destroyed when it failed.
 
 import { type BufferPool, type Precision, Usage, writeTensor } from './buffers.ts';
-import { toF16 } from './f16.ts';
+import { toF16 } from '../util/f16.ts';
 
 export class CallScratch {
   private readonly taken: GPUBuffer[] = [];

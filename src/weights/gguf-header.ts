@@ -105,6 +105,21 @@ export class NeedMoreBytes extends Error {
   }
 }
 
+type Getter = (this: DataView, at: number, littleEndian?: boolean) => number | bigint;
+/** The value types of a fixed size other than bool: their bytes and the DataView getter that reads them (little-endian). */
+const FIXED_SIZE = {
+  u8: [1, DataView.prototype.getUint8],
+  i8: [1, DataView.prototype.getInt8],
+  u16: [2, DataView.prototype.getUint16],
+  i16: [2, DataView.prototype.getInt16],
+  u32: [4, DataView.prototype.getUint32],
+  i32: [4, DataView.prototype.getInt32],
+  f32: [4, DataView.prototype.getFloat32],
+  u64: [8, DataView.prototype.getBigUint64],
+  i64: [8, DataView.prototype.getBigInt64],
+  f64: [8, DataView.prototype.getFloat64],
+} as const satisfies Record<string, readonly [number, Getter]>;
+
 const REDOWNLOAD = 'The file is incomplete (an interrupted download or copy?): download or copy it again.';
 
 /** Parses the header from `bytes`, the first bytes (or all) of a file of `fileSize` bytes. */
@@ -122,16 +137,14 @@ export function parseGgufHeader(bytes: Uint8Array, fileSize: number, where: stri
     }
     if (pos + n > bytes.byteLength) throw new NeedMoreBytes(pos + n);
   };
-  const u32 = () => {
-    need(4);
-    pos += 4;
-    return view.getUint32(pos - 4, true);
+  /** A little-endian scalar of `size` bytes at pos, read by `get` (a DataView getter), pos moved past it. */
+  const scalar = <T>(size: number, get: (this: DataView, at: number, littleEndian: boolean) => T): T => {
+    need(size);
+    pos += size;
+    return get.call(view, pos - size, true);
   };
-  const u64 = () => {
-    need(8);
-    pos += 8;
-    return view.getBigUint64(pos - 8, true);
-  };
+  const u32 = () => scalar(4, view.getUint32);
+  const u64 = () => scalar(8, view.getBigUint64);
   /** A u64 count or length. One past the file's end is reported by need() as the file cut short; an absurd one (≥ 2^48) as damage. */
   const count = (what: string | (() => string)) => {
     need(8);
@@ -161,57 +174,25 @@ export function parseGgufHeader(bytes: Uint8Array, fileSize: number, where: stri
     return utf8.decode(bytes.subarray(at, pos));
   };
   const value = (type: number, key: string): GgufValue => {
-    switch (GGUF_VALUE_TYPES[type]) {
-      case 'u8':
-        need(1);
-        return view.getUint8(pos++);
-      case 'i8':
-        need(1);
-        return view.getInt8(pos++);
-      case 'u16':
-        need(2);
-        pos += 2;
-        return view.getUint16(pos - 2, true);
-      case 'i16':
-        need(2);
-        pos += 2;
-        return view.getInt16(pos - 2, true);
-      case 'u32':
-        return u32();
-      case 'i32':
-        need(4);
-        pos += 4;
-        return view.getInt32(pos - 4, true);
-      case 'f32':
-        need(4);
-        pos += 4;
-        return view.getFloat32(pos - 4, true);
+    const name = GGUF_VALUE_TYPES[type];
+    const fixed = FIXED_SIZE[name as keyof typeof FIXED_SIZE];
+    if (fixed) return scalar<number | bigint>(fixed[0], fixed[1]);
+    switch (name) {
       case 'bool':
-        need(1);
-        return view.getUint8(pos++) !== 0;
+        return scalar(1, view.getUint8) !== 0;
       case 'string':
         return string();
-      case 'u64':
-        return u64();
-      case 'i64':
-        need(8);
-        pos += 8;
-        return view.getBigInt64(pos - 8, true);
-      case 'f64':
-        need(8);
-        pos += 8;
-        return view.getFloat64(pos - 8, true);
       case 'array': {
         const itemType = u32();
         checkType(itemType, key);
         const n = count(`the length of array "${key}"`);
         const items: GgufValue[] = [];
-        const name = GGUF_VALUE_TYPES[itemType];
-        if (name === 'string') for (let i = 0; i < n; i++) items.push(string());
-        else if (name === 'f32' || name === 'i32' || name === 'u32') {
+        const item = GGUF_VALUE_TYPES[itemType];
+        if (item === 'string') for (let i = 0; i < n; i++) items.push(string());
+        else if (item === 'f32' || item === 'i32' || item === 'u32') {
           // Scores and token types of a vocabulary: one bounds check for the whole array.
           need(4 * n);
-          const get = name === 'f32' ? view.getFloat32 : name === 'i32' ? view.getInt32 : view.getUint32;
+          const get = FIXED_SIZE[item][1];
           for (let i = 0; i < n; i++) items.push(get.call(view, pos + 4 * i, true));
           pos += 4 * n;
         } else for (let i = 0; i < n; i++) items.push(value(itemType, key));

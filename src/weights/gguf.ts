@@ -9,10 +9,10 @@
 
 import { InvalidArgumentError, MissingWeightError } from '../errors.ts';
 import { importNodeOnly } from '../node-only.ts';
-import { halfToFloat } from '../quant/pack.ts';
+import { halfToFloat } from '../util/f16.ts';
 import type { GgufQuantType, GgufQuantizedTensor } from '../quant/types.ts';
 import { describe } from '../validate.ts';
-import { type GgufHeader, type GgufTensorInfo, type GgufValue, NeedMoreBytes, parseGgufHeader } from './gguf-header.ts';
+import { type GgufHeader, NeedMoreBytes, parseGgufHeader } from './gguf-header.ts';
 import { WeightFileError } from './safetensors.ts';
 
 export type { GgufHeader, GgufTensorInfo, GgufValue, GgufValueType, GgmlType } from './gguf-header.ts';
@@ -39,74 +39,57 @@ const FLOAT_TYPES: Readonly<Record<number, string>> = { 0: 'F32', 1: 'F16', 30: 
 
 type ReadAt = (offset: number, length: number) => Promise<Uint8Array>;
 
-class GgufFileReader implements GgufFile {
-  readonly version: number;
-  readonly metadata: Map<string, GgufValue>;
-  readonly metadataTypes: Map<string, string>;
-  readonly tensors: Map<string, GgufTensorInfo>;
-  readonly alignment: number;
-  readonly dataOffset: number;
-  constructor(
-    header: GgufHeader,
-    readonly byteLength: number,
-    private readonly readAt: ReadAt,
-  ) {
-    this.version = header.version;
-    this.metadata = header.metadata;
-    this.metadataTypes = header.metadataTypes;
-    this.tensors = header.tensors;
-    this.alignment = header.alignment;
-    this.dataOffset = header.dataOffset;
-  }
+/** A parsed file: its header's fields, its size, and `tensor(name)` reading through `readAt`. */
+function ggufFile(header: GgufHeader, byteLength: number, readAt: ReadAt): GgufFile {
+  return { ...header, byteLength, tensor: (name) => readTensor(header, readAt, name) };
+}
 
-  async tensor(name: string): Promise<GgufTensor> {
-    const where = 'GgufFile.tensor';
-    const info = this.tensors.get(name);
-    if (!info) {
-      const stem = name.replace(/\.(weight|bias)$/, '');
-      const near = [...this.tensors.keys()].filter((n) => n.startsWith(stem.slice(0, stem.lastIndexOf('.') + 1) || stem)).slice(0, 8);
-      throw new MissingWeightError({
-        where,
-        argument: `tensor "${name}"`,
-        expected: 'a tensor of the file',
-        given: 'no tensor of that name',
-        fix: near.length
-          ? `Tensors with that prefix: ${near.join(', ')}.`
-          : `The file has ${this.tensors.size} tensors, e.g. ${[...this.tensors.keys()].slice(0, 5).join(', ')}.`,
-      });
-    }
-    const quant = QUANT_TYPES[info.type];
-    const float = FLOAT_TYPES[info.type];
-    if (!quant && !float) {
-      throw new WeightFileError({
-        where,
-        argument: `tensor "${name}" (ne [${info.dims.join(', ')}])`,
-        expected: 'of a ggml type this engine reads: F32, F16, BF16 (read as float32) or Q4_0, Q8_0, Q4_K, Q6_K (kept as they are)',
-        given: info.typeName,
-        fix: 'Re-quantize the model with llama-quantize to Q4_K_M (Q4_K with some Q6_K), Q4_0 or Q8_0, or convert it with --outtype f16.',
-        problem: 'dtype',
-        tensor: name,
-      });
-    }
-    const length = info.byteLength as number;
-    const bytes = await this.readAt(this.dataOffset + info.offset, length);
-    if (bytes.byteLength !== length) {
-      throw new WeightFileError({
-        where,
-        argument: `tensor "${name}"`,
-        expected: `${length} bytes at file offset ${this.dataOffset + info.offset}`,
-        given: `${bytes.byteLength} bytes (the file is shorter than when its header was read: did it change?)`,
-        fix: 'Load the file again.',
-        problem: 'truncated',
-        tensor: name,
-      });
-    }
-    if (quant) {
-      const rows = info.dims.slice(1).reduce((a, b) => a * b, 1);
-      return { dtype: quant, shape: [rows, info.dims[0]], data: bytes };
-    }
-    return toFloat32(float, bytes);
+/** GgufFile.tensor: one tensor's bytes, read at the data section's offset and converted (float types) or kept (quantized). */
+async function readTensor({ tensors, dataOffset }: GgufHeader, readAt: ReadAt, name: string): Promise<GgufTensor> {
+  const where = 'GgufFile.tensor';
+  const info = tensors.get(name);
+  if (!info) {
+    const stem = name.replace(/\.(weight|bias)$/, '');
+    const near = [...tensors.keys()].filter((n) => n.startsWith(stem.slice(0, stem.lastIndexOf('.') + 1) || stem)).slice(0, 8);
+    throw new MissingWeightError({
+      where,
+      argument: `tensor "${name}"`,
+      expected: 'a tensor of the file',
+      given: 'no tensor of that name',
+      fix: near.length ? `Tensors with that prefix: ${near.join(', ')}.` : `The file has ${tensors.size} tensors, e.g. ${[...tensors.keys()].slice(0, 5).join(', ')}.`,
+    });
   }
+  const quant = QUANT_TYPES[info.type];
+  const float = FLOAT_TYPES[info.type];
+  if (!quant && !float) {
+    throw new WeightFileError({
+      where,
+      argument: `tensor "${name}" (ne [${info.dims.join(', ')}])`,
+      expected: 'of a ggml type this engine reads: F32, F16, BF16 (read as float32) or Q4_0, Q8_0, Q4_K, Q6_K (kept as they are)',
+      given: info.typeName,
+      fix: 'Re-quantize the model with llama-quantize to Q4_K_M (Q4_K with some Q6_K), Q4_0 or Q8_0, or convert it with --outtype f16.',
+      problem: 'dtype',
+      tensor: name,
+    });
+  }
+  const length = info.byteLength as number;
+  const bytes = await readAt(dataOffset + info.offset, length);
+  if (bytes.byteLength !== length) {
+    throw new WeightFileError({
+      where,
+      argument: `tensor "${name}"`,
+      expected: `${length} bytes at file offset ${dataOffset + info.offset}`,
+      given: `${bytes.byteLength} bytes (the file is shorter than when its header was read: did it change?)`,
+      fix: 'Load the file again.',
+      problem: 'truncated',
+      tensor: name,
+    });
+  }
+  if (quant) {
+    const rows = info.dims.slice(1).reduce((a, b) => a * b, 1);
+    return { dtype: quant, shape: [rows, info.dims[0]], data: bytes };
+  }
+  return toFloat32(float, bytes);
 }
 
 function toFloat32(type: string, bytes: Uint8Array): Float32Array {
@@ -146,16 +129,16 @@ export function parseGguf(bytes: ArrayBuffer | Uint8Array): GgufFile {
   const where = 'parseGguf';
   const file = asBytes(bytes, where);
   const header = parseGgufHeader(file, file.byteLength, where);
-  return new GgufFileReader(header, file.byteLength, async (at, n) => file.slice(at, at + n));
+  return ggufFile(header, file.byteLength, async (at, n) => file.slice(at, at + n));
 }
 
 /** Parses the header of a file read at offsets: a prefix first, more until the header fits. */
-async function parseAt(readAt: ReadAt, size: number, where: string): Promise<GgufFileReader> {
+async function parseAt(readAt: ReadAt, size: number, where: string): Promise<GgufFile> {
   let length = Math.min(size, 8 << 20); // most headers (a tokenizer of 150k tokens and merges) fit in 8 MiB
   for (;;) {
     const prefix = await readAt(0, length);
     try {
-      return new GgufFileReader(parseGgufHeader(prefix, size, where), size, readAt);
+      return ggufFile(parseGgufHeader(prefix, size, where), size, readAt);
     } catch (e) {
       if (!(e instanceof NeedMoreBytes)) throw e;
       length = Math.min(size, Math.max(2 * length, e.needed + (1 << 20)));
@@ -206,7 +189,7 @@ interface NodeFileHandle {
 }
 
 /** A file in Node, read at offsets through a file handle opened for each read. */
-async function openPath(path: string | URL, where: string): Promise<GgufFileReader> {
+async function openPath(path: string | URL, where: string): Promise<GgufFile> {
   const fs = (await importNodeOnly('node:fs/promises')) as { open: (p: string | URL, flags: string) => Promise<NodeFileHandle> };
   const open = async () => {
     try {

@@ -8,6 +8,7 @@
 //     reading its `.data` throws an UnsupportedError.
 
 import { UnsupportedError } from '../errors.ts';
+import { fromF16 } from '../util/f16.ts';
 
 /** One tensor of a safetensors file (declared here, beside the class that implements it; re-exported by ./safetensors.ts). */
 export interface SafetensorsTensor {
@@ -107,28 +108,6 @@ function aligned(bytes: Uint8Array): ArrayBuffer {
   return copy.buffer;
 }
 
-let halfTable: Float32Array | null = null;
-
-/** Every float16 bit pattern as float32 (exact: float32 holds all of them). */
-function halfToFloatTable(): Float32Array {
-  if (halfTable) return halfTable;
-  halfTable = new Float32Array(65536);
-  for (let h = 0; h < 65536; h++) {
-    const sign = h & 0x8000 ? -1 : 1;
-    const exponent = (h >> 10) & 0x1f;
-    const fraction = h & 0x3ff;
-    halfTable[h] =
-      exponent === 0
-        ? sign * fraction * 2 ** -24 // zero and subnormals
-        : exponent === 31
-          ? fraction
-            ? NaN
-            : sign * Infinity
-          : sign * (1 + fraction / 1024) * 2 ** (exponent - 15);
-  }
-  return halfTable;
-}
-
 function readUint16(bytes: Uint8Array): Uint16Array {
   if (LITTLE_ENDIAN_HOST) return new Uint16Array(aligned(bytes));
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -141,13 +120,8 @@ function toFloat32(name: string, dtype: string, shape: number[], bytes: Uint8Arr
     case 'F32':
       if (LITTLE_ENDIAN_HOST) return new Float32Array(aligned(bytes));
       return Float32Array.from({ length: bytes.byteLength / 4 }, (_, i) => view.getFloat32(4 * i, true));
-    case 'F16': {
-      const table = halfToFloatTable();
-      const halves = readUint16(bytes);
-      const out = new Float32Array(halves.length);
-      for (let i = 0; i < halves.length; i++) out[i] = table[halves[i]];
-      return out;
-    }
+    case 'F16':
+      return fromF16(readUint16(bytes));
     case 'BF16': {
       // bfloat16 is the top half of a float32's bits.
       const halves = readUint16(bytes);

@@ -14,7 +14,7 @@
 // tests' own (src/util/tolerance.ts, which imports nothing, so Deno reads it as it is).
 
 import type { AttentionEngine, AttentionVariant, ProjectionVariant, TuningOptions } from '../../src/index.ts';
-import { randomLayerInputs } from '../../src/util/random.ts';
+import { randomLayerInputs } from '../helpers/random.ts';
 import { compareArrays, f16Tolerance, f32Tolerance, maxAbsFinite } from '../../src/util/tolerance.ts';
 
 declare const Deno: { version: { deno: string }; exit(code: number): never; args: string[] };

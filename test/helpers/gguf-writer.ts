@@ -3,6 +3,7 @@
 // padded to the alignment. Plus helpers that make tensor bytes: float32, float16 and bfloat16 values,
 // and random block bytes of the quantized types.
 
+import { floatToHalfBits } from '../../src/util/f16.ts';
 import { GGML_TYPES } from '../../src/weights/gguf.ts';
 import type { GgufValueType } from '../../src/weights/gguf.ts';
 
@@ -131,20 +132,7 @@ export const GGML = Object.fromEntries(Object.entries(GGML_TYPES).map(([id, t]) 
 
 export const f32Bytes = (values: ArrayLike<number>) => new Uint8Array(Float32Array.from(values).buffer);
 
-/** float32 → IEEE half bits, round to nearest even (finite values in half's range). */
-export function toHalf(x: number): number {
-  const f = new Float32Array([x]);
-  const u = new Uint32Array(f.buffer)[0];
-  const sign = (u >>> 16) & 0x8000;
-  const exp = ((u >>> 23) & 0xff) - 127 + 15;
-  const mant = u & 0x7fffff;
-  if (exp <= 0) return sign | Math.round(Math.abs(f[0]) / 2 ** -24); // subnormal (ties away from zero: tests avoid them)
-  const h = (exp << 10) | (mant >>> 13);
-  const rest = mant & 0x1fff;
-  return sign | (h + (rest > 0x1000 || (rest === 0x1000 && h & 1) ? 1 : 0));
-}
-
-export const f16Bytes = (values: ArrayLike<number>) => new Uint8Array(Uint16Array.from(Array.from(values, toHalf)).buffer);
+export const f16Bytes = (values: ArrayLike<number>) => new Uint8Array(Uint16Array.from(Array.from(values, floatToHalfBits)).buffer);
 /** bfloat16 by truncation (exact for values with 8 significant bits). */
 export const bf16Bytes = (values: ArrayLike<number>) =>
   new Uint8Array(Uint16Array.from(Array.from(new Uint32Array(Float32Array.from(values).buffer), (u) => u >>> 16)).buffer);
@@ -158,6 +146,6 @@ export function randomBlocks(typeName: 'Q4_0' | 'Q8_0' | 'Q4_K' | 'Q6_K', rows: 
   // Where each block keeps its f16 scale(s): a small finite value there.
   const scaleAt = { Q4_0: [0], Q8_0: [0], Q4_K: [0, 2], Q6_K: [208] }[typeName];
   const view = new DataView(data.buffer);
-  for (let b = 0; b < blocks; b++) for (const at of scaleAt) view.setUint16(b * t.typeSize + at, toHalf((rng() - 0.5) / 16), true);
+  for (let b = 0; b < blocks; b++) for (const at of scaleAt) view.setUint16(b * t.typeSize + at, floatToHalfBits((rng() - 0.5) / 16), true);
   return data;
 }

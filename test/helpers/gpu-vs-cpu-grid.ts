@@ -9,7 +9,7 @@ import { describe, expect, test } from 'vitest';
 import type { AttentionEngine } from '../../src/index.ts';
 import { resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../../src/plan/index.ts';
 import { referenceForward } from '../../src/cpu/reference.ts';
-import { mulberry32, randomStateDict, uniform } from '../../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './random.ts';
 import { expectClose, f32Tolerance } from '../../src/util/tolerance.ts';
 import { withErrorScopes } from './gpu.ts';
 

@@ -17,7 +17,7 @@
 
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type AttentionEngine, type ForwardOptions, referenceMultiHeadAttention } from '../../src/index.ts';
-import { mulberry32, randomStateDict, uniform } from '../../src/util/random.ts';
+import { mulberry32, randomStateDict, uniform } from './random.ts';
 import { type AttentionVariant, needsSubgroups, type ProjectionVariant, subgroupEmulation, TIER0 } from '../../src/webgpu/variants.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../../src/util/tolerance.ts';
 import { createGpuEngine, withErrorScopes } from './gpu.ts';

@@ -14,6 +14,8 @@
 // wall clock, candidates that all lie within the clock's known step of each other, or all took the
 // same time of at least TIMER_FLOOR_MS (a floor), decide nothing and are not remembered (`unusable`).
 
+import { median } from '../../util/stats.ts';
+
 /** A candidate must be at least this much faster than the built-in choice to replace it. */
 export const MARGIN = 0.1;
 /** Spreads ((median − fastest) / fastest) above this mean the machine was busy: decide nothing. */
@@ -48,12 +50,6 @@ export interface Decision {
   reason: string;
   /** Set when the clock could not tell the candidates apart (the built-in choice runs, nothing is remembered): why. */
   unusable?: string;
-}
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
 const round3 = (x: number) => Math.round(x * 1000) / 1000;

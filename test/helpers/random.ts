@@ -1,7 +1,9 @@
 // Seeded random tensors and weights, so every test, demo run and benchmark can be replayed from its seed.
+// Not part of the package: the tests, e2e pages, demo, benchmark and scripts import it from here; the
+// generator itself is src/util/seeded.ts (the tuner's gate draws from it too).
 
-import type { StateDict } from '../types.ts';
-import { mulberry32, uniform } from './seeded.ts';
+import type { StateDict } from '../../src/types.ts';
+import { mulberry32, uniform } from '../../src/util/seeded.ts';
 
 export { mulberry32, uniform };
 

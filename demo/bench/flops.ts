@@ -1,3 +1,4 @@
+// The benchmark's FLOP count (demo/bench, scripts/bench-roofline.ts, scripts/gpu/bench-gpu.ts); not part of the package.
 // FLOPs of one multi-head self-attention forward, as the FlashAttention benchmarks count them:
 // QKV projection 6·B·S·E², scores 2·B·S²·E, probabilities·V 2·B·S²·E, output projection 2·B·S·E².
 // Causal attention counts half of the S² terms. Softmax and biases are not counted.

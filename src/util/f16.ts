@@ -1,0 +1,72 @@
+// float32 ⇄ IEEE half (binary16), the one implementation: precision 'f16' uploads and readbacks
+// (Node 20 has no Float16Array), the quantizers' block scales, GGUF and safetensors F16 tensors.
+// To half: round to nearest even, subnormals included, overflow to ±Infinity, NaN kept (quiet): what a
+// float16 store on the GPU, ggml's GGML_FP32_TO_FP16 (F16C's vcvtps2ph) and numpy's astype(float16)
+// of a float32 do. From half: exact (float32 holds every half value).
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+/** The float16 bits nearest to `value` (first rounded to float32); ±Infinity past 65504, NaN kept. */
+export function floatToHalfBits(value: number): number {
+  f32[0] = value;
+  const x = u32[0];
+  const sign = (x >>> 16) & 0x8000;
+  const exp = (x >>> 23) & 0xff;
+  let mant = x & 0x7fffff;
+  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0); // Inf or NaN
+  const e = exp - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00; // overflow → Inf
+  if (e <= 0) {
+    // subnormal half (or zero): shift the implicit bit in, round to nearest even
+    if (e < -10) return sign;
+    mant |= 0x800000;
+    const shift = 14 - e;
+    const half = mant >>> shift;
+    const rest = mant & ((1 << shift) - 1);
+    const mid = 1 << (shift - 1);
+    return sign | (half + (rest > mid || (rest === mid && half & 1) ? 1 : 0));
+  }
+  const half = (e << 10) | (mant >>> 13);
+  const rest = mant & 0x1fff;
+  // rounding may carry into the exponent, which is right (up to Inf)
+  return sign | (half + (rest > 0x1000 || (rest === 0x1000 && half & 1) ? 1 : 0));
+}
+
+/** The value of float16 bits `h` (exact in float32). */
+export function halfToFloat(h: number): number {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exp = (h >>> 10) & 0x1f;
+  const mant = h & 0x3ff;
+  if (exp === 0) return sign * mant * 2 ** -24; // zero and subnormals
+  if (exp === 0x1f) return mant ? Number.NaN : sign * Number.POSITIVE_INFINITY;
+  return sign * (1 + mant / 1024) * 2 ** (exp - 15);
+}
+
+/** float32 values → their nearest float16, as bits. */
+export function toF16(values: ArrayLike<number>): Uint16Array {
+  const out = new Uint16Array(values.length);
+  for (let i = 0; i < values.length; i++) out[i] = floatToHalfBits(values[i]);
+  return out;
+}
+
+let table: Float32Array | null = null;
+
+/**
+ * float16 bits → float32 values (exact). Long arrays (a weight file's tensors, large readbacks) look each
+ * value up in a table of all 65536 (made once, about the cost of converting 65536 values, then ×4
+ * faster); short ones, a first call's readback, convert directly.
+ */
+export function fromF16(bits: Uint16Array): Float32Array {
+  const out = new Float32Array(bits.length);
+  if (bits.length < 65536 && !table) {
+    for (let i = 0; i < bits.length; i++) out[i] = halfToFloat(bits[i]);
+    return out;
+  }
+  if (!table) {
+    table = new Float32Array(65536);
+    for (let h = 0; h < 65536; h++) table[h] = halfToFloat(h);
+  }
+  for (let i = 0; i < bits.length; i++) out[i] = table[bits[i]];
+  return out;
+}

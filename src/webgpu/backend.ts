@@ -10,14 +10,10 @@ import type { AdapterInfo, BufferForwardResult, ForwardResult, TuningReport } fr
 import { attendWebGPU } from './attend.ts';
 import type { BufferPool, Precision } from './buffers.ts';
 import type { EngineLimits } from './chunking.ts';
-import { compilesInLine, type DeviceState } from './device.ts';
-import { flashAttentionPipeline } from './kernels/flash-attention.ts';
-import { outputProjectionPipeline } from './kernels/output-projection.ts';
-import { distinctFormats, formatsOf } from './kernels/packed-weight.ts';
-import { qkvProjectionPipeline } from './kernels/qkv-projection.ts';
+import { compilesInLine } from './device.ts';
+import { pipelinesOf } from './kernels/index.ts';
 import { WebGPULayer } from './layer.ts';
 import { padAttentionPlan, padForwardPlan } from './padding.ts';
-import type { PipelineSpec } from './pipelines.ts';
 import { GpuRuntime } from './runtime.ts';
 import { constant } from './shader.ts';
 import { gateVariant } from './tuning/gate.ts';
@@ -27,17 +23,7 @@ import type { WeightTensor } from '../quant/types.ts';
 import { completionInfo } from './completion.ts';
 import { timeKernel, trialClock } from './tuning/trial.ts';
 import { type ResolvedTuning, Tuner } from './tuning/tuner.ts';
-import {
-  type AdapterKind,
-  type AttentionVariant,
-  adapterKind as kindOf,
-  KERNEL_NAMES,
-  type KernelChoice,
-  type KernelName,
-  needsSubgroups,
-  type ProjectionVariant,
-  TIER0,
-} from './variants.ts';
+import { type AdapterKind, adapterKind as kindOf, KERNEL_NAMES, type KernelChoice, needsSubgroups, TIER0 } from './variants.ts';
 
 export { withinDispatchLimit } from './runtime.ts';
 
@@ -103,7 +89,7 @@ export class WebGPUBackend implements Backend, GpuCapability {
       {
         current: () => runtime.background(),
         kind,
-        pipelineOf: (state, plan, kernel, variant) => pipelineOf(state, plan, kernel, variant),
+        pipelineOf: (state, plan, kernel, variant) => pipelinesOf(state.device, state.pool.precision, plan, kernel, variant),
         time: (state, plan, kernel, variant, repeat) => timeKernel(state.pool, plan, kernel, variant, repeat),
         clock: (state) => trialClock(state.device),
         // The sweeps' trial and gate buffers sit idle in the pool once the queue is empty: they go (the
@@ -242,20 +228,6 @@ export class WebGPUBackend implements Backend, GpuCapability {
 
   dispose(): void {
     this.runtime.dispose();
-  }
-}
-
-/** The pipeline(s) `variant` of `kernel` needs for this plan on this device (one per weight format the kernel's dispatches read). */
-function pipelineOf(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string): PipelineSpec | PipelineSpec[] {
-  const { precision } = state.pool;
-  const formats = formatsOf(plan.layer);
-  switch (kernel) {
-    case 'qkv_projection':
-      return distinctFormats(formats.qkv).map((format) => qkvProjectionPipeline(precision, variant as ProjectionVariant, format));
-    case 'output_projection':
-      return outputProjectionPipeline(precision, variant as ProjectionVariant, formats.out);
-    case 'flash_attention':
-      return flashAttentionPipeline(state.device, precision, plan.layer.headDim, variant as AttentionVariant, plan.layer.scoreMod?.wgsl);
   }
 }
 

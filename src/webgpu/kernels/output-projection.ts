@@ -4,13 +4,12 @@ import source from '../../../shaders/output_projection.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { ProjectionVariant } from '../../types.ts';
 import type { Precision } from '../buffers.ts';
-import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
 import { encodeKernel, kernelSpec } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams } from '../shader.ts';
-import { type GpuWeight, formatOf, GROUP_SHIFT_PARAM, groupShift, type WeightFormat, weightDecls, weightEntries } from './packed-weight.ts';
-import { projectionKernel, projectionLayout, projectionSpecialisation } from './projection.ts';
+import { formatOf, type GpuWeight, type WeightFormat, weightEntries } from './packed-weight.ts';
+import { GEMM_FIELDS, projectionBindings, projectionKernel, projectionLayout, projectionSpecialisation } from './projection.ts';
 
 /** output_projection.wgsl's uniforms. */
 export const OUTPUT_PARAMS = defineParams([
@@ -19,19 +18,20 @@ export const OUTPUT_PARAMS = defineParams([
   ['S', 'u32', 'sequence length'],
   ['H', 'u32', 'heads'],
   ['Dh4', 'u32', 'head size / 4'],
-  ['colLanes', 'u32', 'subgroup GEMM cores: invocations per row block (variants.ts gemmLayout)'],
-  GROUP_SHIFT_PARAM,
+  ...GEMM_FIELDS,
 ]);
 
-const W = weightDecls('W_O [N, E/4]');
-const O = ['o', 'read-only-storage', 'array<ST4>', 'O [B, H, S, Dh/4]'] as const;
-const BIAS = ['bias', 'read-only-storage', 'array<ST4>', 'b_O [N/4]'] as const;
-const Y = ['y', 'storage', 'array<ST4>', 'Y [M, N/4]'] as const;
-
+const BINDINGS = projectionBindings(
+  'OutputProjection',
+  ['o', 'read-only-storage', 'array<ST4>', 'O [B, H, S, Dh/4]'],
+  'W_O [N, E/4]',
+  ['bias', 'read-only-storage', 'array<ST4>', 'b_O [N/4]'],
+  ['y', 'storage', 'array<ST4>', 'Y [M, N/4]'],
+);
 /** output_projection.wgsl's bindings. */
-export const OUTPUT_BINDINGS = defineBindings('OutputProjection', [PARAMS_BINDING, O, W.float[0], BIAS, Y]);
+export const OUTPUT_BINDINGS = BINDINGS.float;
 /** The same with packed weights (packed-weight.ts): quants and scaleOffset in place of w. */
-export const OUTPUT_PACKED_BINDINGS = defineBindings('OutputProjection.packed', [PARAMS_BINDING, O, W.packed[0], W.packed[1], BIAS, Y]);
+export const OUTPUT_PACKED_BINDINGS = BINDINGS.packed;
 
 /** One dispatch: the plan, the variant, O, W_O (float or packed), b_O and Y, and the rows computed. */
 interface OutputArgs {
@@ -49,17 +49,16 @@ export const OUTPUT_PROJECTION = projectionKernel({
   name: 'OutputProjection',
   source,
   params: OUTPUT_PARAMS,
-  bindings: { float: OUTPUT_BINDINGS, packed: OUTPUT_PACKED_BINDINGS },
+  bindings: BINDINGS,
   run(args: OutputArgs, scratch) {
     const { batches: B, qRows: S } = args.plan.geometry; // varlen: one batch of T tokens
     const { embedDim: E, numHeads: H, headDim: Dh } = args.plan.layer;
     const M = B * S;
     const el = scratch.elementBytes;
-    const layout = projectionLayout(args.variant, scratch.device, M, E, args.rowLimit);
-    const format = formatOf(args.weight);
-    const weight = format ? weightEntries(args.weight) : { w: { buffer: args.weight as GPUBuffer, size: E * H * Dh * el } }; // W_O [E, H·Dh] (H·Dh = E unless padded)
+    const layout = projectionLayout(args, scratch.device, M, E);
+    const weight = formatOf(args.weight) ? weightEntries(args.weight) : { w: { buffer: args.weight as GPUBuffer, size: E * H * Dh * el } }; // W_O [E, H·Dh] (H·Dh = E unless padded)
     return {
-      uniforms: { M, N: E, S, H, Dh4: Dh / 4, colLanes: layout.colLanes, wGroupShift: groupShift(format) },
+      uniforms: { M, N: E, S, H, Dh4: Dh / 4, ...layout.fields },
       buffers: {
         o: { buffer: args.attention, size: M * H * Dh * el }, // O [B, H, S, Dh]
         ...weight,

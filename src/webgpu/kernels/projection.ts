@@ -1,15 +1,16 @@
 // What the two projections (qkv-projection.ts, output-projection.ts) share as kernels (kernel.ts): a
 // problem file with the chosen GEMM core appended (gemm.ts) and its weights' loads (packed-weight.ts),
 // specialised by the core (the variant) and the packed weights' bits (float: none), bound with float
-// or packed weights, labelled `Owner.variant[.qBITS]`; and how a GEMM of M × N is laid out on a device.
+// or packed weights, labelled `Owner.variant[.qBITS]`; the uniforms the cores and the weights' loads
+// read; and how a GEMM of M × N is laid out on a device.
 
 import type { ProjectionVariant } from '../../types.ts';
-import type { Bindings } from '../bindings.ts';
+import { type BindingDecl, type Bindings, defineBindings, PARAMS_BINDING } from '../bindings.ts';
 import type { Kernel } from '../kernel.ts';
 import type { Params } from '../shader.ts';
 import { largestSubgroup } from '../variant-record.ts';
 import { gemmLayout, gemmShape } from './gemm.ts';
-import { formatOf, type GpuWeight, type WeightFormat, weightSource } from './packed-weight.ts';
+import { formatOf, type GpuWeight, GROUP_SHIFT_PARAM, groupShift, type WeightFormat, weightDecls, weightSource } from './packed-weight.ts';
 
 /** What a projection's pipeline is specialised for: the GEMM core, and the packed weights' bits (undefined: float weights). */
 export type ProjectionSpecialisation = { readonly variant: ProjectionVariant; readonly bits: WeightFormat['bits'] | undefined };
@@ -17,6 +18,27 @@ export type ProjectionSpecialisation = { readonly variant: ProjectionVariant; re
 /** The specialisation of `variant` for weights of `format` (null: float; the group size is a uniform, so not part of it). */
 export function projectionSpecialisation(variant: ProjectionVariant, format: WeightFormat | null): ProjectionSpecialisation {
   return { variant, bits: format?.bits };
+}
+
+/** The uniforms both projections' Params end with: the subgroup cores' lanes per row block, and the packed weights' group. */
+export const GEMM_FIELDS = [['colLanes', 'u32', 'subgroup GEMM cores: invocations per row block (variants.ts gemmLayout)'], GROUP_SHIFT_PARAM] as const;
+
+/**
+ * A projection's bindings, with float weights and with packed ones (packed-weight.ts: quants and
+ * scaleOffset in place of w): its Params, its input (A), the weight W (`weight`: its shape), its bias, its output.
+ */
+export function projectionBindings(
+  name: string,
+  input: BindingDecl,
+  weight: string,
+  bias: BindingDecl,
+  output: BindingDecl,
+): { float: Bindings<string>; packed: Bindings<string> } {
+  const W = weightDecls(weight);
+  return {
+    float: defineBindings(name, [PARAMS_BINDING, input, ...W.float, bias, output]),
+    packed: defineBindings(`${name}.packed`, [PARAMS_BINDING, input, ...W.packed, bias, output]),
+  };
 }
 
 /** What a projection declares; the rest of its Kernel is the same for both. */
@@ -49,7 +71,16 @@ export function projectionKernel<A extends { variant: ProjectionVariant; weight:
   };
 }
 
-/** The layout of a projection's GEMM of M rows (the first `rowLimit` of them computed) and N columns on this device (gemm.ts gemmLayout). */
-export function projectionLayout(variant: ProjectionVariant, device: GPUDevice, M: number, N: number, rowLimit: number): { colLanes: number; groups: [number, number] } {
-  return gemmLayout(gemmShape(variant), Math.min(M, rowLimit), N, largestSubgroup(device));
+/**
+ * A projection's GEMM of M rows (the first `rowLimit` of them computed) and N columns on this device,
+ * reading `weight`: its workgroups (gemm.ts gemmLayout) and the values of GEMM_FIELDS.
+ */
+export function projectionLayout(
+  args: { variant: ProjectionVariant; weight: GpuWeight; rowLimit: number },
+  device: GPUDevice,
+  M: number,
+  N: number,
+): { groups: [number, number]; fields: { colLanes: number; wGroupShift: number } } {
+  const layout = gemmLayout(gemmShape(args.variant), Math.min(M, args.rowLimit), N, largestSubgroup(device));
+  return { groups: layout.groups, fields: { colLanes: layout.colLanes, wGroupShift: groupShift(formatOf(args.weight)) } };
 }

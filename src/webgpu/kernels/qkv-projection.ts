@@ -8,13 +8,12 @@ import source from '../../../shaders/qkv_projection.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { ProjectionVariant } from '../../types.ts';
 import type { Precision } from '../buffers.ts';
-import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
 import { encodeKernel, kernelSpec } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams } from '../shader.ts';
-import { type GpuWeight, formatOf, GROUP_SHIFT_PARAM, groupShift, type WeightFormat, weightDecls, weightEntries } from './packed-weight.ts';
-import { projectionKernel, projectionLayout, projectionSpecialisation } from './projection.ts';
+import { type GpuWeight, type WeightFormat, weightEntries } from './packed-weight.ts';
+import { GEMM_FIELDS, projectionBindings, projectionKernel, projectionLayout, projectionSpecialisation } from './projection.ts';
 
 /** qkv_projection.wgsl's uniforms. */
 export const QKV_PARAMS = defineParams([
@@ -31,19 +30,20 @@ export const QKV_PARAMS = defineParams([
   ['wRow0', 'u32', "row of W holding this dispatch's first column"],
   ['kvStride', 'u32', "rows per (b, g) block of K and V: S, or a KV cache's maxSeqLen"],
   ['kvRow0', 'u32', "row of the block the first token goes to: 0, or the cache's length"],
-  ['colLanes', 'u32', 'subgroup GEMM cores: invocations per row block (variants.ts gemmLayout)'],
-  GROUP_SHIFT_PARAM,
+  ...GEMM_FIELDS,
 ]);
 
-const W = weightDecls('W [·, K/4]');
-const X = ['x', 'read-only-storage', 'array<ST4>', 'X [M, K/4]'] as const;
-const BIAS = ['bias', 'read-only-storage', 'array<ST4>', 'b [(H + 2·G)·Dh / 4]'] as const;
-const QKV = ['qkv', 'storage', 'array<ST4>', 'Q ++ K ++ V (qkv_projection.wgsl says where each goes)'] as const;
-
+const BINDINGS = projectionBindings(
+  'QkvProjection',
+  ['x', 'read-only-storage', 'array<ST4>', 'X [M, K/4]'],
+  'W [·, K/4]',
+  ['bias', 'read-only-storage', 'array<ST4>', 'b [(H + 2·G)·Dh / 4]'],
+  ['qkv', 'storage', 'array<ST4>', 'Q ++ K ++ V (qkv_projection.wgsl says where each goes)'],
+);
 /** qkv_projection.wgsl's bindings (the GEMM cores read x and w, and write through the problem file's store). */
-export const QKV_BINDINGS = defineBindings('QkvProjection', [PARAMS_BINDING, X, W.float[0], BIAS, QKV]);
+export const QKV_BINDINGS = BINDINGS.float;
 /** The same with packed weights (packed-weight.ts): quants and scaleOffset in place of w. */
-export const QKV_PACKED_BINDINGS = defineBindings('QkvProjection.packed', [PARAMS_BINDING, X, W.packed[0], W.packed[1], BIAS, QKV]);
+export const QKV_PACKED_BINDINGS = BINDINGS.packed;
 
 /** Where Q, K and V sit in the qkv buffer (Q, then K, then V), in elements. */
 export function qkvLayout(plan: ForwardPlan): { kBase: number; vBase: number; total: number } {
@@ -115,14 +115,14 @@ export const QKV_PROJECTION = projectionKernel({
   name: 'QkvProjection',
   source,
   params: QKV_PARAMS,
-  bindings: { float: QKV_BINDINGS, packed: QKV_PACKED_BINDINGS },
+  bindings: BINDINGS,
   run(args: QkvArgs, scratch) {
     const { numHeads: H, numKvHeads: G, headDim: Dh } = args.plan.layer;
     const { kv } = args;
     const el = scratch.elementBytes;
     const M = args.plan.geometry.batches * args.rows;
     const N = args.slots * Dh;
-    const layout = projectionLayout(args.variant, scratch.device, M, N, args.rowLimit);
+    const layout = projectionLayout(args, scratch.device, M, N);
     return {
       uniforms: {
         M,
@@ -138,8 +138,7 @@ export const QKV_PROJECTION = projectionKernel({
         wRow0: args.wRow0,
         kvStride: kv.stride,
         kvRow0: kv.row0,
-        colLanes: layout.colLanes,
-        wGroupShift: groupShift(formatOf(args.weight)),
+        ...layout.fields,
       },
       buffers: {
         x: { buffer: args.x, size: M * args.inDim * el }, // X [B·S, K]

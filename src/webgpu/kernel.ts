@@ -67,6 +67,22 @@ export function defineKernel<S extends Specialisation, A, P extends string>(kern
   return kernel;
 }
 
+/** What a kernel of one specialisation declares: one WGSL file (after the generated parts), one bindings declaration. */
+interface SingleDeclaration<A, P extends string> {
+  name: string;
+  params: Params<P>;
+  bindings: Bindings<string>;
+  /** The WGSL file. */
+  source: string;
+  run(args: A, scratch: CallScratch): KernelRun<P>;
+}
+
+/** A kernel with a single specialisation (copies, the split-KV merge): its shader and bindings never vary. */
+export function singleKernel<A, P extends string>(declaration: SingleDeclaration<A, P>): Kernel<Record<never, never>, A, P> {
+  const { name, params, bindings, source, run } = declaration;
+  return { name, params, bindings: () => bindings, shader: () => ({ sources: [source] }), specialise: () => ({}), run };
+}
+
 /** The cache key of a specialisation: everything the spec is built from, the specialisation's fields in name order. */
 export function kernelKey(name: string, precision: Precision, s: Specialisation): string {
   const fields = Object.keys(s)

@@ -52,12 +52,12 @@ interface ProbsArgs {
 export const ATTENTION_PROBS = defineKernel({
   name: 'AttentionProbs',
   params: PROBS_PARAMS,
+  specialise: (args: ProbsArgs) => ({ scoreMod: args.plan.layer.scoreMod?.wgsl }),
   bindings: () => PROBS_BINDINGS,
   shader: (s) => {
     const mod = scoreModParts(s.scoreMod);
     return { sizes: { HAS_SCORE_MOD: mod.HAS_SCORE_MOD }, sources: [mod.source, scoreRule, source] };
   },
-  specialise: (args: ProbsArgs) => ({ scoreMod: args.plan.layer.scoreMod?.wgsl }),
   run({ plan, kv, masks, ...args }) {
     const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
     const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;

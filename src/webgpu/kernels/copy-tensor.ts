@@ -6,7 +6,7 @@ import rowsSource from '../../../shaders/copy_rows.wgsl?raw';
 import source from '../../../shaders/copy_tensor.wgsl?raw';
 import type { Precision } from '../buffers.ts';
 import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
-import { defineKernel, encodeKernel, kernelSpec } from '../kernel.ts';
+import { encodeKernel, kernelSpec, singleKernel } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams } from '../shader.ts';
@@ -29,12 +29,11 @@ function flatGroups(count: number): [number, number] {
 }
 
 /** The copy as a kernel (kernel.ts): an invocation per vec4, one specialisation. */
-export const COPY_TENSOR = defineKernel({
+export const COPY_TENSOR = singleKernel({
   name: 'CopyTensor',
   params: COPY_PARAMS,
-  bindings: () => COPY_BINDINGS,
-  shader: () => ({ sources: [source] }),
-  specialise: () => ({}),
+  bindings: COPY_BINDINGS,
+  source,
   run({ src, dst, count, dstOffset }: { src: GPUBuffer; dst: GPUBuffer; count: number; dstOffset: number }, scratch) {
     return {
       uniforms: { count4: count / 4, dstOffset4: dstOffset / 4 },
@@ -67,12 +66,11 @@ export const COPY_ROWS_BINDINGS = defineBindings('CopyRows', [
 ]);
 
 /** The copy between row widths as a kernel (kernel.ts): an invocation per element of dst, one specialisation. */
-export const COPY_ROWS = defineKernel({
+export const COPY_ROWS = singleKernel({
   name: 'CopyRows',
   params: COPY_ROWS_PARAMS,
-  bindings: () => COPY_ROWS_BINDINGS,
-  shader: () => ({ sources: [rowsSource] }),
-  specialise: () => ({}),
+  bindings: COPY_ROWS_BINDINGS,
+  source: rowsSource,
   run({ src, dst, shape }: { src: GPUBuffer; dst: GPUBuffer; shape: { rows: number; srcCols: number; dstCols: number; dstOffset?: number } }, scratch) {
     const { rows, srcCols, dstCols, dstOffset = 0 } = shape;
     const bytes = Math.max(4, Math.ceil((rows * srcCols * scratch.elementBytes) / 4) * 4);

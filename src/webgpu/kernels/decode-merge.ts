@@ -4,7 +4,7 @@
 import source from '../../../shaders/decode_merge.wgsl?raw';
 import type { Precision } from '../buffers.ts';
 import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
-import { defineKernel, encodeKernel, kernelSpec } from '../kernel.ts';
+import { encodeKernel, kernelSpec, singleKernel } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams } from '../shader.ts';
@@ -53,12 +53,11 @@ interface MergeBuffers {
 }
 
 /** The merge as a kernel (kernel.ts): an invocation per row, one specialisation. */
-export const DECODE_MERGE = defineKernel({
+export const DECODE_MERGE = singleKernel({
   name: 'DecodeMerge',
   params: MERGE_PARAMS,
-  bindings: () => MERGE_BINDINGS,
-  shader: () => ({ sources: [source] }),
-  specialise: () => ({}),
+  bindings: MERGE_BINDINGS,
+  source,
   run({ dims, buffers }: { dims: MergeDims; buffers: MergeBuffers }, scratch) {
     const { rows, splits, headDim } = dims;
     const el = scratch.elementBytes;

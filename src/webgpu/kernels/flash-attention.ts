@@ -209,6 +209,7 @@ interface FlashArgs {
 export const FLASH_ATTENTION = defineKernel({
   name: 'FlashAttention',
   params: FLASH_PARAMS,
+  specialise: (args: FlashArgs, device: GPUDevice) => flashSpecialisation(device, args.plan.layer.headDim, args.variant, args.plan.layer.scoreMod?.wgsl),
   bindings: () => FLASH_BINDINGS,
   label: (s) => `FlashAttention.${s.variant}`,
   shader: (s, precision) => {
@@ -217,7 +218,6 @@ export const FLASH_ATTENTION = defineKernel({
       shaderCode({ precision, subgroups, params: FLASH_PARAMS, bindings: FLASH_BINDINGS, sizes, sources: [mod.source, scoreRule, source, body] });
     return attentionRecord(s.variant).build({ precision, headDim: s.headDim, BR: s.BR, BC: s.BC, RPI: s.RPI, hasScoreMod: mod.HAS_SCORE_MOD, code });
   },
-  specialise: (args: FlashArgs, device: GPUDevice) => flashSpecialisation(device, args.plan.layer.headDim, args.variant, args.plan.layer.scoreMod?.wgsl),
   run({ plan, kv, masks, split, ...args }, _scratch, s) {
     const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
     const { batches, qRows, sequences, longestSequence } = plan.geometry;

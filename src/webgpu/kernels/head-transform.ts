@@ -59,9 +59,9 @@ interface TransformArgs {
 export const HEAD_TRANSFORM = defineKernel({
   name: 'HeadTransform',
   params: TRANSFORM_PARAMS,
+  specialise: (args: TransformArgs) => ({ headDim: args.plan.layer.headDim }),
   bindings: () => TRANSFORM_BINDINGS,
   shader: (s) => ({ sizes: { DH4: s.headDim / 4 }, sources: [source] }),
-  specialise: (args: TransformArgs) => ({ headDim: args.plan.layer.headDim }),
   run({ plan, kind: k, normWeight, rope }) {
     const { headDim: Dh, rotary, qkNorm } = plan.layer;
     const rows = plan.geometry.batches * k.S;

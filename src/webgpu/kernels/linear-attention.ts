@@ -80,10 +80,10 @@ interface LinearArgs {
 export const LINEAR_ATTENTION = defineKernel({
   name: 'LinearAttention',
   params: LINEAR_PARAMS,
+  specialise: (args: LinearArgs) => ({ pass: args.pass, headDim: args.plan.layer.headDim }),
   bindings: (s) => LINEAR_BINDINGS[s.pass],
   label: (s) => `LinearAttention.${s.pass}`,
   shader: (s) => ({ sizes: { DH4: s.headDim / 4, CHUNK }, sources: [SOURCES[s.pass]] }),
-  specialise: (args: LinearArgs) => ({ pass: args.pass, headDim: args.plan.layer.headDim }),
   run({ pass, plan, params, kv, padding, state, ...args }) {
     const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
     const { batches } = plan.geometry;

@@ -21,13 +21,7 @@ export const OUTPUT_PARAMS = defineParams([
   ...GEMM_FIELDS,
 ]);
 
-const BINDINGS = projectionBindings(
-  'OutputProjection',
-  ['o', 'read-only-storage', 'array<ST4>', 'O [B, H, S, Dh/4]'],
-  'W_O [N, E/4]',
-  ['bias', 'read-only-storage', 'array<ST4>', 'b_O [N/4]'],
-  ['y', 'storage', 'array<ST4>', 'Y [M, N/4]'],
-);
+const BINDINGS = projectionBindings('OutputProjection', ['o', 'O [B, H, S, Dh/4]'], 'W_O [N, E/4]', 'b_O [N/4]', ['y', 'Y [M, N/4]']);
 /** output_projection.wgsl's bindings. */
 export const OUTPUT_BINDINGS = BINDINGS.float;
 /** The same with packed weights (packed-weight.ts): quants and scaleOffset in place of w. */

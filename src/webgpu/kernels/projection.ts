@@ -25,20 +25,21 @@ export const GEMM_FIELDS = [['colLanes', 'u32', 'subgroup GEMM cores: invocation
 
 /**
  * A projection's bindings, with float weights and with packed ones (packed-weight.ts: quants and
- * scaleOffset in place of w): its Params, its input (A), the weight W (`weight`: its shape), its bias, its output.
+ * scaleOffset in place of w): its Params, its input A (read), the weight W, the bias, its output (written),
+ * each tensor of the engine's precision (ST4); a name and its shape comment, or the shape alone.
  */
 export function projectionBindings(
   name: string,
-  input: BindingDecl,
+  input: readonly [name: string, meaning: string],
   weight: string,
-  bias: BindingDecl,
-  output: BindingDecl,
+  bias: string,
+  output: readonly [name: string, meaning: string],
 ): { float: Bindings<string>; packed: Bindings<string> } {
   const W = weightDecls(weight);
-  return {
-    float: defineBindings(name, [PARAMS_BINDING, input, ...W.float, bias, output]),
-    packed: defineBindings(`${name}.packed`, [PARAMS_BINDING, input, ...W.packed, bias, output]),
-  };
+  const A: BindingDecl = [input[0], 'read-only-storage', 'array<ST4>', input[1]];
+  const b: BindingDecl = ['bias', 'read-only-storage', 'array<ST4>', bias];
+  const Y: BindingDecl = [output[0], 'storage', 'array<ST4>', output[1]];
+  return { float: defineBindings(name, [PARAMS_BINDING, A, ...W.float, b, Y]), packed: defineBindings(`${name}.packed`, [PARAMS_BINDING, A, ...W.packed, b, Y]) };
 }
 
 /** What a projection declares; the rest of its Kernel is the same for both. */

@@ -33,13 +33,10 @@ export const QKV_PARAMS = defineParams([
   ...GEMM_FIELDS,
 ]);
 
-const BINDINGS = projectionBindings(
-  'QkvProjection',
-  ['x', 'read-only-storage', 'array<ST4>', 'X [M, K/4]'],
-  'W [·, K/4]',
-  ['bias', 'read-only-storage', 'array<ST4>', 'b [(H + 2·G)·Dh / 4]'],
-  ['qkv', 'storage', 'array<ST4>', 'Q ++ K ++ V (qkv_projection.wgsl says where each goes)'],
-);
+const BINDINGS = projectionBindings('QkvProjection', ['x', 'X [M, K/4]'], 'W [·, K/4]', 'b [(H + 2·G)·Dh / 4]', [
+  'qkv',
+  'Q ++ K ++ V (qkv_projection.wgsl says where each goes)',
+]);
 /** qkv_projection.wgsl's bindings (the GEMM cores read x and w, and write through the problem file's store). */
 export const QKV_BINDINGS = BINDINGS.float;
 /** The same with packed weights (packed-weight.ts): quants and scaleOffset in place of w. */

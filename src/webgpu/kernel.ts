@@ -7,7 +7,9 @@
 //   by binding name and the workgroups;
 // `kernelSpec` builds a specialisation's pipeline spec (once per key), and `encodeKernel` turns a kernel
 // and one dispatch's arguments into a pipeline (pipelines.ts, cached per device), a uniform buffer, a
-// bind group and `dispatchWorkgroups`. A new kernel is one module declaring a `Kernel`, plus its WGSL.
+// bind group and `dispatchWorkgroups`. A new kernel is one module declaring a `Kernel` (defineKernel;
+// singleKernel where it has one specialisation; kernels/projection.ts projectionKernel for a GEMM
+// problem file), plus its WGSL; kernels/index.ts lists the kernels.
 //
 // The cache key is derived, never written: the kernel's name, the precision, the subgroup emulation's
 // lanes and the specialisation record (primitives: variant, head size, tiles, weight bits, scoreMod

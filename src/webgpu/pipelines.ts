@@ -7,9 +7,9 @@
 // Some drivers (lavapipe) compile only at a pipeline's first dispatch, so the cache also records
 // which pipelines have run (tuning/scheduler.ts decides by that).
 //
-// A spec carries its key (the kernel, variant and shape class it was built for: specs are built once
-// per key, see specCache), which is what the caches here go by, never the source text; and its
-// bindings (bindings.ts), whose explicit pipeline layout it is built with.
+// A spec carries its key (the kernel, precision and specialisation it was built for, derived by
+// kernel.ts kernelSpec, which builds each spec once per key), which is what the caches here go by,
+// never the source text; and its bindings (bindings.ts), whose explicit pipeline layout it is built with.
 
 import type { Bindings } from './bindings.ts';
 
@@ -34,7 +34,7 @@ function cacheOf(device: GPUDevice): DeviceCache {
 
 /** What a compute pipeline is built from. */
 export interface PipelineSpec {
-  /** What it was built for, unique per source and constants: `Owner.variant|precision|…` (the caches' key). */
+  /** What it was built for, unique per source and constants: `Owner|precision|lanes…|field=value…` (the caches' key, kernel.ts kernelKey). */
   key: string;
   /** Labels the module and pipeline: `Owner.role`. */
   label: string;
@@ -44,23 +44,6 @@ export interface PipelineSpec {
   constants?: Record<string, number>;
   /** The shader's bindings: the explicit layout the pipeline is built with. */
   bindings: Bindings<string>;
-}
-
-/**
- * Specs built once per key: `build` runs the first time a key is asked for (generating a kernel's
- * WGSL costs more than a lookup, and a call asks several times). The key must say everything the
- * spec depends on (variant, precision, head size, subgroup emulation, scoreMod, device tiles).
- */
-export function specCache(): (key: string, build: () => Omit<PipelineSpec, 'key'>) => PipelineSpec {
-  const specs = new Map<string, PipelineSpec>();
-  return (key, build) => {
-    let spec = specs.get(key);
-    if (!spec) {
-      spec = { key, ...build() };
-      specs.set(key, spec);
-    }
-    return spec;
-  };
 }
 
 function keyOf(spec: PipelineSpec): string {

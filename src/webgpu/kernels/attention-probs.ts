@@ -6,9 +6,10 @@ import scoreRule from '../../../shaders/score_rule.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
 import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
-import { getPipeline, type PipelineSpec, specCache } from '../pipelines.ts';
+import { defineKernel, encodeKernel, kernelSpec } from '../kernel.ts';
+import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-import { defineParams, scoreModParts, shaderCode } from '../shader.ts';
+import { defineParams, scoreModParts } from '../shader.ts';
 import { SCORE_BINDINGS, SCORE_FIELDS, scoreBuffers, type MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
 
@@ -35,26 +36,48 @@ export const PROBS_BINDINGS = defineBindings('AttentionProbs', [
   ['kv', 'read-only-storage', 'array<ST4>', 'K ++ V [B, G, kvStride, Dh/4] (the qkv buffer, or a KV cache)'],
 ]);
 
-const specs = specCache();
+const TILE = 16; // the shader's @workgroup_size(16, 16): 16 keys × 16 query rows
 
-export function attentionProbsPipeline(precision: Precision, scoreMod?: string): PipelineSpec {
-  return specs(`AttentionProbs|${precision}|${scoreMod ?? ''}`, () => {
-    const mod = scoreModParts(scoreMod);
-    return {
-      label: 'AttentionProbs',
-      code: shaderCode({
-        precision,
-        params: PROBS_PARAMS,
-        bindings: PROBS_BINDINGS,
-        sizes: { HAS_SCORE_MOD: mod.HAS_SCORE_MOD },
-        sources: [mod.source, scoreRule, source],
-      }),
-      bindings: PROBS_BINDINGS,
-    };
-  });
+/** One dispatch: the plan, Q, K, the flash kernel's row statistics, where P goes, the masks. */
+interface ProbsArgs {
+  plan: ForwardPlan;
+  q: GPUBuffer;
+  kv: KvTarget;
+  rowStats: GPUBuffer;
+  probs: GPUBuffer;
+  masks: MaskBuffers;
 }
 
-const TILE = 16; // the shader's @workgroup_size(16, 16): 16 keys × 16 query rows
+/** The probabilities as a kernel (kernel.ts): a workgroup per 16 × 16 tile of P, specialised by the layer's scoreMod. */
+export const ATTENTION_PROBS = defineKernel({
+  name: 'AttentionProbs',
+  params: PROBS_PARAMS,
+  specialise: (args: ProbsArgs) => ({ scoreMod: args.plan.layer.scoreMod?.wgsl }),
+  bindings: () => PROBS_BINDINGS,
+  shader: (s) => {
+    const mod = scoreModParts(s.scoreMod);
+    return { sizes: { HAS_SCORE_MOD: mod.HAS_SCORE_MOD }, sources: [mod.source, scoreRule, source] };
+  },
+  run({ plan, kv, masks, ...args }) {
+    const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
+    const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
+    return {
+      uniforms: { H, G, Sq, Skv, Dh4: Dh / 4, kBase4: kv.kBase / 4, ...masks.fields, scaleLog2e: plan.score.scale * Math.LOG2E, kvStride: kv.stride },
+      buffers: {
+        qkv: args.q, // Q [B, H, Sq, Dh] (++ K ++ V)
+        rowStats: { buffer: args.rowStats, size: B * H * Sq * 8 }, // (m, l) [B, H, Sq]
+        probs: { buffer: args.probs, size: B * H * Sq * Skv * 4 }, // P [B, H, Sq, Skv]
+        ...scoreBuffers(masks),
+        kv: kv.buffer, // K ++ V [B, G, stride, Dh]
+      },
+      groups: [Math.ceil(Skv / TILE), Math.ceil(Sq / TILE), B * H],
+    };
+  },
+});
+
+export function attentionProbsPipeline(precision: Precision, scoreMod?: string): PipelineSpec {
+  return kernelSpec(ATTENTION_PROBS, precision, { scoreMod });
+}
 
 export function encodeAttentionProbs(
   pass: GPUComputePassEncoder,
@@ -63,24 +86,5 @@ export function encodeAttentionProbs(
   buffers: { q: GPUBuffer; kv: KvTarget; rowStats: GPUBuffer; probs: GPUBuffer },
   masks: MaskBuffers,
 ): void {
-  const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
-  const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
-  const { kv } = buffers;
-  const device = scratch.device;
-  const pipeline = getPipeline(device, attentionProbsPipeline(scratch.precision, plan.layer.scoreMod?.wgsl));
-  const params = scratch.uniforms(
-    PROBS_PARAMS.pack({ H, G, Sq, Skv, Dh4: Dh / 4, kBase4: kv.kBase / 4, ...masks.fields, scaleLog2e: plan.score.scale * Math.LOG2E, kvStride: kv.stride }),
-    'AttentionProbs.params',
-  );
-  const bindGroup = PROBS_BINDINGS.group(device, {
-    params,
-    qkv: buffers.q, // Q [B, H, Sq, Dh] (++ K ++ V)
-    rowStats: { buffer: buffers.rowStats, size: B * H * Sq * 8 }, // (m, l) [B, H, Sq]
-    probs: { buffer: buffers.probs, size: B * H * Sq * Skv * 4 }, // P [B, H, Sq, Skv]
-    ...scoreBuffers(masks),
-    kv: kv.buffer, // K ++ V [B, G, stride, Dh]
-  });
-  pass.setPipeline(pipeline);
-  pass.setBindGroup(0, bindGroup);
-  pass.dispatchWorkgroups(Math.ceil(Skv / TILE), Math.ceil(Sq / TILE), B * H);
+  encodeKernel(pass, scratch, ATTENTION_PROBS, { plan, ...buffers, masks });
 }

@@ -6,9 +6,10 @@ import rowsSource from '../../../shaders/copy_rows.wgsl?raw';
 import source from '../../../shaders/copy_tensor.wgsl?raw';
 import type { Precision } from '../buffers.ts';
 import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
-import { getPipeline, type PipelineSpec, specCache } from '../pipelines.ts';
+import { encodeKernel, kernelSpec, singleKernel } from '../kernel.ts';
+import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-import { defineParams, shaderCode } from '../shader.ts';
+import { defineParams } from '../shader.ts';
 
 export const COPY_PARAMS = defineParams([
   ['count4', 'u32', 'vec4s copied'],
@@ -21,26 +22,34 @@ export const COPY_BINDINGS = defineBindings('CopyTensor', [
   ['dst', 'storage', 'array<ST4>', 'written from dstOffset4 on'],
 ]);
 
-const specs = specCache();
+/** Up to 65535 workgroups along x, the rest along y (the shaders flatten them): `count` invocations in workgroups of 256. */
+function flatGroups(count: number): [number, number] {
+  const groups = Math.ceil(count / 256);
+  return [Math.min(groups, 65535), Math.ceil(groups / 65535)];
+}
+
+/** The copy as a kernel (kernel.ts): an invocation per vec4, one specialisation. */
+export const COPY_TENSOR = singleKernel({
+  name: 'CopyTensor',
+  params: COPY_PARAMS,
+  bindings: COPY_BINDINGS,
+  source,
+  run({ src, dst, count, dstOffset }: { src: GPUBuffer; dst: GPUBuffer; count: number; dstOffset: number }, scratch) {
+    return {
+      uniforms: { count4: count / 4, dstOffset4: dstOffset / 4 },
+      buffers: { src: { buffer: src, size: Math.ceil((count * scratch.elementBytes) / 4) * 4 }, dst },
+      groups: flatGroups(count / 4),
+    };
+  },
+});
 
 export function copyTensorPipeline(precision: Precision): PipelineSpec {
-  return specs(`CopyTensor|${precision}`, () => ({
-    label: 'CopyTensor',
-    code: shaderCode({ precision, params: COPY_PARAMS, bindings: COPY_BINDINGS, sources: [source] }),
-    bindings: COPY_BINDINGS,
-  }));
+  return kernelSpec(COPY_TENSOR, precision, {});
 }
 
 /** Encodes dst[dstOffset + i] = src[i] for `count` elements (a multiple of 4; offsets too). */
 export function encodeCopyTensor(pass: GPUComputePassEncoder, scratch: CallScratch, src: GPUBuffer, dst: GPUBuffer, count: number, dstOffset: number): void {
-  const device = scratch.device;
-  const pipeline = getPipeline(device, copyTensorPipeline(scratch.precision));
-  const params = scratch.uniforms(COPY_PARAMS.pack({ count4: count / 4, dstOffset4: dstOffset / 4 }), 'CopyTensor.params');
-  const bindGroup = COPY_BINDINGS.group(device, { params, src: { buffer: src, size: Math.ceil((count * scratch.elementBytes) / 4) * 4 }, dst });
-  const groups = Math.ceil(count / 4 / 256);
-  pass.setPipeline(pipeline);
-  pass.setBindGroup(0, bindGroup);
-  pass.dispatchWorkgroups(Math.min(groups, 65535), Math.ceil(groups / 65535));
+  encodeKernel(pass, scratch, COPY_TENSOR, { src, dst, count, dstOffset });
 }
 
 export const COPY_ROWS_PARAMS = defineParams([
@@ -56,12 +65,21 @@ export const COPY_ROWS_BINDINGS = defineBindings('CopyRows', [
   ['dst', 'storage', 'array<ST>', '[rows, dstCols] from dstOffset on'],
 ]);
 
+/** The copy between row widths as a kernel (kernel.ts): an invocation per element of dst, one specialisation. */
+export const COPY_ROWS = singleKernel({
+  name: 'CopyRows',
+  params: COPY_ROWS_PARAMS,
+  bindings: COPY_ROWS_BINDINGS,
+  source: rowsSource,
+  run({ src, dst, shape }: { src: GPUBuffer; dst: GPUBuffer; shape: { rows: number; srcCols: number; dstCols: number; dstOffset?: number } }, scratch) {
+    const { rows, srcCols, dstCols, dstOffset = 0 } = shape;
+    const bytes = Math.max(4, Math.ceil((rows * srcCols * scratch.elementBytes) / 4) * 4);
+    return { uniforms: { rows, srcCols, dstCols, dstOffset }, buffers: { src: { buffer: src, size: bytes }, dst }, groups: flatGroups(rows * dstCols) };
+  },
+});
+
 export function copyRowsPipeline(precision: Precision): PipelineSpec {
-  return specs(`CopyRows|${precision}`, () => ({
-    label: 'CopyRows',
-    code: shaderCode({ precision, params: COPY_ROWS_PARAMS, bindings: COPY_ROWS_BINDINGS, sources: [rowsSource] }),
-    bindings: COPY_ROWS_BINDINGS,
-  }));
+  return kernelSpec(COPY_ROWS, precision, {});
 }
 
 /** Encodes the copy of a [rows, srcCols] matrix into dst as [rows, dstCols] at element `dstOffset` (padded with zeros, or cropped). */
@@ -72,14 +90,5 @@ export function encodeCopyRows(
   dst: GPUBuffer,
   shape: { rows: number; srcCols: number; dstCols: number; dstOffset?: number },
 ): void {
-  const device = scratch.device;
-  const { rows, srcCols, dstCols, dstOffset = 0 } = shape;
-  const pipeline = getPipeline(device, copyRowsPipeline(scratch.precision));
-  const params = scratch.uniforms(COPY_ROWS_PARAMS.pack({ rows, srcCols, dstCols, dstOffset }), 'CopyRows.params');
-  const bytes = (n: number) => Math.max(4, Math.ceil((n * scratch.elementBytes) / 4) * 4);
-  const bindGroup = COPY_ROWS_BINDINGS.group(device, { params, src: { buffer: src, size: bytes(rows * srcCols) }, dst });
-  const groups = Math.ceil((rows * dstCols) / 256);
-  pass.setPipeline(pipeline);
-  pass.setBindGroup(0, bindGroup);
-  pass.dispatchWorkgroups(Math.min(groups, 65535), Math.ceil(groups / 65535));
+  encodeKernel(pass, scratch, COPY_ROWS, { src, dst, shape });
 }

@@ -4,9 +4,10 @@
 import source from '../../../shaders/decode_merge.wgsl?raw';
 import type { Precision } from '../buffers.ts';
 import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
-import { getPipeline, type PipelineSpec, specCache } from '../pipelines.ts';
+import { encodeKernel, kernelSpec, singleKernel } from '../kernel.ts';
+import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-import { defineParams, shaderCode } from '../shader.ts';
+import { defineParams } from '../shader.ts';
 
 /** decode_merge.wgsl's uniforms. */
 export const MERGE_PARAMS = defineParams([
@@ -29,37 +30,55 @@ export const MERGE_BINDINGS = defineBindings('DecodeMerge', [
   ['headData', 'read-only-storage', 'array<f32>', '[2·H + B·H]: ALiBi slopes, sinks, head mask (score_rule.wgsl)'],
 ]);
 
-const specs = specCache();
-
-export function decodeMergePipeline(precision: Precision): PipelineSpec {
-  return specs(`DecodeMerge|${precision}`, () => ({
-    label: 'DecodeMerge',
-    code: shaderCode({ precision, params: MERGE_PARAMS, bindings: MERGE_BINDINGS, sources: [source] }),
-    bindings: MERGE_BINDINGS,
-  }));
-}
-
 const WG = 64; // the shader's @workgroup_size
 
-export function encodeDecodeMerge(
-  pass: GPUComputePassEncoder,
-  scratch: CallScratch,
-  dims: { rows: number; splits: number; headDim: number; numHeads: number; seqLen: number; hasHeadMask: number; hasSinks: number },
-  buffers: { partial: GPUBuffer; parts: GPUBuffer; attention: GPUBuffer; rowStats: GPUBuffer; headData: GPUBuffer },
-): void {
-  const { rows, splits, headDim, numHeads, seqLen, hasHeadMask, hasSinks } = dims;
-  const el = scratch.elementBytes;
-  const pipeline = getPipeline(scratch.device, decodeMergePipeline(scratch.precision));
-  const params = scratch.uniforms(MERGE_PARAMS.pack({ rows, splits, Dh4: headDim / 4, H: numHeads, Sq: seqLen, hasHeadMask, hasSinks }), 'DecodeMerge.params');
-  const bindGroup = MERGE_BINDINGS.group(scratch.device, {
-    params,
-    partial: { buffer: buffers.partial, size: splits * rows * headDim * el }, // [splits, B, H, Sq, Dh]
-    parts: { buffer: buffers.parts, size: splits * rows * 8 }, // (m, l) [splits, B, H, Sq]
-    out: { buffer: buffers.attention, size: rows * headDim * el }, // O [B, H, Sq, Dh]
-    rowStats: { buffer: buffers.rowStats, size: rows * 8 }, // (M, L) [B, H, Sq]
-    headData: buffers.headData,
-  });
-  pass.setPipeline(pipeline);
-  pass.setBindGroup(0, bindGroup);
-  pass.dispatchWorkgroups(Math.ceil(rows / WG));
+/** What is merged: rows of B·H·Sq, the splits, the head size; the head mask and sinks switches (score_rule.wgsl's). */
+interface MergeDims {
+  rows: number;
+  splits: number;
+  headDim: number;
+  numHeads: number;
+  seqLen: number;
+  hasHeadMask: number;
+  hasSinks: number;
+}
+
+/** The splits' partial results and statistics, where O and the rows' statistics go, the per-head data (sinks, head mask). */
+interface MergeBuffers {
+  partial: GPUBuffer;
+  parts: GPUBuffer;
+  attention: GPUBuffer;
+  rowStats: GPUBuffer;
+  headData: GPUBuffer;
+}
+
+/** The merge as a kernel (kernel.ts): an invocation per row, one specialisation. */
+export const DECODE_MERGE = singleKernel({
+  name: 'DecodeMerge',
+  params: MERGE_PARAMS,
+  bindings: MERGE_BINDINGS,
+  source,
+  run({ dims, buffers }: { dims: MergeDims; buffers: MergeBuffers }, scratch) {
+    const { rows, splits, headDim } = dims;
+    const el = scratch.elementBytes;
+    return {
+      uniforms: { rows, splits, Dh4: headDim / 4, H: dims.numHeads, Sq: dims.seqLen, hasHeadMask: dims.hasHeadMask, hasSinks: dims.hasSinks },
+      buffers: {
+        partial: { buffer: buffers.partial, size: splits * rows * headDim * el }, // [splits, B, H, Sq, Dh]
+        parts: { buffer: buffers.parts, size: splits * rows * 8 }, // (m, l) [splits, B, H, Sq]
+        out: { buffer: buffers.attention, size: rows * headDim * el }, // O [B, H, Sq, Dh]
+        rowStats: { buffer: buffers.rowStats, size: rows * 8 }, // (M, L) [B, H, Sq]
+        headData: buffers.headData,
+      },
+      groups: [Math.ceil(rows / WG)],
+    };
+  },
+});
+
+export function decodeMergePipeline(precision: Precision): PipelineSpec {
+  return kernelSpec(DECODE_MERGE, precision, {});
+}
+
+export function encodeDecodeMerge(pass: GPUComputePassEncoder, scratch: CallScratch, dims: MergeDims, buffers: MergeBuffers): void {
+  encodeKernel(pass, scratch, DECODE_MERGE, { dims, buffers });
 }

@@ -12,7 +12,8 @@ import scoreRule from '../../../shaders/score_rule.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
 import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
-import { getPipeline, type PipelineSpec, specCache } from '../pipelines.ts';
+import { defineKernel, encodeKernel, kernelSpec } from '../kernel.ts';
+import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, scoreModParts, shaderCode } from '../shader.ts';
 import { SOFTWARE_ATTENTION_RECORDS } from '../software/flash-attention.ts';
@@ -184,19 +185,70 @@ export function flashTiles(device: GPUDevice, Dh: number, variant: AttentionVari
   return { BR, BC: keysPerTile(Dh, device.limits.maxComputeWorkgroupStorageSize, keys), RPI };
 }
 
-const specs = specCache();
+/** What a flash attention pipeline is specialised for: the body, the head size, the tiles on the device (flashTiles), the layer's scoreMod. */
+type FlashSpecialisation = { variant: AttentionVariant; headDim: number; BR: number; BC: number; RPI: number; scoreMod: string | undefined };
+
+function flashSpecialisation(device: GPUDevice, headDim: number, variant: AttentionVariant, scoreMod: string | undefined): FlashSpecialisation {
+  return { variant, headDim, ...flashTiles(device, headDim, variant), scoreMod };
+}
+
+/** One dispatch: the plan, the variant, Q, K and V, where O and the row statistics go (a split's scratch under split-KV), the masks. */
+interface FlashArgs {
+  plan: ForwardPlan;
+  variant: AttentionVariant;
+  q: GPUBuffer;
+  kv: KvTarget;
+  out: GPUBuffer;
+  rowStats: GPUBuffer;
+  masks: MaskBuffers;
+  split: { splits: number; chunk: number } | null;
+  rowLimit: number;
+}
+
+/** Flash attention as a kernel (kernel.ts): the shared frame and the variant's body (its record builds the source). */
+export const FLASH_ATTENTION = defineKernel({
+  name: 'FlashAttention',
+  params: FLASH_PARAMS,
+  specialise: (args: FlashArgs, device: GPUDevice) => flashSpecialisation(device, args.plan.layer.headDim, args.variant, args.plan.layer.scoreMod?.wgsl),
+  bindings: () => FLASH_BINDINGS,
+  label: (s) => `FlashAttention.${s.variant}`,
+  shader: (s, precision) => {
+    const mod = scoreModParts(s.scoreMod);
+    const code = (body: string, sizes: Record<string, number>, subgroups: boolean) =>
+      shaderCode({ precision, subgroups, params: FLASH_PARAMS, bindings: FLASH_BINDINGS, sizes, sources: [mod.source, scoreRule, source, body] });
+    return attentionRecord(s.variant).build({ precision, headDim: s.headDim, BR: s.BR, BC: s.BC, RPI: s.RPI, hasScoreMod: mod.HAS_SCORE_MOD, code });
+  },
+  run({ plan, kv, masks, split, ...args }, _scratch, s) {
+    const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
+    const { batches, qRows, sequences, longestSequence } = plan.geometry;
+    return {
+      uniforms: {
+        H,
+        G,
+        Sq: plan.seqLen,
+        Skv: plan.kvSeqLen,
+        kBase4: kv.kBase / 4,
+        vBase4: kv.vBase / 4,
+        Dh4: Dh / 4,
+        ...masks.fields,
+        scaleLog2e: plan.score.scale * Math.LOG2E,
+        varlen: plan.mode === 'varlen' ? 1 : 0,
+        totalRows: plan.seqLen,
+        kvStride: kv.stride,
+        splitChunk: split?.chunk ?? 0,
+        splitRows: batches * H * qRows,
+      },
+      buffers: { qkv: args.q, out: args.out, rowStats: args.rowStats, ...scoreBuffers(masks), cuSeqlens: masks.cuSeqlens, kv: kv.buffer },
+      // Varlen: one workgroup column per sequence, as many query tiles as the longest needs (shorter
+      // sequences' extra tiles return at once). Split-KV: one workgroup column per split.
+      groups: [split ? split.splits : Math.ceil(Math.min(longestSequence, args.rowLimit) / s.BR), H, sequences],
+    };
+  },
+});
 
 /** The pipeline of `variant` for head size Dh at this precision on this device (built once per variant and shape class). */
 export function flashAttentionPipeline(device: GPUDevice, precision: Precision, headDim: number, variant: AttentionVariant, scoreMod?: string): PipelineSpec {
-  const { BR, BC, RPI } = flashTiles(device, headDim, variant);
-  const key = `FlashAttention.${variant}|${precision}|Dh${headDim}|BR${BR}|BC${BC}|RPI${RPI}|lanes${subgroupEmulation.lanes}|${scoreMod ?? ''}`;
-  return specs(key, () => {
-    const mod = scoreModParts(scoreMod);
-    const code = (body: string, sizes: Record<string, number>, subgroups: boolean) =>
-      shaderCode({ precision, subgroups, params: FLASH_PARAMS, bindings: FLASH_BINDINGS, sizes, sources: [mod.source, scoreRule, source, body] });
-    const built = attentionRecord(variant).build({ precision, headDim, BR, BC, RPI, hasScoreMod: mod.HAS_SCORE_MOD, code });
-    return { label: `FlashAttention.${variant}`, ...built, bindings: FLASH_BINDINGS };
-  });
+  return kernelSpec(FLASH_ATTENTION, precision, flashSpecialisation(device, headDim, variant, scoreMod));
 }
 
 export function encodeFlashAttention(
@@ -209,48 +261,21 @@ export function encodeFlashAttention(
   /** The tuner's timing trials: compute only the first `rowLimit` query rows of each (batch, head). */
   rowLimit = Infinity,
 ): void {
-  const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
-  const { batches, qRows, sequences, longestSequence } = plan.geometry;
-  const { kv } = buffers;
-  const device = scratch.device;
-  const { BR, BC } = flashTiles(device, Dh, variant);
-  const pipeline = getPipeline(device, flashAttentionPipeline(device, scratch.precision, Dh, variant, plan.layer.scoreMod?.wgsl));
+  const { numHeads: H, headDim: Dh } = plan.layer;
+  const { batches, qRows } = plan.geometry;
+  const { BR, BC } = flashTiles(scratch.device, Dh, variant);
   const rows = batches * H * qRows;
   // Split-KV writes partial results to scratch, then decode_merge.wgsl combines them.
   const split = splitKv(plan, BC, BR);
   const out = split ? scratch.storage(split.splits * rows * Dh * scratch.elementBytes, 'splitPartial') : buffers.attention;
-  const stats = split ? scratch.storage(split.splits * rows * 8, 'splitStats') : buffers.rowStats;
-  const params = scratch.uniforms(
-    FLASH_PARAMS.pack({
-      H,
-      G,
-      Sq: plan.seqLen,
-      Skv: plan.kvSeqLen,
-      kBase4: kv.kBase / 4,
-      vBase4: kv.vBase / 4,
-      Dh4: Dh / 4,
-      ...masks.fields,
-      scaleLog2e: plan.score.scale * Math.LOG2E,
-      varlen: plan.mode === 'varlen' ? 1 : 0,
-      totalRows: plan.seqLen,
-      kvStride: kv.stride,
-      splitChunk: split?.chunk ?? 0,
-      splitRows: rows,
-    }),
-    'FlashAttention.params',
-  );
-  const bindGroup = FLASH_BINDINGS.group(device, { params, qkv: buffers.q, out, rowStats: stats, ...scoreBuffers(masks), cuSeqlens: masks.cuSeqlens, kv: kv.buffer });
-  pass.setPipeline(pipeline);
-  pass.setBindGroup(0, bindGroup);
-  // Varlen: one workgroup column per sequence, as many query tiles as the longest needs (shorter
-  // sequences' extra tiles return at once). Split-KV: one workgroup column per split.
-  pass.dispatchWorkgroups(split ? split.splits : Math.ceil(Math.min(longestSequence, rowLimit) / BR), H, sequences);
+  const rowStats = split ? scratch.storage(split.splits * rows * 8, 'splitStats') : buffers.rowStats;
+  encodeKernel(pass, scratch, FLASH_ATTENTION, { plan, variant, q: buffers.q, kv: buffers.kv, out, rowStats, masks, split, rowLimit });
   if (split) {
     encodeDecodeMerge(
       pass,
       scratch,
       { rows, splits: split.splits, headDim: Dh, numHeads: H, seqLen: qRows, hasHeadMask: masks.fields.hasHeadMask, hasSinks: masks.fields.hasSinks },
-      { partial: out, parts: stats, attention: buffers.attention, rowStats: buffers.rowStats, headData: masks.headData },
+      { partial: out, parts: rowStats, attention: buffers.attention, rowStats: buffers.rowStats, headData: masks.headData },
     );
   }
 }

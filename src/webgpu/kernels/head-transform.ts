@@ -6,9 +6,10 @@ import source from '../../../shaders/head_transform.wgsl?raw';
 import { type ForwardPlan, rotaryAngle } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
 import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
-import { getPipeline, type PipelineSpec, specCache } from '../pipelines.ts';
+import { defineKernel, encodeKernel, kernelSpec } from '../kernel.ts';
+import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-import { defineParams, shaderCode } from '../shader.ts';
+import { defineParams } from '../shader.ts';
 import type { QkvTargets } from './qkv-projection.ts';
 
 /** head_transform.wgsl's uniforms. */
@@ -35,14 +36,58 @@ export const TRANSFORM_BINDINGS = defineBindings('HeadTransform', [
   ['rope', 'read-only-storage', 'array<f32>', 'cos [rows, pairs] ++ sin [rows, pairs]'],
 ]);
 
-const specs = specCache();
+/** The heads of one kind transformed by a dispatch: the query heads, or the key heads (where they are, and which tokens). */
+interface HeadKind {
+  buffer: GPUBuffer;
+  heads: number;
+  base4: number;
+  S: number;
+  stride: number;
+  row0: number;
+  normOffset: number;
+}
+
+/** One dispatch: the plan, the kind of heads, the QK-norm weights and the rope table. */
+interface TransformArgs {
+  plan: ForwardPlan;
+  kind: HeadKind;
+  normWeight: GPUBuffer;
+  rope: GPUBuffer;
+}
+
+/** The head transform as a kernel (kernel.ts): an invocation per (token, head), specialised by the head size. */
+export const HEAD_TRANSFORM = defineKernel({
+  name: 'HeadTransform',
+  params: TRANSFORM_PARAMS,
+  specialise: (args: TransformArgs) => ({ headDim: args.plan.layer.headDim }),
+  bindings: () => TRANSFORM_BINDINGS,
+  shader: (s) => ({ sizes: { DH4: s.headDim / 4 }, sources: [source] }),
+  run({ plan, kind: k, normWeight, rope }) {
+    const { headDim: Dh, rotary, qkNorm } = plan.layer;
+    const rows = plan.geometry.batches * k.S;
+    return {
+      uniforms: {
+        rows,
+        S: k.S,
+        heads: k.heads,
+        base4: k.base4,
+        stride: k.stride,
+        row0: k.row0,
+        hasNorm: qkNorm ? 1 : 0,
+        normOffset: k.normOffset,
+        normDim: qkNorm?.dim ?? Dh,
+        eps: qkNorm?.eps ?? 1e-6,
+        pairs: rotary ? rotary.dim / 2 : 0,
+        interleaved: rotary?.interleaved ? 1 : 0,
+      },
+      buffers: { heads: k.buffer, normWeight, rope },
+      groups: [Math.ceil(rows / 64), k.heads],
+    };
+  },
+});
 
 export function headTransformPipeline(precision: Precision, headDim: number): PipelineSpec {
-  return specs(`HeadTransform|${precision}|Dh${headDim}`, () => ({
-    label: 'HeadTransform',
-    code: shaderCode({ precision, params: TRANSFORM_PARAMS, bindings: TRANSFORM_BINDINGS, sizes: { DH4: headDim / 4 }, sources: [source] }),
-    bindings: TRANSFORM_BINDINGS,
-  }));
+  return kernelSpec(HEAD_TRANSFORM, precision, { headDim });
 }
 
 /** Each query token's cos and sin of position·θ_i, [tokens, dim/2] then [tokens, dim/2], float64 on the host, stored f32. */
@@ -63,22 +108,21 @@ function ropeTable(plan: ForwardPlan): Float32Array {
 
 export function encodeHeadTransform(pass: GPUComputePassEncoder, scratch: CallScratch, plan: ForwardPlan, targets: QkvTargets): void {
   const { numHeads: H, numKvHeads: G, headDim: Dh, rotary, qkNorm } = plan.layer;
-  const { batches, qRows, kvRows } = plan.geometry;
+  const { qRows, kvRows } = plan.geometry;
   const device = scratch.device;
-  const pipeline = getPipeline(device, headTransformPipeline(scratch.precision, Dh));
   const upload = (data: Float32Array, role: string) => {
     const buffer = scratch.storage(Math.max(16, data.byteLength), role);
     device.queue.writeBuffer(buffer, 0, data.buffer, data.byteOffset, data.byteLength);
     return buffer;
   };
-  const norm = upload(qkNorm ? Float32Array.from([...qkNorm.query, ...qkNorm.key]) : new Float32Array(4), 'HeadTransform.normWeight');
+  const normWeight = upload(qkNorm ? Float32Array.from([...qkNorm.query, ...qkNorm.key]) : new Float32Array(4), 'HeadTransform.normWeight');
   const rope = upload(rotary ? ropeTable(plan) : new Float32Array(4), 'HeadTransform.rope');
   const { kv } = targets;
   // With a KV cache, and with rotary, the keys transformed are the query tokens' own (same count, same
   // positions): a cache's new rows, or scaledDotProductAttention's last Sq keys. Otherwise all keys
   // (cross-attention with QK-norm: kvRows of its own).
   const ownKeys = plan.cache !== null || rotary !== null;
-  const kinds = [
+  const kinds: HeadKind[] = [
     { buffer: targets.q, heads: H, base4: 0, S: qRows, stride: qRows, row0: 0, normOffset: 0 },
     {
       buffer: kv.buffer,
@@ -90,28 +134,5 @@ export function encodeHeadTransform(pass: GPUComputePassEncoder, scratch: CallSc
       normOffset: Dh,
     },
   ];
-  for (const k of kinds) {
-    const rows = batches * k.S;
-    const params = scratch.uniforms(
-      TRANSFORM_PARAMS.pack({
-        rows,
-        S: k.S,
-        heads: k.heads,
-        base4: k.base4,
-        stride: k.stride,
-        row0: k.row0,
-        hasNorm: qkNorm ? 1 : 0,
-        normOffset: k.normOffset,
-        normDim: qkNorm?.dim ?? Dh,
-        eps: qkNorm?.eps ?? 1e-6,
-        pairs: rotary ? rotary.dim / 2 : 0,
-        interleaved: rotary?.interleaved ? 1 : 0,
-      }),
-      'HeadTransform.params',
-    );
-    const bindGroup = TRANSFORM_BINDINGS.group(device, { params, heads: k.buffer, normWeight: norm, rope });
-    pass.setPipeline(pipeline);
-    pass.setBindGroup(0, bindGroup);
-    pass.dispatchWorkgroups(Math.ceil(rows / 64), k.heads);
-  }
+  for (const kind of kinds) encodeKernel(pass, scratch, HEAD_TRANSFORM, { plan, kind, normWeight, rope });
 }

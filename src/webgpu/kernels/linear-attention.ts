@@ -12,9 +12,10 @@ import stateSource from '../../../shaders/linear_state.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
 import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
-import { getPipeline, type PipelineSpec, specCache } from '../pipelines.ts';
+import { defineKernel, encodeKernel, kernelSpec } from '../kernel.ts';
+import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-import { defineParams, shaderCode } from '../shader.ts';
+import { defineParams } from '../shader.ts';
 import type { MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
 
@@ -62,14 +63,41 @@ export const LINEAR_BINDINGS = {
   ]),
 } as const;
 
-const specs = specCache();
+/** One dispatch: which pass, the plan, the Params the three passes share (written once a call), the buffers they read and write. */
+interface LinearArgs {
+  pass: Pass;
+  plan: ForwardPlan;
+  params: GPUBuffer;
+  q: GPUBuffer;
+  kv: GPUBuffer;
+  padding: GPUBuffer;
+  state: GPUBuffer;
+  attention: GPUBuffer;
+  chunks: number;
+}
+
+/** Linear attention as a kernel (kernel.ts): three passes, each its own shader and bindings, specialised by the head size. */
+export const LINEAR_ATTENTION = defineKernel({
+  name: 'LinearAttention',
+  params: LINEAR_PARAMS,
+  specialise: (args: LinearArgs) => ({ pass: args.pass, headDim: args.plan.layer.headDim }),
+  bindings: (s) => LINEAR_BINDINGS[s.pass],
+  label: (s) => `LinearAttention.${s.pass}`,
+  shader: (s) => ({ sizes: { DH4: s.headDim / 4, CHUNK }, sources: [SOURCES[s.pass]] }),
+  run({ pass, plan, params, kv, padding, state, ...args }) {
+    const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
+    const { batches } = plan.geometry;
+    // Output: a workgroup per 64 query rows, per head, per batch.
+    if (pass === 'output') return { params, buffers: { q: args.q, kv, padding, state, out: args.attention }, groups: [Math.ceil(plan.seqLen / 64), H, batches] };
+    // The sums: a workgroup per 64 vec4s of a chunk's (Dh + 1) × Dh/4 slot, per chunk (state; prefix runs along them), per (b, g).
+    const slotVec4s = (Dh + 1) * (Dh / 4);
+    const sums: Record<string, GPUBuffer> = pass === 'state' ? { kv, padding, state } : { state };
+    return { params, buffers: sums, groups: [Math.ceil(slotVec4s / 64), pass === 'state' ? args.chunks : 1, batches * G] };
+  },
+});
 
 export function linearAttentionPipeline(precision: Precision, headDim: number, pass: Pass): PipelineSpec {
-  return specs(`LinearAttention.${pass}|${precision}|Dh${headDim}`, () => ({
-    label: `LinearAttention.${pass}`,
-    code: shaderCode({ precision, params: LINEAR_PARAMS, bindings: LINEAR_BINDINGS[pass], sizes: { DH4: headDim / 4, CHUNK }, sources: [SOURCES[pass]] }),
-    bindings: LINEAR_BINDINGS[pass],
-  }));
+  return kernelSpec(LINEAR_ATTENTION, precision, { pass, headDim });
 }
 
 /** Chunks with sums for this call, or 0 for the direct loop. */
@@ -110,18 +138,9 @@ export function encodeLinearAttention(
     }),
     'LinearAttention.params',
   );
-  const slotVec4s = (Dh + 1) * (Dh / 4);
-  const state = chunks > 0 ? scratch.storage(batches * G * (chunks + 1) * slotVec4s * 16, 'linearState') : masks.padding; // unread when direct
-  const run = (which: Pass, bindGroup: GPUBindGroup, groups: [number, number, number]) => {
-    pass.setPipeline(getPipeline(device, linearAttentionPipeline(scratch.precision, Dh, which)));
-    pass.setBindGroup(0, bindGroup);
-    pass.dispatchWorkgroups(...groups);
-  };
-  if (chunks > 0) {
-    const stateGroup = LINEAR_BINDINGS.state.group(device, { params, kv: kv.buffer, padding: masks.padding, state });
-    run('state', stateGroup, [Math.ceil(slotVec4s / 64), chunks, batches * G]);
-    run('prefix', LINEAR_BINDINGS.prefix.group(device, { params, state }), [Math.ceil(slotVec4s / 64), 1, batches * G]);
-  }
-  const outputGroup = LINEAR_BINDINGS.output.group(device, { params, q: buffers.q, kv: kv.buffer, padding: masks.padding, state, out: buffers.attention });
-  run('output', outputGroup, [Math.ceil(plan.seqLen / 64), H, batches]);
+  const state = chunks > 0 ? scratch.storage(batches * G * (chunks + 1) * (Dh + 1) * (Dh / 4) * 16, 'linearState') : masks.padding; // unread when direct
+  const args = { plan, params, q: buffers.q, kv: kv.buffer, padding: masks.padding, state, attention: buffers.attention, chunks };
+  // The sums (each chunk's, then their prefix along the chunks) where there are chunks; the output reads them, or loops over its keys.
+  const passes: readonly Pass[] = chunks > 0 ? ['state', 'prefix', 'output'] : ['output'];
+  for (const which of passes) encodeKernel(pass, scratch, LINEAR_ATTENTION, { ...args, pass: which });
 }

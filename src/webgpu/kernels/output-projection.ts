@@ -2,15 +2,14 @@
 
 import source from '../../../shaders/output_projection.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
-import type { Precision } from '../buffers.ts';
-import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
-import { getPipeline, type PipelineSpec, specCache } from '../pipelines.ts';
-import type { CallScratch } from '../scratch.ts';
-import { defineParams, shaderCode } from '../shader.ts';
 import type { ProjectionVariant } from '../../types.ts';
-import { largestSubgroup, subgroupEmulation } from '../variant-record.ts';
-import { gemmLayout, gemmShape } from './gemm.ts';
-import { type GpuWeight, formatKey, formatOf, GROUP_SHIFT_PARAM, groupShift, type WeightFormat, weightDecls, weightEntries, weightSource } from './packed-weight.ts';
+import type { Precision } from '../buffers.ts';
+import { encodeKernel, kernelSpec } from '../kernel.ts';
+import type { PipelineSpec } from '../pipelines.ts';
+import type { CallScratch } from '../scratch.ts';
+import { defineParams } from '../shader.ts';
+import { formatOf, type GpuWeight, type WeightFormat, weightEntries } from './packed-weight.ts';
+import { GEMM_FIELDS, projectionBindings, projectionKernel, projectionLayout, projectionSpecialisation } from './projection.ts';
 
 /** output_projection.wgsl's uniforms. */
 export const OUTPUT_PARAMS = defineParams([
@@ -19,42 +18,55 @@ export const OUTPUT_PARAMS = defineParams([
   ['S', 'u32', 'sequence length'],
   ['H', 'u32', 'heads'],
   ['Dh4', 'u32', 'head size / 4'],
-  ['colLanes', 'u32', 'subgroup GEMM cores: invocations per row block (variants.ts gemmLayout)'],
-  GROUP_SHIFT_PARAM,
+  ...GEMM_FIELDS,
 ]);
 
-const W = weightDecls('W_O [N, E/4]');
-const O = ['o', 'read-only-storage', 'array<ST4>', 'O [B, H, S, Dh/4]'] as const;
-const BIAS = ['bias', 'read-only-storage', 'array<ST4>', 'b_O [N/4]'] as const;
-const Y = ['y', 'storage', 'array<ST4>', 'Y [M, N/4]'] as const;
-
+const BINDINGS = projectionBindings('OutputProjection', ['o', 'O [B, H, S, Dh/4]'], 'W_O [N, E/4]', 'b_O [N/4]', ['y', 'Y [M, N/4]']);
 /** output_projection.wgsl's bindings. */
-export const OUTPUT_BINDINGS = defineBindings('OutputProjection', [PARAMS_BINDING, O, W.float[0], BIAS, Y]);
+export const OUTPUT_BINDINGS = BINDINGS.float;
 /** The same with packed weights (packed-weight.ts): quants and scaleOffset in place of w. */
-export const OUTPUT_PACKED_BINDINGS = defineBindings('OutputProjection.packed', [PARAMS_BINDING, O, W.packed[0], W.packed[1], BIAS, Y]);
+export const OUTPUT_PACKED_BINDINGS = BINDINGS.packed;
 
-const specs = specCache();
+/** One dispatch: the plan, the variant, O, W_O (float or packed), b_O and Y, and the rows computed. */
+interface OutputArgs {
+  plan: ForwardPlan;
+  variant: ProjectionVariant;
+  attention: GPUBuffer;
+  weight: GpuWeight;
+  bias: GPUBuffer;
+  y: GPUBuffer;
+  rowLimit: number;
+}
+
+/** The output projection as a kernel (kernel.ts): one dispatch over all B·S rows and E columns. */
+export const OUTPUT_PROJECTION = projectionKernel({
+  name: 'OutputProjection',
+  source,
+  params: OUTPUT_PARAMS,
+  bindings: BINDINGS,
+  run(args: OutputArgs, scratch) {
+    const { batches: B, qRows: S } = args.plan.geometry; // varlen: one batch of T tokens
+    const { embedDim: E, numHeads: H, headDim: Dh } = args.plan.layer;
+    const M = B * S;
+    const el = scratch.elementBytes;
+    const layout = projectionLayout(args, scratch.device, M, E);
+    const weight = formatOf(args.weight) ? weightEntries(args.weight) : { w: { buffer: args.weight as GPUBuffer, size: E * H * Dh * el } }; // W_O [E, H·Dh] (H·Dh = E unless padded)
+    return {
+      uniforms: { M, N: E, S, H, Dh4: Dh / 4, ...layout.fields },
+      buffers: {
+        o: { buffer: args.attention, size: M * H * Dh * el }, // O [B, H, S, Dh]
+        ...weight,
+        bias: { buffer: args.bias, size: E * el }, // b_O [E]
+        y: { buffer: args.y, size: M * E * el }, // Y [B, S, E]
+      },
+      groups: layout.groups,
+    };
+  },
+});
 
 /** The pipeline of `variant` at this precision, for float weights or packed ones of `format` (built once per key). */
 export function outputProjectionPipeline(precision: Precision, variant: ProjectionVariant, format: WeightFormat | null = null): PipelineSpec {
-  return specs(`OutputProjection.${variant}|${precision}|lanes${subgroupEmulation.lanes}${formatKey(format)}`, () => {
-    const gemm = gemmShape(variant);
-    const weights = weightSource(format);
-    const bindings = format ? OUTPUT_PACKED_BINDINGS : OUTPUT_BINDINGS;
-    return {
-      label: `OutputProjection.${variant}${format ? `.q${format.bits}` : ''}`,
-      code: shaderCode({
-        precision,
-        subgroups: gemm.subgroups,
-        params: OUTPUT_PARAMS,
-        bindings,
-        sizes: { ...gemm.sizes, ...weights.sizes },
-        sources: [source, weights.source, gemm.core],
-      }),
-      constants: gemm.constants,
-      bindings,
-    };
-  });
+  return kernelSpec(OUTPUT_PROJECTION, precision, projectionSpecialisation(variant, format));
 }
 
 export function encodeOutputProjection(
@@ -66,28 +78,5 @@ export function encodeOutputProjection(
   /** The tuner's timing trials: compute only the first `rowLimit` token rows. */
   rowLimit = Infinity,
 ): void {
-  const { batches: B, qRows: S } = plan.geometry; // varlen: one batch of T tokens
-  const { embedDim: E, numHeads: H, headDim: Dh } = plan.layer;
-  const M = B * S;
-  const el = scratch.elementBytes;
-  const gemm = gemmShape(variant);
-  const layout = gemmLayout(gemm, Math.min(M, rowLimit), E, largestSubgroup(scratch.device));
-  const format = formatOf(buffers.weight);
-  const pipeline = getPipeline(scratch.device, outputProjectionPipeline(scratch.precision, variant, format));
-  const params = scratch.uniforms(
-    OUTPUT_PARAMS.pack({ M, N: E, S, H, Dh4: Dh / 4, colLanes: layout.colLanes, wGroupShift: groupShift(format) }),
-    'OutputProjection.params',
-  );
-  const weight = format ? weightEntries(buffers.weight) : { w: { buffer: buffers.weight as GPUBuffer, size: E * H * Dh * el } }; // W_O [E, H·Dh] (H·Dh = E unless padded)
-  const entries = {
-    params,
-    o: { buffer: buffers.attention, size: M * H * Dh * el }, // O [B, H, S, Dh]
-    ...weight,
-    bias: { buffer: buffers.bias, size: E * el }, // b_O [E]
-    y: { buffer: buffers.y, size: M * E * el }, // Y [B, S, E]
-  };
-  const bindGroup = (format ? OUTPUT_PACKED_BINDINGS : OUTPUT_BINDINGS).group(scratch.device, entries as never);
-  pass.setPipeline(pipeline);
-  pass.setBindGroup(0, bindGroup);
-  pass.dispatchWorkgroups(...layout.groups);
+  encodeKernel(pass, scratch, OUTPUT_PROJECTION, { plan, variant, ...buffers, rowLimit });
 }

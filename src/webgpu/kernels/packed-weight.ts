@@ -44,9 +44,9 @@ export function formatKey(format: WeightFormat | null): string {
   return format ? `|q${format.bits}` : '';
 }
 
-/** The weights' WGSL (wIndex, loadB) and the sizes it needs. */
-export function weightSource(format: WeightFormat | null): { source: string; sizes: Record<string, number> } {
-  return format ? { source: weightsPacked, sizes: { WBITS: format.bits } } : { source: weightsFloat, sizes: {} };
+/** The weights' WGSL (wIndex, loadB) and the sizes it needs, for packed weights of `bits` (undefined: float). */
+export function weightSource(bits: WeightFormat['bits'] | undefined): { source: string; sizes: Record<string, number> } {
+  return bits ? { source: weightsPacked, sizes: { WBITS: bits } } : { source: weightsFloat, sizes: {} };
 }
 
 /** The uniform weights_packed.wgsl reads the group size from: log2(group / 4) (0 for float weights, which ignore it). */

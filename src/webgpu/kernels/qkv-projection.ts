@@ -6,15 +6,14 @@
 
 import source from '../../../shaders/qkv_projection.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
-import type { Precision } from '../buffers.ts';
-import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
-import { getPipeline, type PipelineSpec, specCache } from '../pipelines.ts';
-import type { CallScratch } from '../scratch.ts';
-import { defineParams, shaderCode } from '../shader.ts';
 import type { ProjectionVariant } from '../../types.ts';
-import { largestSubgroup, subgroupEmulation } from '../variant-record.ts';
-import { gemmLayout, gemmShape } from './gemm.ts';
-import { type GpuWeight, formatKey, formatOf, GROUP_SHIFT_PARAM, groupShift, type WeightFormat, weightDecls, weightEntries, weightSource } from './packed-weight.ts';
+import type { Precision } from '../buffers.ts';
+import { encodeKernel, kernelSpec } from '../kernel.ts';
+import type { PipelineSpec } from '../pipelines.ts';
+import type { CallScratch } from '../scratch.ts';
+import { defineParams } from '../shader.ts';
+import { type GpuWeight, type WeightFormat, weightEntries } from './packed-weight.ts';
+import { GEMM_FIELDS, projectionBindings, projectionKernel, projectionLayout, projectionSpecialisation } from './projection.ts';
 
 /** qkv_projection.wgsl's uniforms. */
 export const QKV_PARAMS = defineParams([
@@ -31,43 +30,17 @@ export const QKV_PARAMS = defineParams([
   ['wRow0', 'u32', "row of W holding this dispatch's first column"],
   ['kvStride', 'u32', "rows per (b, g) block of K and V: S, or a KV cache's maxSeqLen"],
   ['kvRow0', 'u32', "row of the block the first token goes to: 0, or the cache's length"],
-  ['colLanes', 'u32', 'subgroup GEMM cores: invocations per row block (variants.ts gemmLayout)'],
-  GROUP_SHIFT_PARAM,
+  ...GEMM_FIELDS,
 ]);
 
-const W = weightDecls('W [·, K/4]');
-const X = ['x', 'read-only-storage', 'array<ST4>', 'X [M, K/4]'] as const;
-const BIAS = ['bias', 'read-only-storage', 'array<ST4>', 'b [(H + 2·G)·Dh / 4]'] as const;
-const QKV = ['qkv', 'storage', 'array<ST4>', 'Q ++ K ++ V (qkv_projection.wgsl says where each goes)'] as const;
-
+const BINDINGS = projectionBindings('QkvProjection', ['x', 'X [M, K/4]'], 'W [·, K/4]', 'b [(H + 2·G)·Dh / 4]', [
+  'qkv',
+  'Q ++ K ++ V (qkv_projection.wgsl says where each goes)',
+]);
 /** qkv_projection.wgsl's bindings (the GEMM cores read x and w, and write through the problem file's store). */
-export const QKV_BINDINGS = defineBindings('QkvProjection', [PARAMS_BINDING, X, W.float[0], BIAS, QKV]);
+export const QKV_BINDINGS = BINDINGS.float;
 /** The same with packed weights (packed-weight.ts): quants and scaleOffset in place of w. */
-export const QKV_PACKED_BINDINGS = defineBindings('QkvProjection.packed', [PARAMS_BINDING, X, W.packed[0], W.packed[1], BIAS, QKV]);
-
-const specs = specCache();
-
-/** The pipeline of `variant` at this precision, for float weights or packed ones of `format` (built once per key). */
-export function qkvProjectionPipeline(precision: Precision, variant: ProjectionVariant, format: WeightFormat | null = null): PipelineSpec {
-  return specs(`QkvProjection.${variant}|${precision}|lanes${subgroupEmulation.lanes}${formatKey(format)}`, () => {
-    const gemm = gemmShape(variant);
-    const weights = weightSource(format);
-    const bindings = format ? QKV_PACKED_BINDINGS : QKV_BINDINGS;
-    return {
-      label: `QkvProjection.${variant}${format ? `.q${format.bits}` : ''}`,
-      code: shaderCode({
-        precision,
-        subgroups: gemm.subgroups,
-        params: QKV_PARAMS,
-        bindings,
-        sizes: { ...gemm.sizes, ...weights.sizes },
-        sources: [source, weights.source, gemm.core],
-      }),
-      constants: gemm.constants,
-      bindings,
-    };
-  });
-}
+export const QKV_PACKED_BINDINGS = BINDINGS.packed;
 
 /** Where Q, K and V sit in the qkv buffer (Q, then K, then V), in elements. */
 export function qkvLayout(plan: ForwardPlan): { kBase: number; vBase: number; total: number } {
@@ -125,6 +98,61 @@ interface Part {
   wRow0: number; // first row of `weight` used
 }
 
+/** One dispatch: a part of the projection (Part), with the plan, the bias, where K and V go, the variant and the rows computed. */
+interface QkvArgs extends Part {
+  plan: ForwardPlan;
+  bias: GPUBuffer;
+  kv: KvTarget;
+  variant: ProjectionVariant;
+  rowLimit: number;
+}
+
+/** The QKV projection as a kernel (kernel.ts): one dispatch per part (Q, K, V, or several together). */
+export const QKV_PROJECTION = projectionKernel({
+  name: 'QkvProjection',
+  source,
+  params: QKV_PARAMS,
+  bindings: BINDINGS,
+  run(args: QkvArgs, scratch) {
+    const { numHeads: H, numKvHeads: G, headDim: Dh } = args.plan.layer;
+    const { kv } = args;
+    const el = scratch.elementBytes;
+    const M = args.plan.geometry.batches * args.rows;
+    const N = args.slots * Dh;
+    const layout = projectionLayout(args, scratch.device, M, N);
+    return {
+      uniforms: {
+        M,
+        N,
+        K4: args.inDim / 4,
+        S: args.rows,
+        H,
+        G,
+        Dh4: Dh / 4,
+        kBase4: kv.kBase / 4,
+        vBase4: kv.vBase / 4,
+        slot0: args.slot0,
+        wRow0: args.wRow0,
+        kvStride: kv.stride,
+        kvRow0: kv.row0,
+        ...layout.fields,
+      },
+      buffers: {
+        x: { buffer: args.x, size: M * args.inDim * el }, // X [B·S, K]
+        ...weightEntries(args.weight), // W [·, K]: w, or quants [·, wordsPerRow] and scaleOffset [·, groups]
+        bias: { buffer: args.bias, size: (H + 2 * G) * Dh * el }, // b [(H+2G)·Dh]
+        qkv: args.out,
+      },
+      groups: layout.groups,
+    };
+  },
+});
+
+/** The pipeline of `variant` at this precision, for float weights or packed ones of `format` (built once per key). */
+export function qkvProjectionPipeline(precision: Precision, variant: ProjectionVariant, format: WeightFormat | null = null): PipelineSpec {
+  return kernelSpec(QKV_PROJECTION, precision, projectionSpecialisation(variant, format));
+}
+
 export function encodeQkvProjection(
   pass: GPUComputePassEncoder,
   scratch: CallScratch,
@@ -137,7 +165,7 @@ export function encodeQkvProjection(
   rowLimit = Infinity,
 ): void {
   const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = plan.layer;
-  const { batches, qRows, kvRows } = plan.geometry;
+  const { qRows, kvRows } = plan.geometry;
   const w = (part: 'q' | 'k' | 'v') => ('inProj' in weights ? weights.inProj : weights[part]);
   const row0 = (slot0: number) => ('inProj' in weights ? slot0 * Dh : 0);
   const { q: qOut, kv } = targets;
@@ -168,44 +196,5 @@ export function encodeQkvProjection(
                     { x: inputs.value, out: kv.buffer, weight: w('v'), rows: kvRows, inDim: vdim, slot0: H + G, slots: G, wRow0: row0(H + G) },
                   ]),
             ];
-  const el = scratch.elementBytes;
-  const gemm = gemmShape(variant);
-  for (const part of parts) {
-    const format = formatOf(part.weight);
-    const pipeline = getPipeline(scratch.device, qkvProjectionPipeline(scratch.precision, variant, format));
-    const M = batches * part.rows;
-    const N = part.slots * Dh;
-    const layout = gemmLayout(gemm, Math.min(M, rowLimit), N, largestSubgroup(scratch.device));
-    const params = scratch.uniforms(
-      QKV_PARAMS.pack({
-        M,
-        N,
-        K4: part.inDim / 4,
-        S: part.rows,
-        H,
-        G,
-        Dh4: Dh / 4,
-        kBase4: kv.kBase / 4,
-        vBase4: kv.vBase / 4,
-        slot0: part.slot0,
-        wRow0: part.wRow0,
-        kvStride: kv.stride,
-        kvRow0: kv.row0,
-        colLanes: layout.colLanes,
-        wGroupShift: groupShift(format),
-      }),
-      'QkvProjection.params',
-    );
-    const buffers = {
-      params,
-      x: { buffer: part.x, size: M * part.inDim * el }, // X [B·S, K]
-      ...weightEntries(part.weight), // W [·, K]: w, or quants [·, wordsPerRow] and scaleOffset [·, groups]
-      bias: { buffer: weights.bias, size: (H + 2 * G) * Dh * el }, // b [(H+2G)·Dh]
-      qkv: part.out,
-    };
-    const bindGroup = (format ? QKV_PACKED_BINDINGS : QKV_BINDINGS).group(scratch.device, buffers as never);
-    pass.setPipeline(pipeline);
-    pass.setBindGroup(0, bindGroup);
-    pass.dispatchWorkgroups(...layout.groups);
-  }
+  for (const part of parts) encodeKernel(pass, scratch, QKV_PROJECTION, { ...part, plan, bias: weights.bias, kv, variant, rowLimit });
 }

@@ -36,7 +36,7 @@
 
 import type { ForwardPlan } from '../../plan/index.ts';
 import { compilesInLine, type DeviceAdapter, type DeviceState } from '../device.ts';
-import { pipelinesOf } from '../kernel-pipelines.ts';
+import { pipelinesOf } from '../kernels/index.ts';
 import { formatsOf, hasPacked, type WeightFormat } from '../kernels/packed-weight.ts';
 import { compilePipeline, hasRun, markRun, type PipelineSpec } from '../pipelines.ts';
 import { type CallSize, defaultChoice, inLineChoice, type KernelChoice, type KernelName, kernelsOf, TIER0 } from '../variants.ts';

@@ -1,0 +1,49 @@
+// The kernels (kernel.ts: each module here declares one or more `Kernel`s), and what the scheduler
+// compiles ahead for a plan: the pipeline specs of a tunable kernel's variant (tuning/scheduler.ts
+// reaches them through the backend, backend.ts).
+
+import type { ForwardPlan } from '../../plan/index.ts';
+import type { AttentionVariant, ProjectionVariant } from '../../types.ts';
+import type { Precision } from '../buffers.ts';
+import type { Kernel, Specialisation } from '../kernel.ts';
+import type { PipelineSpec } from '../pipelines.ts';
+import type { KernelName } from '../variants.ts';
+import { ATTENTION_PROBS } from './attention-probs.ts';
+import { COPY_ROWS, COPY_TENSOR } from './copy-tensor.ts';
+import { DECODE_MERGE } from './decode-merge.ts';
+import { FLASH_ATTENTION, flashAttentionPipeline } from './flash-attention.ts';
+import { HEAD_TRANSFORM } from './head-transform.ts';
+import { LINEAR_ATTENTION } from './linear-attention.ts';
+import { OUTPUT_PROJECTION, outputProjectionPipeline } from './output-projection.ts';
+import { distinctFormats, formatsOf } from './packed-weight.ts';
+import { QKV_PROJECTION, qkvProjectionPipeline } from './qkv-projection.ts';
+
+/** Every kernel, in the order a forward runs them (the copies, which pad and crop, last). */
+export const KERNELS: readonly Kernel<Specialisation, never>[] = [
+  QKV_PROJECTION,
+  HEAD_TRANSFORM,
+  FLASH_ATTENTION,
+  DECODE_MERGE,
+  ATTENTION_PROBS,
+  LINEAR_ATTENTION,
+  OUTPUT_PROJECTION,
+  COPY_TENSOR,
+  COPY_ROWS,
+];
+
+/**
+ * The pipelines `variant` of `kernel` needs for this plan on this device: what the scheduler compiles
+ * ahead, marks as run and asks about (tuning/scheduler.ts). One per weight format the kernel's
+ * dispatches read (q, k and v weights of different types take one QKV pipeline each).
+ */
+export function pipelinesOf(device: GPUDevice, precision: Precision, plan: ForwardPlan, kernel: KernelName, variant: string): readonly PipelineSpec[] {
+  const formats = formatsOf(plan.layer);
+  switch (kernel) {
+    case 'qkv_projection':
+      return distinctFormats(formats.qkv).map((format) => qkvProjectionPipeline(precision, variant as ProjectionVariant, format));
+    case 'output_projection':
+      return [outputProjectionPipeline(precision, variant as ProjectionVariant, formats.out)];
+    case 'flash_attention':
+      return [flashAttentionPipeline(device, precision, plan.layer.headDim, variant as AttentionVariant, plan.layer.scoreMod?.wgsl)];
+  }
+}

@@ -59,7 +59,7 @@ export interface DeviceWork {
   compilesInLine(): string | null;
 }
 
-/** The real device work: kernel-pipelines.ts, trial.ts, gate.ts, device.ts. */
+/** The real device work: kernels/index.ts, trial.ts, gate.ts, device.ts. */
 export const DEVICE_WORK: DeviceWork = {
   pipelinesOf: (state, plan, kernel, variant) => pipelinesOf(state.device, state.pool.precision, plan, kernel, variant),
   time: (state, plan, kernel, variant, repeat) => timeKernel(state.pool, plan, kernel, variant, repeat),

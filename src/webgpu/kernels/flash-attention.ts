@@ -19,24 +19,18 @@ import { defineParams, scoreModParts, shaderCode } from '../shader.ts';
 import { SOFTWARE_ATTENTION_RECORDS } from '../software/flash-attention.ts';
 import type { AttentionVariant } from '../../types.ts';
 import { type AttentionBuild, type AttentionRecord, type CandidateOn, largestSubgroup, subgroupEmulation } from '../variant-record.ts';
+import { ATTENTION_FIELDS, attentionFields, KV_BINDING, QKV_BINDING, SCALE_FIELD } from './attention-fields.ts';
 import { encodeDecodeMerge } from './decode-merge.ts';
 import { SCORE_BINDINGS, SCORE_FIELDS, scoreBuffers, type MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
 
 /** flash_attention.wgsl's uniforms. */
 export const FLASH_PARAMS = defineParams([
-  ['H', 'u32', 'query heads'],
-  ['G', 'u32', 'key/value heads'],
-  ['Sq', 'u32', 'query rows per sequence (varlen: unused, from cuSeqlens)'],
-  ['Skv', 'u32', 'keys per sequence (varlen: unused)'],
-  ['kBase4', 'u32', 'where K starts in kv, in vec4s'],
-  ['vBase4', 'u32', 'where V starts in kv, in vec4s'],
-  ['Dh4', 'u32', 'head size / 4 (DH4, as a value the compiler does not unroll loops over)'],
+  ...ATTENTION_FIELDS,
   ...SCORE_FIELDS,
-  ['scaleLog2e', 'f32', "scale · log2(e) (scale: the caller's, else 1/√Dh)"],
+  SCALE_FIELD,
   ['varlen', 'u32', "1: cuSeqlens gives each sequence's rows"],
   ['totalRows', 'u32', 'varlen: T'],
-  ['kvStride', 'u32', 'rows per (b, g) block of K and V'],
   ['splitChunk', 'u32', '> 0: split-KV, workgroup x covers keys [x·splitChunk, (x+1)·splitChunk); a multiple of BC'],
   ['splitRows', 'u32', "split-KV: B·H·Sq, the rows of one split's slice of out and rowStats"],
 ]);
@@ -44,12 +38,12 @@ export const FLASH_PARAMS = defineParams([
 /** flash_attention.wgsl's bindings (every body's). */
 export const FLASH_BINDINGS = defineBindings('FlashAttention', [
   PARAMS_BINDING,
-  ['qkv', 'read-only-storage', 'array<ST4>', 'Q [B, H, Sq, Dh/4] (++ K ++ V)'],
+  QKV_BINDING,
   ['out', 'storage', 'array<ST4>', "O [B, H, Sq, Dh/4], or the splits' partial accumulators [splits, B, H, Sq, Dh/4]"],
   ['rowStats', 'storage', 'array<vec2<f32>>', '(m, l) per row [B, H, Sq], or per split'],
   ...SCORE_BINDINGS,
   ['cuSeqlens', 'read-only-storage', 'array<u32>', 'varlen: [B + 1]'],
-  ['kv', 'read-only-storage', 'array<ST4>', 'K ++ V [B, G, kvStride, Dh/4] (the qkv buffer, or a KV cache)'],
+  KV_BINDING,
 ]);
 
 // The bodies of the GPU kernel set, one record each (variant-record.ts); the software ones are in
@@ -219,22 +213,15 @@ export const FLASH_ATTENTION = defineKernel({
     return attentionRecord(s.variant).build({ precision, headDim: s.headDim, BR: s.BR, BC: s.BC, RPI: s.RPI, hasScoreMod: mod.HAS_SCORE_MOD, code });
   },
   run({ plan, kv, masks, split, ...args }, _scratch, s) {
-    const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
+    const H = plan.layer.numHeads;
     const { batches, qRows, sequences, longestSequence } = plan.geometry;
     return {
       uniforms: {
-        H,
-        G,
-        Sq: plan.seqLen,
-        Skv: plan.kvSeqLen,
-        kBase4: kv.kBase / 4,
-        vBase4: kv.vBase / 4,
-        Dh4: Dh / 4,
+        ...attentionFields(plan, kv),
         ...masks.fields,
         scaleLog2e: plan.score.scale * Math.LOG2E,
         varlen: plan.mode === 'varlen' ? 1 : 0,
         totalRows: plan.seqLen,
-        kvStride: kv.stride,
         splitChunk: split?.chunk ?? 0,
         splitRows: batches * H * qRows,
       },

@@ -6,7 +6,6 @@
 
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { BindingDecl } from '../bindings.ts';
-import type { KvTarget } from './qkv-projection.ts';
 
 /** The attention's geometry as uniforms: heads, rows, the head size, and where K and V are in the kv binding. */
 export const ATTENTION_FIELDS = [
@@ -23,8 +22,8 @@ export const ATTENTION_FIELDS = [
 /** The softmax kernels' score scale (flash_attention.wgsl, attention_probs.wgsl): scores are kept in log2 units. */
 export const SCALE_FIELD = ['scaleLog2e', 'f32', "scale · log2(e) (scale: the caller's, else 1/√Dh)"] as const;
 
-/** The values of ATTENTION_FIELDS for a call reading K and V from `kv`. */
-export function attentionFields(plan: ForwardPlan, kv: KvTarget): Record<(typeof ATTENTION_FIELDS)[number][0], number> {
+/** The values of ATTENTION_FIELDS for a call whose K and V are where `kv` says (qkv-projection.ts KvTarget, in elements). */
+export function attentionFields(plan: ForwardPlan, kv: { kBase: number; vBase: number; stride: number }): Record<(typeof ATTENTION_FIELDS)[number][0], number> {
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
   return { H, G, Sq: plan.seqLen, Skv: plan.kvSeqLen, Dh4: Dh / 4, kBase4: kv.kBase / 4, vBase4: kv.vBase / 4, kvStride: kv.stride };
 }

@@ -20,8 +20,13 @@ export function projectionSpecialisation(variant: ProjectionVariant, format: Wei
   return { variant, bits: format?.bits };
 }
 
-/** The uniforms both projections' Params end with: the subgroup cores' lanes per row block, and the packed weights' group. */
-export const GEMM_FIELDS = [['colLanes', 'u32', 'subgroup GEMM cores: invocations per row block (variants.ts gemmLayout)'], GROUP_SHIFT_PARAM] as const;
+/** The uniforms both projections' Params begin with: the GEMM's size, the subgroup cores' lanes per row block, the packed weights' group. */
+export const GEMM_FIELDS = [
+  ['M', 'u32', 'rows: B·S'],
+  ['N', 'u32', 'columns of this dispatch (rows of W used)'],
+  ['colLanes', 'u32', 'subgroup GEMM cores: invocations per row block (variants.ts gemmLayout)'],
+  GROUP_SHIFT_PARAM,
+] as const;
 
 /**
  * A projection's bindings, with float weights and with packed ones (packed-weight.ts: quants and
@@ -81,7 +86,7 @@ export function projectionLayout(
   device: GPUDevice,
   M: number,
   N: number,
-): { groups: [number, number]; fields: { colLanes: number; wGroupShift: number } } {
+): { groups: [number, number]; fields: Record<(typeof GEMM_FIELDS)[number][0], number> } {
   const layout = gemmLayout(gemmShape(args.variant), Math.min(M, args.rowLimit), N, largestSubgroup(device));
-  return { groups: layout.groups, fields: { colLanes: layout.colLanes, wGroupShift: groupShift(formatOf(args.weight)) } };
+  return { groups: layout.groups, fields: { M, N, colLanes: layout.colLanes, wGroupShift: groupShift(formatOf(args.weight)) } };
 }

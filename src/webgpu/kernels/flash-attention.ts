@@ -27,10 +27,10 @@ import type { KvTarget } from './qkv-projection.ts';
 /** flash_attention.wgsl's uniforms. */
 export const FLASH_PARAMS = defineParams([
   ...ATTENTION_FIELDS,
-  ...SCORE_FIELDS,
-  SCALE_FIELD,
   ['varlen', 'u32', "1: cuSeqlens gives each sequence's rows"],
   ['totalRows', 'u32', 'varlen: T'],
+  ...SCORE_FIELDS,
+  SCALE_FIELD,
   ['splitChunk', 'u32', '> 0: split-KV, workgroup x covers keys [x·splitChunk, (x+1)·splitChunk); a multiple of BC'],
   ['splitRows', 'u32', "split-KV: B·H·Sq, the rows of one split's slice of out and rowStats"],
 ]);

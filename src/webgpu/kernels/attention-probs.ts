@@ -5,7 +5,7 @@ import source from '../../../shaders/attention_probs.wgsl?raw';
 import scoreRule from '../../../shaders/score_rule.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
-import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { kernelBindings } from '../bindings.ts';
 import { defineKernel, encodeKernel, kernelSpec } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
@@ -18,8 +18,7 @@ import type { KvTarget } from './qkv-projection.ts';
 export const PROBS_PARAMS = defineParams([...omit(ATTENTION_FIELDS, 'vBase4'), ...SCORE_FIELDS, SCALE_FIELD]); // P reads no V
 
 /** attention_probs.wgsl's bindings. */
-export const PROBS_BINDINGS = defineBindings('AttentionProbs', [
-  PARAMS_BINDING,
+export const PROBS_BINDINGS = kernelBindings('AttentionProbs', [
   QKV_BINDING,
   ['rowStats', 'read-only-storage', 'array<vec2<f32>>', '(m, l) per row [B, H, Sq]'],
   ['probs', 'storage', 'array<f32>', 'P [B, H, Sq, Skv]'],

@@ -5,7 +5,7 @@
 import rowsSource from '../../../shaders/copy_rows.wgsl?raw';
 import source from '../../../shaders/copy_tensor.wgsl?raw';
 import type { Precision } from '../buffers.ts';
-import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { kernelBindings } from '../bindings.ts';
 import { encodeKernel, kernelSpec, singleKernel } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
@@ -18,7 +18,10 @@ export const COPY_PARAMS = defineParams([
 
 /** A copy's bindings: src read, dst written, both of `element`s (ST4: vec4s; ST: elements), with their shapes. */
 function copyBindings<E extends 'ST' | 'ST4'>(label: string, element: E, src: string, dst: string) {
-  return defineBindings(label, [PARAMS_BINDING, ['src', 'read-only-storage', `array<${element}>`, src], ['dst', 'storage', `array<${element}>`, dst]]);
+  return kernelBindings(label, [
+    ['src', 'read-only-storage', `array<${element}>`, src],
+    ['dst', 'storage', `array<${element}>`, dst],
+  ]);
 }
 
 export const COPY_BINDINGS = copyBindings('CopyTensor', 'ST4', 'count4 vec4s', 'written from dstOffset4 on');

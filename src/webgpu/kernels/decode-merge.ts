@@ -3,7 +3,7 @@
 
 import source from '../../../shaders/decode_merge.wgsl?raw';
 import type { Precision } from '../buffers.ts';
-import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { kernelBindings } from '../bindings.ts';
 import { encodeKernel, kernelSpec, singleKernel } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
@@ -20,8 +20,7 @@ export const MERGE_PARAMS = defineParams([
 ]);
 
 /** decode_merge.wgsl's bindings. */
-export const MERGE_BINDINGS = defineBindings('DecodeMerge', [
-  PARAMS_BINDING,
+export const MERGE_BINDINGS = kernelBindings('DecodeMerge', [
   ['partial', 'read-only-storage', 'array<ST4>', "the splits' unnormalised accumulators [splits, B, H, Sq, Dh/4]"],
   ['parts', 'read-only-storage', 'array<vec2<f32>>', "the splits' (m, l) [splits, B, H, Sq]"],
   OUT_BINDING,

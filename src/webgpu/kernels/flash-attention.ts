@@ -11,7 +11,7 @@ import subgroupBody from '../../../shaders/flash_attention_subgroup.wgsl?raw';
 import scoreRule from '../../../shaders/score_rule.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
-import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { kernelBindings } from '../bindings.ts';
 import { defineKernel, encodeKernel, kernelSpec } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
@@ -36,8 +36,7 @@ export const FLASH_PARAMS = defineParams([
 ]);
 
 /** flash_attention.wgsl's bindings (every body's). */
-export const FLASH_BINDINGS = defineBindings('FlashAttention', [
-  PARAMS_BINDING,
+export const FLASH_BINDINGS = kernelBindings('FlashAttention', [
   QKV_BINDING,
   ['out', 'storage', 'array<ST4>', "O [B, H, Sq, Dh/4], or the splits' partial accumulators [splits, B, H, Sq, Dh/4]"],
   ['rowStats', 'storage', 'array<vec2<f32>>', '(m, l) per row [B, H, Sq], or per split'],

@@ -11,7 +11,7 @@ import outputSource from '../../../shaders/linear_attention.wgsl?raw';
 import stateSource from '../../../shaders/linear_state.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
-import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { kernelBindings } from '../bindings.ts';
 import { defineKernel, encodeKernel, kernelSpec } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
@@ -39,15 +39,13 @@ const SOURCES: Record<Pass, string> = { state: stateSource, prefix: prefixSource
 
 /** Each pass's bindings (one Params struct for the three). */
 export const LINEAR_BINDINGS = {
-  state: defineBindings('LinearAttention.state', [
-    PARAMS_BINDING,
+  state: kernelBindings('LinearAttention.state', [
     KV_BINDING,
     ...pick(SCORE_BINDINGS, 'padding'),
     ['state', 'storage', 'array<vec4<f32>>', "each chunk's sums [B·G, chunks + 1, Dh + 1, Dh/4]"],
   ]),
-  prefix: defineBindings('LinearAttention.prefix', [PARAMS_BINDING, ['state', 'storage', 'array<vec4<f32>>', '[B·G, chunks + 1, Dh + 1, Dh/4], summed in place']]),
-  output: defineBindings('LinearAttention.output', [
-    PARAMS_BINDING,
+  prefix: kernelBindings('LinearAttention.prefix', [['state', 'storage', 'array<vec4<f32>>', '[B·G, chunks + 1, Dh + 1, Dh/4], summed in place']]),
+  output: kernelBindings('LinearAttention.output', [
     ['q', 'read-only-storage', 'array<ST4>', 'Q [B, H, Sq, Dh/4]'],
     KV_BINDING,
     ...pick(SCORE_BINDINGS, 'padding'),

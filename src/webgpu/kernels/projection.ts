@@ -5,7 +5,7 @@
 // read; and how a GEMM of M × N is laid out on a device.
 
 import type { ProjectionVariant } from '../../types.ts';
-import { type BindingDecl, type Bindings, defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { type BindingDecl, type Bindings, kernelBindings } from '../bindings.ts';
 import type { Kernel } from '../kernel.ts';
 import type { Params } from '../shader.ts';
 import { largestSubgroup } from '../variant-record.ts';
@@ -44,7 +44,7 @@ export function projectionBindings(
   const A: BindingDecl = [input[0], 'read-only-storage', 'array<ST4>', input[1]];
   const b: BindingDecl = ['bias', 'read-only-storage', 'array<ST4>', bias];
   const Y: BindingDecl = [output[0], 'storage', 'array<ST4>', output[1]];
-  return { float: defineBindings(name, [PARAMS_BINDING, A, ...W.float, b, Y]), packed: defineBindings(`${name}.packed`, [PARAMS_BINDING, A, ...W.packed, b, Y]) };
+  return { float: kernelBindings(name, [A, ...W.float, b, Y]), packed: kernelBindings(`${name}.packed`, [A, ...W.packed, b, Y]) };
 }
 
 /** What a projection declares; the rest of its Kernel is the same for both. */

@@ -2,11 +2,13 @@
 // problem file with the chosen GEMM core appended (gemm.ts) and its weights' loads (packed-weight.ts),
 // specialised by the core (the variant) and the packed weights' bits (float: none), bound with float
 // or packed weights, labelled `Owner.variant[.qBITS]`; the uniforms the cores and the weights' loads
-// read; and how a GEMM of M × N is laid out on a device.
+// read, which the kernel fills in, with the workgroups, from how a GEMM of M × N is laid out on the
+// device (a projection's run says M and N, its other uniforms and its buffers).
 
 import type { ProjectionVariant } from '../../types.ts';
-import { type BindingDecl, type Bindings, kernelBindings } from '../bindings.ts';
+import { type BindingDecl, type Bindings, type BoundBuffer, kernelBindings } from '../bindings.ts';
 import type { Kernel } from '../kernel.ts';
+import type { CallScratch } from '../scratch.ts';
 import type { Params } from '../shader.ts';
 import { largestSubgroup } from '../variant-record.ts';
 import { gemmLayout, gemmShape } from './gemm.ts';
@@ -47,6 +49,17 @@ export function projectionBindings(
   return { float: kernelBindings(name, [A, ...W.float, b, Y]), packed: kernelBindings(`${name}.packed`, [A, ...W.packed, b, Y]) };
 }
 
+/** The names of GEMM_FIELDS (projectionKernel fills them in). */
+type GemmField = (typeof GEMM_FIELDS)[number][0];
+
+/** One projection dispatch as its module says it: the GEMM's M and N, its other uniforms, its buffers (the layout is the same for both). */
+interface ProjectionRun<P extends string> {
+  M: number;
+  N: number;
+  uniforms: Record<Exclude<P, GemmField>, number>;
+  buffers: { readonly [name: string]: BoundBuffer };
+}
+
 /** What a projection declares; the rest of its Kernel is the same for both. */
 interface ProjectionDeclaration<A, P extends string> {
   name: string;
@@ -54,11 +67,11 @@ interface ProjectionDeclaration<A, P extends string> {
   source: string;
   params: Params<P>;
   bindings: { float: Bindings<string>; packed: Bindings<string> };
-  run: Kernel<ProjectionSpecialisation, A, P>['run'];
+  run(args: A, scratch: CallScratch): ProjectionRun<P>;
 }
 
 /** A projection kernel: one dispatch's arguments say the variant and the weight (float, or packed of some format). */
-export function projectionKernel<A extends { variant: ProjectionVariant; weight: GpuWeight }, P extends string>(
+export function projectionKernel<A extends { variant: ProjectionVariant; weight: GpuWeight; rowLimit: number }, P extends string>(
   declaration: ProjectionDeclaration<A, P>,
 ): Kernel<ProjectionSpecialisation, A, P> {
   const { name, source, params, bindings, run } = declaration;
@@ -73,7 +86,11 @@ export function projectionKernel<A extends { variant: ProjectionVariant; weight:
       return { subgroups: gemm.subgroups, sizes: { ...gemm.sizes, ...weights.sizes }, sources: [source, weights.source, gemm.core], constants: gemm.constants };
     },
     specialise: (args) => projectionSpecialisation(args.variant, formatOf(args.weight)),
-    run,
+    run(args, scratch) {
+      const { M, N, uniforms, buffers } = run(args, scratch);
+      const layout = projectionLayout(args, scratch.device, M, N);
+      return { uniforms: { ...layout.fields, ...uniforms } as Record<P, number>, buffers, groups: layout.groups };
+    },
   };
 }
 
@@ -81,12 +98,12 @@ export function projectionKernel<A extends { variant: ProjectionVariant; weight:
  * A projection's GEMM of M rows (the first `rowLimit` of them computed) and N columns on this device,
  * reading `weight`: its workgroups (gemm.ts gemmLayout) and the values of GEMM_FIELDS.
  */
-export function projectionLayout(
+function projectionLayout(
   args: { variant: ProjectionVariant; weight: GpuWeight; rowLimit: number },
   device: GPUDevice,
   M: number,
   N: number,
-): { groups: [number, number]; fields: Record<(typeof GEMM_FIELDS)[number][0], number> } {
+): { groups: [number, number]; fields: Record<GemmField, number> } {
   const layout = gemmLayout(gemmShape(args.variant), Math.min(M, args.rowLimit), N, largestSubgroup(device));
   return { groups: layout.groups, fields: { M, N, colLanes: layout.colLanes, wGroupShift: groupShift(formatOf(args.weight)) } };
 }

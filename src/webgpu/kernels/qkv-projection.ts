@@ -14,7 +14,7 @@ import type { CallScratch } from '../scratch.ts';
 import { defineParams, omit } from '../shader.ts';
 import { ATTENTION_FIELDS, attentionFields } from './attention-fields.ts';
 import { type GpuWeight, type WeightFormat, weightEntries } from './packed-weight.ts';
-import { GEMM_FIELDS, projectionBindings, projectionKernel, projectionLayout, projectionSpecialisation } from './projection.ts';
+import { GEMM_FIELDS, projectionBindings, projectionKernel, projectionSpecialisation } from './projection.ts';
 
 /** qkv_projection.wgsl's uniforms. */
 export const QKV_PARAMS = defineParams([
@@ -113,10 +113,10 @@ export const QKV_PROJECTION = projectionKernel({
     const el = scratch.elementBytes;
     const M = args.plan.geometry.batches * args.rows;
     const N = args.slots * Dh;
-    const layout = projectionLayout(args, scratch.device, M, N);
     return {
+      M,
+      N,
       uniforms: {
-        ...layout.fields,
         K4: args.inDim / 4,
         S: args.rows,
         ...attentionFields(args.plan, kv),
@@ -130,7 +130,6 @@ export const QKV_PROJECTION = projectionKernel({
         bias: { buffer: args.bias, size: (H + 2 * G) * Dh * el }, // b [(H+2G)·Dh]
         qkv: args.out,
       },
-      groups: layout.groups,
     };
   },
 });

@@ -9,7 +9,8 @@ import type { CallScratch } from '../scratch.ts';
 import { defineParams, shaderCode } from '../shader.ts';
 import type { ProjectionVariant } from '../../types.ts';
 import { largestSubgroup, subgroupEmulation } from '../variant-record.ts';
-import { gemmLayout, gemmShape } from './gemm.ts';
+import { gemmShape } from '../variants.ts';
+import { gemmLayout } from './gemm.ts';
 import { type GpuWeight, formatKey, formatOf, GROUP_SHIFT_PARAM, groupShift, type WeightFormat, weightDecls, weightEntries, weightSource } from './packed-weight.ts';
 
 /** output_projection.wgsl's uniforms. */

@@ -53,9 +53,14 @@ export interface VariantRecord<Name extends string = string> {
   software: boolean;
 }
 
+/** WGSL sources joined into one (a variant's own file after the shared files it uses: WGSL declarations may come in any order). */
+export function joinSources(...sources: string[]): string {
+  return sources.join('\n');
+}
+
 /** A GEMM core: appended to the problem file of qkv_projection or output_projection. */
 export interface ProjectionRecord<Name extends string = string> extends VariantRecord<Name> {
-  /** The core's WGSL (the kernel's problem file comes with every variant). */
+  /** The core's WGSL, with the shared files it uses (the kernel's problem file comes with every variant). */
   core: string;
   /** `override` values (read when a pipeline is built: the subgroup cores take subgroupEmulation.lanes). */
   constants(): Record<string, number>;

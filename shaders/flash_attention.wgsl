@@ -10,7 +10,7 @@
 //
 // This file holds what every body shares (the tiles and their staging, the sequence of a workgroup,
 // the row set-up from the score rule, the split-KV key range, the write-out of a row); the host
-// appends one body, the variant's (records: src/webgpu/kernels/flash-attention.ts, software/):
+// appends one body, the variant's (records: src/webgpu/variants/flash-attention.ts, software/):
 //   flash_attention_row.wgsl       one invocation per query row (BR rows per workgroup), K/V tiles in
 //                                  workgroup memory; scalar row state, for drivers that keep little in
 //                                  registers. With LOOP = 1 its head-size loops stay loops: the variant

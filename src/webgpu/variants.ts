@@ -95,15 +95,7 @@ export function gemmShape(variant: ProjectionVariant): GemmShape {
 }
 
 /** Query rows per workgroup, keys per tile, rows per invocation asked for, and the body's kind, of an attention variant. */
-export function attentionShape(variant: AttentionVariant): {
-  rows: number;
-  keys: number;
-  rowsPerInvocation: number;
-  loop: boolean;
-  subgroup: boolean;
-  unrolled: boolean;
-  shuffle: boolean;
-} {
+export function attentionShape(variant: AttentionVariant): Pick<AttentionRecord, 'rows' | 'keys' | 'rowsPerInvocation' | 'loop' | 'subgroup' | 'unrolled' | 'shuffle'> {
   const { rows, keys, rowsPerInvocation, loop, subgroup, unrolled, shuffle } = attentionRecord(variant);
   return { rows, keys, rowsPerInvocation, loop, subgroup, unrolled, shuffle };
 }

@@ -6,11 +6,11 @@
 // output_projection.wgsl). It says what a step adds: each invocation owns ROWS rows (the host's
 // `const ROWS`: 4 or 8) × its own 4 columns, and takes each row's vec4 of A from the lane that loaded
 // it (subgroupShuffle) for 4 four-term dot products with the step's 4 columns of B. Every group of
-// rows is loaded and added (rowsToLoad: all ROWS, a constant, so the block's row test folds away).
+// rows is loaded and added (groupInY: true, a constant, so the block's row test folds away).
 
-// All of the block's rows: loaded and added whether or not they lie inside Y (those past M are never stored).
-fn rowsToLoad(row0: u32) -> u32 {
-  return ROWS;
+// Every group of the block's rows is loaded and added, inside Y or not (those past M are never stored).
+fn groupInY(g: u32, rowsHere: u32) -> bool {
+  return true;
 }
 
 // acc[r] += A[r] · B for one step of 4 along K: row r's vec4 from lane s·4 + r % 4's group r / 4 (b: column c = B[col0 + c, k … k + 3]).

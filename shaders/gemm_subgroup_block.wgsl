@@ -3,7 +3,7 @@
 // by the host with a core and gemm_common.wgsl to a projection's problem file, which supplies aRow,
 // bRow, aSegStride, kSegments, segLen4, loadA, loadB, store4 and params.M, params.N, params.colLanes
 // (gemm_register_4x4.wgsl describes them). The core supplies `const ROWS`, what a step of 4 along K
-// adds to the accumulators (addStep) and how many of the block's rows it loads and adds (rowsToLoad).
+// adds to the accumulators (addStep) and which groups of 4 rows it loads and adds (groupInY).
 //
 // One workgroup covers ROWS rows of Y per row block and 4·colLanes columns; each invocation owns
 // ROWS rows × its own 4 columns and loads its 4 rows of B a vec4 at a time, so each B load serves ROWS
@@ -49,7 +49,7 @@ fn main(
     aMine[g] = aRow(min(row0 + 4u * g + lane % 4u, params.M - 1u));
   }
   let aStep = lane / 4u;
-  let rowsHere = rowsToLoad(row0);  // groups of 4 rows from it on are neither loaded nor added
+  let rowsHere = select(0u, params.M - row0, row0 < params.M);  // rows of this block in Y (groupInY)
   let steps = lanes / 4u;  // K steps (vec4s) one shuffled load of A covers
 
   var acc: array<vec4<f32>, ROWS>;
@@ -65,7 +65,7 @@ fn main(
       let kA = k0 + aStep;
       var mine: array<vec4<f32>, GROUPS>;
       for (var g = 0u; g < GROUPS; g++) {
-        if (4u * g < rowsHere) {
+        if (groupInY(g, rowsHere)) {
           mine[g] = select(vec4<f32>(0.0), vec4<f32>(loadA(aMine[g] + aSeg + min(kA, len4 - 1u))), kA < len4);
         }
       }

@@ -26,9 +26,10 @@ fn fma4x4(acc: vec4<f32>, a: vec4<f32>, bt: mat4x4<f32>) -> vec4<f32> {
   return fma(vec4<f32>(a.w), bt[3], fma(vec4<f32>(a.z), bt[2], fma(vec4<f32>(a.y), bt[1], fma(vec4<f32>(a.x), bt[0], acc))));
 }
 
-// The rows of this block in Y: groups of 4 past them are skipped (a branch uniform across the block).
-fn rowsToLoad(row0: u32) -> u32 {
-  return select(0u, params.M - row0, row0 < params.M);
+// Whether group g of 4 rows has rows in Y (rowsHere: the block's): groups past them are skipped, loads
+// and products (a branch uniform across the block).
+fn groupInY(g: u32, rowsHere: u32) -> bool {
+  return 4u * g < rowsHere;
 }
 
 // acc[4·g + t] += A[4·g + t] · B for one step of 4 along K, row 4·g + t's vec4 from lane s·4 + t's group g,
@@ -39,7 +40,7 @@ fn addStep(acc: ptr<function, array<vec4<f32>, ROWS>>, mine: ptr<function, array
   for (var g = 0u; g < GROUPS; g++) {
     for (var t = 0u; t < 4u; t++) {
       let a = subgroupShuffle((*mine)[g], s * 4u + t);  // every lane shuffles (uniform control flow)
-      if (4u * g < rowsHere) {
+      if (groupInY(g, rowsHere)) {
         (*acc)[4u * g + t] = fma4x4((*acc)[4u * g + t], a, bt);
       }
     }

@@ -10,28 +10,35 @@ override BR: u32 = 32u;  // query rows per workgroup, one per invocation
 
 @compute @workgroup_size(BR)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
-  let wg = workgroupOf(wid, BR);  // (b, h), the sequence, the split, the first row
+  let h = wid.y;
   let dh4 = select(DH4, params.Dh4, LOOP == 1u);  // Dh / 4 either way
-  let firstRow = wg.firstRow;
-  if (firstRow >= wg.Sq) {
+  let b = wid.z;
+  let sequence = sequenceOf(b, h);
+  let Sq = sequence.Sq;
+  let Skv = sequence.Skv;
+  let qHead = sequence.qHead;
+  let kvHeadRow = sequence.kvHeadRow;
+  let split = wid.x;
+  let firstRow = select(wid.x * BR, 0u, params.splitChunk > 0u);
+  if (firstRow >= Sq) {
     return;  // a tile past a short sequence: the whole workgroup leaves, uniformly
   }
   let i = firstRow + lid.x;        // this invocation's query row
-  let iq = min(i, wg.Sq - 1u);        // rows past Sq compute a copy of the last row, never stored
+  let iq = min(i, Sq - 1u);        // rows past Sq compute a copy of the last row, never stored
 
   // Keys this row sees by position lie in band = [band.x, band.y) (score_rule.wgsl); the workgroup
   // loads tiles covering [tileStart, tileEnd), the same for every invocation, so the loop (and its
   // barriers) is uniform.
-  let rule = rowRule(wg.b, wg.h, iq, wg.Sq, wg.Skv);
+  let rule = rowRule(b, h, iq, Sq, Skv);
   let band = rule.band;
-  let tiles = splitKeys(vec2<u32>(keyBand(firstRow, wg.Sq, wg.Skv).x / BC * BC, keyBand(min(firstRow + BR, wg.Sq) - 1u, wg.Sq, wg.Skv).y), wg.split);
+  let tiles = splitKeys(vec2<u32>(keyBand(firstRow, Sq, Skv).x / BC * BC, keyBand(min(firstRow + BR, Sq) - 1u, Sq, Skv).y), split);
   let tileStart = tiles.x;
   let tileEnd = tiles.y;
 
   // q: this row of Q, scaled; acc: unnormalised output row.
   var q: array<vec4<f32>, DH4>;
   var acc: array<vec4<f32>, DH4>;
-  let row = wg.qHead + iq;
+  let row = qHead + iq;
   for (var d = 0u; d < dh4; d++) {
     q[d] = scaledQuery(row, d);
     acc[d] = vec4<f32>(0.0);
@@ -41,9 +48,10 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
 
   let maskRow = rule.maskRow;
   let ip = rule.ip;  // the row's position among the keys
+  let kvOffset = kvHeadRow * DH4;
   var s: array<f32, BC>;
   for (var j0 = tileStart; j0 < tileEnd; j0 += BC) {
-    stageTile(j0, wg.Skv, wg.kvOffset, lid.x, BR);
+    stageTile(j0, Skv, kvOffset, lid.x, BR);
     workgroupBarrier();
 
     // Scores of the keys of this tile this row sees; NO_SCORE for the others.
@@ -51,13 +59,13 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     for (var c = 0u; c < BC; c++) {
       let j = j0 + c;
       var score = NO_SCORE;
-      let bias = keyBias(wg.b, j, band, maskRow, wg.Skv);
+      let bias = keyBias(b, j, band, maskRow, Skv);
       if (bias > MASKED_BELOW) {
         var dotv = vec4<f32>(0.0);
         for (var d = 0u; d < dh4; d++) {
           dotv += q[d] * kTile[c * DH4 + d];
         }
-        score = modifyScore(dotv.x + dotv.y + dotv.z + dotv.w, wg.b, wg.h, ip, j) + bias * LOG2E;
+        score = modifyScore(dotv.x + dotv.y + dotv.z + dotv.w, b, h, ip, j) + bias * LOG2E;
         tileMax = max(tileMax, score);
       }
       s[c] = score;
@@ -83,8 +91,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     workgroupBarrier();
   }
 
-  if (i < wg.Sq) {
-    let o = finishRow(i, wg.qHead, wg.split, m, l, wg.b, wg.h);
+  if (i < Sq) {
+    let o = finishRow(i, qHead, split, m, l, b, h);
     for (var d = 0u; d < dh4; d++) {
       out[o.row * DH4 + d] = ST4(acc[d] * o.scale);
     }

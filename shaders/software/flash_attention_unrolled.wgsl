@@ -22,14 +22,22 @@ const KC: u32 = 4u;      // keys per step of the plain loop (a vec4 of scores pe
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
-  let wg = workgroupOf(wid, WG * RPI);  // (b, h), the sequence, the split, the workgroup's first row
-  let firstRow = wg.firstRow + lid.x * RPI;  // this invocation's first row
-  if (firstRow >= wg.Sq) {
+  let BR = WG * RPI;
+  let h = wid.y;
+  let b = wid.z;
+  let sequence = sequenceOf(b, h);
+  let Sq = sequence.Sq;
+  let Skv = sequence.Skv;
+  let qHead = sequence.qHead;
+  let kvOffset = sequence.kvHeadRow * DH4;
+  let split = wid.x;
+  let firstRow = select(wid.x * BR, 0u, params.splitChunk > 0u) + lid.x * RPI;  // this invocation's first row
+  if (firstRow >= Sq) {
     return;  // no barriers below: an invocation past the last row may leave alone
   }
 
   // Keys this invocation's rows see lie in [kStart, kEnd); each row's own band is band[r].
-  let keys = splitKeys(vec2<u32>(keyBand(firstRow, wg.Sq, wg.Skv).x, keyBand(min(firstRow + RPI, wg.Sq) - 1u, wg.Sq, wg.Skv).y), wg.split);
+  let keys = splitKeys(vec2<u32>(keyBand(firstRow, Sq, Skv).x, keyBand(min(firstRow + RPI, Sq) - 1u, Sq, Skv).y), split);
   let kStart = keys.x;
   let kEnd = max(keys.y, kStart);  // an empty range stays empty: the counts below are unsigned
 
@@ -45,15 +53,15 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   var maskRow: array<u32, RPI>;
   var ip: array<i32, RPI>;
   for (var r = 0u; r < RPI; r++) {
-    let iq = min(firstRow + r, wg.Sq - 1u);
-    let row = wg.qHead + iq;
+    let iq = min(firstRow + r, Sq - 1u);
+    let row = qHead + iq;
     for (var d = 0u; d < DH4; d++) {
       q[r * DH4 + d] = scaledQuery(row, d);
       acc[r * DH4 + d] = vec4<f32>(0.0);
     }
     m[r] = NO_SCORE;
     l[r] = 0.0;
-    let rule = rowRule(wg.b, wg.h, iq, wg.Sq, wg.Skv);
+    let rule = rowRule(b, h, iq, Sq, Skv);
     band[r] = rule.band;
     maskRow[r] = rule.maskRow;
     ip[r] = rule.ip;
@@ -63,8 +71,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   // softcap, ALiBi or scoreMod, and inside each row's band), in whole steps of KC: [pStart, pEnd).
   // The rest, [kStart, pStart) and [pEnd, kEnd), go through the score rule one key at a time.
   let plain = plainScores();
-  let pStart = select(kStart, clamp(keyBand(min(firstRow + RPI, wg.Sq) - 1u, wg.Sq, wg.Skv).x, kStart, kEnd), plain);
-  let pEnd = select(pStart, pStart + (max(min(kEnd, keyBand(firstRow, wg.Sq, wg.Skv).y), pStart) - pStart) / KC * KC, plain);
+  let pStart = select(kStart, clamp(keyBand(min(firstRow + RPI, Sq) - 1u, Sq, Skv).x, kStart, kEnd), plain);
+  let pEnd = select(pStart, pStart + (max(min(kEnd, keyBand(firstRow, Sq, Skv).y), pStart) - pStart) / KC * KC, plain);
 
   for (var j = pStart; j < pEnd; j += KC) {
     // q·k of each row for the step's keys, key c in component c of s[r]. The loop over c is not
@@ -75,7 +83,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
       s[r] = vec4<f32>(0.0);
     }
     for (var c = 0u; c < min(KC, pEnd - j); c++) {
-      let kRow = params.kBase4 + wg.kvOffset + (j + c) * DH4;
+      let kRow = params.kBase4 + kvOffset + (j + c) * DH4;
       var dots: array<vec4<f32>, RPI>;
       for (var r = 0u; r < RPI; r++) {
         dots[r] = vec4<f32>(0.0);
@@ -100,7 +108,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
       l[r] = l[r] * alpha[r] + dot(p[r], vec4<f32>(1.0));
       m[r] = mNew;
     }
-    let vRow = params.vBase4 + wg.kvOffset + j * DH4;
+    let vRow = params.vBase4 + kvOffset + j * DH4;
     for (var d = 0u; d < DH4; d++) {
       let v0 = vec4<f32>(kv[vRow + d]);
       let v1 = vec4<f32>(kv[vRow + DH4 + d]);
@@ -119,7 +127,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   let others = before + kEnd - pEnd;
   for (var t = 0u; t < others; t++) {
     let j = select(pEnd + t - before, kStart + t, t < before);
-    let kRow = params.kBase4 + wg.kvOffset + j * DH4;
+    let kRow = params.kBase4 + kvOffset + j * DH4;
     var dots: array<vec4<f32>, RPI>;
     var p: array<f32, RPI>;
     var alpha: array<f32, RPI>;
@@ -136,9 +144,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     }
     // Each row's probability of key j (0 where it does not see it), its max raised first if need be.
     for (var r = 0u; r < RPI; r++) {
-      let bias = keyBias(wg.b, j, band[r], maskRow[r], wg.Skv);
+      let bias = keyBias(b, j, band[r], maskRow[r], Skv);
       if (bias > MASKED_BELOW) {
-        let score = modifyScore(dots[r].x + dots[r].y + dots[r].z + dots[r].w, wg.b, wg.h, ip[r], j) + bias * LOG2E;
+        let score = modifyScore(dots[r].x + dots[r].y + dots[r].z + dots[r].w, b, h, ip[r], j) + bias * LOG2E;
         let mNew = max(m[r], score);
         alpha[r] = exp2(m[r] - mNew);  // 0 on the row's first key, as m is NO_SCORE
         p[r] = exp2(score - mNew);
@@ -146,7 +154,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
         m[r] = mNew;
       }
     }
-    let vRow = params.vBase4 + wg.kvOffset + j * DH4;
+    let vRow = params.vBase4 + kvOffset + j * DH4;
     for (var d = 0u; d < params.Dh4; d++) {
       let vv = vec4<f32>(kv[vRow + d]);
       for (var r = 0u; r < RPI; r++) {
@@ -157,8 +165,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
 
   for (var r = 0u; r < RPI; r++) {
     let i = firstRow + r;
-    if (i < wg.Sq) {
-      let o = finishRow(i, wg.qHead, wg.split, m[r], l[r], wg.b, wg.h);
+    if (i < Sq) {
+      let o = finishRow(i, qHead, split, m[r], l[r], b, h);
       for (var d = 0u; d < DH4; d++) {
         out[o.row * DH4 + d] = ST4(acc[r * DH4 + d] * o.scale);
       }

@@ -11,7 +11,8 @@ import type { Kernel } from '../kernel.ts';
 import type { CallScratch } from '../scratch.ts';
 import type { Params } from '../shader.ts';
 import { largestSubgroup } from '../variant-record.ts';
-import { gemmLayout, gemmShape } from './gemm.ts';
+import { gemmShape } from '../variants.ts';
+import { gemmLayout } from './gemm.ts';
 import { formatOf, type GpuWeight, GROUP_SHIFT_PARAM, groupShift, type WeightFormat, weightDecls, weightSource } from './packed-weight.ts';
 
 /** What a projection's pipeline is specialised for: the GEMM core, and the packed weights' bits (undefined: float weights). */

@@ -10,7 +10,7 @@
 //
 // This file holds what every body shares (the tiles and their staging, the sequence of a workgroup,
 // the row set-up from the score rule, the split-KV key range, the write-out of a row); the host
-// appends one body, the variant's (records: src/webgpu/kernels/flash-attention.ts, software/):
+// appends one body, the variant's (records: src/webgpu/variants/flash-attention.ts, software/):
 //   flash_attention_row.wgsl       one invocation per query row (BR rows per workgroup), K/V tiles in
 //                                  workgroup memory; scalar row state, for drivers that keep little in
 //                                  registers. With LOOP = 1 its head-size loops stay loops: the variant
@@ -81,6 +81,26 @@ fn sequenceOf(b: u32, h: u32) -> Sequence {
     return Sequence(n, n, h * params.totalRows + start, kvHead * params.kvStride + start);
   }
   return Sequence(params.Sq, params.Skv, (b * params.H + h) * params.Sq, (b * params.G + kvHead) * params.kvStride);
+}
+
+// Where a workgroup works: sequence b = wid.z, head h = wid.y (their Sequence), split wid.x under
+// split-KV (its workgroups all start at row 0), and its first query row (wid.x · BR otherwise). A
+// workgroup with firstRow ≥ Sq lies past a short sequence: the body returns (uniformly).
+struct Workgroup {
+  b: u32,
+  h: u32,
+  Sq: u32,
+  Skv: u32,
+  qHead: u32,     // first Q row of (b, h)
+  kvOffset: u32,  // first element (vec4) of the K/V head's rows past kBase4 and vBase4
+  split: u32,
+  firstRow: u32,
+}
+
+fn workgroupOf(wid: vec3u, BR: u32) -> Workgroup {
+  let sequence = sequenceOf(wid.z, wid.y);
+  let firstRow = select(wid.x * BR, 0u, params.splitChunk > 0u);
+  return Workgroup(wid.z, wid.y, sequence.Sq, sequence.Skv, sequence.qHead, sequence.kvHeadRow * DH4, wid.x, firstRow);
 }
 
 // Element d (a vec4) of Q row `row`, scaled by scale·log2(e): scores come out in log2 units.

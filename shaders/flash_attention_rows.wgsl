@@ -11,22 +11,15 @@ override WG: u32 = 32u;  // invocations per workgroup; each owns RPI query rows,
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
   let BR = WG * RPI;
-  let h = wid.y;
-  let b = wid.z;
-  let sequence = sequenceOf(b, h);
-  let Sq = sequence.Sq;
-  let Skv = sequence.Skv;
-  let qHead = sequence.qHead;
-  let kvHeadRow = sequence.kvHeadRow;
-  let split = wid.x;
-  let firstRow = select(wid.x * BR, 0u, params.splitChunk > 0u);
-  if (firstRow >= Sq) {
+  let wg = workgroupOf(wid, BR);  // (b, h), the sequence, the split, the first row
+  let firstRow = wg.firstRow;
+  if (firstRow >= wg.Sq) {
     return;  // a tile past a short sequence: the whole workgroup leaves, uniformly
   }
 
   // Keys the workgroup's rows see lie in [tileStart, tileEnd), the same for every invocation, so
   // the loop (and its barriers) is uniform; each row's own band is band[r] (score_rule.wgsl).
-  let tiles = splitKeys(vec2<u32>(keyBand(firstRow, Sq, Skv).x / BC * BC, keyBand(min(firstRow + BR, Sq) - 1u, Sq, Skv).y), split);
+  let tiles = splitKeys(vec2<u32>(keyBand(firstRow, wg.Sq, wg.Skv).x / BC * BC, keyBand(min(firstRow + BR, wg.Sq) - 1u, wg.Sq, wg.Skv).y), wg.split);
   let tileStart = tiles.x;
   let tileEnd = tiles.y;
 
@@ -42,24 +35,23 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   var maskRow: array<u32, RPI>;
   var ip: array<i32, RPI>;  // each row's position among the keys
   for (var r = 0u; r < RPI; r++) {
-    let iq = min(firstRow + lid.x + r * WG, Sq - 1u);
-    let row = qHead + iq;
+    let iq = min(firstRow + lid.x + r * WG, wg.Sq - 1u);
+    let row = wg.qHead + iq;
     for (var d = 0u; d < DH4; d++) {
       q[r * DH4 + d] = scaledQuery(row, d);
       acc[r * DH4 + d] = vec4<f32>(0.0);
     }
     m[r] = NO_SCORE;
     l[r] = 0.0;
-    let rule = rowRule(b, h, iq, Sq, Skv);
+    let rule = rowRule(wg.b, wg.h, iq, wg.Sq, wg.Skv);
     band[r] = rule.band;
     maskRow[r] = rule.maskRow;
     ip[r] = rule.ip;
   }
 
-  let kvOffset = kvHeadRow * DH4;
   var s: array<f32, RPI * BC>;  // this tile's scores, s[r·BC + c]
   for (var j0 = tileStart; j0 < tileEnd; j0 += BC) {
-    stageTile(j0, Skv, kvOffset, lid.x, WG);
+    stageTile(j0, wg.Skv, wg.kvOffset, lid.x, WG);
     workgroupBarrier();
 
     // Scores of the keys of this tile each row sees; NO_SCORE for the others. Each K element read
@@ -83,10 +75,10 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
         }
       }
       for (var r = 0u; r < RPI; r++) {
-        let bias = keyBias(b, j, band[r], maskRow[r], Skv);
+        let bias = keyBias(wg.b, j, band[r], maskRow[r], wg.Skv);
         var score = NO_SCORE;
         if (bias > MASKED_BELOW) {
-          score = modifyScore(dotv[r].x + dotv[r].y + dotv[r].z + dotv[r].w, b, h, ip[r], j) + bias * LOG2E;
+          score = modifyScore(dotv[r].x + dotv[r].y + dotv[r].z + dotv[r].w, wg.b, wg.h, ip[r], j) + bias * LOG2E;
           tileMax[r] = max(tileMax[r], score);
         }
         s[r * BC + c] = score;
@@ -128,8 +120,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
 
   for (var r = 0u; r < RPI; r++) {
     let i = firstRow + lid.x + r * WG;
-    if (i < Sq) {
-      let o = finishRow(i, qHead, split, m[r], l[r], b, h);
+    if (i < wg.Sq) {
+      let o = finishRow(i, wg.qHead, wg.split, m[r], l[r], wg.b, wg.h);
       for (var d = 0u; d < DH4; d++) {
         out[o.row * DH4 + d] = ST4(acc[r * DH4 + d] * o.scale);
       }

@@ -29,16 +29,9 @@ var<workgroup> nextRow: atomic<u32>;  // rows of the workgroup's BR claimed so f
 
 @compute @workgroup_size(WG) @diagnostic(off, subgroup_uniformity)
 fn main(@builtin(workgroup_id) wid: vec3u) {
-  let h = wid.y;
-  let b = wid.z;
-  let sequence = sequenceOf(b, h);
-  let Sq = sequence.Sq;
-  let Skv = sequence.Skv;
-  let qHead = sequence.qHead;
-  let kvOffset = sequence.kvHeadRow * DH4;
-  let split = wid.x;
-  let firstRow = select(wid.x * BR, 0u, params.splitChunk > 0u);
-  if (firstRow >= Sq) {
+  let wg = workgroupOf(wid, BR);  // (b, h), the sequence, the split, the first row
+  let firstRow = wg.firstRow;
+  if (firstRow >= wg.Sq) {
     return;  // a tile past a short sequence: the whole workgroup leaves, uniformly
   }
   let rank = subgroupExclusiveAdd(1u);  // this lane's place among the subgroup's active lanes
@@ -53,20 +46,20 @@ fn main(@builtin(workgroup_id) wid: vec3u) {
     }
     let r = subgroupBroadcastFirst(claimed);
     let i = firstRow + r;  // this subgroup's query row
-    if (r >= BR || i >= Sq) {
+    if (r >= BR || i >= wg.Sq) {
       break;  // claims only grow: no row is left for this subgroup
     }
 
     // Keys this row sees: its band (score_rule.wgsl), within this split's keys under split-KV.
-    let rule = rowRule(b, h, i, Sq, Skv);
+    let rule = rowRule(wg.b, wg.h, i, wg.Sq, wg.Skv);
     let band = rule.band;
-    let keys = splitKeys(band, split);
+    let keys = splitKeys(band, wg.split);
     let kStart = keys.x;
     let kEnd = keys.y;
     var q: array<vec4<f32>, DH4>;
     var acc: array<vec4<f32>, DH4>;
     for (var d = 0u; d < DH4; d++) {
-      q[d] = scaledQuery(qHead + i, d);
+      q[d] = scaledQuery(wg.qHead + i, d);
       acc[d] = vec4<f32>(0.0);
     }
     var m = NO_SCORE;  // this lane's running max (log2 units)
@@ -74,19 +67,19 @@ fn main(@builtin(workgroup_id) wid: vec3u) {
     let maskRow = rule.maskRow;
     let ip = rule.ip;
     for (var j = select(kEnd, kStart + rank, takesKeys); j < kEnd; j += lanes) {
-      let bias = keyBias(b, j, band, maskRow, Skv);
+      let bias = keyBias(wg.b, j, band, maskRow, wg.Skv);
       if (bias > MASKED_BELOW) {
-        let kRow = params.kBase4 + kvOffset + j * DH4;
+        let kRow = params.kBase4 + wg.kvOffset + j * DH4;
         var dotv = vec4<f32>(0.0);
         for (var d = 0u; d < DH4; d++) {
           dotv += q[d] * vec4<f32>(kv[kRow + d]);
         }
-        let score = modifyScore(dotv.x + dotv.y + dotv.z + dotv.w, b, h, ip, j) + bias * LOG2E;
+        let score = modifyScore(dotv.x + dotv.y + dotv.z + dotv.w, wg.b, wg.h, ip, j) + bias * LOG2E;
         let mNew = max(m, score);
         let alpha = exp2(m - mNew);  // 1 while the max holds; 0 on this lane's first key, as m is NO_SCORE
         let p = exp2(score - mNew);
         l = l * alpha + p;
-        let vRow = params.vBase4 + kvOffset + j * DH4;
+        let vRow = params.vBase4 + wg.kvOffset + j * DH4;
         for (var d = 0u; d < DH4; d++) {
           acc[d] = acc[d] * alpha + p * vec4<f32>(kv[vRow + d]);
         }
@@ -102,7 +95,7 @@ fn main(@builtin(workgroup_id) wid: vec3u) {
       acc[d] = subgroupAdd(acc[d] * factor);
     }
     if (subgroupElect()) {
-      let o = finishRow(i, qHead, split, rowMax, rowSum, b, h);
+      let o = finishRow(i, wg.qHead, wg.split, rowMax, rowSum, wg.b, wg.h);
       for (var d = 0u; d < DH4; d++) {
         out[o.row * DH4 + d] = ST4(acc[d] * o.scale);
       }

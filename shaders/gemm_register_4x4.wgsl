@@ -24,17 +24,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   if (row0 >= params.M || col0 >= params.N) {
     return;
   }
-  // Rows and columns past the edge re-read the last one; their results are never stored.
-  let lastRow = params.M - 1u;
-  let lastCol = params.N - 1u;
-  let a0Row = aRow(min(row0 + 0u, lastRow));
-  let a1Row = aRow(min(row0 + 1u, lastRow));
-  let a2Row = aRow(min(row0 + 2u, lastRow));
-  let a3Row = aRow(min(row0 + 3u, lastRow));
-  let b0Row = bRow(min(col0 + 0u, lastCol));
-  let b1Row = bRow(min(col0 + 1u, lastCol));
-  let b2Row = bRow(min(col0 + 2u, lastCol));
-  let b3Row = bRow(min(col0 + 3u, lastCol));
+  // Rows and columns past the edge re-read the last one; their results are never stored (gemm_common.wgsl).
+  let aRows = aRows4(row0);
+  let bRows = bRows4(col0);
 
   var acc0 = vec4<f32>(0.0);
   var acc1 = vec4<f32>(0.0);
@@ -45,17 +37,17 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     let aSeg = seg * aSegStride();
     let bSeg = seg * len4;
     for (var k = 0u; k < len4; k++) {
-      let b0 = loadB(b0Row + bSeg + k);
-      let b1 = loadB(b1Row + bSeg + k);
-      let b2 = loadB(b2Row + bSeg + k);
-      let b3 = loadB(b3Row + bSeg + k);
-      let a0 = loadA(a0Row + aSeg + k);
+      let b0 = loadB(bRows.x + bSeg + k);
+      let b1 = loadB(bRows.y + bSeg + k);
+      let b2 = loadB(bRows.z + bSeg + k);
+      let b3 = loadB(bRows.w + bSeg + k);
+      let a0 = loadA(aRows.x + aSeg + k);
       acc0 += vec4<f32>(f32(dot(a0, b0)), f32(dot(a0, b1)), f32(dot(a0, b2)), f32(dot(a0, b3)));
-      let a1 = loadA(a1Row + aSeg + k);
+      let a1 = loadA(aRows.y + aSeg + k);
       acc1 += vec4<f32>(f32(dot(a1, b0)), f32(dot(a1, b1)), f32(dot(a1, b2)), f32(dot(a1, b3)));
-      let a2 = loadA(a2Row + aSeg + k);
+      let a2 = loadA(aRows.z + aSeg + k);
       acc2 += vec4<f32>(f32(dot(a2, b0)), f32(dot(a2, b1)), f32(dot(a2, b2)), f32(dot(a2, b3)));
-      let a3 = loadA(a3Row + aSeg + k);
+      let a3 = loadA(aRows.w + aSeg + k);
       acc3 += vec4<f32>(f32(dot(a3, b0)), f32(dot(a3, b1)), f32(dot(a3, b2)), f32(dot(a3, b3)));
     }
   }

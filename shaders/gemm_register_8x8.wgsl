@@ -26,25 +26,11 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   if (row0 >= params.M || col0 >= params.N) {
     return;
   }
-  // Rows and columns past the edge re-read the last one; their results are never stored.
-  let lastRow = params.M - 1u;
-  let lastCol = params.N - 1u;
-  let a0Row = aRow(min(row0 + 0u, lastRow));
-  let a1Row = aRow(min(row0 + 1u, lastRow));
-  let a2Row = aRow(min(row0 + 2u, lastRow));
-  let a3Row = aRow(min(row0 + 3u, lastRow));
-  let a4Row = aRow(min(row0 + 4u, lastRow));
-  let a5Row = aRow(min(row0 + 5u, lastRow));
-  let a6Row = aRow(min(row0 + 6u, lastRow));
-  let a7Row = aRow(min(row0 + 7u, lastRow));
-  let b0Row = bRow(min(col0 + 0u, lastCol));
-  let b1Row = bRow(min(col0 + 1u, lastCol));
-  let b2Row = bRow(min(col0 + 2u, lastCol));
-  let b3Row = bRow(min(col0 + 3u, lastCol));
-  let b4Row = bRow(min(col0 + 4u, lastCol));
-  let b5Row = bRow(min(col0 + 5u, lastCol));
-  let b6Row = bRow(min(col0 + 6u, lastCol));
-  let b7Row = bRow(min(col0 + 7u, lastCol));
+  // Rows and columns past the edge re-read the last one; their results are never stored (gemm_common.wgsl).
+  let aRows0 = aRows4(row0);       // rows row0 … row0 + 3
+  let aRows1 = aRows4(row0 + 4u);  // rows row0 + 4 … row0 + 7
+  let bRows0 = bRows4(col0);
+  let bRows1 = bRows4(col0 + 4u);
 
   var acc00 = vec4<f32>(0.0); var acc01 = vec4<f32>(0.0);
   var acc10 = vec4<f32>(0.0); var acc11 = vec4<f32>(0.0);
@@ -59,38 +45,38 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     let aSeg = seg * aSegStride();
     let bSeg = seg * len4;
     for (var k = 0u; k < len4; k++) {
-      let b0 = loadB(b0Row + bSeg + k);
-      let b1 = loadB(b1Row + bSeg + k);
-      let b2 = loadB(b2Row + bSeg + k);
-      let b3 = loadB(b3Row + bSeg + k);
-      let b4 = loadB(b4Row + bSeg + k);
-      let b5 = loadB(b5Row + bSeg + k);
-      let b6 = loadB(b6Row + bSeg + k);
-      let b7 = loadB(b7Row + bSeg + k);
+      let b0 = loadB(bRows0.x + bSeg + k);
+      let b1 = loadB(bRows0.y + bSeg + k);
+      let b2 = loadB(bRows0.z + bSeg + k);
+      let b3 = loadB(bRows0.w + bSeg + k);
+      let b4 = loadB(bRows1.x + bSeg + k);
+      let b5 = loadB(bRows1.y + bSeg + k);
+      let b6 = loadB(bRows1.z + bSeg + k);
+      let b7 = loadB(bRows1.w + bSeg + k);
       let bm0 = SM4(b0, b1, b2, b3);  // columns: B rows col0 + 0 … + 3
       let bm1 = SM4(b4, b5, b6, b7);  // columns: B rows col0 + 4 … + 7
-      let a0 = loadA(a0Row + aSeg + k);
+      let a0 = loadA(aRows0.x + aSeg + k);
       acc00 += vec4<f32>(a0 * bm0);
       acc01 += vec4<f32>(a0 * bm1);
-      let a1 = loadA(a1Row + aSeg + k);
+      let a1 = loadA(aRows0.y + aSeg + k);
       acc10 += vec4<f32>(a1 * bm0);
       acc11 += vec4<f32>(a1 * bm1);
-      let a2 = loadA(a2Row + aSeg + k);
+      let a2 = loadA(aRows0.z + aSeg + k);
       acc20 += vec4<f32>(a2 * bm0);
       acc21 += vec4<f32>(a2 * bm1);
-      let a3 = loadA(a3Row + aSeg + k);
+      let a3 = loadA(aRows0.w + aSeg + k);
       acc30 += vec4<f32>(a3 * bm0);
       acc31 += vec4<f32>(a3 * bm1);
-      let a4 = loadA(a4Row + aSeg + k);
+      let a4 = loadA(aRows1.x + aSeg + k);
       acc40 += vec4<f32>(a4 * bm0);
       acc41 += vec4<f32>(a4 * bm1);
-      let a5 = loadA(a5Row + aSeg + k);
+      let a5 = loadA(aRows1.y + aSeg + k);
       acc50 += vec4<f32>(a5 * bm0);
       acc51 += vec4<f32>(a5 * bm1);
-      let a6 = loadA(a6Row + aSeg + k);
+      let a6 = loadA(aRows1.z + aSeg + k);
       acc60 += vec4<f32>(a6 * bm0);
       acc61 += vec4<f32>(a6 * bm1);
-      let a7 = loadA(a7Row + aSeg + k);
+      let a7 = loadA(aRows1.w + aSeg + k);
       acc70 += vec4<f32>(a7 * bm0);
       acc71 += vec4<f32>(a7 * bm1);
     }

@@ -1,96 +1,22 @@
 // GEMM core, register tiles whose A operands travel through the subgroup: Y[m, n] = Σ_k A[m, k] · B[n, k]
 // for one projection (needs the `subgroups` feature; the host prepends `enable subgroups;`).
 //
-// Appended by the host to a projection's problem file (qkv_projection.wgsl, output_projection.wgsl),
-// which supplies aRow, bRow, aSegStride, kSegments, segLen4, loadA, loadB, store4 and params.M, params.N
-// (gemm_register_4x4.wgsl describes them).
-//
-// One workgroup covers ROWS rows of Y (the host's `const ROWS`: 4 or 8) and 4·WG columns; each
-// invocation owns those ROWS rows × its own 4 columns and loads its 4 rows of B a vec4 at a time, so
-// each B load serves ROWS rows. A is what every invocation of the workgroup shares: instead of each
-// loading the same ROWS vec4s of A per step, the lanes of a subgroup load A between them, one vec4
-// per group of 4 rows each (lane t: row 4·g + t % 4, step t / 4 of the next subgroup_size / 4 steps
-// along K), and pass them to each other with subgroupShuffle.
-//
-// Correct at any subgroup size the adapter may use (4…128; sizes are powers of two, so a multiple of
-// 4): everything is derived from the `subgroup_size` builtin, and nothing assumes which invocations
-// form a subgroup (all of a workgroup's invocations share its rows, so any subgroup of them does).
-// Every invocation runs every shuffle (columns and rows past the edge re-read the last one and are
-// never stored; steps past K load zeros), so the shuffles sit in uniform control flow.
-// WG = 128 invocations, a multiple of every subgroup size, so the subgroups are whole and lanes
-// 0 … subgroup_size − 1 all take part. SUBGROUP_LANES > 0 makes the core use only that many lanes
-// of each subgroup as if the subgroup were that small (the other lanes still compute their columns,
-// with A from those lanes): the tests run the size-dependent arithmetic at sizes the adapter lacks.
-// Host guarantees: N % 4 == 0; ROWS % 4 == 0; SUBGROUP_LANES is 0 or a multiple of 4;
-// colLanes (params) as variants.ts gemmLayout chose it; dispatch = (ceil(N / (4·colLanes)), ceil(M / (ROWS·WG / colLanes)), 1).
+// Appended by the host to gemm_subgroup_block.wgsl (the kernel: row blocks, A loaded by the lanes
+// between them, the walk along K, the stores) and a projection's problem file (qkv_projection.wgsl,
+// output_projection.wgsl). It says what a step adds: each invocation owns ROWS rows (the host's
+// `const ROWS`: 4 or 8) × its own 4 columns, and takes each row's vec4 of A from the lane that loaded
+// it (subgroupShuffle) for 4 four-term dot products with the step's 4 columns of B. Every group of
+// rows is loaded and added (groupInY: true, a constant, so the block's row test folds away).
 
-override WG: u32 = 128u;
-override SUBGROUP_LANES: u32 = 0u;  // 0: the whole subgroup; else at most this many lanes (tests)
-const GROUPS = ROWS / 4u;           // groups of 4 rows, one shuffled vec4 of A per lane each
+// Every group of the block's rows is loaded and added, inside Y or not (those past M are never stored).
+fn groupInY(g: u32, rowsHere: u32) -> bool {
+  return true;
+}
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(workgroup_id) wid: vec3u,
-  @builtin(local_invocation_index) lix: u32,
-  @builtin(subgroup_invocation_id) lane: u32,
-  @builtin(subgroup_size) subgroupSize: u32,
-) {
-  let lanes = select(subgroupSize, min(subgroupSize, SUBGROUP_LANES), SUBGROUP_LANES > 0u);
-  // Row blocks of params.colLanes invocations (a multiple of the largest subgroup size dividing WG,
-  // so a subgroup never straddles two), each 4·colLanes columns of ROWS rows: a narrow layer fills
-  // the workgroup with more rows instead of columns past N (variants.ts gemmLayout).
-  let blocks = WG / params.colLanes;
-  let row0 = (wid.y * blocks + lix / params.colLanes) * ROWS;
-  let col0 = (wid.x * params.colLanes + lix % params.colLanes) * 4u;
-  let lastRow = params.M - 1u;
-  let lastCol = params.N - 1u;
-  let b0Row = bRow(min(col0 + 0u, lastCol));
-  let b1Row = bRow(min(col0 + 1u, lastCol));
-  let b2Row = bRow(min(col0 + 2u, lastCol));
-  let b3Row = bRow(min(col0 + 3u, lastCol));
-  // The vec4s of A this lane loads for the subgroup: rows 4·g + lane % 4, step lane / 4 of each group of steps.
-  var aMine: array<u32, GROUPS>;
-  for (var g = 0u; g < GROUPS; g++) {
-    aMine[g] = aRow(min(row0 + 4u * g + lane % 4u, lastRow));
-  }
-  let aStep = lane / 4u;
-  let steps = lanes / 4u;  // K steps (vec4s) one shuffled load of A covers
-
-  var acc: array<vec4<f32>, ROWS>;
+// acc[r] += A[r] · B for one step of 4 along K: row r's vec4 from lane s·4 + r % 4's group r / 4 (b: column c = B[col0 + c, k … k + 3]).
+fn addStep(acc: ptr<function, array<vec4<f32>, ROWS>>, mine: ptr<function, array<vec4<f32>, GROUPS>>, s: u32, b: mat4x4<f32>, rowsHere: u32) {
   for (var r = 0u; r < ROWS; r++) {
-    acc[r] = vec4<f32>(0.0);
-  }
-  let len4 = segLen4();
-  for (var seg = 0u; seg < kSegments(); seg++) {
-    let aSeg = seg * aSegStride();
-    let bSeg = seg * len4;
-    for (var k0 = 0u; k0 < len4; k0 += steps) {
-      // A[row0 + 4·g + lane % 4, k0 + lane / 4], zero past the segment's end.
-      let kA = k0 + aStep;
-      var mine: array<vec4<f32>, GROUPS>;
-      for (var g = 0u; g < GROUPS; g++) {
-        mine[g] = select(vec4<f32>(0.0), vec4<f32>(loadA(aMine[g] + aSeg + min(kA, len4 - 1u))), kA < len4);
-      }
-      let n = min(steps, len4 - k0);
-      for (var s = 0u; s < n; s++) {
-        let k = bSeg + k0 + s;
-        let b0 = vec4<f32>(loadB(b0Row + k));
-        let b1 = vec4<f32>(loadB(b1Row + k));
-        let b2 = vec4<f32>(loadB(b2Row + k));
-        let b3 = vec4<f32>(loadB(b3Row + k));
-        for (var r = 0u; r < ROWS; r++) {
-          let a = subgroupShuffle(mine[r / 4u], s * 4u + r % 4u);
-          acc[r] += vec4<f32>(dot(a, b0), dot(a, b1), dot(a, b2), dot(a, b3));
-        }
-      }
-    }
-  }
-
-  if (col0 < params.N) {
-    for (var r = 0u; r < ROWS; r++) {
-      if (row0 + r < params.M) {
-        store4(row0 + r, col0, acc[r]);
-      }
-    }
+    let a = subgroupShuffle((*mine)[r / 4u], s * 4u + r % 4u);
+    (*acc)[r] += vec4<f32>(dot(a, b[0]), dot(a, b[1]), dot(a, b[2]), dot(a, b[3]));
   }
 }

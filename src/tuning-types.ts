@@ -2,29 +2,12 @@
 // told to choose (EngineOptions.tuning), what it reports (engine.tuning), and engine.warmup/tune's
 // options. Re-exported by types.ts. (Their `calls`, WarmupCall, name the layer class, so they are
 // declared in engine.ts: a type here that named layer.ts would close an import cycle back to types.ts.)
+// The variant names are declared once, in the records (webgpu/variants.ts gathers them and derives the
+// unions ProjectionVariant and AttentionVariant from their names): a new variant is a new record.
 
-export type ProjectionVariant =
-  | 'register-4x4'
-  | 'register-8x8'
-  | 'workgroup-64'
-  | 'workgroup-128'
-  | 'subgroup-4x4'
-  | 'subgroup-8x4'
-  | 'subgroup-16x4'
-  | 'gemv'
-  | 'gemv-rows'
-  | 'gemv-rows-subgroup';
-export type AttentionVariant =
-  | 'rows32-keys32'
-  | 'rows64-keys32'
-  | 'rows32-keys32-loop'
-  | 'rows32-keys32-r2'
-  | 'rows32-keys32-r4'
-  | 'rows64-keys32-r4'
-  | 'rows16-keys32-sg'
-  | 'rows32-keys4-r4-unrolled'
-  | 'rows64-keys4-r2-shuffle'
-  | 'rows128-keys4-r4-shuffle';
+import type { AttentionVariant, ProjectionVariant } from './webgpu/variants.ts';
+
+export type { AttentionVariant, ProjectionVariant };
 
 export interface TuningOptions {
   /** 'auto' (default): sweep, remember, reuse. 'off': the built-in choice for the adapter kind (register tiles on CPU adapters, workgroup tiles on GPUs), no sweep. */

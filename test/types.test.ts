@@ -4,7 +4,7 @@
 // never made, so the tests need no engine.
 
 import { describe, expectTypeOf, test } from 'vitest';
-import type { AttentionEngine, BufferForwardResult, ForwardResult, MultiHeadAttention } from '../src/index.ts';
+import type { AttentionEngine, AttentionVariant, BufferForwardResult, ForwardResult, MultiHeadAttention, ProjectionVariant } from '../src/index.ts';
 
 declare const mha: MultiHeadAttention;
 declare const engine: AttentionEngine;
@@ -67,5 +67,25 @@ describe('AttentionEngine.scaledDotProductAttention', () => {
     const bufferWeights = () => engine.scaledDotProductAttention(x, x, x, { ...sdpa, returnBuffer: true, needWeights: true });
     expectTypeOf<Resolves<typeof buffer>>().toEqualTypeOf<BufferForwardResult>();
     expectTypeOf<Resolves<typeof bufferWeights>['attentionWeightsBuffer']>().toEqualTypeOf<GPUBuffer>();
+  });
+});
+
+describe('variant names', () => {
+  test('ProjectionVariant and AttentionVariant are the names of the records (webgpu/variants.ts), not string', () => {
+    expectTypeOf<ProjectionVariant>().toEqualTypeOf<
+      'register-4x4' | 'register-8x8' | 'workgroup-64' | 'workgroup-128' | 'subgroup-4x4' | 'subgroup-8x4' | 'subgroup-16x4' | 'gemv' | 'gemv-rows' | 'gemv-rows-subgroup'
+    >();
+    expectTypeOf<AttentionVariant>().toEqualTypeOf<
+      | 'rows32-keys32'
+      | 'rows64-keys32'
+      | 'rows32-keys32-loop'
+      | 'rows32-keys32-r2'
+      | 'rows32-keys32-r4'
+      | 'rows64-keys32-r4'
+      | 'rows16-keys32-sg'
+      | 'rows32-keys4-r4-unrolled'
+      | 'rows64-keys4-r2-shuffle'
+      | 'rows128-keys4-r4-shuffle'
+    >();
   });
 });

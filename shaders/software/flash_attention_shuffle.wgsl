@@ -45,23 +45,16 @@ fn main(
   let base = select(0u, lane / lanes * lanes, SUBGROUP_LANES > 0u);
   let mine = lane - base;  // the key of each block this lane loads
   let BR = WG * RPI;
-  let h = wid.y;
-  let b = wid.z;
-  let sequence = sequenceOf(b, h);
-  let Sq = sequence.Sq;
-  let Skv = sequence.Skv;
-  let qHead = sequence.qHead;
-  let kvOffset = sequence.kvHeadRow * DH4;
-  let split = wid.x;
-  let tileRow = select(wid.x * BR, 0u, params.splitChunk > 0u);
-  if (tileRow >= Sq) {
+  let wg = workgroupOf(wid, BR);  // (b, h), the sequence, the split, the first row
+  let tileRow = wg.firstRow;
+  if (tileRow >= wg.Sq) {
     return;  // a tile past a short sequence: the whole workgroup leaves, uniformly
   }
-  let lastRow = min(tileRow + BR, Sq) - 1u;
+  let lastRow = min(tileRow + BR, wg.Sq) - 1u;
 
   // Keys the workgroup's rows see lie in [kStart, kEnd), the same for every invocation (uniform
   // loops below); each row's own band is band[r].
-  let keys = splitKeys(vec2<u32>(keyBand(tileRow, Sq, Skv).x, keyBand(lastRow, Sq, Skv).y), split);
+  let keys = splitKeys(vec2<u32>(keyBand(tileRow, wg.Sq, wg.Skv).x, keyBand(lastRow, wg.Sq, wg.Skv).y), wg.split);
   let kStart = keys.x;
   let kEnd = max(keys.y, kStart);  // an empty range stays empty: the counts below are unsigned
 
@@ -78,15 +71,15 @@ fn main(
   var maskRow: array<u32, RPI>;
   var ip: array<i32, RPI>;
   for (var r = 0u; r < RPI; r++) {
-    let iq = min(firstRow + r, Sq - 1u);
-    let row = qHead + iq;
+    let iq = min(firstRow + r, wg.Sq - 1u);
+    let row = wg.qHead + iq;
     for (var d = 0u; d < DH4; d++) {
       q[r * DH4 + d] = scaledQuery(row, d);
       acc[r * DH4 + d] = vec4<f32>(0.0);
     }
     m[r] = NO_SCORE;
     l[r] = 0.0;
-    let rule = rowRule(b, h, iq, Sq, Skv);
+    let rule = rowRule(wg.b, wg.h, iq, wg.Sq, wg.Skv);
     band[r] = rule.band;
     maskRow[r] = rule.maskRow;
     ip[r] = rule.ip;
@@ -95,16 +88,16 @@ fn main(
   // Keys every row of the workgroup sees with nothing to add or change: [pStart, pEnd). A step of KC
   // keys inside it skips the score rule.
   let plain = plainScores();
-  let pStart = select(kEnd, clamp(keyBand(lastRow, Sq, Skv).x, kStart, kEnd), plain);
-  let pEnd = select(kEnd, max(min(kEnd, keyBand(tileRow, Sq, Skv).y), pStart), plain);
+  let pStart = select(kEnd, clamp(keyBand(lastRow, wg.Sq, wg.Skv).x, kStart, kEnd), plain);
+  let pEnd = select(kEnd, max(min(kEnd, keyBand(tileRow, wg.Sq, wg.Skv).y), pStart), plain);
 
   var kr: array<vec4<f32>, DH4>;  // this lane's key of the block: its row of K
   var vr: array<vec4<f32>, DH4>;  // and of V
   for (var j0 = kStart; j0 < kEnd; j0 += lanes) {
     let n = min(lanes, kEnd - j0);  // keys in this block (the last step's keys past it are masked)
     let jm = min(j0 + mine, kEnd - 1u);
-    let kRow = params.kBase4 + kvOffset + jm * DH4;
-    let vRow = params.vBase4 + kvOffset + jm * DH4;
+    let kRow = params.kBase4 + wg.kvOffset + jm * DH4;
+    let vRow = params.vBase4 + wg.kvOffset + jm * DH4;
     for (var d = 0u; d < DH4; d++) {
       kr[d] = vec4<f32>(kv[kRow + d]);
       vr[d] = vec4<f32>(kv[vRow + d]);
@@ -135,9 +128,9 @@ fn main(
         for (var r = 0u; r < RPI; r += 1u) {
           for (var c = 0u; c < KC; c += 1u) {
             var score = NO_SCORE;
-            let bias = keyBias(b, j + c, band[r], maskRow[r], Skv);
+            let bias = keyBias(wg.b, j + c, band[r], maskRow[r], wg.Skv);
             if (c0 + c < n && bias > MASKED_BELOW) {
-              score = modifyScore(s[r][c], b, h, ip[r], j + c) + bias * LOG2E;
+              score = modifyScore(s[r][c], wg.b, wg.h, ip[r], j + c) + bias * LOG2E;
             }
             s[r][c] = score;
           }
@@ -169,8 +162,8 @@ fn main(
 
   for (var r = 0u; r < RPI; r++) {
     let i = firstRow + r;
-    if (i < Sq) {
-      let o = finishRow(i, qHead, split, m[r], l[r], b, h);
+    if (i < wg.Sq) {
+      let o = finishRow(i, wg.qHead, wg.split, m[r], l[r], wg.b, wg.h);
       for (var d = 0u; d < DH4; d++) {
         out[o.row * DH4 + d] = ST4(acc[r * DH4 + d] * o.scale);
       }

@@ -18,6 +18,15 @@ export type BindingDecl = readonly [name: string, kind: BindingKind, type: strin
 /** The uniform struct every kernel with Params binds first (shader.ts defineParams declares the struct). */
 export const PARAMS_BINDING = ['params', 'uniform', 'Params', "the kernel's uniforms (its Params declaration)"] as const satisfies BindingDecl;
 
+/**
+ * A kernel's bindings (kernel.ts): its Params at binding 0 (PARAMS_BINDING; encodeKernel binds the
+ * uniform buffer there), then `decls` from binding 1. Every kernel declares its bindings with this,
+ * so none lists the Params binding itself.
+ */
+export function kernelBindings<const D extends readonly BindingDecl[]>(label: string, decls: D): Bindings<'params' | D[number][0]> {
+  return defineBindings(label, [PARAMS_BINDING, ...decls]);
+}
+
 /** A buffer bound whole, or a range of one. */
 export type BoundBuffer = GPUBuffer | GPUBufferBinding;
 

@@ -1,7 +1,7 @@
 // A kernel is a type: the one contract every kernel host module (src/webgpu/kernels/) implements, and
 // the two generic functions that do for all of them what each used to write by hand. In the spirit of
 // ONNX Runtime Web's ProgramInfo + ProgramManager.run and ratchet's op traits, a kernel says
-//   its name (`Owner`), its uniforms (shader.ts defineParams) and bindings (bindings.ts defineBindings),
+//   its name (`Owner`), its uniforms (shader.ts defineParams) and bindings (bindings.ts kernelBindings: the Params first),
 //   its shader for a specialisation (WGSL files, sizes, subgroups, override constants),
 //   and, for one dispatch's arguments: the specialisation they need, the uniform values, the buffers
 //   by binding name and the workgroups;
@@ -50,7 +50,7 @@ export type KernelRun<P extends string> = {
 export interface Kernel<S extends Specialisation, A, P extends string = string> {
   /** `Owner`: names its pipelines (with `label`), uniform buffers and bind groups; unique among kernels. */
   readonly name: string;
-  /** Its uniform struct, bound first as `params` (bindings.ts PARAMS_BINDING). */
+  /** Its uniform struct, bound first as `params` (bindings.ts kernelBindings). */
   readonly params: Params<P>;
   /** Its bindings for a specialisation (float or packed weights, one pass of several). */
   bindings(s: S): Bindings<string>;

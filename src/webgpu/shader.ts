@@ -49,6 +49,19 @@ function literal(type: ScalarType, value: number): string {
 /** One uniform field: its name, type, and what it means (the comment in the generated struct). */
 export type ParamField = readonly [name: string, type: ScalarType, meaning: string];
 
+/** A declaration list's entry: a uniform field (ParamField) or a binding (bindings.ts BindingDecl), named first. */
+type Named = readonly [name: string, ...rest: unknown[]];
+
+/** The entries of a shared declaration list that a kernel declares too, by name (in the list's order). */
+export function pick<const L extends readonly Named[], N extends L[number][0]>(list: L, ...names: readonly N[]): Extract<L[number], readonly [N, ...unknown[]]>[] {
+  return list.filter(([name]) => (names as readonly string[]).includes(name)) as Extract<L[number], readonly [N, ...unknown[]]>[];
+}
+
+/** The entries of a shared declaration list but those named (in the list's order). */
+export function omit<const L extends readonly Named[], N extends L[number][0]>(list: L, ...names: readonly N[]): Exclude<L[number], readonly [N, ...unknown[]]>[] {
+  return list.filter(([name]) => !(names as readonly string[]).includes(name)) as Exclude<L[number], readonly [N, ...unknown[]]>[];
+}
+
 /** A kernel's uniform struct: the WGSL declaration and the packing, from one list of fields. */
 export interface Params<Name extends string> {
   readonly fields: readonly ParamField[];

@@ -1,15 +1,16 @@
-// What a kernel variant is, as one declaration beside its kernel's host code: a record. A GEMM core's
-// record lives in kernels/gemm.ts, an attention body's in kernels/flash-attention.ts, and those written
-// for CPU rasterizers in software/; variants.ts gathers them into the registry and holds the policy
-// (built-in choices per adapter kind, tier 0). Also here, as everything below the kernels needs them:
-// the adapter kinds a record may win on, and the subgroup sizes a kernel is laid out for.
+// What a kernel variant is, as one declaration: a record. The GPU kernel set's records live in
+// variants/ (variants/gemm.ts: GEMM cores, variants/flash-attention.ts: attention bodies), those written
+// for CPU rasterizers in software/; variants.ts gathers both into the registry (and derives the public
+// ProjectionVariant / AttentionVariant from their names) and holds the policy (built-in choices per
+// adapter kind, tier 0). The kernels' host modules (kernels/) look a variant up there and know no
+// adapter kind. Also here, as everything below the kernels needs them: the adapter kinds a record may
+// win on, and the subgroup sizes a kernel is laid out for.
 //
-// A record says: its name (the public ProjectionVariant / AttentionVariant), its WGSL file(s), its tile
-// geometry, its override constants, the features it needs, and the adapter kinds a sweep tries it on
-// (`candidateOn`, from which variants.ts derives each kind's candidates). Its bindings are its kernel's
-// (bindings.ts: every variant of a kernel binds the same buffers).
+// A record says: its name (declared here once: the public types derive from it), its WGSL (imported
+// `?raw` by the record's module), its tile geometry, its override constants, the features it needs, and
+// the adapter kinds a sweep tries it on (`candidateOn`, from which variants.ts derives each kind's
+// candidates). Its bindings are its kernel's (bindings.ts: every variant of a kernel binds the same buffers).
 
-import type { AttentionVariant, ProjectionVariant } from '../types.ts';
 import type { Precision } from './buffers.ts';
 
 /**
@@ -41,10 +42,9 @@ export function adapterKind(info: { vendor: string; architecture: string; device
 export type CandidateOn = AdapterKind | `${AdapterKind}:no-subgroups`;
 
 /** What every variant record says. */
-export interface VariantRecord<Name extends string> {
+export interface VariantRecord<Name extends string = string> {
+  /** The variant's name: the one declaration of it (the public ProjectionVariant / AttentionVariant derive from the records). */
   name: Name;
-  /** The WGSL file(s) of the variant itself (the kernel's problem file comes with every variant). */
-  files: readonly string[];
   /** Device features it needs: `subgroups` (then it is offered, and may be forced, only where the device has it). */
   features: { subgroups: boolean };
   /** The adapter kinds a sweep tries it on: those where it can win (measured; the record says why). */
@@ -53,9 +53,14 @@ export interface VariantRecord<Name extends string> {
   software: boolean;
 }
 
+/** WGSL sources joined into one (a variant's own file after the shared files it uses: WGSL declarations may come in any order). */
+export function joinSources(...sources: string[]): string {
+  return sources.join('\n');
+}
+
 /** A GEMM core: appended to the problem file of qkv_projection or output_projection. */
-export interface ProjectionRecord extends VariantRecord<ProjectionVariant> {
-  /** The core's WGSL. */
+export interface ProjectionRecord<Name extends string = string> extends VariantRecord<Name> {
+  /** The core's WGSL, with the shared files it uses (the kernel's problem file comes with every variant). */
   core: string;
   /** `override` values (read when a pipeline is built: the subgroup cores take subgroupEmulation.lanes). */
   constants(): Record<string, number>;
@@ -96,7 +101,7 @@ export interface AttentionBuild {
 }
 
 /** An attention body of flash_attention: "rows64-keys32-r4" = 64 query rows a workgroup, 32 keys a tile, 4 rows per invocation. */
-export interface AttentionRecord extends VariantRecord<AttentionVariant> {
+export interface AttentionRecord<Name extends string = string> extends VariantRecord<Name> {
   /** Query rows per workgroup, keys per K/V tile (or per step), rows per invocation asked for. */
   rows: number;
   keys: number;

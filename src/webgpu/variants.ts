@@ -1,11 +1,13 @@
-// The kernel variants the engine chooses between: the registry (every variant's record, from its
-// kernel's module) and the policy (the built-in final choice per adapter kind, tier 0, and each kind's
-// candidates, derived from the records' `candidateOn`).
+// The kernel variants the engine chooses between: the registry (every variant's record, GPU kernel set
+// and software ones gathered here, the only module that imports both), the public variant names derived
+// from the records, and the policy (the built-in final choice per adapter kind, tier 0, and each kind's
+// candidates, derived from the records' `candidateOn`). The kernels' host modules (kernels/) look their
+// variant up here (gemmShape, attentionRecord, attentionShape) and know no adapter kind.
 //
 //   projection (qkv_projection, output_projection): which GEMM core is appended to the problem file
-//     records in kernels/gemm.ts (the one written for lavapipe in software/gemm.ts)
+//     records in variants/gemm.ts (those written for CPU rasterizers in software/gemm.ts)
 //   attention (flash_attention): which body is appended to flash_attention.wgsl
-//     records in kernels/flash-attention.ts (those written for CPU rasterizers in software/flash-attention.ts)
+//     records in variants/flash-attention.ts (those written for CPU rasterizers in software/flash-attention.ts)
 //
 // A variant is one record (variant-record.ts): its WGSL, tiles, override constants, the features it
 // needs and the adapter kinds a sweep tries it on. The software variants (software/) are tried only on
@@ -18,28 +20,89 @@
 // Compile cost is a cost: drivers compile WGSL through LLVM (lavapipe, SwiftShader), FXC/DXC or the
 // GPU vendor's compiler, and written-out tiles and unrolled loops run fast but compile slowly (the
 // docs/PERFORMANCE.md has the figures). So a first call runs tier 0, which compiles fast.
+//
+// Nothing here may import types.ts (or anything that does): tuning-types.ts derives the public variant
+// names from the records below, and check-cycles counts type-only imports.
 
-import type { AttentionVariant, ProjectionVariant } from '../types.ts';
-import { ATTENTION_RECORDS, attentionRecord, attentionShape } from './kernels/flash-attention.ts';
-import { gemmLayout, gemmShape, PROJECTION_RECORDS, projectionRecord } from './kernels/gemm.ts';
-import { type AdapterKind, adapterKind, CPU_KINDS, type GemmShape, largestSubgroup, offeredOn, subgroupEmulation, type VariantRecord } from './variant-record.ts';
+import { gemmLayout } from './kernels/gemm.ts';
+import { SOFTWARE_ATTENTION_RECORDS } from './software/flash-attention.ts';
+import { SOFTWARE_PROJECTION_RECORDS } from './software/gemm.ts';
+import {
+  type AdapterKind,
+  type AttentionRecord,
+  adapterKind,
+  CPU_KINDS,
+  type GemmShape,
+  largestSubgroup,
+  offeredOn,
+  type ProjectionRecord,
+  subgroupEmulation,
+  type VariantRecord,
+} from './variant-record.ts';
+import { GPU_ATTENTION_RECORDS } from './variants/flash-attention.ts';
+import { GPU_PROJECTION_RECORDS } from './variants/gemm.ts';
 
-export type { AdapterKind, AttentionVariant, GemmShape, ProjectionVariant };
-export { adapterKind, attentionShape, CPU_KINDS, gemmLayout, gemmShape, largestSubgroup, subgroupEmulation };
+export type { AdapterKind, GemmShape };
+export { adapterKind, CPU_KINDS, gemmLayout, largestSubgroup, subgroupEmulation };
+
+/** Every projection variant's record (GEMM cores), in the registry's order: the GPU kernel set's, then the software ones. */
+export const PROJECTION_RECORDS = [...GPU_PROJECTION_RECORDS, ...SOFTWARE_PROJECTION_RECORDS] as const;
+/** Every attention variant's record (flash_attention bodies), in the registry's order. */
+export const ATTENTION_RECORDS = [...GPU_ATTENTION_RECORDS, ...SOFTWARE_ATTENTION_RECORDS] as const;
+
+/**
+ * A GEMM core of the projections (qkv_projection, output_projection): the names of the records.
+ * @useDeclaredType
+ */
+export type ProjectionVariant = (typeof PROJECTION_RECORDS)[number]['name'];
+/**
+ * An attention body of flash_attention: the names of the records.
+ * @useDeclaredType
+ */
+export type AttentionVariant = (typeof ATTENTION_RECORDS)[number]['name'];
 
 export const PROJECTION_VARIANTS: readonly ProjectionVariant[] = PROJECTION_RECORDS.map((r) => r.name);
 export const ATTENTION_VARIANTS: readonly AttentionVariant[] = ATTENTION_RECORDS.map((r) => r.name);
 
 // A software variant is tried on CPU adapters only (the records say where; this holds them to it).
-for (const record of [...PROJECTION_RECORDS, ...ATTENTION_RECORDS] as VariantRecord<string>[]) {
+for (const record of [...PROJECTION_RECORDS, ...ATTENTION_RECORDS] as readonly VariantRecord[]) {
   if (record.software && record.candidateOn.some((on) => !CPU_KINDS.includes(on.split(':')[0] as AdapterKind))) {
     throw new Error(`variants: ${record.name} is a software variant (src/webgpu/software/), a candidate on CPU adapters only`);
   }
 }
 
+const PROJECTIONS = new Map<string, ProjectionRecord<ProjectionVariant>>(PROJECTION_RECORDS.map((r) => [r.name, r]));
+const ATTENTIONS = new Map<string, AttentionRecord<AttentionVariant>>(ATTENTION_RECORDS.map((r) => [r.name, r]));
+
+/** The record of a projection variant. */
+export function projectionRecord(variant: ProjectionVariant): ProjectionRecord<ProjectionVariant> {
+  const record = PROJECTIONS.get(variant);
+  if (!record) throw new Error(`no projection variant ${variant}`);
+  return record;
+}
+
+/** The record of an attention variant. */
+export function attentionRecord(variant: AttentionVariant): AttentionRecord<AttentionVariant> {
+  const record = ATTENTIONS.get(variant);
+  if (!record) throw new Error(`no attention variant ${variant}`);
+  return record;
+}
+
+/** How projection `variant` is built and dispatched. */
+export function gemmShape(variant: ProjectionVariant): GemmShape {
+  const r = projectionRecord(variant);
+  return { core: r.core, constants: r.constants(), tileRows: r.tileRows, tileCols: r.tileCols, subgroups: r.features.subgroups, ...(r.sizes ? { sizes: r.sizes } : {}) };
+}
+
+/** Query rows per workgroup, keys per tile, rows per invocation asked for, and the body's kind, of an attention variant. */
+export function attentionShape(variant: AttentionVariant): Pick<AttentionRecord, 'rows' | 'keys' | 'rowsPerInvocation' | 'loop' | 'subgroup' | 'unrolled' | 'shuffle'> {
+  const { rows, keys, rowsPerInvocation, loop, subgroup, unrolled, shuffle } = attentionRecord(variant);
+  return { rows, keys, rowsPerInvocation, loop, subgroup, unrolled, shuffle };
+}
+
 /** The record of a variant of either kind. */
-export function recordOf(variant: string): VariantRecord<string> {
-  return (PROJECTION_VARIANTS as readonly string[]).includes(variant) ? projectionRecord(variant as ProjectionVariant) : attentionRecord(variant as AttentionVariant);
+export function recordOf(variant: string): VariantRecord {
+  return PROJECTIONS.get(variant) ?? attentionRecord(variant as AttentionVariant);
 }
 
 /** Whether a variant uses subgroup operations (so needs a device with the `subgroups` feature). */
@@ -213,6 +276,6 @@ export function inLineChoice(kind: AdapterKind, subgroups = false, call?: CallSi
  * candidates on CPU adapters only.
  */
 export function candidates<K extends KernelName>(kind: AdapterKind, kernel: K, subgroups = false): readonly KernelChoice[K][] {
-  const records: readonly VariantRecord<string>[] = kernel === 'flash_attention' ? ATTENTION_RECORDS : PROJECTION_RECORDS;
+  const records: readonly VariantRecord[] = kernel === 'flash_attention' ? ATTENTION_RECORDS : PROJECTION_RECORDS;
   return records.filter((r) => offeredOn(r, kind, subgroups) && (subgroups || !r.features.subgroups)).map((r) => r.name) as unknown as readonly KernelChoice[K][];
 }

@@ -20,7 +20,7 @@ import { compareArrays, f16Tolerance, f32Tolerance, maxAbsFinite } from '../../s
 declare const Deno: { version: { deno: string }; exit(code: number): never; args: string[] };
 
 // Every variant, and whether it needs subgroups (a Record, so a variant added to the types and left
-// out here fails the type check: src/webgpu/kernels/gemm.ts, flash-attention.ts, software/ hold them).
+// out here fails the type check: src/webgpu/variants/ and software/ hold them).
 const PROJECTIONS: Record<ProjectionVariant, { subgroups: boolean }> = {
   'register-4x4': { subgroups: false },
   'register-8x8': { subgroups: false },

@@ -5,35 +5,25 @@ import source from '../../../shaders/attention_probs.wgsl?raw';
 import scoreRule from '../../../shaders/score_rule.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
-import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { kernelBindings } from '../bindings.ts';
 import { defineKernel, encodeKernel, kernelSpec } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-import { defineParams, scoreModParts } from '../shader.ts';
+import { defineParams, omit, scoreModParts } from '../shader.ts';
+import { ATTENTION_FIELDS, attentionFields, KV_BINDING, QKV_BINDING, SCALE_FIELD } from './attention-fields.ts';
 import { SCORE_BINDINGS, SCORE_FIELDS, scoreBuffers, type MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
 
 /** attention_probs.wgsl's uniforms. */
-export const PROBS_PARAMS = defineParams([
-  ['H', 'u32', 'query heads'],
-  ['G', 'u32', 'key/value heads'],
-  ['Sq', 'u32', 'query rows'],
-  ['Skv', 'u32', 'keys'],
-  ['Dh4', 'u32', 'head size / 4'],
-  ['kBase4', 'u32', 'where K starts in kv, in vec4s'],
-  ...SCORE_FIELDS,
-  ['scaleLog2e', 'f32', 'scale · log2(e), as in flash_attention.wgsl'],
-  ['kvStride', 'u32', "rows per (b, g) block of K (Skv, or a KV cache's maxSeqLen)"],
-]);
+export const PROBS_PARAMS = defineParams([...omit(ATTENTION_FIELDS, 'vBase4'), ...SCORE_FIELDS, SCALE_FIELD]); // P reads no V
 
 /** attention_probs.wgsl's bindings. */
-export const PROBS_BINDINGS = defineBindings('AttentionProbs', [
-  PARAMS_BINDING,
-  ['qkv', 'read-only-storage', 'array<ST4>', 'Q [B, H, Sq, Dh/4] (++ K ++ V)'],
+export const PROBS_BINDINGS = kernelBindings('AttentionProbs', [
+  QKV_BINDING,
   ['rowStats', 'read-only-storage', 'array<vec2<f32>>', '(m, l) per row [B, H, Sq]'],
   ['probs', 'storage', 'array<f32>', 'P [B, H, Sq, Skv]'],
   ...SCORE_BINDINGS,
-  ['kv', 'read-only-storage', 'array<ST4>', 'K ++ V [B, G, kvStride, Dh/4] (the qkv buffer, or a KV cache)'],
+  KV_BINDING,
 ]);
 
 const TILE = 16; // the shader's @workgroup_size(16, 16): 16 keys × 16 query rows
@@ -60,9 +50,9 @@ export const ATTENTION_PROBS = defineKernel({
   },
   run({ plan, kv, masks, ...args }) {
     const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
-    const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
+    const H = plan.layer.numHeads;
     return {
-      uniforms: { H, G, Sq, Skv, Dh4: Dh / 4, kBase4: kv.kBase / 4, ...masks.fields, scaleLog2e: plan.score.scale * Math.LOG2E, kvStride: kv.stride },
+      uniforms: { ...attentionFields(plan, kv), ...masks.fields, scaleLog2e: plan.score.scale * Math.LOG2E },
       buffers: {
         qkv: args.q, // Q [B, H, Sq, Dh] (++ K ++ V)
         rowStats: { buffer: args.rowStats, size: B * H * Sq * 8 }, // (m, l) [B, H, Sq]

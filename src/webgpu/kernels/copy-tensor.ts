@@ -5,7 +5,7 @@
 import rowsSource from '../../../shaders/copy_rows.wgsl?raw';
 import source from '../../../shaders/copy_tensor.wgsl?raw';
 import type { Precision } from '../buffers.ts';
-import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { kernelBindings } from '../bindings.ts';
 import { encodeKernel, kernelSpec, singleKernel } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
@@ -16,11 +16,15 @@ export const COPY_PARAMS = defineParams([
   ['dstOffset4', 'u32', 'where they go in dst, in vec4s'],
 ]);
 
-export const COPY_BINDINGS = defineBindings('CopyTensor', [
-  PARAMS_BINDING,
-  ['src', 'read-only-storage', 'array<ST4>', 'count4 vec4s'],
-  ['dst', 'storage', 'array<ST4>', 'written from dstOffset4 on'],
-]);
+/** A copy's bindings: src read, dst written, both of `element`s (ST4: vec4s; ST: elements), with their shapes. */
+function copyBindings<E extends 'ST' | 'ST4'>(label: string, element: E, src: string, dst: string) {
+  return kernelBindings(label, [
+    ['src', 'read-only-storage', `array<${element}>`, src],
+    ['dst', 'storage', `array<${element}>`, dst],
+  ]);
+}
+
+export const COPY_BINDINGS = copyBindings('CopyTensor', 'ST4', 'count4 vec4s', 'written from dstOffset4 on');
 
 /** Up to 65535 workgroups along x, the rest along y (the shaders flatten them): `count` invocations in workgroups of 256. */
 function flatGroups(count: number): [number, number] {
@@ -59,11 +63,7 @@ export const COPY_ROWS_PARAMS = defineParams([
   ['dstOffset', 'u32', 'where the rows go in dst, in elements'],
 ]);
 
-export const COPY_ROWS_BINDINGS = defineBindings('CopyRows', [
-  PARAMS_BINDING,
-  ['src', 'read-only-storage', 'array<ST>', '[rows, srcCols]'],
-  ['dst', 'storage', 'array<ST>', '[rows, dstCols] from dstOffset on'],
-]);
+export const COPY_ROWS_BINDINGS = copyBindings('CopyRows', 'ST', '[rows, srcCols]', '[rows, dstCols] from dstOffset on');
 
 /** The copy between row widths as a kernel (kernel.ts): an invocation per element of dst, one specialisation. */
 export const COPY_ROWS = singleKernel({

@@ -3,31 +3,29 @@
 
 import source from '../../../shaders/decode_merge.wgsl?raw';
 import type { Precision } from '../buffers.ts';
-import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { kernelBindings } from '../bindings.ts';
 import { encodeKernel, kernelSpec, singleKernel } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-import { defineParams } from '../shader.ts';
+import { defineParams, pick } from '../shader.ts';
+import { ATTENTION_FIELDS, OUT_BINDING } from './attention-fields.ts';
+import { SCORE_BINDINGS, SCORE_FIELDS } from './masks.ts';
 
 /** decode_merge.wgsl's uniforms. */
 export const MERGE_PARAMS = defineParams([
   ['rows', 'u32', 'B·H·Sq'],
   ['splits', 'u32', 'key splits to merge'],
-  ['Dh4', 'u32', 'head size / 4'],
-  ['H', 'u32', 'query heads'],
-  ['Sq', 'u32', 'query rows'],
-  ['hasHeadMask', 'u32', '1: headMask [B·H] applies'],
-  ['hasSinks', 'u32', '1: sink logits in headData[H … 2H) join each row'],
+  ...pick(ATTENTION_FIELDS, 'H', 'Sq', 'Dh4'),
+  ...pick(SCORE_FIELDS, 'hasHeadMask', 'hasSinks'), // the score rule's, applied to the merged rows
 ]);
 
 /** decode_merge.wgsl's bindings. */
-export const MERGE_BINDINGS = defineBindings('DecodeMerge', [
-  PARAMS_BINDING,
+export const MERGE_BINDINGS = kernelBindings('DecodeMerge', [
   ['partial', 'read-only-storage', 'array<ST4>', "the splits' unnormalised accumulators [splits, B, H, Sq, Dh/4]"],
   ['parts', 'read-only-storage', 'array<vec2<f32>>', "the splits' (m, l) [splits, B, H, Sq]"],
-  ['out', 'storage', 'array<ST4>', 'O [B, H, Sq, Dh/4]'],
+  OUT_BINDING,
   ['rowStats', 'storage', 'array<vec2<f32>>', '(M, L) per row [B, H, Sq]'],
-  ['headData', 'read-only-storage', 'array<f32>', '[2·H + B·H]: ALiBi slopes, sinks, head mask (score_rule.wgsl)'],
+  ...pick(SCORE_BINDINGS, 'headData'),
 ]);
 
 const WG = 64; // the shader's @workgroup_size

@@ -1,150 +1,46 @@
 // Host side of shaders/flash_attention.wgsl: Q, K, V (head-split) → O [B, H, Sq, Dh], online softmax,
 // scores never stored; each row's softmax statistics (m, l) kept for attention-probs.ts. Holds the
-// kernel's uniforms and bindings (one declaration each), the record of each body of the GPU kernel set
-// (the software bodies' records are in software/flash-attention.ts), the tiles on a device, split-KV,
-// and the pipeline spec of a variant, built once per variant and shape class.
+// kernel's uniforms and bindings (one declaration each), the tiles on a device, split-KV, and the
+// pipeline spec of a variant, built once per variant and shape class (each body's record is in the
+// registry: variants.ts attentionRecord).
 
 import source from '../../../shaders/flash_attention.wgsl?raw';
-import oneRowBody from '../../../shaders/flash_attention_row.wgsl?raw';
-import rowsBody from '../../../shaders/flash_attention_rows.wgsl?raw';
-import subgroupBody from '../../../shaders/flash_attention_subgroup.wgsl?raw';
 import scoreRule from '../../../shaders/score_rule.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
-import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { kernelBindings } from '../bindings.ts';
 import { defineKernel, encodeKernel, kernelSpec } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, scoreModParts, shaderCode } from '../shader.ts';
-import { SOFTWARE_ATTENTION_RECORDS } from '../software/flash-attention.ts';
 import type { AttentionVariant } from '../../types.ts';
-import { type AttentionBuild, type AttentionRecord, type CandidateOn, largestSubgroup, subgroupEmulation } from '../variant-record.ts';
+import { largestSubgroup } from '../variant-record.ts';
+import { attentionRecord, attentionShape } from '../variants.ts';
+import { ATTENTION_FIELDS, attentionFields, KV_BINDING, QKV_BINDING, SCALE_FIELD } from './attention-fields.ts';
 import { encodeDecodeMerge } from './decode-merge.ts';
 import { SCORE_BINDINGS, SCORE_FIELDS, scoreBuffers, type MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
 
 /** flash_attention.wgsl's uniforms. */
 export const FLASH_PARAMS = defineParams([
-  ['H', 'u32', 'query heads'],
-  ['G', 'u32', 'key/value heads'],
-  ['Sq', 'u32', 'query rows per sequence (varlen: unused, from cuSeqlens)'],
-  ['Skv', 'u32', 'keys per sequence (varlen: unused)'],
-  ['kBase4', 'u32', 'where K starts in kv, in vec4s'],
-  ['vBase4', 'u32', 'where V starts in kv, in vec4s'],
-  ['Dh4', 'u32', 'head size / 4 (DH4, as a value the compiler does not unroll loops over)'],
-  ...SCORE_FIELDS,
-  ['scaleLog2e', 'f32', "scale · log2(e) (scale: the caller's, else 1/√Dh)"],
+  ...ATTENTION_FIELDS,
   ['varlen', 'u32', "1: cuSeqlens gives each sequence's rows"],
   ['totalRows', 'u32', 'varlen: T'],
-  ['kvStride', 'u32', 'rows per (b, g) block of K and V'],
+  ...SCORE_FIELDS,
+  SCALE_FIELD,
   ['splitChunk', 'u32', '> 0: split-KV, workgroup x covers keys [x·splitChunk, (x+1)·splitChunk); a multiple of BC'],
   ['splitRows', 'u32', "split-KV: B·H·Sq, the rows of one split's slice of out and rowStats"],
 ]);
 
 /** flash_attention.wgsl's bindings (every body's). */
-export const FLASH_BINDINGS = defineBindings('FlashAttention', [
-  PARAMS_BINDING,
-  ['qkv', 'read-only-storage', 'array<ST4>', 'Q [B, H, Sq, Dh/4] (++ K ++ V)'],
+export const FLASH_BINDINGS = kernelBindings('FlashAttention', [
+  QKV_BINDING,
   ['out', 'storage', 'array<ST4>', "O [B, H, Sq, Dh/4], or the splits' partial accumulators [splits, B, H, Sq, Dh/4]"],
   ['rowStats', 'storage', 'array<vec2<f32>>', '(m, l) per row [B, H, Sq], or per split'],
   ...SCORE_BINDINGS,
   ['cuSeqlens', 'read-only-storage', 'array<u32>', 'varlen: [B + 1]'],
-  ['kv', 'read-only-storage', 'array<ST4>', 'K ++ V [B, G, kvStride, Dh/4] (the qkv buffer, or a KV cache)'],
+  KV_BINDING,
 ]);
-
-// The bodies of the GPU kernel set, one record each (variant-record.ts); the software ones are in
-// software/flash-attention.ts. A tiled body (row or rows) stages K and V through workgroup memory.
-
-/** A tiled body: one row per invocation (flash_attention_row.wgsl) where RPI is 1 on this head size, else RPI rows (flash_attention_rows.wgsl). */
-function tiledBody(b: AttentionBuild, loop: boolean): { code: string; constants: Record<string, number> } {
-  const { headDim, BR, BC, RPI, hasScoreMod } = b;
-  // One row per invocation has its own body (scalars, no per-row arrays), which drivers that do not
-  // unroll constant loops (SwiftShader's JIT) run faster than the RPI body at RPI = 1; the tuner measures which.
-  return RPI === 1
-    ? { code: b.code(oneRowBody, { DH4: headDim / 4, BC, LOOP: loop ? 1 : 0, HAS_SCORE_MOD: hasScoreMod }, false), constants: { BR } }
-    : { code: b.code(rowsBody, { DH4: headDim / 4, BC, RPI, HAS_SCORE_MOD: hasScoreMod }, false), constants: { WG: BR / RPI } };
-}
-
-function tiled(name: AttentionVariant, rows: number, rowsPerInvocation: number, loop: boolean, candidateOn: readonly CandidateOn[]): AttentionRecord {
-  return {
-    name,
-    files: [rowsPerInvocation === 1 ? 'shaders/flash_attention_row.wgsl' : 'shaders/flash_attention_rows.wgsl'],
-    rows,
-    keys: 32,
-    rowsPerInvocation,
-    loop,
-    subgroup: false,
-    unrolled: false,
-    shuffle: false,
-    features: { subgroups: false },
-    candidateOn,
-    software: false,
-    build: (b) => tiledBody(b, loop),
-  };
-}
-
-// Where they are tried: one row per invocation loses where the compiler keeps several rows in registers
-// (lavapipe) and wins over the rows body where it does not (SwiftShader); the rows bodies win on
-// lavapipe without subgroups (with them, the shuffle bodies replace them there: 2–3× faster). The
-// subgroup body reads each K/V element for one row only: 5× slower than the built-in choice on
-// lavapipe and 27–40× on SwiftShader (2026-11-30), so only GPUs try it (on lavapipe it is the built-in
-// choice of a few-row call, which a sweep of such a class then includes).
-const TILED_ONE_ROW: readonly CandidateOn[] = ['jit-cpu', 'cpu', 'gpu'];
-
-/** The attention variants, in the registry's order (variants.ts ATTENTION_VARIANTS). */
-export const ATTENTION_RECORDS: readonly AttentionRecord[] = [
-  tiled('rows32-keys32', 32, 1, false, TILED_ONE_ROW),
-  tiled('rows64-keys32', 64, 1, false, TILED_ONE_ROW),
-  // Its loops over the head size left as loops: slower, but its compile time hardly grows with the head size (tier 0).
-  tiled('rows32-keys32-loop', 32, 1, true, TILED_ONE_ROW),
-  tiled('rows32-keys32-r2', 32, 2, false, ['unrolling-cpu:no-subgroups', 'cpu', 'gpu']),
-  tiled('rows32-keys32-r4', 32, 4, false, ['cpu', 'gpu']),
-  tiled('rows64-keys32-r4', 64, 4, false, ['unrolling-cpu:no-subgroups', 'cpu', 'gpu']),
-  {
-    // The lanes of a subgroup share a row (flash_attention_subgroup.wgsl): BR rows, 64 invocations;
-    // keys32 sizes split-KV's chunks.
-    name: 'rows16-keys32-sg',
-    files: ['shaders/flash_attention_subgroup.wgsl'],
-    rows: 16,
-    keys: 32,
-    rowsPerInvocation: 1,
-    loop: false,
-    subgroup: true,
-    unrolled: false,
-    shuffle: false,
-    features: { subgroups: true },
-    candidateOn: ['gpu'],
-    software: false,
-    build: (b) => ({
-      code: b.code(subgroupBody, { DH4: b.headDim / 4, BC: b.BC, HAS_SCORE_MOD: b.hasScoreMod }, true),
-      constants: { WG: 64, BR: b.BR, SUBGROUP_LANES: subgroupEmulation.lanes },
-    }),
-  },
-  ...SOFTWARE_ATTENTION_RECORDS,
-];
-
-const BY_NAME = new Map(ATTENTION_RECORDS.map((r) => [r.name, r]));
-
-/** The record of an attention variant. */
-export function attentionRecord(variant: AttentionVariant): AttentionRecord {
-  const record = BY_NAME.get(variant);
-  if (!record) throw new Error(`no attention variant ${variant}`);
-  return record;
-}
-
-/** Query rows per workgroup, keys per tile, rows per invocation asked for, and the body's kind, of an attention variant. */
-export function attentionShape(variant: AttentionVariant): {
-  rows: number;
-  keys: number;
-  rowsPerInvocation: number;
-  loop: boolean;
-  subgroup: boolean;
-  unrolled: boolean;
-  shuffle: boolean;
-} {
-  const { rows, keys, rowsPerInvocation, loop, subgroup, unrolled, shuffle } = attentionRecord(variant);
-  return { rows, keys, rowsPerInvocation, loop, subgroup, unrolled, shuffle };
-}
 
 /** Split-KV: keys per split, roughly, and the most splits. */
 const SPLIT_KEYS = 256;
@@ -219,22 +115,15 @@ export const FLASH_ATTENTION = defineKernel({
     return attentionRecord(s.variant).build({ precision, headDim: s.headDim, BR: s.BR, BC: s.BC, RPI: s.RPI, hasScoreMod: mod.HAS_SCORE_MOD, code });
   },
   run({ plan, kv, masks, split, ...args }, _scratch, s) {
-    const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
+    const H = plan.layer.numHeads;
     const { batches, qRows, sequences, longestSequence } = plan.geometry;
     return {
       uniforms: {
-        H,
-        G,
-        Sq: plan.seqLen,
-        Skv: plan.kvSeqLen,
-        kBase4: kv.kBase / 4,
-        vBase4: kv.vBase / 4,
-        Dh4: Dh / 4,
+        ...attentionFields(plan, kv),
         ...masks.fields,
         scaleLog2e: plan.score.scale * Math.LOG2E,
         varlen: plan.mode === 'varlen' ? 1 : 0,
         totalRows: plan.seqLen,
-        kvStride: kv.stride,
         splitChunk: split?.chunk ?? 0,
         splitRows: batches * H * qRows,
       },

@@ -5,7 +5,7 @@
 import source from '../../../shaders/head_transform.wgsl?raw';
 import { type ForwardPlan, rotaryAngle } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
-import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { kernelBindings } from '../bindings.ts';
 import { defineKernel, encodeKernel, kernelSpec } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
@@ -29,8 +29,7 @@ export const TRANSFORM_PARAMS = defineParams([
 ]);
 
 /** head_transform.wgsl's bindings. */
-export const TRANSFORM_BINDINGS = defineBindings('HeadTransform', [
-  PARAMS_BINDING,
+export const TRANSFORM_BINDINGS = kernelBindings('HeadTransform', [
   ['heads', 'storage', 'array<ST4>', 'the query or key heads, transformed in place [B, heads, stride, Dh/4]'],
   ['normWeight', 'read-only-storage', 'array<f32>', 'QK-norm weights: query [Dh] ++ key [Dh]'],
   ['rope', 'read-only-storage', 'array<f32>', 'cos [rows, pairs] ++ sin [rows, pairs]'],

@@ -11,28 +11,21 @@ import outputSource from '../../../shaders/linear_attention.wgsl?raw';
 import stateSource from '../../../shaders/linear_state.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
-import { defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { kernelBindings } from '../bindings.ts';
 import { defineKernel, encodeKernel, kernelSpec } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-import { defineParams } from '../shader.ts';
-import type { MaskBuffers } from './masks.ts';
+import { defineParams, pick } from '../shader.ts';
+import { ATTENTION_FIELDS, attentionFields, KV_BINDING, OUT_BINDING } from './attention-fields.ts';
+import { type MaskBuffers, SCORE_BINDINGS, SCORE_FIELDS } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
 
 /** The three kernels' uniforms (one struct). */
 export const LINEAR_PARAMS = defineParams([
-  ['H', 'u32', 'query heads'],
-  ['G', 'u32', 'key/value heads'],
-  ['Sq', 'u32', 'query rows'],
-  ['Skv', 'u32', 'keys'],
-  ['kBase4', 'u32', 'where K starts in kv, in vec4s'],
-  ['vBase4', 'u32', 'where V starts in kv, in vec4s'],
-  ['kvStride', 'u32', 'rows per (b, g) block of K and V'],
-  ['causal', 'u32', "1: row i sums keys j ≤ i' = i + Skv − Sq"],
-  ['hasPadding', 'u32', '1: padding [B, Skv] leaves keys out'],
+  ...ATTENTION_FIELDS,
+  ...pick(SCORE_FIELDS, 'causal', 'hasPadding'), // which keys a row sums, as the softmax kernels' score rule says
   ['chunks', 'u32', 'chunks of CHUNK keys with sums in state; 0: direct (no state)'],
   ['eps', 'f32', 'added to the denominator'],
-  ['Dh4', 'u32', 'head size / 4 (DH4, as a value the compiler does not unroll loops over)'],
   ['features', 'u32', "the caller's head size: φ(q) is 0 past it (padded heads, padding.ts)"],
 ]);
 
@@ -46,20 +39,18 @@ const SOURCES: Record<Pass, string> = { state: stateSource, prefix: prefixSource
 
 /** Each pass's bindings (one Params struct for the three). */
 export const LINEAR_BINDINGS = {
-  state: defineBindings('LinearAttention.state', [
-    PARAMS_BINDING,
-    ['kv', 'read-only-storage', 'array<ST4>', 'K ++ V [B, G, kvStride, Dh/4]'],
-    ['padding', 'read-only-storage', 'array<u32>', '[B, Skv], 1 = ignore this key'],
+  state: kernelBindings('LinearAttention.state', [
+    KV_BINDING,
+    ...pick(SCORE_BINDINGS, 'padding'),
     ['state', 'storage', 'array<vec4<f32>>', "each chunk's sums [B·G, chunks + 1, Dh + 1, Dh/4]"],
   ]),
-  prefix: defineBindings('LinearAttention.prefix', [PARAMS_BINDING, ['state', 'storage', 'array<vec4<f32>>', '[B·G, chunks + 1, Dh + 1, Dh/4], summed in place']]),
-  output: defineBindings('LinearAttention.output', [
-    PARAMS_BINDING,
+  prefix: kernelBindings('LinearAttention.prefix', [['state', 'storage', 'array<vec4<f32>>', '[B·G, chunks + 1, Dh + 1, Dh/4], summed in place']]),
+  output: kernelBindings('LinearAttention.output', [
     ['q', 'read-only-storage', 'array<ST4>', 'Q [B, H, Sq, Dh/4]'],
-    ['kv', 'read-only-storage', 'array<ST4>', 'K ++ V [B, G, kvStride, Dh/4]'],
-    ['padding', 'read-only-storage', 'array<u32>', '[B, Skv], 1 = ignore this key'],
+    KV_BINDING,
+    ...pick(SCORE_BINDINGS, 'padding'),
     ['state', 'read-only-storage', 'array<vec4<f32>>', 'prefix sums [B·G, chunks + 1, Dh + 1, Dh/4] (unread when direct)'],
-    ['out', 'storage', 'array<ST4>', 'O [B, H, Sq, Dh/4]'],
+    OUT_BINDING,
   ]),
 } as const;
 
@@ -115,25 +106,18 @@ export function encodeLinearAttention(
   buffers: { q: GPUBuffer; kv: KvTarget; attention: GPUBuffer },
   masks: MaskBuffers,
 ): void {
-  const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
+  const { numKvHeads: G, headDim: Dh } = plan.layer;
   const { batches } = plan.geometry;
   const { kv } = buffers;
   const device = scratch.device;
   const chunks = linearChunks(plan, Math.min(device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize));
   const params = scratch.uniforms(
     LINEAR_PARAMS.pack({
-      H,
-      G,
-      Sq: plan.seqLen,
-      Skv: plan.kvSeqLen,
-      kBase4: kv.kBase / 4,
-      vBase4: kv.vBase / 4,
-      kvStride: kv.stride,
+      ...attentionFields(plan, kv),
       causal: plan.isCausal ? 1 : 0,
       hasPadding: masks.fields.hasPadding,
       chunks,
       eps: plan.score.eps,
-      Dh4: Dh / 4,
       features: plan.layer.unpaddedHeadDim ?? Dh,
     }),
     'LinearAttention.params',

@@ -7,19 +7,13 @@ import type { Precision } from '../buffers.ts';
 import { encodeKernel, kernelSpec } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-import { defineParams } from '../shader.ts';
+import { defineParams, pick } from '../shader.ts';
+import { ATTENTION_FIELDS } from './attention-fields.ts';
 import { formatOf, type GpuWeight, type WeightFormat, weightEntries } from './packed-weight.ts';
-import { GEMM_FIELDS, projectionBindings, projectionKernel, projectionLayout, projectionSpecialisation } from './projection.ts';
+import { GEMM_FIELDS, projectionBindings, projectionKernel, projectionSpecialisation } from './projection.ts';
 
 /** output_projection.wgsl's uniforms. */
-export const OUTPUT_PARAMS = defineParams([
-  ['M', 'u32', 'rows: B·S'],
-  ['N', 'u32', 'output columns: E'],
-  ['S', 'u32', 'sequence length'],
-  ['H', 'u32', 'heads'],
-  ['Dh4', 'u32', 'head size / 4'],
-  ...GEMM_FIELDS,
-]);
+export const OUTPUT_PARAMS = defineParams([...GEMM_FIELDS, ['S', 'u32', 'sequence length'], ...pick(ATTENTION_FIELDS, 'H', 'Dh4')]);
 
 const BINDINGS = projectionBindings('OutputProjection', ['o', 'O [B, H, S, Dh/4]'], 'W_O [N, E/4]', 'b_O [N/4]', ['y', 'Y [M, N/4]']);
 /** output_projection.wgsl's bindings. */
@@ -49,17 +43,17 @@ export const OUTPUT_PROJECTION = projectionKernel({
     const { embedDim: E, numHeads: H, headDim: Dh } = args.plan.layer;
     const M = B * S;
     const el = scratch.elementBytes;
-    const layout = projectionLayout(args, scratch.device, M, E);
     const weight = formatOf(args.weight) ? weightEntries(args.weight) : { w: { buffer: args.weight as GPUBuffer, size: E * H * Dh * el } }; // W_O [E, H·Dh] (H·Dh = E unless padded)
     return {
-      uniforms: { M, N: E, S, H, Dh4: Dh / 4, ...layout.fields },
+      M,
+      N: E,
+      uniforms: { S, H, Dh4: Dh / 4 },
       buffers: {
         o: { buffer: args.attention, size: M * H * Dh * el }, // O [B, H, S, Dh]
         ...weight,
         bias: { buffer: args.bias, size: E * el }, // b_O [E]
         y: { buffer: args.y, size: M * E * el }, // Y [B, S, E]
       },
-      groups: layout.groups,
     };
   },
 });

@@ -2,14 +2,17 @@
 // problem file with the chosen GEMM core appended (gemm.ts) and its weights' loads (packed-weight.ts),
 // specialised by the core (the variant) and the packed weights' bits (float: none), bound with float
 // or packed weights, labelled `Owner.variant[.qBITS]`; the uniforms the cores and the weights' loads
-// read; and how a GEMM of M × N is laid out on a device.
+// read, which the kernel fills in, with the workgroups, from how a GEMM of M × N is laid out on the
+// device (a projection's run says M and N, its other uniforms and its buffers).
 
 import type { ProjectionVariant } from '../../types.ts';
-import { type BindingDecl, type Bindings, defineBindings, PARAMS_BINDING } from '../bindings.ts';
+import { type BindingDecl, type Bindings, type BoundBuffer, kernelBindings } from '../bindings.ts';
 import type { Kernel } from '../kernel.ts';
+import type { CallScratch } from '../scratch.ts';
 import type { Params } from '../shader.ts';
 import { largestSubgroup } from '../variant-record.ts';
-import { gemmLayout, gemmShape } from './gemm.ts';
+import { gemmShape } from '../variants.ts';
+import { gemmLayout } from './gemm.ts';
 import { formatOf, type GpuWeight, GROUP_SHIFT_PARAM, groupShift, type WeightFormat, weightDecls, weightSource } from './packed-weight.ts';
 
 /** What a projection's pipeline is specialised for: the GEMM core, and the packed weights' bits (undefined: float weights). */
@@ -20,8 +23,13 @@ export function projectionSpecialisation(variant: ProjectionVariant, format: Wei
   return { variant, bits: format?.bits };
 }
 
-/** The uniforms both projections' Params end with: the subgroup cores' lanes per row block, and the packed weights' group. */
-export const GEMM_FIELDS = [['colLanes', 'u32', 'subgroup GEMM cores: invocations per row block (variants.ts gemmLayout)'], GROUP_SHIFT_PARAM] as const;
+/** The uniforms both projections' Params begin with: the GEMM's size, the subgroup cores' lanes per row block, the packed weights' group. */
+export const GEMM_FIELDS = [
+  ['M', 'u32', 'rows: B·S'],
+  ['N', 'u32', 'columns of this dispatch (rows of W used)'],
+  ['colLanes', 'u32', 'subgroup GEMM cores: invocations per row block (variants.ts gemmLayout)'],
+  GROUP_SHIFT_PARAM,
+] as const;
 
 /**
  * A projection's bindings, with float weights and with packed ones (packed-weight.ts: quants and
@@ -39,7 +47,18 @@ export function projectionBindings(
   const A: BindingDecl = [input[0], 'read-only-storage', 'array<ST4>', input[1]];
   const b: BindingDecl = ['bias', 'read-only-storage', 'array<ST4>', bias];
   const Y: BindingDecl = [output[0], 'storage', 'array<ST4>', output[1]];
-  return { float: defineBindings(name, [PARAMS_BINDING, A, ...W.float, b, Y]), packed: defineBindings(`${name}.packed`, [PARAMS_BINDING, A, ...W.packed, b, Y]) };
+  return { float: kernelBindings(name, [A, ...W.float, b, Y]), packed: kernelBindings(`${name}.packed`, [A, ...W.packed, b, Y]) };
+}
+
+/** The names of GEMM_FIELDS (projectionKernel fills them in). */
+type GemmField = (typeof GEMM_FIELDS)[number][0];
+
+/** One projection dispatch as its module says it: the GEMM's M and N, its other uniforms, its buffers (the layout is the same for both). */
+interface ProjectionRun<P extends string> {
+  M: number;
+  N: number;
+  uniforms: Record<Exclude<P, GemmField>, number>;
+  buffers: { readonly [name: string]: BoundBuffer };
 }
 
 /** What a projection declares; the rest of its Kernel is the same for both. */
@@ -49,11 +68,11 @@ interface ProjectionDeclaration<A, P extends string> {
   source: string;
   params: Params<P>;
   bindings: { float: Bindings<string>; packed: Bindings<string> };
-  run: Kernel<ProjectionSpecialisation, A, P>['run'];
+  run(args: A, scratch: CallScratch): ProjectionRun<P>;
 }
 
 /** A projection kernel: one dispatch's arguments say the variant and the weight (float, or packed of some format). */
-export function projectionKernel<A extends { variant: ProjectionVariant; weight: GpuWeight }, P extends string>(
+export function projectionKernel<A extends { variant: ProjectionVariant; weight: GpuWeight; rowLimit: number }, P extends string>(
   declaration: ProjectionDeclaration<A, P>,
 ): Kernel<ProjectionSpecialisation, A, P> {
   const { name, source, params, bindings, run } = declaration;
@@ -68,7 +87,11 @@ export function projectionKernel<A extends { variant: ProjectionVariant; weight:
       return { subgroups: gemm.subgroups, sizes: { ...gemm.sizes, ...weights.sizes }, sources: [source, weights.source, gemm.core], constants: gemm.constants };
     },
     specialise: (args) => projectionSpecialisation(args.variant, formatOf(args.weight)),
-    run,
+    run(args, scratch) {
+      const { M, N, uniforms, buffers } = run(args, scratch);
+      const layout = projectionLayout(args, scratch.device, M, N);
+      return { uniforms: { ...layout.fields, ...uniforms } as Record<P, number>, buffers, groups: layout.groups };
+    },
   };
 }
 
@@ -76,12 +99,12 @@ export function projectionKernel<A extends { variant: ProjectionVariant; weight:
  * A projection's GEMM of M rows (the first `rowLimit` of them computed) and N columns on this device,
  * reading `weight`: its workgroups (gemm.ts gemmLayout) and the values of GEMM_FIELDS.
  */
-export function projectionLayout(
+function projectionLayout(
   args: { variant: ProjectionVariant; weight: GpuWeight; rowLimit: number },
   device: GPUDevice,
   M: number,
   N: number,
-): { groups: [number, number]; fields: { colLanes: number; wGroupShift: number } } {
+): { groups: [number, number]; fields: Record<GemmField, number> } {
   const layout = gemmLayout(gemmShape(args.variant), Math.min(M, args.rowLimit), N, largestSubgroup(device));
-  return { groups: layout.groups, fields: { colLanes: layout.colLanes, wGroupShift: groupShift(formatOf(args.weight)) } };
+  return { groups: layout.groups, fields: { M, N, colLanes: layout.colLanes, wGroupShift: groupShift(formatOf(args.weight)) } };
 }

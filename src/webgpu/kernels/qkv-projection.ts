@@ -11,26 +11,20 @@ import type { Precision } from '../buffers.ts';
 import { encodeKernel, kernelSpec } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
-import { defineParams } from '../shader.ts';
+import { defineParams, omit } from '../shader.ts';
+import { ATTENTION_FIELDS, attentionFields } from './attention-fields.ts';
 import { type GpuWeight, type WeightFormat, weightEntries } from './packed-weight.ts';
-import { GEMM_FIELDS, projectionBindings, projectionKernel, projectionLayout, projectionSpecialisation } from './projection.ts';
+import { GEMM_FIELDS, projectionBindings, projectionKernel, projectionSpecialisation } from './projection.ts';
 
 /** qkv_projection.wgsl's uniforms. */
 export const QKV_PARAMS = defineParams([
-  ['M', 'u32', 'rows of X: B·S'],
-  ['N', 'u32', 'columns of this dispatch (rows of W used)'],
+  ...GEMM_FIELDS,
   ['K4', 'u32', 'K / 4'],
   ['S', 'u32', 'sequence length of X (and of the Q, K or V it writes)'],
-  ['H', 'u32', 'query heads'],
-  ['G', 'u32', 'key/value heads'],
-  ['Dh4', 'u32', 'head size / 4'],
-  ['kBase4', 'u32', 'where K starts in its buffer, in vec4s'],
-  ['vBase4', 'u32', 'where V starts in its buffer, in vec4s'],
+  ...omit(ATTENTION_FIELDS, 'Sq', 'Skv'), // where the heads go (kBase4, vBase4, kvStride: in the kv target)
   ['slot0', 'u32', "head slot of this dispatch's first column (0: Q, H: K, H + G: V)"],
   ['wRow0', 'u32', "row of W holding this dispatch's first column"],
-  ['kvStride', 'u32', "rows per (b, g) block of K and V: S, or a KV cache's maxSeqLen"],
   ['kvRow0', 'u32', "row of the block the first token goes to: 0, or the cache's length"],
-  ...GEMM_FIELDS,
 ]);
 
 const BINDINGS = projectionBindings('QkvProjection', ['x', 'X [M, K/4]'], 'W [·, K/4]', 'b [(H + 2·G)·Dh / 4]', [
@@ -119,23 +113,16 @@ export const QKV_PROJECTION = projectionKernel({
     const el = scratch.elementBytes;
     const M = args.plan.geometry.batches * args.rows;
     const N = args.slots * Dh;
-    const layout = projectionLayout(args, scratch.device, M, N);
     return {
+      M,
+      N,
       uniforms: {
-        M,
-        N,
         K4: args.inDim / 4,
         S: args.rows,
-        H,
-        G,
-        Dh4: Dh / 4,
-        kBase4: kv.kBase / 4,
-        vBase4: kv.vBase / 4,
+        ...attentionFields(args.plan, kv),
         slot0: args.slot0,
         wRow0: args.wRow0,
-        kvStride: kv.stride,
         kvRow0: kv.row0,
-        ...layout.fields,
       },
       buffers: {
         x: { buffer: args.x, size: M * args.inDim * el }, // X [B·S, K]
@@ -143,7 +130,6 @@ export const QKV_PROJECTION = projectionKernel({
         bias: { buffer: args.bias, size: (H + 2 * G) * Dh * el }, // b [(H+2G)·Dh]
         qkv: args.out,
       },
-      groups: layout.groups,
     };
   },
 });

@@ -1,5 +1,6 @@
-// The attention bodies written for CPU rasterizers, one record each (variant-record.ts): appended to
-// flash_attention.wgsl like every body (kernels/flash-attention.ts builds them), their loops written
+// The attention bodies written for CPU rasterizers, one record each (variant-record.ts), gathered with the
+// GPU kernel set's (variants/flash-attention.ts) by variants.ts: appended to flash_attention.wgsl like
+// every body (kernels/flash-attention.ts builds them through `build`), their loops written
 // out by the host (unroll.ts). They win only where a CPU runs the shaders, and are tried only there:
 //
 //   rows32-keys4-r4-unrolled   shaders/software/flash_attention_unrolled.wgsl: 4 rows per invocation, K
@@ -19,7 +20,6 @@
 
 import shuffleBody from '../../../shaders/software/flash_attention_shuffle.wgsl?raw';
 import unrolledBody from '../../../shaders/software/flash_attention_unrolled.wgsl?raw';
-import type { AttentionVariant } from '../../types.ts';
 import { type AttentionBuild, type AttentionRecord, type CandidateOn, subgroupEmulation } from '../variant-record.ts';
 import { unrollLoops } from './unroll.ts';
 
@@ -36,16 +36,15 @@ function sizes(b: AttentionBuild): Record<string, number> {
   return { DH4: b.headDim / 4, BC: b.BC, RPI: b.RPI, HAS_SCORE_MOD: b.hasScoreMod };
 }
 
-function softwareBody(
-  name: AttentionVariant,
+function softwareBody<Name extends string>(
+  name: Name,
   shape: { rows: number; keys: number; rowsPerInvocation: number; unrolled: boolean; shuffle: boolean },
   candidateOn: readonly CandidateOn[],
   build: AttentionRecord['build'],
-): AttentionRecord {
+): AttentionRecord<Name> {
   return {
     name,
     ...shape,
-    files: [shape.shuffle ? 'shaders/software/flash_attention_shuffle.wgsl' : 'shaders/software/flash_attention_unrolled.wgsl'],
     loop: false,
     subgroup: false,
     features: { subgroups: shape.shuffle },
@@ -65,8 +64,8 @@ const shuffled = (b: AttentionBuild) => ({
 });
 
 /** The software attention bodies, in the registry's order. */
-export const SOFTWARE_ATTENTION_RECORDS: readonly AttentionRecord[] = [
+export const SOFTWARE_ATTENTION_RECORDS = [
   softwareBody('rows32-keys4-r4-unrolled', { rows: 32, keys: 4, rowsPerInvocation: 4, unrolled: true, shuffle: false }, ['jit-cpu', 'cpu'], unrolled),
   softwareBody('rows64-keys4-r2-shuffle', { rows: 64, keys: 4, rowsPerInvocation: 2, unrolled: false, shuffle: true }, ['unrolling-cpu'], shuffled),
   softwareBody('rows128-keys4-r4-shuffle', { rows: 128, keys: 4, rowsPerInvocation: 4, unrolled: false, shuffle: true }, ['unrolling-cpu'], shuffled),
-];
+] as const satisfies readonly AttentionRecord[];

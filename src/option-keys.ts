@@ -109,7 +109,7 @@ export const CONFIG_KEYS = knownKeys<MultiHeadAttentionConfig>({
 });
 
 /** config.rotary, and scaledDotProductAttention's options.rotary. */
-export const ROTARY_KEYS = knownKeys<RotaryOptions>({ dim: true, base: true, interleaved: true, cos: true, sin: true });
+export const ROTARY_KEYS = knownKeys<RotaryOptions>({ dim: true, base: true, interleaved: true, invFreq: true, attentionFactor: true, cos: true, sin: true });
 
 /** config.qkNorm. */
 export const QK_NORM_KEYS = knownKeys<NonNullable<MultiHeadAttentionConfig['qkNorm']>>({ query: true, key: true, eps: true });

@@ -144,7 +144,20 @@ export interface RotaryOptions {
   base?: number;
   /** true: pairs (2i, 2i + 1) (GPT-J); false (default): halves (i, i + dim/2) (Llama, GPT-NeoX). */
   interleaved?: boolean;
-  /** cos and sin of position·θ_i, [maxPositions, dim/2] each, in place of the computed angles (Llama 3, YaRN, NTK). */
+  /**
+   * θ_i for each pair i, [dim/2], in place of base^(−2i/dim): any position works, no table. Every rope
+   * of today's families is a set of inverse frequencies (a zero leaves its pair unrotated) and one
+   * attention factor: Llama 3's frequency factors, YaRN, linear scaling (θ_i / factor), Gemma 4's
+   * proportional rope, per-layer bases. Hugging Face's `inv_freq` of the layer's rotary embedding.
+   * Finite, ≥ 0. Not with `base` or `cos`/`sin`.
+   */
+  invFreq?: Float32Array | Float64Array;
+  /**
+   * Multiplies cos and sin of every angle (YaRN's attention factor, Hugging Face's `attention_scaling`).
+   * Finite, > 0. Default 1. Not with `cos`/`sin` (tables carry their own).
+   */
+  attentionFactor?: number;
+  /** cos and sin of position·θ_i, [maxPositions, dim/2] each, in place of the computed angles (for what invFreq cannot express). */
   cos?: Float32Array;
   sin?: Float32Array;
 }

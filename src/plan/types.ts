@@ -15,7 +15,11 @@ export interface RotaryPlan {
   base: number;
   /** false: halves (i, i + dim/2), Llama / GPT-NeoX; true: pairs (2i, 2i + 1), GPT-J. */
   interleaved: boolean;
-  /** Given tables [maxPositions, dim/2] (Llama 3, YaRN, NTK scaling), or null: computed from base. */
+  /** θ_i given for each pair [dim/2] (config.rotary.invFreq), or null: θ_i = base^(−2i/dim). */
+  invFreq: Float64Array | null;
+  /** Multiplies cos and sin of computed angles (YaRN's attention factor); 1 by default. */
+  attentionFactor: number;
+  /** Given tables [maxPositions, dim/2] (what frequencies cannot express), or null: computed angles. */
   cos: Float32Array | null;
   sin: Float32Array | null;
 }

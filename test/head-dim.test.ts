@@ -221,7 +221,8 @@ describe.each(CASES)('$name: E=$E H=$H G=$G Dh=$Dh', (c) => {
       mha.dispose();
     }
     const [want, got] = results;
-    want.forEach((w, i) => expectClose(got[i], w, toleranceOf(c, P + steps), `${backend} ${['prefill', 'step 1', 'step 2', 'cached keys', 'cached values'][i]}`));
+    const names = ['prefill', 'step 1', 'step 2', 'cached keys', 'cached values'];
+    for (const [i, w] of want.entries()) expectClose(got[i], w, toleranceOf(c, P + steps), `${backend} ${names[i]}`);
   });
 
   test.skipIf(cross).each(BACKENDS)('%s: a varlen batch (cuSeqlens), causal', async (backend) => {
@@ -386,16 +387,17 @@ describe('refusals', () => {
   });
 
   test('an in_proj_weight sized for E/H-sized heads names [(H + 2·G)·Dh, E]', () => {
-    const wrong = { ...sd, in_proj_weight: new Float32Array(((4 + 4) * 8) * 32) };
+    const wrong = { ...sd, in_proj_weight: new Float32Array((4 + 4) * 8 * 32) };
     expect(() => engines.cpu.createMultiHeadAttention(config, wrong)).toThrow(ShapeMismatchError);
     expect(() => engines.cpu.createMultiHeadAttention(config, wrong)).toThrow('[(H + 2·G)·Dh, E] = [(4 + 2·2)·16, 32]');
   });
 
   test('a quantized out_proj.weight of shape [E, E] names [E, H·Dh]', () => {
-    const q = quantizeWeights(stateDictOf({ name: '', E: 64, H: 4, G: 2, Dh: 32, bias: false }, 151), { dtype: 'q8_0', config: configOf({ name: '', E: 64, H: 4, G: 2, Dh: 32, bias: false }) });
+    const small: Case = { name: '', E: 64, H: 4, G: 2, Dh: 32, bias: false };
+    const cfg = configOf(small);
+    const q = quantizeWeights(stateDictOf(small, 151), { dtype: 'q8_0', config: cfg });
     const square = quantizeWeights({ 'out_proj.weight': new Float32Array(64 * 64) }, { dtype: 'q8_0' });
     const wrong = { ...q, 'out_proj.weight': square['out_proj.weight'] };
-    const cfg = configOf({ name: '', E: 64, H: 4, G: 2, Dh: 32, bias: false });
     expect(() => engines.cpu.createMultiHeadAttention(cfg, wrong)).toThrow(ShapeMismatchError);
     expect(() => engines.cpu.createMultiHeadAttention(cfg, wrong)).toThrow('[E, H·Dh] = [64, 4·32]');
   });

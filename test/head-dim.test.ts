@@ -362,6 +362,32 @@ describe('headDim with the other paths', () => {
   });
 });
 
+describe('tuning', () => {
+  test('webgpu: the output projection swept on a layer with H·Dh = 2E (trials and the gate with K = H·Dh), then used', async () => {
+    const c: Case = { name: '', E: 16, H: 4, G: 2, Dh: 8, bias: true };
+    const config = configOf(c);
+    const sd = stateDictOf(c, 160);
+    const engine = await createGpuEngine({
+      tuning: { mode: 'auto', store: null, kernels: { qkv_projection: 'register-4x4', flash_attention: 'rows32-keys32-loop' } },
+    });
+    const x = uniform(2 * 9 * c.E, 1, mulberry32(161));
+    const options = { batchSize: 2, seqLen: 9, isCausal: true };
+    const want = await engines.cpu.createMultiHeadAttention(config, sd).forward(x, options);
+    const mha = engine.createMultiHeadAttention(config, sd);
+    const first = await withErrorScopes(engine.device!, () => mha.forward(x, options));
+    expectClose(first.output, want.output, toleranceOf(c, 9), 'before the sweep');
+    await engine.settled();
+    expect(engine.tuning!.failures).toEqual([]);
+    const swept = engine.tuning!.choices.filter((ch) => ch.kernel === 'output_projection');
+    expect(swept).toHaveLength(1);
+    expect(swept[0].source).toBe('sweep');
+    const second = await withErrorScopes(engine.device!, () => mha.forward(x, options));
+    expectClose(second.output, want.output, toleranceOf(c, 9), `after the sweep (${swept[0].variant})`);
+    mha.dispose();
+    engine.dispose();
+  });
+});
+
 describe('refusals', () => {
   const c: Case = { name: '', E: 32, H: 4, G: 2, Dh: 16, bias: true };
   const config = configOf(c);

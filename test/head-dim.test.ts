@@ -15,7 +15,9 @@ import {
   quantizeWeights,
   ShapeMismatchError,
   type StateDict,
+  UnsupportedError,
 } from '../src/index.ts';
+import { MAX_HEAD_DIM } from '../src/webgpu/backend.ts';
 import { Usage } from '../src/webgpu/buffers.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { recordPipelines } from './helpers/dispatches.ts';
@@ -362,6 +364,27 @@ describe('headDim with the other paths', () => {
   });
 });
 
+describe('headDim with linear attention', () => {
+  test.each(BACKENDS)("%s: attention 'linear', H·Dh > E, causal, and a KV-cache decode step", async (backend) => {
+    const c: Case = { name: '', E: 12, H: 3, G: 1, Dh: 6, bias: true };
+    const config = { ...configOf(c), attention: 'linear' as const };
+    const sd = stateDictOf(c, 170);
+    const x = uniform(2 * 6 * c.E, 1, mulberry32(171));
+    const outs: Float32Array[][] = [];
+    for (const engine of [engines.cpu, engines.of(backend)]) {
+      const mha = engine.createMultiHeadAttention(config, sd);
+      const cache = mha.createKvCache({ batchSize: 2, maxSeqLen: 6 });
+      const whole = await mha.forward(x, { batchSize: 2, seqLen: 6, isCausal: true });
+      await mha.forward(x.subarray(0, 2 * 5 * c.E), { batchSize: 2, seqLen: 5, isCausal: true, kvCache: cache });
+      const step = await mha.forward(x.subarray(2 * 5 * c.E), { batchSize: 2, seqLen: 1, kvCache: cache });
+      outs.push([whole.output, step.output]);
+      mha.dispose();
+    }
+    expectClose(outs[1][0], outs[0][0], toleranceOf(c, 6), `${backend} linear`);
+    expectClose(outs[1][1], outs[0][1], toleranceOf(c, 6), `${backend} linear decode`);
+  });
+});
+
 describe('tuning', () => {
   test('webgpu: the output projection swept on a layer with H·Dh = 2E (trials and the gate with K = H·Dh), then used', async () => {
     const c: Case = { name: '', E: 16, H: 4, G: 2, Dh: 8, bias: true };
@@ -402,6 +425,13 @@ describe('refusals', () => {
     const odd: Case = { name: '', E: 10, H: 4, G: 4, Dh: 3, bias: false };
     expect(() => engines.cpu.createMultiHeadAttention(configOf(odd), stateDictOf(odd, 1))).not.toThrow();
     expect(() => engines.cpu.createMultiHeadAttention({ embedDim: 10, numHeads: 4 }, stateDictOf(odd, 1))).toThrow(/config\.embedDim.*divisible by numHeads/s);
+  });
+
+  test(`webgpu: a headDim over MAX_HEAD_DIM (${MAX_HEAD_DIM}) is refused naming config.headDim; the cpu takes it`, () => {
+    const big: Case = { name: '', E: 8, H: 1, G: 1, Dh: MAX_HEAD_DIM + 4, bias: false };
+    expect(() => engines.gpu.createMultiHeadAttention(configOf(big), stateDictOf(big, 2))).toThrow(UnsupportedError);
+    expect(() => engines.gpu.createMultiHeadAttention(configOf(big), stateDictOf(big, 2))).toThrow(/config\.headDim/);
+    expect(() => engines.cpu.createMultiHeadAttention(configOf(big), stateDictOf(big, 2)).dispose()).not.toThrow();
   });
 
   test('an out_proj.weight of [E, E] names [E, H·Dh]', () => {

@@ -431,7 +431,7 @@ describe('attentionLayerFromGguf', () => {
     expect(config).toMatchObject({ numHeads: 4, numKvHeads: 2, rotary: { dim: 16, interleaved: false } });
   });
 
-  test('rope scaling: rope_freqs.weight (Llama 3.1) needs maxPositions and gives cos/sin tables', async () => {
+  test('rope scaling: rope_freqs.weight (Llama 3.1) gives inverse frequencies θ_i / freq_i (no table, any position)', async () => {
     const half = 8;
     const factors = Float32Array.from({ length: half }, (_, i) => 1 + i);
     const base = modelFile({ arch: 'llama', E: 64, H: 4 });
@@ -448,13 +448,15 @@ describe('attentionLayerFromGguf', () => {
       'llama.attention.head_count': { type: 'u32', value: 4 },
     };
     const bytes = writeGguf({ metadata, tensors });
-    await expect(attentionLayerFromGguf(bytes, { layer: 1 })).rejects.toThrow(/maxPositions/);
-    const { config } = await attentionLayerFromGguf(bytes, { layer: 1, maxPositions: 5 });
-    const { cos, sin } = config.rotary!;
-    expect(cos!.length).toBe(5 * half);
-    const angle = (p: number, i: number) => (p * 10000 ** (-(2 * i) / 16)) / factors[i];
-    expect(cos![3 * half + 2]).toBeCloseTo(Math.cos(angle(3, 2)), 6);
-    expect(sin![4 * half + 7]).toBeCloseTo(Math.sin(angle(4, 7)), 6);
+    for (const options of [{ layer: 1 }, { layer: 1, maxPositions: 5 }]) {
+      const { config } = await attentionLayerFromGguf(bytes, options);
+      const { invFreq, cos, sin, base } = config.rotary!;
+      expect(cos).toBeUndefined();
+      expect(sin).toBeUndefined();
+      expect(base).toBeUndefined();
+      expect(invFreq!.length).toBe(half);
+      for (let i = 0; i < half; i++) expect(invFreq![i]).toBeCloseTo(10000 ** (-(2 * i) / 16) / factors[i], 12);
+    }
   });
 
   test('errors: layer past block_count, key_length mismatch, a wrong shape, a missing tensor, an unknown architecture', async () => {
@@ -466,10 +468,15 @@ describe('attentionLayerFromGguf', () => {
     await expect(attentionLayerFromGguf(m.bytes, { layer: -1 })).rejects.toThrow(InvalidArgumentError);
     await expect(attentionLayerFromGguf(new Blob([m.bytes]) as never, { layer: 0 })).rejects.toThrow(/loadGguf/);
 
-    const gemma = modelFile({ arch: 'gemma2', E: 64, H: 4, extra: { 'gemma2.attention.key_length': { type: 'u32', value: 32 } } });
+    const gemma = modelFile({
+      arch: 'gemma2',
+      E: 64,
+      H: 4,
+      extra: { 'gemma2.attention.key_length': { type: 'u32', value: 16 }, 'gemma2.attention.value_length': { type: 'u32', value: 32 } },
+    });
     const kl = await attentionLayerFromGguf(gemma.bytes, { layer: 1 }).catch((e) => e);
     expect(kl).toBeInstanceOf(UnsupportedError);
-    expect(kl.argument).toBe('metadata key "gemma2.attention.key_length"');
+    expect(kl.argument).toBe('metadata key "gemma2.attention.value_length"');
 
     const wrong = modelFile({ arch: 'llama', E: 64, H: 4, G: 2, shapes: { 'blk.1.attn_k.weight': [64, 64] } });
     const shape = await attentionLayerFromGguf(wrong.bytes, { layer: 1 }).catch((e) => e);

@@ -254,9 +254,9 @@ def main():
             layers.append(
                 dict(
                     layer=layer,
-                    x=[float(f'{v:.12g}') for v in x[0].flatten().tolist()],
-                    out=[float(f'{v:.12g}') for v in out[0].flatten().tolist()],
-                    outQ8_0=[float(f'{v:.12g}') for v in out_q[0].flatten().tolist()],
+                    x=[float(f'{v:.10g}') for v in x[0].flatten().tolist()],
+                    out=[float(f'{v:.10g}') for v in out[0].flatten().tolist()],
+                    outQ8_0=[float(f'{v:.10g}') for v in out_q[0].flatten().tolist()],
                 )
             )
         base = os.path.join(OUT, f['name'])

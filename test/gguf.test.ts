@@ -18,6 +18,7 @@ import {
   WeightFileError,
   attentionLayerFromGguf,
   createAttentionEngine,
+  ggufModelLayers,
   dequantize,
   loadGguf,
   parseGguf,
@@ -298,6 +299,8 @@ function modelFile(o: {
   E: number;
   H: number;
   G?: number;
+  /** Head size (default E/H; write attention.key_length for another). */
+  Dh?: number;
   blocks?: number;
   layer?: number;
   type?: (which: string) => 'F32' | 'F16' | 'Q4_0' | 'Q8_0' | 'Q4_K' | 'Q6_K';
@@ -311,7 +314,7 @@ function modelFile(o: {
   shapes?: Record<string, number[]>;
 }) {
   const { arch, E, H, G = H, blocks = 2, layer = 1 } = o;
-  const Dh = E / H;
+  const Dh = o.Dh ?? E / H;
   const r = mulberry32(E + H + G);
   const tensors: (GgufWriterTensor & { values?: Float32Array })[] = [];
   const weight = (name: string, N: number, K: number) => {
@@ -564,6 +567,67 @@ describe('attentionLayerFromGguf', () => {
     } finally {
       engine.dispose();
     }
+  });
+
+  test("Gemma 2/3's scale as llama.cpp sets it: 1/√Dh, but 1/√(E/H) for the 27B models (46 and 62 blocks)", async () => {
+    const head = { type: 'u32', value: 32 } as const;
+    for (const [arch, blocks27] of [
+      ['gemma2', 46],
+      ['gemma3', 62],
+    ] as const) {
+      const extra = { [`${arch}.attention.key_length`]: head, [`${arch}.attention.value_length`]: head };
+      const small = await attentionLayerFromGguf(modelFile({ arch, E: 96, H: 4, Dh: 32, blocks: 26, extra }).bytes, { layer: 1 });
+      expect(small.forward.scale).toBeCloseTo(1 / Math.sqrt(32), 12);
+      const big = await attentionLayerFromGguf(modelFile({ arch, E: 96, H: 4, Dh: 32, blocks: blocks27, extra }).bytes, { layer: 1 });
+      expect(big.forward.scale).toBeCloseTo(1 / Math.sqrt(96 / 4), 12);
+    }
+    // Gemma 2 without the keys: window 4096 on even layers, softcap 50 (llama.cpp's defaults), no window on odd ones.
+    const g2 = modelFile({ arch: 'gemma2', E: 64, H: 4, blocks: 4, layer: 2 });
+    expect((await attentionLayerFromGguf(g2.bytes, { layer: 2 })).forward).toMatchObject({ window: 4096, softcap: 50 });
+    const g2odd = modelFile({ arch: 'gemma2', E: 64, H: 4, blocks: 4, layer: 3 });
+    expect((await attentionLayerFromGguf(g2odd.bytes, { layer: 3 })).forward.window).toBeUndefined();
+  });
+
+  test('architectures llama.cpp runs with rules this reader does not implement are refused, naming them and the layer', async () => {
+    for (const [arch, what] of [
+      ['llama4', /NoPE every 4th layer/],
+      ['bert', /non-causal/],
+      ['cohere2', /sliding windows/],
+      ['deepseek2', /MLA/],
+    ] as const) {
+      const e = await attentionLayerFromGguf(modelFile({ arch, E: 64, H: 4 }).bytes, { layer: 1 }).catch((err) => err);
+      expect(e).toBeInstanceOf(UnsupportedError);
+      expect(e.message).toContain(`"${arch}" (layer 1)`);
+      expect(e.message).toMatch(what);
+    }
+    const longrope = modelFile({ arch: 'phi3', E: 64, H: 4 });
+    const parsed = parseGguf(longrope.bytes);
+    const tensors: GgufWriterTensor[] = [];
+    for (const [name, info] of parsed.tensors) tensors.push({ name, dims: [...info.dims], type: info.type, data: f32Bytes((await parsed.tensor(name)) as Float32Array) });
+    tensors.push({ name: 'rope_factors_long.weight', dims: [8], type: GGML.F32, data: f32Bytes(new Float32Array(8).fill(1)) });
+    const metadata: Record<string, GgufWriterValue> = {};
+    for (const [k, v] of parsed.metadata) if (typeof v === 'number') metadata[k] = { type: 'u32', value: v };
+    metadata['general.architecture'] = { type: 'string', value: 'phi3' };
+    const e = await attentionLayerFromGguf(writeGguf({ metadata, tensors }), { layer: 1 }).catch((err) => err);
+    expect(e).toBeInstanceOf(UnsupportedError);
+    expect(e.message).toContain('LongRoPE');
+  });
+
+  test('ggufModelLayers: kinds from the header alone (a recurrent block of a hybrid, NoPE layers, head sizes)', () => {
+    const hybrid = modelFile({
+      arch: 'lfm2',
+      E: 64,
+      H: 4,
+      blocks: 3,
+      extra: { 'lfm2.attention.head_count_kv': { type: 'array', itemType: 'u32', value: [0, 2, 0] } },
+    });
+    const layers = ggufModelLayers(hybrid.bytes);
+    expect(layers.map((l) => l.kind)).toEqual(['linear', 'full', 'linear']);
+    expect(layers[0].unsupported).toMatch(/head_count_kv = 0/);
+    expect(layers[1]).toEqual({ layer: 1, kind: 'full', rope: true, numHeads: 4, numKvHeads: 2, headDim: 16, unsupported: null });
+    const smol = ggufModelLayers(modelFile({ arch: 'smollm3', E: 64, H: 4, blocks: 8 }).bytes);
+    expect(smol.map((l) => l.rope)).toEqual([true, true, true, false, true, true, true, false]);
+    expect(() => ggufModelLayers({} as never)).toThrow(InvalidArgumentError);
   });
 
   test("llama's rotary rule: llama.cpp's converter permutes Hugging Face's Q/K rows, and interleaved pairs on them equal halves on the originals", async () => {

@@ -244,6 +244,10 @@ function planLayer(f: GgufFile, options: GgufLayerOptions, seen: Partial<ModelLa
       throw unsupported(`tensor "${name}"`, 'LongRoPE factors (Phi-3 128k, Phi-4-mini)', 'llama.cpp picks long or short factors by context size; not read here.');
     }
   }
+  // llama-context.cpp: `cparams.yarn_attn_factor *= hparams.rope_attn_factor;` multiplies every rope's cos/sin.
+  if (has('rope.scaling.attn_factor') && num('rope.scaling.attn_factor') !== 1) {
+    throw unsupported(`metadata key "${key('rope.scaling.attn_factor')}"`, String(num('rope.scaling.attn_factor')), 'A rope attention factor other than 1 is not read.');
+  }
   const scalingKey = key('rope.scaling.type');
   const scaling = f.metadata.get(scalingKey);
   if (scaling === 'yarn') {

@@ -142,7 +142,9 @@ function gemmaScale(is27B: boolean, E: number, H: number, Dh: number): number {
  * θ_interp = freq_scale·θ_extrap, and with YaRN (ext_factor 1: llama-context.cpp sets
  * yarn_ext_factor = 1 for LLAMA_ROPE_SCALING_TYPE_YARN, 0 otherwise)
  *   θ = θ_interp·(1 − r_i) + θ_extrap·r_i,  r_i = rope_yarn_ramp(corr_dims, 2i) = 1 − clamp((i − lo) / max(0.001, hi − lo), 0, 1),
- *   cos and sin times mscale = attn_factor·(1 + 0.1·ln(1 / freq_scale)),
+ *   cos and sin times mscale = attn_factor·(1 + 0.1·ln(1 / freq_scale)), attn_factor 1 (llama-context.cpp sets
+ *   yarn_attn_factor = get_mscale(factor) and cancels it by 1 / (1 + 0.1·ln factor), llama.cpp PR 17945,
+ *   without rope.scaling.yarn_log_multiplier; the loader refuses that key and the other YaRN overrides),
  * corr_dims from ggml_rope_yarn_corr_dims (ggml.c): lo = max(0, floor(d(β_fast))), hi = min(dim − 1, ceil(d(β_slow))),
  * d(β) = dim·ln(n_ctx_orig / (β·2π)) / (2·ln base). θ is p times a per-pair frequency, and mscale one
  * factor for all pairs: exactly `invFreq` and `attentionFactor` (no table; any position).

@@ -630,6 +630,14 @@ describe('attentionLayerFromGguf', () => {
     expect(() => ggufModelLayers({} as never)).toThrow(InvalidArgumentError);
   });
 
+  test("keys llama.cpp's graph does not use for the architecture are not used: phi3's sliding_window, qwen2's softcap", async () => {
+    const phi3 = modelFile({ arch: 'phi3', E: 64, H: 4, extra: { 'phi3.attention.sliding_window': { type: 'u32', value: 4 } } });
+    expect(ggufModelLayers(phi3.bytes)[1]).toMatchObject({ kind: 'full', unsupported: null });
+    expect((await attentionLayerFromGguf(phi3.bytes, { layer: 1 })).forward).toEqual({ isCausal: true });
+    const qwen2 = modelFile({ arch: 'qwen2', E: 64, H: 4, extra: { 'qwen2.attn_logit_softcapping': { type: 'f32', value: 30 } } });
+    expect((await attentionLayerFromGguf(qwen2.bytes, { layer: 1 })).forward).toEqual({ isCausal: true });
+  });
+
   test("llama's rotary rule: llama.cpp's converter permutes Hugging Face's Q/K rows, and interleaved pairs on them equal halves on the originals", async () => {
     const E = 64;
     const H = 4;

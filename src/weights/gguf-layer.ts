@@ -383,8 +383,9 @@ export async function attentionLayerFromGguf(file: GgufFile | ArrayBuffer | Uint
   const forward: GgufAttentionLayer['forward'] = { isCausal: true };
   if (rules.scale !== undefined) forward.scale = rules.scale;
   else if (f.metadata.has(key('attention.scale'))) forward.scale = num('attention.scale');
+  // Softcap only where llama.cpp sets hparams.attn_soft_cap (Gemma 2; grok is refused): another
+  // architecture's attn_logit_softcapping key is not used by its graph.
   if (rules.softcap !== undefined) forward.softcap = rules.softcap;
-  else if (f.metadata.has(key('attn_logit_softcapping'))) forward.softcap = num('attn_logit_softcapping');
   if (rules.window !== undefined) forward.window = rules.window;
   if (arch === 'gpt-oss') {
     // src/models/openai-moe-iswa.cpp passes model.layers[il].attn_sinks to build_attn (one logit per head).

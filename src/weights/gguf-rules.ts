@@ -123,6 +123,8 @@ export function layerRules(arch: string, layer: number, blocks: number, E: numbe
       if (swaLayer(layer, 2)) rules.window = num('attention.sliding_window');
       break;
     default:
+      // phi3's attention.sliding_window is not used: llama_model_phi3::load_arch_hparams, "Phi SWA is
+      // currently disabled" (swa_type NONE, llama.cpp PR 13676). Nor is any other architecture's here.
       break;
   }
   return rules;

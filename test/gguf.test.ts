@@ -24,6 +24,7 @@ import {
   parseGguf,
   referenceMultiHeadAttention,
 } from '../src/index.ts';
+import { QK_NORM_KEYS } from '../src/option-keys.ts';
 import type { GgufQuantizedTensor } from '../src/quant/types.ts';
 import { mulberry32, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance, maxAbsFinite, outputTolerance } from '../src/util/tolerance.ts';
@@ -495,8 +496,13 @@ describe('attentionLayerFromGguf', () => {
 
     const olmo = modelFile({ arch: 'olmo2', E: 64, H: 4, qkNorm: true, normSize: 64 }); // a norm over all heads
     const norm = await attentionLayerFromGguf(olmo.bytes, { layer: 1 }).catch((e) => e);
-    expect(norm).toBeInstanceOf(UnsupportedError);
-    expect(norm.message).toContain('OLMo 2');
+    if ((QK_NORM_KEYS as readonly string[]).includes('over')) expect((norm.config.qkNorm as { over?: string }).over).toBe('all');
+    else {
+      expect(norm).toBeInstanceOf(UnsupportedError);
+      expect(norm.message).toContain('OLMo 2');
+    }
+    const odd = modelFile({ arch: 'olmo2', E: 64, H: 4, qkNorm: true, normSize: 24 }); // neither per head nor whole
+    await expect(attentionLayerFromGguf(odd.bytes, { layer: 1 })).rejects.toThrow(UnsupportedError);
   });
 
   test("a float32 file's layer on 'cpu' equals the same layer built by hand from the writer's values", async () => {

@@ -17,6 +17,7 @@
 import { InvalidArgumentError, MissingWeightError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import type { GgufQuantizedTensor } from '../quant/types.ts';
 import type { MultiHeadAttentionConfig } from '../types.ts';
+import { QK_NORM_KEYS } from '../option-keys.ts';
 import { describe } from '../validate.ts';
 import { describeValue } from './gguf-header.ts';
 import { type GgufFile, type GgufTensor, parseGguf } from './gguf.ts';
@@ -73,7 +74,16 @@ interface LayerPlan {
   yarn?: { nCtxOrig: number; betaFast: number; betaSlow: number };
   rules: ReturnType<typeof layerRules>;
   num: (k: string, fallback?: number) => number;
+  /** The QK-norm's weights: per head [Dh], or over the whole projection (OLMo 2). */
+  qkNormOver?: 'head' | 'all';
 }
+
+/**
+ * Whether the engine takes a QK-norm over the whole projection (config.qkNorm.over: 'all', being added
+ * on another branch for issue 39). Until it does, OLMo 2's norm is refused; once merged, this is true
+ * and can go.
+ */
+const QK_NORM_OVER_ALL = (QK_NORM_KEYS as readonly string[]).includes('over');
 
 function asGgufFile(file: unknown, where: string): GgufFile {
   const f = file instanceof ArrayBuffer || file instanceof Uint8Array ? parseGguf(file) : file;
@@ -195,21 +205,32 @@ function planLayer(f: GgufFile, options: GgufLayerOptions, seen: Partial<ModelLa
   seen.rope = rules.rope && !ROPE_NONE.has(arch);
   if (REFUSED[arch]) throw refusedArchitecture(arch, layer);
   const t = (suffix: string) => `blk.${layer}.${suffix}`;
-  // QK-norm: per head [Dh] is run; one norm over the whole projection (OLMo 2) is not yet.
+  // QK-norm: per head [Dh], or one norm over the whole projection [H·Dh] / [G·Dh] (OLMo 2: llama.cpp's
+  // src/models/olmo2.cpp norms Qcur and Kcur before the reshape to heads) where the engine has it.
+  // The forms each norm's size fits (with one head of K, [Dh] is both), then the one both fit.
+  let forms: ('head' | 'all')[] = QK_NORM_OVER_ALL ? ['head', 'all'] : ['head'];
+  let present = false;
   for (const s of ['attn_q_norm.weight', 'attn_k_norm.weight']) {
     const info = f.tensors.get(t(s));
     if (!info) continue;
+    present = true;
     const n = info.dims.reduce((a, b) => a * b, 1);
-    if (n !== Dh) {
+    const whole = (s.startsWith('attn_q') ? H : G) * Dh;
+    const fits = forms.filter((o) => n === (o === 'head' ? Dh : whole));
+    if (fits.length === 0) {
       throw new UnsupportedError({
         where: WHERE,
         argument: `tensor "${t(s)}" (${arch}, layer ${layer})`,
-        expected: `a norm of each head, [Dh = ${Dh}] (Qwen3, Gemma 3)`,
-        given: `${n} weights${n === (s.startsWith('attn_q') ? H : G) * Dh ? ' (a norm over all heads at once, as OLMo 2 has)' : ''}`,
-        fix: "This engine applies QK-norm per head only (a norm over the whole projection, qkNorm over 'all', is not there yet).",
+        expected: `a norm of each head, [Dh = ${Dh}] (Qwen3, Gemma 3)${QK_NORM_OVER_ALL ? `, or of the whole projection, [${whole}] (OLMo 2), as its twin` : ''}`,
+        given: `${n} weights${n === whole ? ' (a norm over all heads at once, as OLMo 2 has)' : ''}`,
+        fix: QK_NORM_OVER_ALL
+          ? 'The file is damaged or of a layout this reader does not know.'
+          : "This engine applies QK-norm per head only (a norm over the whole projection, qkNorm over 'all', is not there yet).",
       });
     }
+    forms = fits;
   }
+  const qkNormOver = present ? forms[0] : undefined;
   if (arch !== 'gpt-oss' && (f.tensors.has(t('attn_sinks.weight')) || f.tensors.has(t('attn_sinks')))) {
     throw new UnsupportedError({
       where: WHERE,
@@ -219,7 +240,7 @@ function planLayer(f: GgufFile, options: GgufLayerOptions, seen: Partial<ModelLa
       fix: 'This reader does not know how llama.cpp uses them for this architecture.',
     });
   }
-  const plan: LayerPlan = { arch, layer, E, H, G, Dh, ropeDim: Dh, rules, num };
+  const plan: LayerPlan = { arch, layer, E, H, G, Dh, ropeDim: Dh, rules, num, qkNormOver };
   if (!rules.rope) return plan;
   const unsupported = (argument: string, given: string, fix: string) =>
     new UnsupportedError({ where: WHERE, argument, expected: 'rotary embeddings this reader can describe (llama.cpp normal or NEOX rope)', given, fix });
@@ -374,11 +395,13 @@ export async function attentionLayerFromGguf(file: GgufFile | ArrayBuffer | Uint
     }
     // Gemma 3's norms are (1 + w) in transformers; llama.cpp's converter writes 1 + w into the file
     // (Gemma3Model.modify_tensors), so the file's weights are used as they are.
+    const all = plan.qkNormOver === 'all';
     config.qkNorm = {
-      query: await float('attn_q_norm.weight', Dh),
-      key: await float('attn_k_norm.weight', Dh),
+      query: await float('attn_q_norm.weight', all ? H * Dh : Dh),
+      key: await float('attn_k_norm.weight', all ? G * Dh : Dh),
       eps: num('attention.layer_norm_rms_epsilon', 1e-6),
     };
+    if (all) (config.qkNorm as typeof config.qkNorm & { over?: 'all' }).over = 'all';
   }
   const forward: GgufAttentionLayer['forward'] = { isCausal: true };
   if (rules.scale !== undefined) forward.scale = rules.scale;

@@ -80,7 +80,7 @@ describe.each(set.fixtures.map((fx) => [fx.family, fx] as const))('%s', (_name, 
 
   test.each(fx.layers.map((l) => [l.layer, l] as const))('layer %i: config and forward options', async (layer) => {
     const { config, forward } = await attentionLayerFromGguf(file(fx, 'f32'), { layer });
-    expect((config as MultiHeadAttentionConfig & { headDim?: number }).headDim).toBe(free ? fx.headDim : undefined);
+    expect(config.headDim).toBe(free ? fx.headDim : undefined);
     expect(config.numKvHeads).toBe(fx.numKvHeads);
     const sliding = ggufModelLayers(file(fx, 'f32'))[layer].kind === 'sliding';
     expect(forward.window).toBe(sliding ? fx.window : undefined);

@@ -304,7 +304,7 @@ export async function attentionLayerFromGguf(file: GgufFile | ArrayBuffer | Uint
   const plan = planLayer(f, options);
   const { arch, layer, E, H, G, Dh, rules, num } = plan;
   const key = (k: string) => `${arch}.${k}`;
-  const config: MultiHeadAttentionConfig & { headDim?: number } = { embedDim: E, numHeads: H };
+  const config: MultiHeadAttentionConfig = { embedDim: E, numHeads: H };
   if (G !== H) config.numKvHeads = G;
   if (Dh * H !== E) config.headDim = Dh;
 

@@ -71,7 +71,7 @@ export class MultiHeadAttention {
     cache.busy = true;
     try {
       const result = await this.impl.forward(plan);
-      cache.advance(plan.seqLen);
+      cache.advance(plan.seqLen, plan.cache.tree ?? null);
       return withOutputType(result, options);
     } finally {
       cache.busy = false;

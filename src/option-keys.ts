@@ -43,6 +43,7 @@ export const FORWARD_KEYS = knownKeys<ForwardOptions>({
   alibiSlopes: true,
   positionIds: true,
   outputType: true,
+  treeParents: true,
 });
 
 /** The batched form's options that the packed form (cuSeqlens) has not: refused beside cuSeqlens, in this order. */
@@ -58,6 +59,7 @@ export const BATCHED_ONLY_KEYS = knownKeys<Omit<BatchedForwardOptions, keyof Pac
   kvCache: true,
   returnBuffer: true,
   positionIds: true,
+  treeParents: true,
 });
 
 /** The sizes of a call on head-split tensors (HeadShapeOptions), shared by scaledDotProductAttention and linearAttention. */

@@ -261,6 +261,15 @@ export interface BatchedForwardOptions extends MaskOptions, ScoreOptions, Output
   dropout?: number;
   /** With config.rotary: each token's position, Int32Array [B, Sq] (left-padded batches, say). Default 0 … Sq − 1 after the cache's length. */
   positionIds?: Int32Array;
+  /**
+   * Speculative decoding: the call's seqLen = k new tokens are a tree of drafts, not a sequence
+   * (batchSize 1, with kvCache). Int32Array [k]: −1 where a token's parent is the cached context (a
+   * root), else the index (< i) of its parent among the new tokens. Token i sees every cached position,
+   * its ancestors and itself; its rotary position is cache.length + its depth (a root at depth 0).
+   * Implies isCausal. Not with attnMask, positionIds, window, alibiSlopes or a layer's scoreMod. Then
+   * cache.acceptPath(path) keeps one root-to-node path (docs/DECODING.md).
+   */
+  treeParents?: Int32Array;
   /** Left out here: a packed batch is PackedForwardOptions. */
   cuSeqlens?: undefined;
 }

@@ -127,7 +127,12 @@ export class KvCache {
     const { parents, start } = tree;
     const k = parents.length;
     if (!isArrayLike(indices)) {
-      throw new InvalidArgumentError({ where, argument: 'indices', expected: 'an array of node indices (a root-to-node path of the last tree)', given: describe(indices) });
+      throw new InvalidArgumentError({
+        where,
+        argument: 'indices',
+        expected: 'an array of node indices (a root-to-node path of the last tree)',
+        given: describe(indices),
+      });
     }
     if (indices.length > k) {
       throw new InvalidArgumentError({ where, argument: 'indices', expected: `a path of the last tree: at most its ${k} node(s)`, given: `length ${indices.length}` });

@@ -152,7 +152,7 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
       argument: 'options.treeParents',
       expected: 'given with options.kvCache (a tree of drafts is verified after a cached context)',
       given: 'treeParents without a kvCache',
-      fix: "Create a cache with mha.createKvCache({ batchSize: 1, maxSeqLen }), prefill the context, then pass it with treeParents.",
+      fix: 'Create a cache with mha.createKvCache({ batchSize: 1, maxSeqLen }), prefill the context, then pass it with treeParents.',
     });
   }
 

@@ -107,7 +107,12 @@ function resolveTreeParents(where: string, spec: LayerSpec, o: Record<string, un
     });
   }
   if (value.length !== seqLen) {
-    throw new ShapeMismatchError({ where, argument: 'options.treeParents', expected: `of length seqLen = ${seqLen} (one parent per new token)`, given: `length ${value.length}` });
+    throw new ShapeMismatchError({
+      where,
+      argument: 'options.treeParents',
+      expected: `of length seqLen = ${seqLen} (one parent per new token)`,
+      given: `length ${value.length}`,
+    });
   }
   if (batchSize !== 1) {
     throw new InvalidArgumentError({

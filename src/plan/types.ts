@@ -154,7 +154,12 @@ export interface ForwardPlan {
    * With a KV cache: the new tokens' K and V are appended at rows `start` … start + Sq − 1 of the
    * cache, and the queries attend over rows 0 … Skv − 1 (Skv = start + Sq).
    */
-  cache: { cache: KvCache; start: number; /** The call's treeParents, kept by the cache for acceptPath. */ tree?: Int32Array } | null;
+  cache: {
+    cache: KvCache;
+    start: number;
+    /** The call's treeParents (types.ts), kept by the cache for acceptPath. */
+    tree?: Int32Array;
+  } | null;
   /**
    * GPU-resident inputs: where a GPUBuffer was passed, it is here and the array above is empty.
    * The caller keeps owning these buffers.

@@ -175,7 +175,7 @@ export class WebGPUKvCache implements KvCacheStorage {
         for (let bg = 0; bg < blocks; bg++) {
           const block = base + bg * this.capacity * rowBytes;
           const at = (half * blocks + bg) * n * rowBytes;
-          rows.forEach((r, i) => encoder.copyBufferToBuffer(live.buffer, block + r * rowBytes, scratch!, at + i * rowBytes, rowBytes));
+          for (let i = 0; i < n; i++) encoder.copyBufferToBuffer(live.buffer, block + rows[i] * rowBytes, scratch, at + i * rowBytes, rowBytes);
           encoder.copyBufferToBuffer(scratch, at, live.buffer, block + to * rowBytes, n * rowBytes);
         }
       }

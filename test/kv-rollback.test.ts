@@ -6,9 +6,10 @@
 
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
-import { InvalidArgumentError, type KvCache, type MultiHeadAttention, ShapeMismatchError, UnsupportedError } from '../src/index.ts';
-import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
+import { createAttentionEngine, InvalidArgumentError, type KvCache, type MultiHeadAttention, ShapeMismatchError, UnsupportedError } from '../src/index.ts';
+import { expectClose, f16Tolerance, f32Tolerance, type Tolerance } from '../src/util/tolerance.ts';
 import { FAST_COMPILING, useEngines } from './helpers/engines.ts';
+import { createGpuEngine } from './helpers/gpu.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 
 const engines = useEngines({ webgpu: FAST_COMPILING }, 'webgpu', 'wasm', 'cpu');
@@ -95,14 +96,22 @@ const TREES = [Int32Array.of(-1, 0, 0, 1, 2, 3, 4), Int32Array.of(-1, -1, 0, 1, 
  * The tree after a context of P tokens against each root-to-node path run alone: every node's output,
  * then acceptPath(path to `accept`) and one more step against the path-alone cache's next step.
  */
-async function checkTree(mha: MultiHeadAttention, layer: Layer, parents: Int32Array, accept: number | null, seed: number, P: number): Promise<void> {
+async function checkTree(
+  mha: MultiHeadAttention,
+  layer: Layer,
+  parents: Int32Array,
+  accept: number | null,
+  seed: number,
+  P: number,
+  tolerance?: Tolerance,
+): Promise<void> {
   const E = layer.embedDim;
   const k = parents.length;
   const rng = mulberry32(seed);
   const context = uniform(P * E, 1, rng);
   const drafts = uniform(k * E, 1, rng);
   const next = uniform(E, 1, rng);
-  const tol = f32Tolerance([E, P + k, E]);
+  const tol = tolerance ?? f32Tolerance([E, P + k, E]);
   const maxSeqLen = P + k + 2;
 
   const cache = mha.createKvCache({ batchSize: 1, maxSeqLen });
@@ -153,6 +162,42 @@ describe.each(BACKENDS)('speculative-decoding trees against each path run alone 
     await checkTree(mha, GQA_ROTARY, TREES[0], null, 42, 5);
     await checkTree(mha, GQA_ROTARY, Int32Array.of(-1), 0, 43, 1);
     mha.dispose();
+  });
+});
+
+describe('trees over a long context (split-KV decode), f16 storage and the default (auto) engine', () => {
+  test.each(['wasm', 'webgpu'] as const)('%s: a tree after 600 cached positions', async (backend) => {
+    const mha = engines.of(backend).createMultiHeadAttention(GQA_ROTARY, randomStateDict(GQA_ROTARY, 25));
+    await checkTree(mha, GQA_ROTARY, Int32Array.of(-1, 0, 0, 1), 3, 51, 600);
+    mha.dispose();
+  });
+
+  test("webgpu precision 'f16': the moved rows are half-precision rows", async () => {
+    const engine = await createGpuEngine({ ...FAST_COMPILING, precision: 'f16' });
+    expect(engine.precision).toBe('f16'); // lavapipe has shader-f16
+    const mha = engine.createMultiHeadAttention(GQA_ROTARY, randomStateDict(GQA_ROTARY, 26));
+    await checkTree(mha, GQA_ROTARY, TREES[0], 6, 52, 5, f16Tolerance([64, 12, 64], 2));
+    const cache = mha.createKvCache({ batchSize: 1, maxSeqLen: 8 });
+    await step(mha, cache, uniform(6 * 64, 1, mulberry32(7)), 1, 6);
+    cache.truncate(2);
+    expect(cache.length).toBe(2);
+    engine.dispose();
+  });
+
+  test('the default engine (wasm and WebGPU on a software adapter): truncate, a tree, acceptPath', async () => {
+    const engine = await createAttentionEngine();
+    const mha = engine.createMultiHeadAttention(GQA_ROTARY, randomStateDict(GQA_ROTARY, 27));
+    await checkTree(mha, GQA_ROTARY, TREES[1], 5, 53, 4);
+    const E = GQA_ROTARY.embedDim;
+    const x = uniform(9 * E, 1, mulberry32(8));
+    const a = mha.createKvCache({ batchSize: 1, maxSeqLen: 12 });
+    const b = mha.createKvCache({ batchSize: 1, maxSeqLen: 12 });
+    await step(mha, a, x, 1, 9);
+    a.truncate(5);
+    await step(mha, b, x.subarray(0, 5 * E), 1, 5);
+    const y = uniform(E, 1, mulberry32(9));
+    expectClose(await step(mha, a, y, 1, 1), await step(mha, b, y, 1, 1), f32Tolerance([E, 10, E]), 'after truncate');
+    engine.dispose();
   });
 });
 

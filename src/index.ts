@@ -71,6 +71,11 @@ export { parseGguf, loadGguf, GGML_TYPES } from './weights/gguf.ts';
 export type { GgufFile, GgufHeader, GgufTensor, GgufTensorInfo, GgufValue, GgufValueType, GgmlType } from './weights/gguf.ts';
 export { attentionLayerFromGguf } from './weights/gguf-layer.ts';
 export type { GgufLayerOptions, GgufAttentionLayer, GgufStateDict } from './weights/gguf-layer.ts';
+// Hugging Face checkpoints: config.json + .safetensors (one layer's attention; the model's layer list; lazy shards).
+export { attentionLayerFromHf, hfModelLayers, HF_FAMILIES } from './weights/hf.ts';
+export type { HfAttentionLayer, HfAttentionConfig, HfLayerOptions, HfWeights } from './weights/hf.ts';
+export { openSafetensors } from './weights/safetensors-lazy.ts';
+export type { LazySafetensorsFile, LazyTensorInfo } from './weights/safetensors-lazy.ts';
 // Quantizing float32 weights (round to nearest, as ggml's and ONNX Runtime's reference quantizers).
 export { quantizeWeights } from './quant/quantize.ts';
 export type { QuantizeOptions } from './quant/quantize.ts';

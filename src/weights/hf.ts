@@ -19,7 +19,7 @@
 import { MissingWeightError, ShapeMismatchError, InvalidArgumentError, UnsupportedError } from '../errors.ts';
 import type { MultiHeadAttentionConfig } from '../types.ts';
 import { describe } from '../validate.ts';
-import { type HfLayerPlan, WHERE, parseHfConfig } from './hf-config.ts';
+import { WHERE, parseHfConfig } from './hf-config.ts';
 import type { ModelLayer } from './model-layers.ts';
 import type { SafetensorsFile } from './safetensors.ts';
 import { type LazySafetensorsFile, isLazySafetensors } from './safetensors-lazy.ts';
@@ -37,12 +37,11 @@ export interface HfLayerOptions {
 }
 
 /**
- * The config as built for the engine: MultiHeadAttentionConfig plus the fields of issue 39's features
- * (headDim when H·Dh ≠ E; qkNorm.over 'all' for OLMo 2; vNorm and keyIsValue for Gemma 4; outputGate
+ * The config as built for the engine (headDim given only when H·Dh ≠ E): MultiHeadAttentionConfig plus
+ * the fields of issue 39's features still on other branches (qkNorm.over 'all' for OLMo 2; vNorm and keyIsValue for Gemma 4; outputGate
  * for Qwen3-Next/3.5, whose gate weights are stateDict.gate_proj_weight [H·Dh, E] and gate_proj_bias).
  */
 export type HfAttentionConfig = MultiHeadAttentionConfig & {
-  headDim?: number;
   qkNorm?: { query: Float32Array; key: Float32Array; eps?: number; over?: 'all' };
   vNorm?: { eps: number };
   keyIsValue?: boolean;

@@ -132,6 +132,22 @@ describe('hfModelLayers: kinds, windows, NoPE, refusals', () => {
     expect(layers[6].unsupported).toMatch(/KV-shared/);
     expect(layers[5]).toMatchObject({ kind: 'sliding', window: 512, headDim: 16, unsupported: null });
   });
+  it('a transformers 4 multimodal config whose text_config leaves the defaults out (Gemma 3 4B) takes the family defaults', () => {
+    const layers = hfModelLayers({
+      model_type: 'gemma3',
+      text_config: {
+        hidden_size: 2560,
+        intermediate_size: 10240,
+        model_type: 'gemma3_text',
+        num_hidden_layers: 34,
+        rope_scaling: { factor: 8.0, rope_type: 'linear' },
+        sliding_window: 1024,
+      },
+    });
+    expect(layers.length).toBe(34);
+    expect(layers[0]).toMatchObject({ kind: 'sliding', window: 1024, numHeads: 8, numKvHeads: 4, headDim: 256, rope: true, unsupported: null });
+    expect(layers[5]).toMatchObject({ kind: 'full', headDim: 256 });
+  });
   it('Qwen2 windows only with use_sliding_window, from max_window_layers', () => {
     expect(hfModelLayers({ model_type: 'qwen2', ...base, sliding_window: 4 }).every((l) => l.kind === 'full')).toBe(true);
     const w = hfModelLayers({ model_type: 'qwen2', ...base, use_sliding_window: true, sliding_window: 4, max_window_layers: 6 });

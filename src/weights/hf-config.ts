@@ -82,6 +82,10 @@ export const HF_FAMILIES = Object.keys(FAMILIES);
 
 /** Config-class defaults that matter for attention (configuration_<family>.py). */
 interface FamilyDefaults {
+  /** hidden_size, num_attention_heads, num_hidden_layers when config.json leaves them out (transformers 4 wrote a sub-config's defaults out of its text_config). */
+  hiddenSize: number;
+  numHeads: number;
+  numLayers: number;
   headDim?: number;
   numKvHeads?: number | 'H';
   theta: number;
@@ -92,21 +96,43 @@ interface FamilyDefaults {
   maxPositions: number;
 }
 const DEFAULTS: Record<string, FamilyDefaults> = {
-  llama: { numKvHeads: 'H', theta: 10000, eps: 1e-6, maxPositions: 2048 },
-  mistral: { numKvHeads: 8, theta: 10000, eps: 1e-6, slidingWindow: 4096, maxPositions: 4096 * 32 },
-  qwen2: { numKvHeads: 32, theta: 10000, eps: 1e-6, slidingWindow: 4096, maxPositions: 32768 },
-  qwen3: { headDim: 128, numKvHeads: 32, theta: 10000, eps: 1e-6, slidingWindow: 4096, maxPositions: 32768 },
-  qwen3_next: { headDim: 256, numKvHeads: 2, theta: 10000, eps: 1e-6, partial: 0.25, maxPositions: 32768 },
-  qwen3_5: { headDim: 256, numKvHeads: 4, theta: 10000, eps: 1e-6, partial: 0.25, maxPositions: 32768 },
-  gemma: { headDim: 256, numKvHeads: 16, theta: 10000, eps: 1e-6, maxPositions: 8192 },
-  gemma2: { headDim: 256, numKvHeads: 4, theta: 10000, eps: 1e-6, slidingWindow: 4096, maxPositions: 8192 },
-  gemma3: { headDim: 256, numKvHeads: 4, theta: 1e6, eps: 1e-6, slidingWindow: 4096, perLayerTypeRope: true, maxPositions: 131072 },
-  gemma4: { headDim: 256, numKvHeads: 4, theta: 100, eps: 1e-6, slidingWindow: 512, perLayerTypeRope: true, maxPositions: 131072 },
-  gpt_oss: { headDim: 64, numKvHeads: 8, theta: 150000, eps: 1e-5, slidingWindow: 128, maxPositions: 131072 },
-  smollm3: { numKvHeads: 4, theta: 2e6, eps: 1e-6, slidingWindow: null, maxPositions: 32768 },
-  phi3: { numKvHeads: 'H', theta: 10000, eps: 1e-5, slidingWindow: null, maxPositions: 4096 },
-  olmo2: { numKvHeads: 'H', theta: 10000, eps: 1e-5, maxPositions: 2048 },
-  olmo3: { numKvHeads: 'H', theta: 500000, eps: 1e-5, slidingWindow: 4096, perLayerTypeRope: true, maxPositions: 2048 },
+  llama: { hiddenSize: 4096, numHeads: 32, numLayers: 32, numKvHeads: 'H', theta: 10000, eps: 1e-6, maxPositions: 2048 },
+  mistral: { hiddenSize: 4096, numHeads: 32, numLayers: 32, numKvHeads: 8, theta: 10000, eps: 1e-6, slidingWindow: 4096, maxPositions: 4096 * 32 },
+  qwen2: { hiddenSize: 4096, numHeads: 32, numLayers: 32, numKvHeads: 32, theta: 10000, eps: 1e-6, slidingWindow: 4096, maxPositions: 32768 },
+  qwen3: { hiddenSize: 4096, numHeads: 32, numLayers: 32, headDim: 128, numKvHeads: 32, theta: 10000, eps: 1e-6, slidingWindow: 4096, maxPositions: 32768 },
+  qwen3_next: { hiddenSize: 2048, numHeads: 16, numLayers: 48, headDim: 256, numKvHeads: 2, theta: 10000, eps: 1e-6, partial: 0.25, maxPositions: 32768 },
+  qwen3_5: { hiddenSize: 4096, numHeads: 16, numLayers: 32, headDim: 256, numKvHeads: 4, theta: 10000, eps: 1e-6, partial: 0.25, maxPositions: 32768 },
+  gemma: { hiddenSize: 3072, numHeads: 16, numLayers: 28, headDim: 256, numKvHeads: 16, theta: 10000, eps: 1e-6, maxPositions: 8192 },
+  gemma2: { hiddenSize: 2304, numHeads: 8, numLayers: 26, headDim: 256, numKvHeads: 4, theta: 10000, eps: 1e-6, slidingWindow: 4096, maxPositions: 8192 },
+  gemma3: {
+    hiddenSize: 2304,
+    numHeads: 8,
+    numLayers: 26,
+    headDim: 256,
+    numKvHeads: 4,
+    theta: 1e6,
+    eps: 1e-6,
+    slidingWindow: 4096,
+    perLayerTypeRope: true,
+    maxPositions: 131072,
+  },
+  gemma4: {
+    hiddenSize: 2304,
+    numHeads: 8,
+    numLayers: 30,
+    headDim: 256,
+    numKvHeads: 4,
+    theta: 100,
+    eps: 1e-6,
+    slidingWindow: 512,
+    perLayerTypeRope: true,
+    maxPositions: 131072,
+  },
+  gpt_oss: { hiddenSize: 2880, numHeads: 64, numLayers: 36, headDim: 64, numKvHeads: 8, theta: 150000, eps: 1e-5, slidingWindow: 128, maxPositions: 131072 },
+  smollm3: { hiddenSize: 2048, numHeads: 16, numLayers: 36, numKvHeads: 4, theta: 2e6, eps: 1e-6, slidingWindow: null, maxPositions: 32768 },
+  phi3: { hiddenSize: 3072, numHeads: 32, numLayers: 32, numKvHeads: 'H', theta: 10000, eps: 1e-5, slidingWindow: null, maxPositions: 4096 },
+  olmo2: { hiddenSize: 4096, numHeads: 32, numLayers: 32, numKvHeads: 'H', theta: 10000, eps: 1e-5, maxPositions: 2048 },
+  olmo3: { hiddenSize: 4096, numHeads: 32, numLayers: 32, numKvHeads: 'H', theta: 500000, eps: 1e-5, slidingWindow: 4096, perLayerTypeRope: true, maxPositions: 2048 },
 };
 
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -160,9 +186,9 @@ export function parseHfConfig(config: unknown): ParsedHfConfig {
     if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0) throw bad(`config.${key}`, 'a positive integer', v);
     return v;
   };
-  const numLayers = int('num_hidden_layers');
-  const E = int('hidden_size');
-  const H = int('num_attention_heads');
+  const numLayers = int('num_hidden_layers', d.numLayers);
+  const E = int('hidden_size', d.hiddenSize);
+  const H = int('num_attention_heads', d.numHeads);
   const G0 = int('num_key_value_heads', d.numKvHeads === 'H' ? H : d.numKvHeads);
   const Dh0 = int('head_dim', d.headDim ?? Math.floor(E / H));
   const eps = present(text.rms_norm_eps) ? Number(text.rms_norm_eps) : d.eps;

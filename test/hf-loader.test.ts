@@ -5,12 +5,17 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, MissingWeightError, ShapeMismatchError, UnsupportedError } from '../src/errors.ts';
-import { attentionLayerFromHf, hfModelLayers } from '../src/weights/hf.ts';
+import { ENGINE_FEATURES } from '../src/weights/hf-config.ts';
+import { type HfLayerOptions, type HfWeights, attentionLayerFromHf, hfModelLayers, loadHfLayer } from '../src/weights/hf.ts';
 import { openSafetensors } from '../src/weights/safetensors-lazy.ts';
 import { parseSafetensors } from '../src/weights/safetensors.ts';
 import { writeSafetensors } from './helpers/safetensors.ts';
 
 type Json = Record<string, unknown>;
+
+/** The loader as it builds once the engine has every feature of issue 39 (config and state_dict only). */
+const ALL = { qkNormOverAll: true, vNorm: true, keyIsValue: true, outputGate: true };
+const loadAll = (config: unknown, weights: HfWeights, options: HfLayerOptions) => loadHfLayer(config, weights, options, ALL);
 const fixtures = JSON.parse(readFileSync(new URL('./fixtures/hf-rope/cases.json', import.meta.url), 'utf8')) as {
   cases: { name: string; config: Json; layer_types: string[]; rope: Record<string, { inv_freq: number[]; attention_scaling: number }> }[];
 };
@@ -72,9 +77,9 @@ describe('attentionLayerFromHf: rotary against transformers (every rope type, bo
       const layers = hfModelLayers(c.config);
       let checked = 0;
       for (let L = 0; L < layers.length; L++) {
-        if (layers[L].unsupported) continue;
+        if (layers[L].kind === 'linear') continue;
         const ref = c.rope.all ?? c.rope[c.layer_types[L]];
-        const got = await attentionLayerFromHf(c.config, file(c.config, L), { layer: L, maxPositions: 100 });
+        const got = await loadAll(c.config, file(c.config, L), { layer: L, maxPositions: 100 });
         if (!layers[L].rope) {
           expect(got.config.rotary).toBeUndefined();
           continue;
@@ -116,7 +121,7 @@ describe('hfModelLayers: kinds, windows, NoPE, refusals', () => {
     const layers = hfModelLayers({ model_type: 'qwen3_5', text_config: { ...base, head_dim: 16 } });
     expect(layers.map((l) => l.kind)).toEqual(['linear', 'linear', 'linear', 'full', 'linear', 'linear', 'linear', 'full']);
     expect(layers[0].unsupported).toMatch(/linear-attention/);
-    expect(layers[3].unsupported).toBeNull();
+    expect(layers[3].unsupported === null).toBe(ENGINE_FEATURES.outputGate);
   });
   it('Gemma 4: the last layer is full, full layers take global_head_dim, KV-shared layers are refused', () => {
     const layers = hfModelLayers({
@@ -130,7 +135,7 @@ describe('hfModelLayers: kinds, windows, NoPE, refusals', () => {
     expect(layers[7].kind).toBe('full');
     expect(layers[7].headDim).toBe(32);
     expect(layers[6].unsupported).toMatch(/KV-shared/);
-    expect(layers[5]).toMatchObject({ kind: 'sliding', window: 512, headDim: 16, unsupported: null });
+    expect(layers[5]).toMatchObject({ kind: 'sliding', window: 512, headDim: 16 });
   });
   it('a transformers 4 multimodal config whose text_config leaves the defaults out (Gemma 3 4B) takes the family defaults', () => {
     const layers = hfModelLayers({
@@ -207,20 +212,20 @@ describe('attentionLayerFromHf: state dicts and forward options per family', () 
   });
   it('gemma4: scale 1, vNorm, keyIsValue on full layers with attention_k_eq_v (no v weights), proportional rope', async () => {
     const config = { model_type: 'gemma4_text', ...base, head_dim: 16, global_head_dim: 32, attention_k_eq_v: true, num_global_key_value_heads: 1 };
-    const got = await attentionLayerFromHf(config, file(config, 5), { layer: 5 });
+    const got = await loadAll(config, file(config, 5), { layer: 5 });
     expect(got.forward.scale).toBe(1);
     expect(got.config).toMatchObject({ headDim: 32, numKvHeads: 1, keyIsValue: true, vNorm: { eps: 1e-6 } });
     expect(got.stateDict.v_proj_weight).toBeUndefined();
     expect(got.config.rotary!.dim).toBe(32);
     expect([...got.config.rotary!.invFreq!].filter((x) => x === 0).length).toBe(12); // 16 pairs, 0.25 rotated
-    const sliding = await attentionLayerFromHf(config, file(config, 0), { layer: 0 });
+    const sliding = await loadAll(config, file(config, 0), { layer: 0 });
     expect(sliding.config.keyIsValue).toBeUndefined();
     expect(sliding.forward.window).toBe(512);
   });
   it('qwen3_next: q_proj rows [query_h, gate_h] split into q_proj_weight and gate_proj_weight; (1 + w) norms; partial rotary', async () => {
     const config = { model_type: 'qwen3_next', ...base, head_dim: 16 };
     const tensors = layerTensors(config, 3);
-    const got = await attentionLayerFromHf(config, parseSafetensors(writeSafetensors(tensors)), { layer: 3 });
+    const got = await loadAll(config, parseSafetensors(writeSafetensors(tensors)), { layer: 3 });
     const q = tensors['model.layers.3.self_attn.q_proj.weight'].data;
     const E = 64;
     const Dh = 16;
@@ -230,7 +235,7 @@ describe('attentionLayerFromHf: state dicts and forward options per family', () 
     expect(got.config.outputGate).toBe(true);
     expect(got.config.rotary!.dim).toBe(4);
     expect(got.config.qkNorm!.key).toEqual(tensors['model.layers.3.self_attn.k_norm.weight'].data.map((v) => v + 1));
-    await expect(attentionLayerFromHf(config, parseSafetensors(writeSafetensors(tensors)), { layer: 0 })).rejects.toThrow(UnsupportedError);
+    await expect(loadAll(config, parseSafetensors(writeSafetensors(tensors)), { layer: 0 })).rejects.toThrow(UnsupportedError);
   });
   it('gpt_oss: biases, sinks, window on even layers, yarn with its attention factor', async () => {
     const config = { model_type: 'gpt_oss', ...base, head_dim: 16 };
@@ -250,11 +255,29 @@ describe('attentionLayerFromHf: state dicts and forward options per family', () 
   });
   it('olmo2: QK-norm over the whole projection (qkNorm.over "all", [H·Dh] and [G·Dh])', async () => {
     const config = { model_type: 'olmo2', ...base };
-    const got = await attentionLayerFromHf(config, file(config, 0), { layer: 0 });
+    const got = await loadAll(config, file(config, 0), { layer: 0 });
     expect(got.config.qkNorm!.over).toBe('all');
     expect(got.config.qkNorm!.query.length).toBe(64);
     expect(got.config.qkNorm!.key.length).toBe(32);
     expect(got.config.qkNorm!.eps).toBe(1e-5);
+  });
+  it('a layer needing an engine feature this build lacks is refused by attentionLayerFromHf, naming it', async () => {
+    const cases: [Json, number, keyof typeof ALL, RegExp][] = [
+      [{ model_type: 'olmo2', ...base }, 0, 'qkNormOverAll', /qkNorm\.over/],
+      [{ model_type: 'gemma4_text', ...base, head_dim: 16 }, 0, 'vNorm', /vNorm/],
+      [{ model_type: 'qwen3_next', ...base, head_dim: 16 }, 3, 'outputGate', /outputGate/],
+    ];
+    for (const [config, L, feature, name] of cases) {
+      const load = attentionLayerFromHf(config, file(config, L), { layer: L });
+      if (ENGINE_FEATURES[feature]) await expect(load).resolves.toBeDefined();
+      else {
+        const err = await load.catch((e) => e);
+        expect(err).toBeInstanceOf(UnsupportedError);
+        expect(err.message).toMatch(name);
+        expect(err.message).toContain(`layer ${L} of ${config.model_type}`);
+        expect(hfModelLayers(config)[L].unsupported).toMatch(name);
+      }
+    }
   });
   it('smollm3: NoPE layers have no rotary', async () => {
     const config = { model_type: 'smollm3', ...base };

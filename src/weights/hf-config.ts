@@ -5,6 +5,7 @@
 // the family's config-class defaults (Qwen3's head_dim 128, Mistral's sliding_window 4096, …).
 
 import { InvalidArgumentError, UnsupportedError } from '../errors.ts';
+import { CONFIG_KEYS, QK_NORM_KEYS } from '../option-keys.ts';
 import { type HfRope, type RopeParameters, hfRope } from './hf-rope.ts';
 import type { ModelLayer } from './model-layers.ts';
 
@@ -46,6 +47,29 @@ export interface HfLayerPlan {
   refusal: UnsupportedError | null;
 }
 
+/**
+ * Engine features of issue 39 that some families need and that land on other branches: a layer needing
+ * one the engine lacks is refused (UnsupportedError) rather than handed to createMultiHeadAttention.
+ */
+export interface EngineFeatures {
+  /** config.qkNorm.over 'all' (OLMo 2). */
+  qkNormOverAll: boolean;
+  /** config.vNorm (Gemma 4). */
+  vNorm: boolean;
+  /** config.keyIsValue (Gemma 4's K = V layers). */
+  keyIsValue: boolean;
+  /** config.outputGate with stateDict.gate_proj_weight (Qwen3-Next, Qwen3.5). */
+  outputGate: boolean;
+}
+
+/** What this build's createMultiHeadAttention accepts (src/option-keys.ts). */
+export const ENGINE_FEATURES: EngineFeatures = {
+  qkNormOverAll: (QK_NORM_KEYS as readonly string[]).includes('over'),
+  vNorm: (CONFIG_KEYS as readonly string[]).includes('vNorm'),
+  keyIsValue: (CONFIG_KEYS as readonly string[]).includes('keyIsValue'),
+  outputGate: (CONFIG_KEYS as readonly string[]).includes('outputGate'),
+};
+
 export interface ParsedHfConfig {
   architecture: string;
   family: string;
@@ -54,7 +78,7 @@ export interface ParsedHfConfig {
   /** config.layer_types as the family fills it in ('full_attention', 'sliding_attention', 'linear_attention'). */
   layerTypes: string[];
   /** The layer's plan, or throws UnsupportedError / InvalidArgumentError. */
-  plan(layer: number, maxPositions: number | undefined): HfLayerPlan;
+  plan(layer: number, maxPositions: number | undefined, features?: EngineFeatures): HfLayerPlan;
 }
 
 /** model_type → family. */
@@ -198,7 +222,7 @@ export function parseHfConfig(config: unknown): ParsedHfConfig {
   const slidingWindow = text.sliding_window === undefined ? d.slidingWindow : (text.sliding_window as number | null);
   const bool = (key: string, fallback: boolean) => (present(text[key]) ? text[key] === true : fallback);
 
-  const build = (L: number, maxPositions: number | undefined): HfLayerPlan => {
+  const build = (L: number, maxPositions: number | undefined, features: EngineFeatures): HfLayerPlan => {
     if (!Number.isInteger(L) || L < 0 || L >= numLayers) {
       throw new InvalidArgumentError({
         where: WHERE,
@@ -362,11 +386,22 @@ export function parseHfConfig(config: unknown): ParsedHfConfig {
         throw e;
       }
     }
+    const missing: string[] = [];
+    if (p.qkNorm === 'all' && !features.qkNormOverAll) missing.push("config.qkNorm.over 'all' (one RMS norm over the whole H·Dh / G·Dh projection)");
+    if (p.vNorm && !features.vNorm) missing.push('config.vNorm (a weightless RMS norm of V)');
+    if (p.keyIsValue && !features.keyIsValue) missing.push('config.keyIsValue (V is the k projection before the key norm)');
+    if (p.outputGate && !features.outputGate) missing.push('config.outputGate (out = W_O·(attention ⊙ sigmoid(gate)))');
+    if (missing.length) {
+      throw refuse(
+        `a layer needing what this engine build lacks: ${missing.join('; ')}`,
+        "These come with issue 39's engine work; until this build has them the layer is refused rather than computed otherwise.",
+      );
+    }
     return p;
   };
-  const plan = (L: number, maxPositions: number | undefined): HfLayerPlan => {
+  const plan = (L: number, maxPositions: number | undefined, features = ENGINE_FEATURES): HfLayerPlan => {
     try {
-      return build(L, maxPositions);
+      return build(L, maxPositions, features);
     } catch (e) {
       if (!(e instanceof Refusal)) throw e;
       e.plan.refusal = e.error;

@@ -19,7 +19,7 @@
 import { MissingWeightError, ShapeMismatchError, InvalidArgumentError, UnsupportedError } from '../errors.ts';
 import type { MultiHeadAttentionConfig } from '../types.ts';
 import { describe } from '../validate.ts';
-import { WHERE, parseHfConfig } from './hf-config.ts';
+import { ENGINE_FEATURES, type EngineFeatures, WHERE, parseHfConfig } from './hf-config.ts';
 import type { ModelLayer } from './model-layers.ts';
 import type { SafetensorsFile } from './safetensors.ts';
 import { type LazySafetensorsFile, isLazySafetensors } from './safetensors-lazy.ts';
@@ -131,13 +131,21 @@ function attnPrefix(sources: (SafetensorsFile | LazySafetensorsFile)[], L: numbe
  * for a layer past num_hidden_layers or a malformed config, MissingWeightError / ShapeMismatchError for
  * weights that disagree with the config. Every check precedes every read.
  */
-export async function attentionLayerFromHf(config: unknown, weights: HfWeights, options: HfLayerOptions): Promise<HfAttentionLayer> {
+export function attentionLayerFromHf(config: unknown, weights: HfWeights, options: HfLayerOptions): Promise<HfAttentionLayer> {
+  return loadHfLayer(config, weights, options, ENGINE_FEATURES);
+}
+
+/**
+ * attentionLayerFromHf with the engine features to build for given (tests of the layers whose features
+ * are on other branches: their config and state_dict before the engine runs them).
+ */
+export async function loadHfLayer(config: unknown, weights: HfWeights, options: HfLayerOptions, features: EngineFeatures): Promise<HfAttentionLayer> {
   const parsed = parseHfConfig(config);
   const { layer: L, maxPositions } = options ?? ({} as HfLayerOptions);
   if (maxPositions !== undefined && (!Number.isInteger(maxPositions) || maxPositions <= 0)) {
     throw new InvalidArgumentError({ where: WHERE, argument: 'options.maxPositions', expected: 'a positive integer', given: String(maxPositions) });
   }
-  const p = parsed.plan(L, maxPositions);
+  const p = parsed.plan(L, maxPositions, features);
   if (p.refusal) throw p.refusal;
   const sources = sourcesOf(weights);
   const prefix = attnPrefix(sources, L);

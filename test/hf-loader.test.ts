@@ -237,6 +237,17 @@ describe('attentionLayerFromHf: state dicts and forward options per family', () 
     expect(got.config.qkNorm!.key).toEqual(tensors['model.layers.3.self_attn.k_norm.weight'].data.map((v) => v + 1));
     await expect(loadAll(config, parseSafetensors(writeSafetensors(tensors)), { layer: 0 })).rejects.toThrow(UnsupportedError);
   });
+  it('qwen3_next with attention_bias: the q_proj bias splits like its rows (query part → in_proj_bias, gate part → gate_proj_bias)', async () => {
+    const config = { model_type: 'qwen3_next', ...base, head_dim: 16, attention_bias: true };
+    const tensors = layerTensors(config, 3);
+    const got = await loadAll(config, parseSafetensors(writeSafetensors(tensors)), { layer: 3 });
+    const qb = tensors['model.layers.3.self_attn.q_proj.bias'].data;
+    // head 2: query bias entries 64…79 of q_proj.bias, gate 80…95.
+    expect(got.stateDict.in_proj_bias.subarray(32, 48)).toEqual(qb.subarray(64, 80));
+    expect(got.stateDict.gate_proj_bias.subarray(32, 48)).toEqual(qb.subarray(80, 96));
+    expect(got.stateDict.in_proj_bias.subarray(64, 96)).toEqual(tensors['model.layers.3.self_attn.k_proj.bias'].data);
+    expect(got.stateDict['out_proj.bias']).toEqual(tensors['model.layers.3.self_attn.o_proj.bias'].data);
+  });
   it('gpt_oss: biases, sinks, window on even layers, yarn with its attention factor', async () => {
     const config = { model_type: 'gpt_oss', ...base, head_dim: 16 };
     const tensors = layerTensors(config, 0);
@@ -388,6 +399,13 @@ describe('shards and lazy reading', () => {
     const total = shards.reduce((a, s) => a + s.byteLength, 0);
     console.log(`lazy: ${headers} header bytes + ${read} tensor bytes read of ${total} (layer 1 of 4 shards)`);
     expect(headers + read).toBeLessThan(total / 4);
+  });
+  it('a refused load reads no tensor bytes (every check precedes every read)', async () => {
+    const lazy = await Promise.all(shards.map((s) => openSafetensors(s)));
+    const before = lazy.map((f) => f.bytesRead);
+    await expect(attentionLayerFromHf({ ...config, head_dim: 8 }, lazy, { layer: 1 })).rejects.toBeInstanceOf(ShapeMismatchError);
+    await expect(attentionLayerFromHf({ ...config, attention_bias: true }, lazy, { layer: 1 })).rejects.toBeInstanceOf(MissingWeightError);
+    expect(lazy.map((f) => f.bytesRead)).toEqual(before);
   });
   it('openSafetensors reads a Blob and a Node path by offsets', async () => {
     const blob = await openSafetensors(new Blob([new Uint8Array(shards[0])]));

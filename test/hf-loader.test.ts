@@ -365,6 +365,13 @@ describe('attentionLayerFromHf: bad input', () => {
     expect(err).toBeInstanceOf(UnsupportedError);
     expect(err.message).toContain('ntk-by-parts');
   });
+  it('a layer type the family has no module for is refused', async () => {
+    const config = { model_type: 'gemma2', ...base, head_dim: 16, layer_types: ['chunked_attention', ...Array(7).fill('full_attention')] };
+    const err = await attentionLayerFromHf(config, file(config, 1), { layer: 0 }).catch((e) => e);
+    expect(err).toBeInstanceOf(UnsupportedError);
+    expect(err.message).toContain('chunked_attention');
+    expect(hfModelLayers(config)[1].unsupported).toBeNull();
+  });
   it('a partial_rotary_factor on a family whose rope rotates whole heads is refused', async () => {
     await expect(attentionLayerFromHf({ ...config, partial_rotary_factor: 0.5 }, file(config, 0), { layer: 0 })).rejects.toBeInstanceOf(UnsupportedError);
   });

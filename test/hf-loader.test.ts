@@ -414,6 +414,14 @@ describe('shards and lazy reading', () => {
     await expect(attentionLayerFromHf({ ...config, attention_bias: true }, lazy, { layer: 1 })).rejects.toBeInstanceOf(MissingWeightError);
     expect(lazy.map((f) => f.bytesRead)).toEqual(before);
   });
+  it('openSafetensors refuses a damaged file by WeightFileError, and a tensor it lacks by MissingWeightError', async () => {
+    await expect(openSafetensors(shards[0].subarray(0, 4))).rejects.toMatchObject({ name: 'WeightFileError', problem: 'truncated' });
+    await expect(openSafetensors(shards[0].subarray(0, shards[0].byteLength - 1))).rejects.toMatchObject({ name: 'WeightFileError', problem: 'truncated' });
+    const broken = shards[0].slice();
+    broken[9] = 0x21; // the header's JSON no longer parses
+    await expect(openSafetensors(broken)).rejects.toMatchObject({ name: 'WeightFileError', problem: 'header' });
+    await expect((await openSafetensors(shards[0])).tensor('nope')).rejects.toBeInstanceOf(MissingWeightError);
+  });
   it('openSafetensors reads a Blob and a Node path by offsets', async () => {
     const blob = await openSafetensors(new Blob([new Uint8Array(shards[0])]));
     const got = await attentionLayerFromHf(config, blob, { layer: 0 });

@@ -329,9 +329,8 @@ def describe_layer(cfg, model, idx: int) -> dict:
         "scaling": float(attn.scaling),
         "tensors": sorted(k for k, _ in attn.named_parameters()),
     }
-    nope = getattr(attn, "use_rope", None)
-    if nope is not None:
-        info["rope"] = bool(nope)
+    info["kind"] = "sliding" if sliding else "full"  # ModelLayer.kind (src/weights/model-layers.ts)
+    info["rope"] = bool(getattr(attn, "use_rope", True))  # SmolLM3's NoPE layers: use_rope False
     softcap = getattr(attn, "attn_logit_softcapping", None)
     if softcap is not None:
         info["softcap"] = float(softcap)

@@ -331,6 +331,15 @@ def describe_layer(cfg, model, idx: int) -> dict:
     }
     info["kind"] = "sliding" if sliding else "full"  # ModelLayer.kind (src/weights/model-layers.ts)
     info["rope"] = bool(getattr(attn, "use_rope", True))  # SmolLM3's NoPE layers: use_rope False
+    # The family's own rotary module's frequencies for this layer's type (what position_embeddings are
+    # made of): inv_freq [rotary dim / 2] and attention_scaling (cos and sin are multiplied by it).
+    rotary = model.model.rotary_emb
+    if hasattr(rotary, f"{kind}_inv_freq"):
+        inv_freq, scaling = getattr(rotary, f"{kind}_inv_freq"), getattr(rotary, f"{kind}_attention_scaling")
+    else:
+        inv_freq, scaling = rotary.inv_freq, rotary.attention_scaling
+    info["invFreq"] = [float(v) for v in inv_freq.to(torch.float64)]
+    info["attentionScaling"] = float(scaling)
     softcap = getattr(attn, "attn_logit_softcapping", None)
     if softcap is not None:
         info["softcap"] = float(softcap)

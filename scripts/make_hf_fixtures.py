@@ -19,6 +19,7 @@ Writes test/fixtures/hf-models/<family>/:
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import math
@@ -272,7 +273,7 @@ def cross_check(model, cfg, idx: int, x: torch.Tensor, out: torch.Tensor) -> Non
 def write_checkpoint(model, cfg_dir: Path, keep: list[str], shard: bool, dtype: torch.dtype) -> list[str]:
     """save_pretrained, then keep only the tested attention tensors (same names, dtype, metadata)."""
     with tempfile.TemporaryDirectory() as tmp:
-        model.to(dtype).save_pretrained(tmp, safe_serialization=True)
+        copy.deepcopy(model).to(dtype).save_pretrained(tmp, safe_serialization=True)
         tmp = Path(tmp)
         index = tmp / "model.safetensors.index.json"
         files = [tmp / "model.safetensors"] if not index.exists() else sorted(tmp.glob("model-*.safetensors"))
@@ -307,6 +308,62 @@ def write_checkpoint(model, cfg_dir: Path, keep: list[str], shard: bool, dtype: 
                    "weight_map": dict(sorted(weight_map.items()))}, fh, indent=2, sort_keys=True)
         fh.write("\n")
     return fnames
+
+
+# Families whose checkpoints predate transformers 5 also get config.v4.json: the same model spelled as
+# transformers 4 wrote it (rope_theta / rope_scaling / top-level partial_rotary_factor, torch_dtype;
+# Gemma 3's rope_local_base_freq and sliding_window_pattern, Gemma 2 and 3 without layer_types).
+V4_FAMILIES = ["llama", "mistral", "qwen2", "qwen3", "qwen3_next", "gemma", "gemma2", "gemma3", "gpt_oss", "smollm3",
+               "phi3", "olmo2"]
+
+
+def v4_spelling(v5: dict) -> dict:
+    d = {k: v for k, v in v5.items()}
+    d["transformers_version"] = "4.57.1"
+    d["torch_dtype"] = d.pop("dtype")
+    rp = d.pop("rope_parameters")
+    if "full_attention" in rp:  # Gemma 3: one dict per layer type
+        full, local = rp["full_attention"], rp["sliding_attention"]
+        d["rope_theta"] = full["rope_theta"]
+        d["rope_local_base_freq"] = local["rope_theta"]
+        assert local.get("rope_type", "default") == "default"
+        rest = {k: v for k, v in full.items() if k != "rope_theta"}
+        d["rope_scaling"] = rest if rest.get("rope_type", "default") != "default" else None
+    else:
+        d["rope_theta"] = rp["rope_theta"]
+        if "partial_rotary_factor" in rp:
+            d["partial_rotary_factor"] = rp["partial_rotary_factor"]
+        rest = {k: v for k, v in rp.items() if k not in ("rope_theta", "partial_rotary_factor")}
+        d["rope_scaling"] = rest if rest.get("rope_type", "default") != "default" else None
+    if d["model_type"] == "gemma3_text":
+        d.pop("_sliding_window_pattern", None)
+        d["sliding_window_pattern"] = 6
+        del d["layer_types"]
+    if d["model_type"] == "gemma2":
+        del d["layer_types"]
+    return dict(sorted(d.items()))
+
+
+def check_v4(v4: dict, cfg, layers: list[int]) -> None:
+    """transformers 5 reads the v4 spelling back to the same layer types and the same rotary frequencies."""
+    kwargs = {k: v for k, v in copy.deepcopy(v4).items() if k not in ("model_type", "architectures", "transformers_version")}
+    old = transformers.AutoConfig.for_model(v4["model_type"], **kwargs)
+    assert getattr(old, "layer_types", None) == getattr(cfg, "layer_types", None), old
+    assert getattr(old, "no_rope_layers", None) == getattr(cfg, "no_rope_layers", None), old
+    assert getattr(old, "sliding_window", None) == getattr(cfg, "sliding_window", None), old
+    old._attn_implementation = "eager"
+    new_model = AutoModelForCausalLM.from_config(cfg)
+    old_model = AutoModelForCausalLM.from_config(old)
+    for idx in layers:
+        kind = cfg.layer_types[idx] if getattr(cfg, "layer_types", None) else "full_attention"
+        for name in (f"{kind}_inv_freq", "inv_freq"):
+            if hasattr(new_model.model.rotary_emb, name):
+                a = getattr(new_model.model.rotary_emb, name)
+                b = getattr(old_model.model.rotary_emb, name)
+                assert torch.equal(a, b), (name, a, b)
+                break
+        else:
+            raise RuntimeError("no inv_freq")
 
 
 def describe_layer(cfg, model, idx: int) -> dict:
@@ -369,8 +426,21 @@ def make_family(family: str, spec: dict) -> None:
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
     files = write_checkpoint(model, out_dir, keep, spec.get("shard", False), dtype)
+    configs = ["config.json"]
+    if family in V4_FAMILIES:
+        v4 = v4_spelling(json.loads((out_dir / "config.json").read_text()))
+        check_v4(v4, cfg, layers)
+        with open(out_dir / "config.v4.json", "w") as fh:
+            json.dump(v4, fh, indent=2)
+            fh.write("\n")
+        configs.append("config.v4.json")
 
-    # Weights rounded to their stored dtype (save_pretrained cast them), then the whole model in float64.
+    # Weights rounded to their stored dtype (as save_pretrained wrote them), then the whole model in float64.
+    # Parameters only: the rotary modules' inv_freq buffers stay as transformers computes them (float32);
+    # model.to(bfloat16) would round them too, which loading a checkpoint does not do.
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(dtype).to(p.dtype))
     model = model.to(torch.float64)
     model.config._attn_implementation = "eager"
     if hasattr(model.config, "_experts_implementation"):
@@ -400,6 +470,7 @@ def make_family(family: str, spec: dict) -> None:
         "about": spec["about"],
         "dtype": str(dtype).replace("torch.", ""),
         "files": files,
+        "configs": configs,
         "seqLen": S,
         "embedDim": cfg.hidden_size,
         "x": "x.f32.bin",

@@ -35,6 +35,9 @@ interface LayerManifest {
   scaling: number;
   softcap?: number;
   sinks?: boolean;
+  /** The family's rotary module's inv_freq for this layer (rotating features (i, i + len) with θ_i) and attention_scaling. */
+  invFreq: number[];
+  attentionScaling: number;
   out: string;
 }
 interface Manifest {
@@ -44,6 +47,8 @@ interface Manifest {
   about: string;
   dtype: string;
   files: string[];
+  /** config.json as transformers 5 writes it, and config.v4.json: the same model spelled as transformers 4 wrote it. */
+  configs: string[];
   seqLen: number;
   embedDim: number;
   x: string;
@@ -102,7 +107,8 @@ function f64(family: string, name: string): Float64Array {
 
 interface Checkpoint {
   manifest: Manifest;
-  config: unknown;
+  /** Each config file's text by name (the loader takes the text or the parsed object; both are used). */
+  configs: Record<string, string>;
   weights: SafetensorsFile | SafetensorsFile[];
   x: Float32Array;
 }
@@ -114,7 +120,7 @@ function checkpoint(family: string): Checkpoint {
     const files = manifest.files.map((f) => lib.parseSafetensors(readFileSync(new URL(`${family}/${f}`, root))));
     c = {
       manifest,
-      config: JSON.parse(readFileSync(new URL(`${family}/config.json`, root), 'utf8')),
+      configs: Object.fromEntries(manifest.configs.map((name) => [name, readFileSync(new URL(`${family}/${name}`, root), 'utf8')])),
       weights: files.length === 1 ? files[0] : files,
       x: f32(family, manifest.x),
     };
@@ -123,12 +129,16 @@ function checkpoint(family: string): Checkpoint {
   return c;
 }
 
-/** The loader's layer, or the UnsupportedError it refused with (accepted for PENDING families only). */
-async function load(family: string, layer: number): Promise<HfLayer | UnsupportedError> {
+/**
+ * The loader's layer, or the UnsupportedError it refused with (accepted for PENDING families only).
+ * config.json goes in parsed, config.v4.json as its text.
+ */
+async function load(family: string, layer: number, configName = 'config.json'): Promise<HfLayer | UnsupportedError> {
   if (!attentionLayerFromHf) throw new Error('src/index.ts exports no attentionLayerFromHf (src/weights/hf.ts, branch h-hf)');
   const c = checkpoint(family);
+  const text = c.configs[configName];
   try {
-    return await attentionLayerFromHf(c.config, c.weights, { layer });
+    return await attentionLayerFromHf(configName === 'config.json' ? JSON.parse(text) : text, c.weights, { layer });
   } catch (e) {
     if (e instanceof UnsupportedError && family in PENDING) return e;
     throw e;
@@ -161,6 +171,35 @@ async function forwardWhole(engine: AttentionEngine, l: HfLayer, config: MultiHe
 }
 
 const cases = families.flatMap((family) => readManifest(family).layers.map((l) => [family, l.layer, l] as const));
+const v4Cases = families.flatMap((family) =>
+  readManifest(family).configs.includes('config.v4.json') ? readManifest(family).layers.map((l) => [family, l.layer, l] as const) : [],
+);
+
+/**
+ * The rotation a config describes, as the pairs of features it turns and their frequencies: rotary
+ * `dim` d turns (i, i + d/2) by position·θ_i; pairs with θ_i = 0 are left out (they do not turn).
+ */
+function rotations(dim: number, freqs: ArrayLike<number>): Map<string, number> {
+  const m = new Map<string, number>();
+  for (let i = 0; i < dim / 2; i++) if (freqs[i] !== 0) m.set(`${i},${i + dim / 2}`, freqs[i]);
+  return m;
+}
+function expectSameRotary(got: MultiHeadAttentionConfig['rotary'], want: LayerManifest, headDim: number, what: string): void {
+  if (!want.rope) {
+    expect(got, `${what}: a NoPE layer has no rotary`).toBeUndefined();
+    return;
+  }
+  expect(got, `${what}: rotary`).toBeDefined();
+  expect(got!.interleaved ?? false, `${what}: Hugging Face rotates halves`).toBe(false);
+  const dim = got!.dim ?? headDim;
+  const freqs = got!.invFreq ?? Float64Array.from({ length: dim / 2 }, (_, i) => (got!.base ?? 10000) ** (-(2 * i) / dim));
+  const g = rotations(dim, freqs);
+  const w = rotations(2 * want.invFreq.length, want.invFreq);
+  expect([...g.keys()], `${what}: the pairs of features rotated`).toEqual([...w.keys()]);
+  // transformers computes inv_freq in float32: agree to its rounding.
+  for (const [k, f] of w) expect(Math.abs(g.get(k)! - f), `${what}: θ of pair ${k}`).toBeLessThanOrEqual(1e-6 * f);
+  expect(got!.attentionFactor ?? 1, `${what}: attention factor`).toBeCloseTo(want.attentionScaling, 6);
+}
 
 test('every family has its fixture, and each is small and well formed', () => {
   expect(families, REGENERATE).toEqual([...FAMILIES].sort());
@@ -168,6 +207,7 @@ test('every family has its fixture, and each is small and well formed', () => {
     const m = readManifest(family);
     expect(m.family).toBe(family);
     expect(m.seqLen * m.embedDim).toBe(f32(family, m.x).length);
+    expect(m.configs[0]).toBe('config.json');
     for (const l of m.layers) expect(f64(family, l.out).length).toBe(m.seqLen * m.embedDim);
     // A window shorter than the sequence wherever a family has windows.
     for (const l of m.layers) if (l.window !== null) expect(l.window).toBeLessThan(m.seqLen);
@@ -199,6 +239,7 @@ describe.each(cases)('%s layer %i', (family, layerIndex, want) => {
     expect(r.config.embedDim).toBe(m.embedDim);
     expect(r.forward.isCausal).toBe(true);
     expect(r.forward.window).toBe(want.window ?? undefined);
+    expectSameRotary(r.config.rotary, want, want.headDim, `${family} layer ${layerIndex}`);
   });
 
   test.each(BACKENDS)('prefill on %s matches the family’s own module', async (backend) => {
@@ -235,17 +276,31 @@ describe.each(cases)('%s layer %i', (family, layerIndex, want) => {
   });
 });
 
+describe.each(v4Cases)('%s layer %i, config.json in transformers 4’s spelling', (family, layerIndex, want) => {
+  test('loads to the same layer as config.json, and matches on cpu', async () => {
+    const v5 = await load(family, layerIndex);
+    const v4 = await load(family, layerIndex, 'config.v4.json');
+    if (refused(family, v4)) return;
+    if (v5 instanceof UnsupportedError) throw new Error(`${family} layer ${layerIndex}: config.v4.json loads but config.json is refused: ${v5.message}`);
+    expect(v4.config).toEqual(v5.config);
+    expect(v4.forward).toEqual(v5.forward);
+    expect(v4.layer).toEqual(v5.layer);
+    const { manifest: m, x } = checkpoint(family);
+    expectClose(await forwardWhole(engines.cpu, v4, v4.config, x, m.seqLen), f64(family, want.out), TOL, `${family} layer ${layerIndex} (config.v4.json) on cpu`);
+  });
+});
+
 describe('refusals', () => {
   test.each(['qwen3_next', 'qwen3_5'])('%s: the linear-attention layer 0 is refused with UnsupportedError', async (family) => {
     if (!attentionLayerFromHf) throw new Error('src/index.ts exports no attentionLayerFromHf');
     const c = checkpoint(family);
-    await expect(attentionLayerFromHf(c.config, c.weights, { layer: 0 })).rejects.toThrow(UnsupportedError);
+    await expect(attentionLayerFromHf(c.configs['config.json'], c.weights, { layer: 0 })).rejects.toThrow(UnsupportedError);
   });
 
   test('a layer past the model is an InvalidArgumentError', async () => {
     if (!attentionLayerFromHf) throw new Error('src/index.ts exports no attentionLayerFromHf');
     const c = checkpoint('llama');
-    await expect(attentionLayerFromHf(c.config, c.weights, { layer: 2 })).rejects.toThrow(InvalidArgumentError);
+    await expect(attentionLayerFromHf(c.configs['config.json'], c.weights, { layer: 2 })).rejects.toThrow(InvalidArgumentError);
   });
 });
 

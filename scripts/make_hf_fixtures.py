@@ -434,6 +434,22 @@ def make_family(family: str, spec: dict) -> None:
             json.dump(v4, fh, indent=2)
             fh.write("\n")
         configs.append("config.v4.json")
+    if family == "gemma4":
+        # Gemma 4's published config.json files give the full-attention layers' sizes as global_head_dim and
+        # num_global_key_value_heads; transformers 5.18 reads them into per_layer_config and writes that.
+        early = json.loads((out_dir / "config.json").read_text())
+        per_layer = early.pop("per_layer_config")
+        overrides = list(per_layer.values())
+        assert all(o == overrides[0] for o in overrides)
+        early["global_head_dim"] = overrides[0]["head_dim"]
+        early["num_global_key_value_heads"] = overrides[0]["num_key_value_heads"]
+        kwargs = {k: v for k, v in copy.deepcopy(early).items() if k not in ("model_type", "architectures", "transformers_version")}
+        back = transformers.AutoConfig.for_model(early["model_type"], **kwargs)
+        assert {str(k): dict(v) for k, v in back.to_dict()["per_layer_config"].items()} == per_layer, back.to_dict()["per_layer_config"]
+        with open(out_dir / "config.global-keys.json", "w") as fh:
+            json.dump(dict(sorted(early.items())), fh, indent=2)
+            fh.write("\n")
+        configs.append("config.global-keys.json")
 
     # Weights rounded to their stored dtype (as save_pretrained wrote them), then the whole model in float64.
     # Parameters only: the rotary modules' inv_freq buffers stay as transformers computes them (float32);

@@ -47,7 +47,7 @@ interface Manifest {
   about: string;
   dtype: string;
   files: string[];
-  /** config.json as transformers 5 writes it, and config.v4.json: the same model spelled as transformers 4 wrote it. */
+  /** config.json as transformers 5 writes it, then the same model in other spellings (config.v4.json, config.global-keys.json). */
   configs: string[];
   seqLen: number;
   embedDim: number;
@@ -131,7 +131,7 @@ function checkpoint(family: string): Checkpoint {
 
 /**
  * The loader's layer, or the UnsupportedError it refused with (accepted for PENDING families only).
- * config.json goes in parsed, config.v4.json as its text.
+ * config.json goes in parsed, the other spellings as their text.
  */
 async function load(family: string, layer: number, configName = 'config.json'): Promise<HfLayer | UnsupportedError> {
   if (!attentionLayerFromHf) throw new Error('src/index.ts exports no attentionLayerFromHf (src/weights/hf.ts, branch h-hf)');
@@ -171,8 +171,11 @@ async function forwardWhole(engine: AttentionEngine, l: HfLayer, config: MultiHe
 }
 
 const cases = families.flatMap((family) => readManifest(family).layers.map((l) => [family, l.layer, l] as const));
-const v4Cases = families.flatMap((family) =>
-  readManifest(family).configs.includes('config.v4.json') ? readManifest(family).layers.map((l) => [family, l.layer, l] as const) : [],
+/** The other spellings of a family's config.json: config.v4.json, Gemma 4's config.global-keys.json. */
+const otherSpellings = families.flatMap((family) =>
+  readManifest(family)
+    .configs.slice(1)
+    .flatMap((name) => readManifest(family).layers.map((l) => [family, l.layer, name, l] as const)),
 );
 
 /**
@@ -276,17 +279,21 @@ describe.each(cases)('%s layer %i', (family, layerIndex, want) => {
   });
 });
 
-describe.each(v4Cases)('%s layer %i, config.json in transformers 4’s spelling', (family, layerIndex, want) => {
+// config.v4.json: the same model as transformers 4 wrote it (rope_theta, rope_scaling, Gemma 3's
+// rope_local_base_freq and sliding_window_pattern, no layer_types for Gemma 2/3); config.global-keys.json:
+// Gemma 4 as its published checkpoints spell it (global_head_dim, num_global_key_value_heads). The
+// generator checks that transformers 5 reads each back to the same model.
+describe.each(otherSpellings)('%s layer %i from %s', (family, layerIndex, configName, want) => {
   test('loads to the same layer as config.json, and matches on cpu', async () => {
     const v5 = await load(family, layerIndex);
-    const v4 = await load(family, layerIndex, 'config.v4.json');
-    if (refused(family, v4)) return;
-    if (v5 instanceof UnsupportedError) throw new Error(`${family} layer ${layerIndex}: config.v4.json loads but config.json is refused: ${v5.message}`);
-    expect(v4.config).toEqual(v5.config);
-    expect(v4.forward).toEqual(v5.forward);
-    expect(v4.layer).toEqual(v5.layer);
+    const other = await load(family, layerIndex, configName);
+    if (refused(family, other)) return;
+    if (v5 instanceof UnsupportedError) throw new Error(`${family} layer ${layerIndex}: ${configName} loads but config.json is refused: ${v5.message}`);
+    expect(other.config).toEqual(v5.config);
+    expect(other.forward).toEqual(v5.forward);
+    expect(other.layer).toEqual(v5.layer);
     const { manifest: m, x } = checkpoint(family);
-    expectClose(await forwardWhole(engines.cpu, v4, v4.config, x, m.seqLen), f64(family, want.out), TOL, `${family} layer ${layerIndex} (config.v4.json) on cpu`);
+    expectClose(await forwardWhole(engines.cpu, other, other.config, x, m.seqLen), f64(family, want.out), TOL, `${family} layer ${layerIndex} (${configName}) on cpu`);
   });
 });
 

@@ -243,6 +243,9 @@ describe.each(cases)('%s layer %i', (family, layerIndex, want) => {
     expect(r.forward.isCausal).toBe(true);
     expect(r.forward.window).toBe(want.window ?? undefined);
     expectSameRotary(r.config.rotary, want, want.headDim, `${family} layer ${layerIndex}`);
+    expect(r.forward.scale ?? want.headDim ** -0.5, 'the score scale').toBeCloseTo(want.scaling, 12);
+    expect(r.forward.softcap, 'the logit softcap').toBe(want.softcap);
+    expect(r.forward.sinks?.length, 'one learned sink per head').toBe(want.sinks ? want.numHeads : undefined);
   });
 
   test.each(BACKENDS)('prefill on %s matches the family’s own module', async (backend) => {

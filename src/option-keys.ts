@@ -98,6 +98,7 @@ export const CONFIG_KEYS = knownKeys<MultiHeadAttentionConfig>({
   embedDim: true,
   numHeads: true,
   numKvHeads: true,
+  headDim: true,
   kdim: true,
   vdim: true,
   bias: true,

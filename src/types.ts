@@ -79,8 +79,13 @@ export interface MultiHeadAttentionConfig {
   kdim?: number;
   /** Channels of `value` for cross-attention. Default embedDim. */
   vdim?: number;
-  /** H: query heads; embedDim must be divisible by it. */
+  /** H: query heads; embedDim must be divisible by it unless headDim is given. */
   numHeads: number;
+  /**
+   * Dh: the size of each query/key/value head. Default embedDim / numHeads. When given, H·Dh may differ
+   * from E (Qwen3, Gemma 3, gpt-oss): in_proj_weight is [(H + 2·G)·Dh, E] and out_proj.weight [E, H·Dh].
+   */
+  headDim?: number;
   /** G: key/value heads (grouped-query attention); divides numHeads. Default numHeads. */
   numKvHeads?: number;
   /** Whether the layer has in_proj_bias and out_proj.bias. Default true. */

@@ -528,6 +528,37 @@ describe('attentionLayerFromGguf', () => {
       engine.dispose();
     }
   });
+  test('smollm3: every 4th layer has no rope (NoPE, as llama.cpp hard-codes), and rotating it changes the output', async () => {
+    const E = 64;
+    const H = 4;
+    const G = 2;
+    // Blocks 2 and 3 of a 4-block smollm3 file: 2 rotates, 3 ((3 + 1) % 4 == 0) does not.
+    const roped = modelFile({ arch: 'smollm3', E, H, G, blocks: 4, layer: 2 });
+    const nope = modelFile({ arch: 'smollm3', E, H, G, blocks: 4, layer: 3 });
+    expect((await attentionLayerFromGguf(roped.bytes, { layer: 2 })).config.rotary).toEqual({ dim: 16, base: 500000, interleaved: true });
+    const { config, stateDict, forward } = await attentionLayerFromGguf(nope.bytes, { layer: 3 });
+    expect(config.rotary).toBeUndefined();
+    expect(config).toEqual({ embedDim: E, numHeads: H, numKvHeads: G, bias: false });
+    // The layer as llama.cpp runs it (no rope) on 'cpu', against the float64 reference without rotary;
+    // the same layer rotated is measurably different, so a loader that rotated it would fail here.
+    const S = 6;
+    const x = uniform(S * E, 1, mulberry32(41));
+    const options = { batchSize: 1, seqLen: S, ...forward };
+    const floats = stateDict as Record<string, Float32Array>;
+    const noRope = referenceMultiHeadAttention({ embedDim: E, numHeads: H, numKvHeads: G, bias: false }, floats, x, options);
+    const rotated = referenceMultiHeadAttention({ ...config, rotary: { dim: 16, base: 500000, interleaved: true } }, floats, x, options);
+    const engine = await createAttentionEngine({ backend: 'cpu' });
+    try {
+      const mha = engine.createMultiHeadAttention(config, floats);
+      const { output } = await mha.forward(x, options);
+      expectClose(output, noRope.output, f32Tolerance([E, S]));
+      expect(Math.max(...output.map((v, i) => Math.abs(v - rotated.output[i])))).toBeGreaterThan(1e-2);
+      mha.dispose();
+    } finally {
+      engine.dispose();
+    }
+  });
+
   test("llama's rotary rule: llama.cpp's converter permutes Hugging Face's Q/K rows, and interleaved pairs on them equal halves on the originals", async () => {
     const E = 64;
     const H = 4;

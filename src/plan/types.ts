@@ -38,7 +38,7 @@ export interface LayerSpec {
   embedDim: number; // E
   numHeads: number; // H
   numKvHeads: number; // G, divides H
-  headDim: number; // Dh = E / H
+  headDim: number; // Dh: config.headDim, default E / H (H·Dh may differ from E)
   kdim: number; // channels of `key` (E unless given)
   vdim: number; // channels of `value` (E unless given)
   bias: boolean;
@@ -66,7 +66,7 @@ export interface LayerWeights {
   kProjWeight: WeightTensor; // [G·Dh, kdim]
   vProjWeight: WeightTensor; // [G·Dh, vdim]
   inProjBias: Float32Array | null; // [(H + 2·G)·Dh]
-  outProjWeight: WeightTensor; // [E, E]
+  outProjWeight: WeightTensor; // [E, H·Dh]
   outProjBias: Float32Array | null; // [E]
 }
 

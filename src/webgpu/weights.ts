@@ -30,7 +30,7 @@ export interface HostLayerWeights {
   k: HostWeight | null;
   v: HostWeight | null;
   inProjBias: Float32Array | null;
-  out: HostWeight; // [E, E]
+  out: HostWeight; // [E, H·Dh]
   outProjBias: Float32Array | null;
 }
 
@@ -123,7 +123,7 @@ export const WEIGHT_UPLOAD = 'MultiHeadAttention weight upload';
 /** A layer's weights on the GPU, uploaded once. Missing biases are uploaded as zeros. */
 export class GpuLayerWeights {
   readonly projection: ProjectionWeights;
-  readonly outProjWeight: GpuWeight; // [E, E]
+  readonly outProjWeight: GpuWeight; // [E, H·Dh]
   readonly outProjBias: GPUBuffer; // [E]
   /** Whether WebGPU accepted the upload: every call with these weights awaits it (forward.ts). */
   readonly verdict: Verdict;

@@ -163,7 +163,7 @@ export async function attentionLayerFromGguf(file: GgufFile | ArrayBuffer | Uint
   const Dh = E / H;
   const config: MultiHeadAttentionConfig = { embedDim: E, numHeads: H };
   if (G !== H) config.numKvHeads = G;
-  const rotary = await rotaryOf(f, arch, Dh, options, num);
+  const rotary = ropesAt(arch, layer) ? await rotaryOf(f, arch, Dh, options, num) : undefined;
   if (rotary) config.rotary = rotary;
 
   const t = (suffix: string) => `blk.${layer}.${suffix}`;
@@ -254,6 +254,19 @@ export async function attentionLayerFromGguf(file: GgufFile | ArrayBuffer | Uint
   if (f.metadata.has(key('attn_logit_softcapping'))) forward.softcap = num('attn_logit_softcapping');
   return { config, stateDict, architecture: arch, forward };
 }
+
+/**
+ * Whether llama.cpp rotates layer `layer`'s queries and keys. SmolLM3 leaves every 4th layer without
+ * rope (NoPE), and nothing in the file says so: llama.cpp hard-codes it. src/llama-model.cpp,
+ * LLM_ARCH_SMOLLM3 in load_hparams: `hparams.n_no_rope_layer_step = 4;`, and src/models/smollm3.cpp:
+ * `const bool use_rope = (il + 1) % hparams.n_no_rope_layer_step != 0;` (ggml_rope_ext on Qcur and
+ * Kcur only when use_rope).
+ */
+function ropesAt(arch: string, layer: number): boolean {
+  if (arch === 'smollm3') return (layer + 1) % SMOLLM3_NO_ROPE_STEP !== 0;
+  return true;
+}
+const SMOLLM3_NO_ROPE_STEP = 4;
 
 function asFloat(name: string, v: GgufTensor): Float32Array {
   if (v instanceof Float32Array) return v;

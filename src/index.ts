@@ -74,7 +74,8 @@ export { dequantize } from './quant/dequantize.ts';
 // GGUF files (llama.cpp): the reader, and one attention layer's config and state_dict in the file's types.
 export { parseGguf, loadGguf, GGML_TYPES } from './weights/gguf.ts';
 export type { GgufFile, GgufHeader, GgufTensor, GgufTensorInfo, GgufValue, GgufValueType, GgmlType } from './weights/gguf.ts';
-export { attentionLayerFromGguf } from './weights/gguf-layer.ts';
+export { attentionLayerFromGguf, ggufModelLayers } from './weights/gguf-layer.ts';
+export type { ModelLayer } from './weights/model-layers.ts';
 export type { GgufLayerOptions, GgufAttentionLayer, GgufStateDict } from './weights/gguf-layer.ts';
 // Quantizing float32 weights (round to nearest, as ggml's and ONNX Runtime's reference quantizers).
 export { quantizeWeights } from './quant/quantize.ts';

@@ -15,6 +15,7 @@ import { describe, expect, test } from 'vitest';
 import { attentionLayerFromHf, InvalidArgumentError, parseSafetensors, UnsupportedError } from '../src/index.ts';
 import type { AttentionEngine, HfAttentionLayer, MultiHeadAttentionConfig, SafetensorsFile } from '../src/index.ts';
 import { compareArrays, expectClose, type Tolerance } from '../src/util/tolerance.ts';
+import { loadHfLayer } from '../src/weights/hf.ts';
 import { useEngines } from './helpers/engines.ts';
 import { withErrorScopes } from './helpers/gpu.ts';
 
@@ -275,6 +276,127 @@ describe.each(otherSpellings)('%s layer %i from %s', (family, layerIndex, config
     expect(other.layer).toEqual(v5.layer);
     const { manifest: m, x } = checkpoint(family);
     expectClose(await forwardWhole(engines.cpu, other, other.config, x, m.seqLen), f64(family, want.out), TOL, `${family} layer ${layerIndex} (${configName}) on cpu`);
+  });
+});
+
+/**
+ * A float64 reference of a layer as the loader describes it, written from the definitions in issue 39
+ * and docs/API.md (not from the engine): projections, QK-norm (per head, or over the whole projection
+ * with `over: 'all'`), K = V (V is the k projection before the key norm), a weightless V norm, rotary
+ * halves of the first `dim` features (θ from invFreq or base; cos and sin times attentionFactor),
+ * scale, softcap, causal and window masks, sinks, the sigmoid output gate, the output projection.
+ * It checks what the loader builds for the layers whose engine features are still on other branches.
+ */
+function referenceLayer(l: HfLayer, x: Float32Array, S: number): Float64Array {
+  const c = l.config;
+  const sd = l.stateDict;
+  const E = c.embedDim;
+  const H = c.numHeads;
+  const G = c.numKvHeads ?? H;
+  const Dh = c.headDim ?? E / H;
+  const rowsOf = (w: Float32Array, from: number, n: number) => w.subarray(from * E, (from + n) * E);
+  const inW = sd.in_proj_weight;
+  const inB = sd.in_proj_bias;
+  const Wq = sd.q_proj_weight ?? rowsOf(inW, 0, H * Dh);
+  const Wk = sd.k_proj_weight ?? rowsOf(inW, H * Dh, G * Dh);
+  const Wv = c.keyIsValue ? undefined : (sd.v_proj_weight ?? rowsOf(inW, (H + G) * Dh, G * Dh));
+  const bq = sd.q_proj_bias ?? inB?.subarray(0, H * Dh);
+  const bk = sd.k_proj_bias ?? inB?.subarray(H * Dh, (H + G) * Dh);
+  const bv = sd.v_proj_bias ?? inB?.subarray((H + G) * Dh, (H + 2 * G) * Dh);
+  const project = (W: Float32Array, b: Float32Array | undefined, rows: number, inDim: number, input: ArrayLike<number>) => {
+    const out = new Float64Array(S * rows);
+    for (let s = 0; s < S; s++)
+      for (let r = 0; r < rows; r++) {
+        let acc = b ? b[r] : 0;
+        for (let e = 0; e < inDim; e++) acc += input[s * inDim + e] * W[r * inDim + e];
+        out[s * rows + r] = acc;
+      }
+    return out;
+  };
+  const q = project(Wq, bq, H * Dh, E, x);
+  const kRaw = project(Wk, bk, G * Dh, E, x);
+  const k = Float64Array.from(kRaw);
+  const v = Wv ? project(Wv, bv, G * Dh, E, x) : Float64Array.from(kRaw);
+  /** RMS-normalizes groups of `size` values of each row of `t` (width `width`), times w (none: 1). */
+  const rms = (t: Float64Array, width: number, size: number, eps: number, w?: Float32Array) => {
+    for (let s = 0; s < S; s++)
+      for (let g = 0; g < width / size; g++) {
+        const o = s * width + g * size;
+        let ms = 0;
+        for (let i = 0; i < size; i++) ms += t[o + i] ** 2;
+        const inv = 1 / Math.sqrt(ms / size + eps);
+        for (let i = 0; i < size; i++) t[o + i] *= inv * (w ? w[w.length === size ? i : g * size + i] : 1);
+      }
+  };
+  if (c.qkNorm) {
+    const all = (c.qkNorm as { over?: string }).over === 'all';
+    const eps = c.qkNorm.eps ?? 1e-6;
+    rms(q, H * Dh, all ? H * Dh : Dh, eps, c.qkNorm.query);
+    rms(k, G * Dh, all ? G * Dh : Dh, eps, c.qkNorm.key);
+  }
+  const vNorm = (c as { vNorm?: { eps?: number } }).vNorm;
+  if (vNorm) rms(v, G * Dh, Dh, vNorm.eps ?? 1e-6);
+  const rot = c.rotary;
+  if (rot) {
+    expect(rot.interleaved ?? false).toBe(false);
+    expect(rot.cos).toBeUndefined();
+    const d = rot.dim ?? Dh;
+    const theta = (i: number) => (rot.invFreq ? rot.invFreq[i] : (rot.base ?? 10000) ** (-(2 * i) / d));
+    const af = rot.attentionFactor ?? 1;
+    const turn = (t: Float64Array, heads: number) => {
+      for (let s = 0; s < S; s++)
+        for (let h = 0; h < heads; h++)
+          for (let i = 0; i < d / 2; i++) {
+            const o = (s * heads + h) * Dh;
+            const a = s * theta(i);
+            const [x1, x2] = [t[o + i], t[o + i + d / 2]];
+            t[o + i] = af * (x1 * Math.cos(a) - x2 * Math.sin(a));
+            t[o + i + d / 2] = af * (x2 * Math.cos(a) + x1 * Math.sin(a));
+          }
+    };
+    turn(q, H);
+    turn(k, G);
+  }
+  const f = l.forward;
+  const scale = f.scale ?? Dh ** -0.5;
+  const attn = new Float64Array(S * H * Dh);
+  for (let h = 0; h < H; h++) {
+    const g = Math.floor(h / (H / G));
+    for (let i = 0; i < S; i++) {
+      const scores: number[] = [];
+      for (let j = 0; j <= i; j++) {
+        if (f.window !== undefined && i - j >= f.window) {
+          scores.push(-Infinity);
+          continue;
+        }
+        let dot = 0;
+        for (let e = 0; e < Dh; e++) dot += q[(i * H + h) * Dh + e] * k[(j * G + g) * Dh + e];
+        let sc = dot * scale;
+        if (f.softcap) sc = f.softcap * Math.tanh(sc / f.softcap);
+        scores.push(sc);
+      }
+      const sink = f.sinks ? f.sinks[h] : -Infinity;
+      const max = Math.max(sink, ...scores);
+      const ps = scores.map((sc) => Math.exp(sc - max));
+      const den = ps.reduce((a, b) => a + b, 0) + Math.exp(sink - max);
+      for (let j = 0; j <= i; j++) for (let e = 0; e < Dh; e++) attn[(i * H + h) * Dh + e] += (ps[j] / den) * v[(j * G + g) * Dh + e];
+    }
+  }
+  if ((c as { outputGate?: boolean }).outputGate) {
+    const gate = project(sd.gate_proj_weight, sd.gate_proj_bias, H * Dh, E, x);
+    for (let i = 0; i < attn.length; i++) attn[i] *= 1 / (1 + Math.exp(-gate[i]));
+  }
+  return project(sd['out_proj.weight'], sd['out_proj.bias'], E, H * Dh, attn);
+}
+
+/** Every engine feature on: the loader builds what this build of the engine would refuse. */
+const ALL_FEATURES = { qkNormOverAll: true, vNorm: true, keyIsValue: true, outputGate: true };
+
+describe.each(cases)('%s layer %i: the loader’s layer through a float64 reference (no engine)', (family, layerIndex, want) => {
+  test('matches the family’s own module', async () => {
+    const c = checkpoint(family);
+    const l = await loadHfLayer(JSON.parse(c.configs['config.json']), c.weights, { layer: layerIndex }, ALL_FEATURES);
+    expectClose(referenceLayer(l, c.x, c.manifest.seqLen), f64(family, want.out), TOL, `${family} layer ${layerIndex}: the reference on the loader's layer`);
   });
 });
 

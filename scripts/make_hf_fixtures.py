@@ -12,6 +12,8 @@ stored dtype before the float64 run.
 Run: /work/venv/bin/python scripts/make_hf_fixtures.py  (torch CPU, transformers 5.x, safetensors)
 Writes test/fixtures/hf-models/<family>/:
   config.json, model.safetensors (or two shards + model.safetensors.index.json),
+  config.v4.json (families that predate transformers 5: the same model in transformers 4's spelling, checked
+  to read back to the same rope and layer types), gemma4/config.global-keys.json (Gemma 4's published keys),
   x.f32.bin  [S, E] float32 little-endian (the layer input, batch 1),
   out-L<i>.f64.bin  [S, E] float64 little-endian (the layer's output),
   manifest.json  (what each tested layer is).

@@ -237,6 +237,17 @@ describe('attentionLayerFromHf: state dicts and forward options per family', () 
     expect(got.config.qkNorm!.key).toEqual(tensors['model.layers.3.self_attn.k_norm.weight'].data.map((v) => v + 1));
     await expect(loadAll(config, parseSafetensors(writeSafetensors(tensors)), { layer: 0 })).rejects.toThrow(UnsupportedError);
   });
+  it('qwen3_next with attention_bias: the q_proj bias splits like its rows (query part → in_proj_bias, gate part → gate_proj_bias)', async () => {
+    const config = { model_type: 'qwen3_next', ...base, head_dim: 16, attention_bias: true };
+    const tensors = layerTensors(config, 3);
+    const got = await loadAll(config, parseSafetensors(writeSafetensors(tensors)), { layer: 3 });
+    const qb = tensors['model.layers.3.self_attn.q_proj.bias'].data;
+    // head 2: query bias entries 64…79 of q_proj.bias, gate 80…95.
+    expect(got.stateDict.in_proj_bias.subarray(32, 48)).toEqual(qb.subarray(64, 80));
+    expect(got.stateDict.gate_proj_bias.subarray(32, 48)).toEqual(qb.subarray(80, 96));
+    expect(got.stateDict.in_proj_bias.subarray(64, 96)).toEqual(tensors['model.layers.3.self_attn.k_proj.bias'].data);
+    expect(got.stateDict['out_proj.bias']).toEqual(tensors['model.layers.3.self_attn.o_proj.bias'].data);
+  });
   it('gpt_oss: biases, sinks, window on even layers, yarn with its attention factor', async () => {
     const config = { model_type: 'gpt_oss', ...base, head_dim: 16 };
     const tensors = layerTensors(config, 0);
@@ -354,6 +365,13 @@ describe('attentionLayerFromHf: bad input', () => {
     expect(err).toBeInstanceOf(UnsupportedError);
     expect(err.message).toContain('ntk-by-parts');
   });
+  it('a layer type the family has no module for is refused', async () => {
+    const config = { model_type: 'gemma2', ...base, head_dim: 16, layer_types: ['chunked_attention', ...Array(7).fill('full_attention')] };
+    const err = await attentionLayerFromHf(config, file(config, 1), { layer: 0 }).catch((e) => e);
+    expect(err).toBeInstanceOf(UnsupportedError);
+    expect(err.message).toContain('chunked_attention');
+    expect(hfModelLayers(config)[1].unsupported).toBeNull();
+  });
   it('a partial_rotary_factor on a family whose rope rotates whole heads is refused', async () => {
     await expect(attentionLayerFromHf({ ...config, partial_rotary_factor: 0.5 }, file(config, 0), { layer: 0 })).rejects.toBeInstanceOf(UnsupportedError);
   });
@@ -388,6 +406,21 @@ describe('shards and lazy reading', () => {
     const total = shards.reduce((a, s) => a + s.byteLength, 0);
     console.log(`lazy: ${headers} header bytes + ${read} tensor bytes read of ${total} (layer 1 of 4 shards)`);
     expect(headers + read).toBeLessThan(total / 4);
+  });
+  it('a refused load reads no tensor bytes (every check precedes every read)', async () => {
+    const lazy = await Promise.all(shards.map((s) => openSafetensors(s)));
+    const before = lazy.map((f) => f.bytesRead);
+    await expect(attentionLayerFromHf({ ...config, head_dim: 8 }, lazy, { layer: 1 })).rejects.toBeInstanceOf(ShapeMismatchError);
+    await expect(attentionLayerFromHf({ ...config, attention_bias: true }, lazy, { layer: 1 })).rejects.toBeInstanceOf(MissingWeightError);
+    expect(lazy.map((f) => f.bytesRead)).toEqual(before);
+  });
+  it('openSafetensors refuses a damaged file by WeightFileError, and a tensor it lacks by MissingWeightError', async () => {
+    await expect(openSafetensors(shards[0].subarray(0, 4))).rejects.toMatchObject({ name: 'WeightFileError', problem: 'truncated' });
+    await expect(openSafetensors(shards[0].subarray(0, shards[0].byteLength - 1))).rejects.toMatchObject({ name: 'WeightFileError', problem: 'truncated' });
+    const broken = shards[0].slice();
+    broken[9] = 0x21; // the header's JSON no longer parses
+    await expect(openSafetensors(broken)).rejects.toMatchObject({ name: 'WeightFileError', problem: 'header' });
+    await expect((await openSafetensors(shards[0])).tensor('nope')).rejects.toBeInstanceOf(MissingWeightError);
   });
   it('openSafetensors reads a Blob and a Node path by offsets', async () => {
     const blob = await openSafetensors(new Blob([new Uint8Array(shards[0])]));

@@ -285,6 +285,12 @@ export function parseHfConfig(config: unknown): ParsedHfConfig {
     p.qkvBias = attentionBias;
     p.outBias = attentionBias;
     const sliding = type === 'sliding_attention';
+    // Families whose attention reads layer_types: a type their code has no mask or module for is refused.
+    const readsTypes = !['llama', 'mistral', 'gemma', 'phi3', 'olmo2'].includes(family);
+    const known = family === 'qwen3_next' || family === 'qwen3_5' ? ['full_attention', 'linear_attention'] : ['full_attention', 'sliding_attention'];
+    if (readsTypes && !known.includes(type)) {
+      throw refuse(`layer_types[${L}] = ${JSON.stringify(type)}`, `${family} layers are ${known.join(' or ')}.`);
+    }
     switch (family) {
       case 'llama':
         break;

@@ -15,6 +15,18 @@
 // P is model.layers. (causal LMs), model.language_model.layers. (transformers 5 multimodal checkpoints) or
 // language_model.model.layers. (transformers 4 ones). Every family rule is in ./hf-config.ts (sizes,
 // windows, scale, softcap, norms, NoPE, refusals) and ./hf-rope.ts (rotary as inverse frequencies).
+//
+// The engine fields of issue 39 this targets, as the loader means them (checked in numbers against each
+// family's own module): qkNorm.over 'all' — one RMS norm over the whole projection (weights [H·Dh],
+// [G·Dh]); vNorm { eps } — a weightless RMS norm of each V head; keyIsValue — no v weights, V is the k
+// projection's output before the key norm and rotary (then vNorm); outputGate — out = W_O·(attention ⊙
+// sigmoid(x·gate_proj_weightᵀ + gate_proj_bias)). While createMultiHeadAttention lacks one of these
+// (src/option-keys.ts), a layer needing it is refused with UnsupportedError.
+//
+// Refused, by name: Qwen3-Next/3.5 linear-attention layers; Gemma 4 KV-shared layers; bidirectional Gemma;
+// rope types other than default, linear, llama3, yarn, proportional, and dynamic / longrope beyond their
+// thresholds (options.maxPositions); partial_rotary_factor where the family's rope ignores it; a layer
+// type the family has no module for; K = V with biases; quantized tensors (FP8, MXFP4, …).
 
 import { MissingWeightError, ShapeMismatchError, InvalidArgumentError, UnsupportedError } from '../errors.ts';
 import type { MultiHeadAttentionConfig } from '../types.ts';

@@ -109,6 +109,8 @@ export const CONFIG_KEYS = knownKeys<MultiHeadAttentionConfig>({
   qkNorm: true,
   scoreMod: true,
   attention: true,
+  keyIsValue: true,
+  outputGate: true,
 });
 
 /** config.rotary, and scaledDotProductAttention's options.rotary. */

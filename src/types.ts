@@ -112,6 +112,20 @@ export interface MultiHeadAttentionConfig {
    * that shape a softmax (attnMask, window, scale, softcap, sinks, ALiBi, scoreMod, needWeights) do not.
    */
   attention?: 'softmax' | 'linear';
+  /**
+   * K = V (Gemma 4's full-attention layers with attention_k_eq_v): the layer has no v weights; V is the
+   * k projection's output, taken before the key's QK-norm and rotary. The state_dict holds
+   * q_proj_weight [H·Dh, E] and k_proj_weight [G·Dh, kdim] (or in_proj_weight [(H + G)·Dh, E]) and no
+   * v_proj_weight. Needs bias: false; cross-attention calls pass one array as key and value. Default false.
+   */
+  keyIsValue?: boolean;
+  /**
+   * An output gate (Qwen3-Next, Qwen3.5): out = W_O·(attention ⊙ sigmoid(x·W_gᵀ + b_g)) + b_O, the gate
+   * a projection of the layer's input (the query) multiplying each head's attention output feature by
+   * feature. Weights: stateDict.gate_proj_weight [H·Dh, E] and, with bias, gate_proj_bias [H·Dh]
+   * (zero when left out). Attention weights (needWeights) are those before the gate. Default false.
+   */
+  outputGate?: boolean;
 }
 
 /**

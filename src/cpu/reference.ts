@@ -135,7 +135,11 @@ export function attention(plan: ForwardPlan, q: Float64Array, k: Float64Array, v
   return out;
 }
 
-/** Pass 3: O read as concat(heads) [B·S, H·Dh] (column h·Dh + d), times W_Oᵀ [E, H·Dh], plus b_O. */
+/**
+ * Pass 3: O read as concat(heads) [B·S, H·Dh] (column h·Dh + d), times W_Oᵀ [E, H·Dh], plus b_O. With an
+ * output gate (config.outputGate), each row of concat(heads) is first multiplied feature by feature by
+ * sigmoid(x·W_gᵀ + b_g), x the token's row of the query (the layer's input).
+ */
 export function outputProjection(plan: ForwardPlan, layerWeights: LayerWeights, o: Float64Array): Float64Array {
   const weights = floatLayerWeights(layerWeights);
   const { batches: B, qRows: S } = plan.geometry;
@@ -145,10 +149,20 @@ export function outputProjection(plan: ForwardPlan, layerWeights: LayerWeights, 
   const HD = H * Dh; // E unless config.headDim made it differ
   const y = new Float64Array(B * S * E);
   const concat = new Float64Array(HD); // one row of concat(heads)
+  const gateW = weights.gateProjWeight; // [H·Dh, E], or null
+  const gateB = weights.gateProjBias;
   for (let b = 0; b < B; b++) {
     for (let s = 0; s < S; s++) {
       for (let h = 0; h < H; h++) {
         for (let d = 0; d < Dh; d++) concat[h * Dh + d] = o[((b * H + h) * S + s) * Dh + d];
+      }
+      if (gateW) {
+        const xRow = (b * S + s) * E;
+        for (let n = 0; n < HD; n++) {
+          let g = gateB ? gateB[n] : 0;
+          for (let e = 0; e < E; e++) g += plan.query[xRow + e] * gateW[n * E + e];
+          concat[n] *= 1 / (1 + Math.exp(-g));
+        }
       }
       const yRow = (b * S + s) * E;
       for (let n = 0; n < E; n++) {

@@ -167,6 +167,15 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
       fix: 'Rotary positions belong to self-attention; make a layer without rotary for cross-attention.',
     });
   }
+  if (cross && spec.keyIsValue && o.value !== o.key) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.value',
+      expected: 'the same array (or buffer) as options.key: this layer has config.keyIsValue (V is the k projection of the key input)',
+      given: 'a different value input',
+      fix: 'Pass the key input as both key and value.',
+    });
+  }
   requireBothOrNeither(
     where,
     'options',

@@ -53,6 +53,26 @@ export function resolveLayerSpec(config: unknown): LayerSpec {
       fix: 'A score modification changes softmax scores; linear attention forms none.',
     });
   }
+  const keyIsValue = c.keyIsValue === undefined ? false : requireBoolean(where, 'config.keyIsValue', c.keyIsValue);
+  const outputGate = c.outputGate === undefined ? false : requireBoolean(where, 'config.outputGate', c.outputGate);
+  if (keyIsValue && bias) {
+    throw new UnsupportedError({
+      where,
+      argument: 'config.bias',
+      expected: 'false with config.keyIsValue',
+      given: c.bias === undefined ? 'true (the default)' : 'true',
+      fix: "Pass bias: false. K = V layers (Gemma 4's attention_k_eq_v) have no biases, and this engine has no bias layout for them.",
+    });
+  }
+  if (keyIsValue && c.vdim !== undefined && vdim !== kdim) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'config.vdim',
+      expected: `left out, or equal to kdim (${kdim}): with config.keyIsValue V is the k projection of the key input`,
+      given: String(vdim),
+      fix: 'Leave vdim out.',
+    });
+  }
   return {
     embedDim,
     numHeads,
@@ -65,6 +85,8 @@ export function resolveLayerSpec(config: unknown): LayerSpec {
     qkNorm: resolveQkNorm(where, c.qkNorm, headDim),
     scoreMod,
     attention,
+    keyIsValue,
+    outputGate,
   };
 }
 
@@ -88,9 +110,17 @@ export function expectedWeights(spec: LayerSpec, separate: boolean): { name: str
         { name: 'k_proj_weight', shape: [G * Dh, spec.kdim], dims: `[G·Dh, kdim] = [${G}·${Dh}, ${spec.kdim}]` },
         { name: 'v_proj_weight', shape: [G * Dh, spec.vdim], dims: `[G·Dh, vdim] = [${G}·${Dh}, ${spec.vdim}]` },
       ]
-    : [{ name: 'in_proj_weight', shape: [N, E], dims: `[(H + 2·G)·Dh, E] = [(${H} + 2·${G})·${Dh}, ${E}]` }];
+    : spec.keyIsValue
+      ? [{ name: 'in_proj_weight', shape: [(H + G) * Dh, E], dims: `[(H + G)·Dh, E] = [(${H} + ${G})·${Dh}, ${E}]` }]
+      : [{ name: 'in_proj_weight', shape: [N, E], dims: `[(H + 2·G)·Dh, E] = [(${H} + 2·${G})·${Dh}, ${E}]` }];
+  // K = V: no v weights (V is the k projection's output).
+  if (spec.keyIsValue && separate) entries.pop();
   entries.push({ name: 'out_proj.weight', shape: [E, H * Dh], dims: `[E, H·Dh] = [${E}, ${H}·${Dh}]` });
   if (spec.bias) entries.push({ name: 'in_proj_bias', shape: [N], dims: n }, { name: 'out_proj.bias', shape: [E], dims: `[E] = [${E}]` });
+  if (spec.outputGate) {
+    entries.push({ name: 'gate_proj_weight', shape: [H * Dh, E], dims: `[H·Dh, E] = [${H}·${Dh}, ${E}]` });
+    if (spec.bias) entries.push({ name: 'gate_proj_bias', shape: [H * Dh], dims: `[H·Dh] = [${H}·${Dh}]` });
+  }
   return entries;
 }
 
@@ -110,9 +140,13 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
           ? 'The layer was created with bias: false; pass bias: true to use biases.'
           : key === 'in_proj_weight' && !sameDims
             ? `With kdim (${spec.kdim}) or vdim (${spec.vdim}) ≠ embedDim (${spec.embedDim}) the projections are separate: pass q_proj_weight, k_proj_weight, v_proj_weight.`
-            : ['q_proj_weight', 'k_proj_weight', 'v_proj_weight'].includes(key) && !separate
-              ? 'Pass either in_proj_weight or q_proj_weight, k_proj_weight and v_proj_weight, not both.'
-              : `This layer takes ${names.join(', ')}.`;
+            : key.startsWith('gate_proj') && !spec.outputGate
+              ? 'Gate weights belong to a layer with an output gate: pass config.outputGate: true (Qwen3-Next, Qwen3.5).'
+              : key === 'v_proj_weight' && spec.keyIsValue
+                ? 'A K = V layer (config.keyIsValue) has no v weights: V is the k projection. Leave v_proj_weight out.'
+                : ['q_proj_weight', 'k_proj_weight', 'v_proj_weight'].includes(key) && !separate
+                  ? 'Pass either in_proj_weight or q_proj_weight, k_proj_weight and v_proj_weight, not both.'
+                  : `This layer takes ${names.join(', ')}.`;
       throw new InvalidArgumentError({ where, argument: `stateDict["${key}"]`, expected: 'a known state_dict name', given: 'an unexpected entry', fix: hint });
     }
   }
@@ -121,8 +155,8 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
     const length = shape.reduce((a, b) => a * b, 1);
     const shapeText = `[${shape.join(', ')}] = ${length} (${dims})`;
     if (sd[name] === undefined) {
-      // A layer with q/k/v biases and none on the output (Qwen2): the output bias is zero.
-      if (name === 'out_proj.bias' && sd.in_proj_bias !== undefined) {
+      // A layer with q/k/v biases and none on the output (Qwen2): the output bias is zero; so is a gate's left out.
+      if ((name === 'out_proj.bias' && sd.in_proj_bias !== undefined) || name === 'gate_proj_bias') {
         tensors[name] = new Float32Array(length);
         continue;
       }
@@ -131,7 +165,10 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
         argument: `stateDict["${name}"]`,
         expected: `a Float32Array ${shapeText}`,
         given: 'nothing',
-        fix: `PyTorch's nn.MultiheadAttention.state_dict() has it; pass all of: ${names.join(', ')}.`,
+        fix:
+          name === 'gate_proj_weight'
+            ? `config.outputGate needs the gate projection (Qwen3-Next's and Qwen3.5's q_proj rows [gate_h] of each head; attentionLayerFromHf splits them out); pass all of: ${names.join(', ')}.`
+            : `PyTorch's nn.MultiheadAttention.state_dict() has it; pass all of: ${names.join(', ')}.`,
       });
     }
     tensors[name] =
@@ -141,25 +178,30 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
   }
   const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh } = spec;
   const given = tensors.in_proj_weight ?? null;
-  let inProjWeight: WeightTensor | null = given;
-  // Separate float q/k/v weights of a self-attention layer are packed into one in_proj_weight; quantized
-  // ones (each of its own type, as GGUF files mix them) stay separate.
-  const separateFloat = [tensors.q_proj_weight, tensors.k_proj_weight, tensors.v_proj_weight].every((w) => w instanceof Float32Array);
-  if (!inProjWeight && sameDims && separateFloat) {
+  const q = given ? rows(given, 0, H * Dh, E) : tensors.q_proj_weight;
+  const k = given ? rows(given, H * Dh, (H + G) * Dh, E) : tensors.k_proj_weight;
+  // K = V: V's weights are K's (V is the k projection's output; the head transform touches K alone).
+  const v = spec.keyIsValue ? k : given ? rows(given, (H + G) * Dh, (H + 2 * G) * Dh, E) : tensors.v_proj_weight;
+  let inProjWeight: WeightTensor | null = spec.keyIsValue ? null : given;
+  // Separate float q/k/v weights of a self-attention layer are packed into one in_proj_weight (K's rows
+  // twice in a K = V layer); quantized ones (each of its own type, as GGUF files mix them) stay separate.
+  if (!inProjWeight && sameDims && [q, k, v].every((w) => w instanceof Float32Array)) {
     const packed = new Float32Array((H + 2 * G) * Dh * E);
-    packed.set(tensors.q_proj_weight as Float32Array, 0);
-    packed.set(tensors.k_proj_weight as Float32Array, H * Dh * E);
-    packed.set(tensors.v_proj_weight as Float32Array, (H + G) * Dh * E);
+    packed.set(q as Float32Array, 0);
+    packed.set(k as Float32Array, H * Dh * E);
+    packed.set(v as Float32Array, (H + G) * Dh * E);
     inProjWeight = packed;
   }
   return {
     inProjWeight,
-    qProjWeight: inProjWeight ? rows(inProjWeight, 0, H * Dh, E) : tensors.q_proj_weight,
-    kProjWeight: inProjWeight ? rows(inProjWeight, H * Dh, (H + G) * Dh, E) : tensors.k_proj_weight,
-    vProjWeight: inProjWeight ? rows(inProjWeight, (H + G) * Dh, (H + 2 * G) * Dh, E) : tensors.v_proj_weight,
+    qProjWeight: inProjWeight ? rows(inProjWeight, 0, H * Dh, E) : q,
+    kProjWeight: inProjWeight ? rows(inProjWeight, H * Dh, (H + G) * Dh, E) : k,
+    vProjWeight: inProjWeight ? rows(inProjWeight, (H + G) * Dh, (H + 2 * G) * Dh, E) : v,
     inProjBias: spec.bias ? (tensors.in_proj_bias as Float32Array) : null,
     outProjWeight: tensors['out_proj.weight'],
     outProjBias: spec.bias ? (tensors['out_proj.bias'] as Float32Array) : null,
+    gateProjWeight: spec.outputGate ? tensors.gate_proj_weight : null,
+    gateProjBias: spec.outputGate && spec.bias ? (tensors.gate_proj_bias as Float32Array) : null,
   };
 }
 
@@ -185,6 +227,8 @@ export function copyWeights(w: LayerWeights): LayerWeights {
     inProjBias: w.inProjBias?.slice() ?? null,
     outProjWeight: copyWeight(w.outProjWeight),
     outProjBias: w.outProjBias?.slice() ?? null,
+    gateProjWeight: w.gateProjWeight ? copyWeight(w.gateProjWeight) : null,
+    gateProjBias: w.gateProjBias?.slice() ?? null,
   };
 }
 
@@ -200,12 +244,13 @@ export function floatLayerWeights(w: LayerWeights): FloatLayerWeights {
     kProjWeight: k as Float32Array,
     vProjWeight: v as Float32Array,
     outProjWeight: floatWeight(w.outProjWeight),
+    gateProjWeight: w.gateProjWeight ? floatWeight(w.gateProjWeight) : null,
   };
 }
 
 /** Whether every weight of a layer is float32. */
 export function isFloat(w: LayerWeights): w is FloatLayerWeights {
-  return [w.inProjWeight, w.qProjWeight, w.kProjWeight, w.vProjWeight, w.outProjWeight].every((t) => t === null || t instanceof Float32Array);
+  return [w.inProjWeight, w.qProjWeight, w.kProjWeight, w.vProjWeight, w.outProjWeight, w.gateProjWeight].every((t) => t === null || t instanceof Float32Array);
 }
 
 function copyWeight(w: WeightTensor): WeightTensor {

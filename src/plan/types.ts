@@ -50,6 +50,10 @@ export interface LayerSpec {
   scoreMod: ScoreMod | null;
   /** softmax(q·kᵀ·scale)·v, or linear attention with φ = elu + 1 (config.attention; engine.linearAttention). */
   attention: 'softmax' | 'linear';
+  /** K = V (config.keyIsValue): V is the k projection's output (resolveWeights makes v's weights k's). */
+  keyIsValue?: boolean;
+  /** An output gate (config.outputGate): O ⊙ sigmoid(x·W_gᵀ + b_g) before the output projection. */
+  outputGate?: boolean;
   /** Set on the GPU's padded copy of a spec only (webgpu/padding.ts): the caller's head size, headDim being rounded up. */
   unpaddedHeadDim?: number;
 }
@@ -68,6 +72,9 @@ export interface LayerWeights {
   inProjBias: Float32Array | null; // [(H + 2·G)·Dh]
   outProjWeight: WeightTensor; // [E, H·Dh]
   outProjBias: Float32Array | null; // [E]
+  /** config.outputGate: gate_proj_weight [H·Dh, E] and its bias [H·Dh] (zeros when the layer has bias but none was given); else null. */
+  gateProjWeight: WeightTensor | null;
+  gateProjBias: Float32Array | null;
 }
 
 /** LayerWeights whose weights are all float32 (what floatLayerWeights returns). */
@@ -77,6 +84,7 @@ export interface FloatLayerWeights extends LayerWeights {
   kProjWeight: Float32Array;
   vProjWeight: Float32Array;
   outProjWeight: Float32Array;
+  gateProjWeight: Float32Array | null;
 }
 
 /** What masks a score, resolved. Additive masks hold −Infinity where a bool mask said "not allowed". */

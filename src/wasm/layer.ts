@@ -6,6 +6,7 @@
 //   pass 1½ (rotary, QK-norm: cpu/head-transform.ts's transformHead on each float32 head row)
 //   pass 2  attention   per (sequence, head), online softmax over blocks of 64 keys → O [T, H·Dh]
 //                       (scoreMod and linear layers: the float64 reference's pass, attention.ts)
+//   pass 2½ (output gate: O ⊙ sigmoid(X · W_gᵀ + b_g), the gate projected beside Q in pass 1)
 //   pass 3  gemm        O [T, H·Dh] · W_Oᵀ + b_O → Y [T, E]                       (or qgemv / qgemm)
 //
 // With a KV cache, the new tokens' K and V are copied into the cache's block, held in the same memory
@@ -26,6 +27,8 @@ export class WasmLayer implements BackendLayer {
   private readonly k: Projection;
   private readonly v: Projection;
   private readonly out: Projection;
+  /** config.outputGate: x · W_gᵀ + b_g → [T, H·Dh], or null. */
+  private readonly gate: Projection | null;
   /** A forward is running: its buffers are in the arena, so a new cache waits to be placed. */
   private running = false;
 
@@ -42,6 +45,7 @@ export class WasmLayer implements BackendLayer {
     this.k = createProjection(kernels!, weights.kProjWeight, G * Dh, kdim, bias, H * Dh);
     this.v = createProjection(kernels!, weights.vProjWeight, G * Dh, vdim, bias, (H + G) * Dh);
     this.out = createProjection(kernels!, weights.outProjWeight, E, H * Dh, weights.outProjBias, 0);
+    this.gate = weights.gateProjWeight ? createProjection(kernels!, weights.gateProjWeight, H * Dh, E, weights.gateProjBias, 0) : null;
     kernels!.keep();
   }
 
@@ -82,10 +86,11 @@ export class WasmLayer implements BackendLayer {
     const kvRows = plan.cache ? qRows : plan.geometry.kvRows;
     const x = kernels.put(plan.query);
     const crossInputs = plan.mode === 'cross';
-    const [q, k, v] = await project(kernels, [
+    const [q, k, v, gate] = await project(kernels, [
       [x, tokens, this.q],
       [crossInputs ? kernels.put(plan.key) : x, batches * kvRows, this.k],
       [crossInputs ? kernels.put(plan.value) : x, batches * kvRows, this.v],
+      ...(this.gate ? [[x, tokens, this.gate] as [number, number, Projection]] : []),
     ]);
     this.transformHeads(kernels, plan, q, tokens, H, 'query');
     this.transformHeads(kernels, plan, k, batches * kvRows, G, 'key');
@@ -107,6 +112,12 @@ export class WasmLayer implements BackendLayer {
       attentionWeights = probs ? kernels.take(probs, plan.batchSize * H * plan.seqLen * plan.kvSeqLen) : null;
     } else {
       attentionWeights = referenceAttention(kernels, plan, qView, kView as HeadView, vView, oView);
+    }
+    if (gate !== undefined) {
+      // The output gate (config.outputGate): O [T, H·Dh] ⊙ sigmoid(gate [T, H·Dh]), before W_O.
+      const f32 = kernels.f32;
+      const [o0, g0] = [o >> 2, gate >> 2];
+      for (let i = 0; i < tokens * H * Dh; i++) f32[o0 + i] *= 1 / (1 + Math.exp(-f32[g0 + i]));
     }
     const [y] = await project(kernels, [[o, tokens, this.out]]);
     const output = kernels.take(y, tokens * E);

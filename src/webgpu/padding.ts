@@ -120,6 +120,9 @@ export function padWeights(spec: LayerSpec, w: FloatLayerWeights): FloatLayerWei
     inProjBias: w.inProjBias ? widen(w.inProjBias, { blocks: 1, size: 1, to: 1 }, heads(H + 2 * G)) : null,
     outProjWeight: widen(w.outProjWeight, plain(E), heads(H)), // [E, H·Dh]: rows are outputs, columns the heads' lanes
     outProjBias: w.outProjBias ? padColumns(w.outProjBias, 1, E, up4(E)) : null,
+    // config.outputGate: laid out as q's rows (the gate lands in O's padded head lanes; their weights are zero)
+    gateProjWeight: w.gateProjWeight ? widen(w.gateProjWeight, heads(H), plain(E)) : null,
+    gateProjBias: w.gateProjBias ? widen(w.gateProjBias, { blocks: 1, size: 1, to: 1 }, heads(H)) : null,
   };
 }
 

@@ -32,6 +32,9 @@ export interface HostLayerWeights {
   inProjBias: Float32Array | null;
   out: HostWeight; // [E, H·Dh]
   outProjBias: Float32Array | null;
+  /** config.outputGate: gate_proj_weight [H·Dh, E] and its bias [H·Dh] (or none); else null. */
+  gate: HostWeight | null;
+  gateBias: Float32Array | null;
 }
 
 function formatOfHost(w: HostWeight): WeightFormat | null {
@@ -79,7 +82,7 @@ function concatRows(parts: PackedWeight[]): PackedWeight {
  * weights whose sizes the packed kernels cannot index (2¹⁶ rows or more, K/4 ≥ 2¹⁶).
  */
 export function hostWeights(spec: LayerSpec, weights: LayerWeights): HostLayerWeights {
-  const all = [weights.inProjWeight, weights.qProjWeight, weights.kProjWeight, weights.vProjWeight, weights.outProjWeight];
+  const all = [weights.inProjWeight, weights.qProjWeight, weights.kProjWeight, weights.vProjWeight, weights.outProjWeight, weights.gateProjWeight];
   if (unpaddedOf(spec) || isFloat(weights) || all.some((t) => t && !packable(t))) {
     const float = floatLayerWeights(weights);
     const padded = padWeights(spec, float);
@@ -93,6 +96,8 @@ export function hostWeights(spec: LayerSpec, weights: LayerWeights): HostLayerWe
       inProjBias: padded.inProjBias ? copy(padded.inProjBias) : null,
       out: copy(padded.outProjWeight),
       outProjBias: padded.outProjBias ? copy(padded.outProjBias) : null,
+      gate: padded.gateProjWeight ? copy(padded.gateProjWeight) : null,
+      gateBias: padded.gateProjBias ? copy(padded.gateProjBias) : null,
     };
   }
   let inProj: HostWeight | null = weights.inProjWeight ? pack(weights.inProjWeight) : null;
@@ -114,6 +119,8 @@ export function hostWeights(spec: LayerSpec, weights: LayerWeights): HostLayerWe
     inProjBias: weights.inProjBias?.slice() ?? null,
     out: pack(weights.outProjWeight),
     outProjBias: weights.outProjBias?.slice() ?? null,
+    gate: weights.gateProjWeight ? pack(weights.gateProjWeight) : null,
+    gateBias: weights.gateProjBias?.slice() ?? null,
   };
 }
 
@@ -125,6 +132,11 @@ export class GpuLayerWeights {
   readonly projection: ProjectionWeights;
   readonly outProjWeight: GpuWeight; // [E, H·Dh]
   readonly outProjBias: GPUBuffer; // [E]
+  /**
+   * config.outputGate: W_g [H·Dh, E] and its bias, zeros after it to (H + 2·G)·Dh (the QKV projection
+   * kernel projects the gate as Q's head slots, and binds a bias of that size); else null.
+   */
+  readonly gate: { weight: GpuWeight; bias: GPUBuffer } | null;
   /** Whether WebGPU accepted the upload: every call with these weights awaits it (forward.ts). */
   readonly verdict: Verdict;
   private readonly buffers: GPUBuffer[] = [];
@@ -148,6 +160,11 @@ export class GpuLayerWeights {
           };
       this.outProjWeight = this.weight(weights.out, 'MultiHeadAttention.out_proj.weight');
       this.outProjBias = this.float(weights.outProjBias ?? new Float32Array(spec.embedDim), 'MultiHeadAttention.out_proj.bias');
+      const gateBias = new Float32Array(N);
+      if (weights.gateBias) gateBias.set(weights.gateBias);
+      this.gate = weights.gate
+        ? { weight: this.weight(weights.gate, 'MultiHeadAttention.gate_proj_weight'), bias: this.float(gateBias, 'MultiHeadAttention.gate_proj_bias') }
+        : null;
     } finally {
       this.verdict = scopes.verdict(WEIGHT_UPLOAD);
     }

@@ -11,6 +11,8 @@ import {
   InvalidArgumentError,
   MissingWeightError,
   type MultiHeadAttentionConfig,
+  type QuantizedTensor,
+  quantizeWeights,
   referenceMultiHeadAttention,
   ShapeMismatchError,
   type StateDict,
@@ -131,6 +133,30 @@ describe("precision 'f16'", () => {
     mha.dispose();
     const E = config.embedDim;
     expectClose(got.output, ref.output, f16Tolerance([E, 6, config.numHeads * config.headDim], maxAbsFinite(ref.output), maxAbsFinite(ref.scores!)), 'output');
+  });
+});
+
+describe('quantized weights (q8_0: q, k, the gate and the output projection packed, never expanded on webgpu and wasm)', () => {
+  const quantized: [string, MultiHeadAttentionConfig & Sizes][] = [
+    ['outputGate', { embedDim: 64, numHeads: 4, numKvHeads: 2, headDim: 16, bias: true, outputGate: true }],
+    ['keyIsValue', { embedDim: 64, numHeads: 4, numKvHeads: 2, headDim: 32, bias: false, keyIsValue: true, rotary: {} }],
+  ];
+  test.each(quantized)('%s', async (_name, config) => {
+    const sd = quantizeWeights(layerWeights(config, 21), { dtype: 'q8_0', config });
+    if (config.outputGate) expect((sd.gate_proj_weight as QuantizedTensor).dtype).toBe('q8_0');
+    expect((sd.k_proj_weight as QuantizedTensor).dtype).toBe('q8_0');
+    const E = config.embedDim;
+    const x = uniform(2 * 5 * E, 1, mulberry32(22));
+    const options = { batchSize: 2, seqLen: 5, isCausal: true };
+    const ref = referenceMultiHeadAttention(config, sd, x, options).output; // on the exactly dequantized weights
+    for (const backend of ['webgpu', 'wasm'] as const) {
+      const engine = engines.of(backend);
+      const mha = engine.createMultiHeadAttention(config, sd);
+      const run = () => mha.forward(x, options);
+      const got = backend === 'webgpu' ? await withErrorScopes(engine.device!, run) : await run();
+      mha.dispose();
+      expectClose(got.output, ref, f32Tolerance([E, 5, config.numHeads * config.headDim]), `${backend} output`);
+    }
   });
 });
 

@@ -160,6 +160,29 @@ describe('quantized weights (q8_0: q, k, the gate and the output projection pack
   });
 });
 
+test('outputGate in cross-attention (kdim, vdim ≠ E): the gate is projected from the query, on webgpu and wasm as in the reference', async () => {
+  const config = { embedDim: 24, kdim: 20, vdim: 12, numHeads: 2, numKvHeads: 2, headDim: 8, bias: true, outputGate: true };
+  const r = mulberry32(31);
+  const sd: StateDict = {
+    q_proj_weight: uniform(16 * 24, 0.3, r),
+    k_proj_weight: uniform(16 * 20, 0.3, r),
+    v_proj_weight: uniform(16 * 12, 0.3, r),
+    in_proj_bias: uniform(48, 0.1, r),
+    'out_proj.weight': uniform(24 * 16, 0.3, r),
+    'out_proj.bias': uniform(24, 0.1, r),
+    gate_proj_weight: uniform(16 * 24, 0.5, r),
+    gate_proj_bias: uniform(16, 0.5, r),
+  };
+  const q = uniform(2 * 3 * 24, 1, r);
+  const options = { batchSize: 2, seqLen: 3, kvSeqLen: 5, key: uniform(2 * 5 * 20, 1, r), value: uniform(2 * 5 * 12, 1, r) };
+  const ref = referenceMultiHeadAttention(config, sd, q, options).output;
+  for (const backend of ['webgpu', 'wasm'] as const) {
+    const mha = engines.of(backend).createMultiHeadAttention(config, sd);
+    expectClose((await mha.forward(q, options)).output, ref, f32Tolerance([24, 5, 16]), `${backend} output`);
+    mha.dispose();
+  }
+});
+
 describe('the reference, by hand', () => {
   test('outputGate: y = W_O·(O ⊙ sigmoid(x·W_gᵀ + b_g)) + b_O, O the ungated attention output', () => {
     const config = cases[0][1];

@@ -112,7 +112,7 @@ export const CONFIG_KEYS = knownKeys<MultiHeadAttentionConfig>({
 export const ROTARY_KEYS = knownKeys<RotaryOptions>({ dim: true, base: true, interleaved: true, cos: true, sin: true });
 
 /** config.qkNorm. */
-export const QK_NORM_KEYS = knownKeys<NonNullable<MultiHeadAttentionConfig['qkNorm']>>({ query: true, key: true, eps: true });
+export const QK_NORM_KEYS = knownKeys<NonNullable<MultiHeadAttentionConfig['qkNorm']>>({ query: true, key: true, eps: true, over: true });
 
 /** mha.createKvCache's options. */
 export const KV_CACHE_KEYS = knownKeys<KvCacheOptions>({ batchSize: true, maxSeqLen: true, key: true, value: true, length: true });

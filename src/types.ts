@@ -98,8 +98,13 @@ export interface MultiHeadAttentionConfig {
   rotary?: RotaryOptions;
   /** A custom score modification for every call of the layer (see ScoreMod). */
   scoreMod?: ScoreMod;
-  /** An RMS norm of every query and key head with these weights [headDim], after the projection and before rotary (Qwen3, Gemma 3, OLMo 2). eps default 1e-6. */
-  qkNorm?: { query: Float32Array; key: Float32Array; eps?: number };
+  /**
+   * An RMS norm of the queries and keys after the projection and before rotary. `over` 'head'
+   * (default; Qwen3, Gemma 3): of every head, weights [headDim]. 'all' (OLMo 2): of a token's whole
+   * projection before it is split into heads, weights query [H·headDim], key [G·headDim], the mean
+   * over all H·headDim (G·headDim) features. eps default 1e-6.
+   */
+  qkNorm?: { query: Float32Array; key: Float32Array; eps?: number; over?: 'head' | 'all' };
   /**
    * 'softmax' (default): softmax(q·kᵀ·scale)·v. 'linear': linear attention with φ(x) = elu(x) + 1 on
    * the projected queries and keys (see AttentionEngine.linearAttention; ε 1e-6), O(S·Dh²) rather

@@ -54,13 +54,29 @@ export function resolveRotary(where: string, value: unknown, Dh: number, name = 
   return { dim, base, interleaved, cos, sin };
 }
 
-/** The layer config's `qkNorm`, checked for head size Dh. */
-export function resolveQkNorm(where: string, value: unknown, Dh: number): QkNormPlan | null {
+/** The layer config's `qkNorm`, checked for head size Dh, H query heads and G key heads. */
+export function resolveQkNorm(where: string, value: unknown, Dh: number, H: number, G: number): QkNormPlan | null {
   if (value === undefined) return null;
-  const q = requireObject(where, 'config.qkNorm', value, 'Pass { query, key, eps? }: RMS-norm weights [headDim] for query and key heads.');
+  const q = requireObject(
+    where,
+    'config.qkNorm',
+    value,
+    "Pass { query, key, eps?, over? }: RMS-norm weights [headDim] for query and key heads (over 'head'), or [H·headDim] and [G·headDim] (over 'all').",
+  );
   rejectUnknownKeys(where, 'config.qkNorm', q, QK_NORM_KEYS);
-  const query = requireFloat32Array(where, 'config.qkNorm.query', q.query, Dh, `[headDim] = ${Dh}`).slice();
-  const key = requireFloat32Array(where, 'config.qkNorm.key', q.key, Dh, `[headDim] = ${Dh}`).slice();
+  if (q.over !== undefined && q.over !== 'head' && q.over !== 'all') {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'config.qkNorm.over',
+      expected: "'head' (default: one norm per head, weights [headDim]) or 'all' (one norm over all heads of a token, weights [H·headDim] / [G·headDim])",
+      given: describe(q.over),
+    });
+  }
+  const over: 'head' | 'all' = q.over ?? 'head';
+  const [nq, nk] = over === 'all' ? [H * Dh, G * Dh] : [Dh, Dh];
+  const shape = (heads: string, n: number) => (over === 'all' ? `[${heads}·headDim] = ${n} (qkNorm.over = 'all')` : `[headDim] = ${n}`);
+  const query = requireFloat32Array(where, 'config.qkNorm.query', q.query, nq, shape('H', nq)).slice();
+  const key = requireFloat32Array(where, 'config.qkNorm.key', q.key, nk, shape('G', nk)).slice();
   let eps = 1e-6;
   if (q.eps !== undefined) {
     if (typeof q.eps !== 'number' || !Number.isFinite(q.eps) || q.eps <= 0) {
@@ -68,7 +84,7 @@ export function resolveQkNorm(where: string, value: unknown, Dh: number): QkNorm
     }
     eps = q.eps;
   }
-  return { query, key, eps, dim: Dh };
+  return { query, key, eps, over, dim: Dh };
 }
 
 /** Positions of rotated tokens, above which given tables have no rows. */

@@ -60,7 +60,7 @@ export function resolveLayerSpec(config: unknown): LayerSpec {
     vdim,
     bias,
     rotary: resolveRotary(where, c.rotary, headDim),
-    qkNorm: resolveQkNorm(where, c.qkNorm, headDim),
+    qkNorm: resolveQkNorm(where, c.qkNorm, headDim, numHeads, numKvHeads),
     scoreMod,
     attention,
   };

@@ -22,9 +22,13 @@ export interface RotaryPlan {
 
 /** QK-norm, resolved (head-transform.ts): an RMS norm of every query and key head with these weights [Dh]. */
 export interface QkNormPlan {
+  /** [Dh] ('head'), or [H·Dh] ('all'). */
   query: Float32Array;
+  /** [Dh] ('head'), or [G·Dh] ('all'). */
   key: Float32Array;
   eps: number;
+  /** 'head': one RMS norm per head (Qwen3, Gemma 3); 'all': one over a token's whole projection, all its heads (OLMo 2). */
+  over: 'head' | 'all';
   /** Features the mean of squares runs over: Dh (the GPU's padded heads have more lanes, zeros). */
   dim: number;
 }

@@ -13,7 +13,7 @@
 
 import type { BackendLayer } from '../backend.ts';
 import { DisposedError } from '../errors.ts';
-import { transformHead } from '../cpu/head-transform.ts';
+import { normAcrossHeads, transformHead } from '../cpu/head-transform.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import { type HeadView, referenceAttention, runAttention, type TransposedKeys, tokenMajor } from './attention.ts';
@@ -125,6 +125,7 @@ export class WasmLayer implements BackendLayer {
     const f32 = kernels.f32;
     for (let m = 0; m < rows; m++) {
       const position = rotary ? plan.positions![m] : 0;
+      normAcrossHeads(this.spec, f32, (h) => (ptr >> 2) + (m * heads + h) * Dh, heads, kind); // qkNorm.over 'all' only
       for (let h = 0; h < heads; h++) transformHead(this.spec, f32, (ptr >> 2) + (m * heads + h) * Dh, kind, position);
     }
   }

@@ -52,7 +52,7 @@ export function paddedSpec(spec: LayerSpec): LayerSpec {
       unpaddedHeadDim: Dh,
       kdim: up4(spec.kdim),
       vdim: up4(spec.vdim),
-      qkNorm: norm ? { ...norm, query: padColumns(norm.query, 1, Dh, Dp), key: padColumns(norm.key, 1, Dh, Dp) } : null,
+      qkNorm: norm ? { ...norm, query: padColumns(norm.query, norm.query.length / Dh, Dh, Dp), key: padColumns(norm.key, norm.key.length / Dh, Dh, Dp) } : null,
     };
     paddedSpecs.set(spec, padded);
   }

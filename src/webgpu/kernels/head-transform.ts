@@ -21,8 +21,10 @@ export const TRANSFORM_PARAMS = defineParams([
   ['stride', 'u32', 'rows per (batch, head) block'],
   ['row0', 'u32', "the block's row of the first token: 0, or a KV cache's length"],
   ['hasNorm', 'u32', '1: RMS norm with normWeight'],
-  ['normOffset', 'u32', '0: the query weights; Dh: the key weights'],
-  ['normDim', 'u32', "features the RMS mean runs over: the caller's Dh (≤ the lanes, DH4·4)"],
+  ['normOffset', 'u32', "0: the query weights; the query weights' length: the key weights"],
+  ['normStride', 'u32', "0: every head's weights the same [Dh]; Dh: head h's at normOffset + h·Dh (qkNorm.over 'all')"],
+  ['normAll', 'u32', "1: one RMS norm over all the token's heads (qkNorm.over 'all'), an invocation per token"],
+  ['normDim', 'u32', "features the RMS mean runs over: the caller's Dh (≤ the lanes, DH4·4), or heads·Dh with normAll"],
   ['eps', 'f32', 'RMS norm epsilon'],
   ['pairs', 'u32', 'rotary: dim / 2 pairs rotated; 0: no rotary'],
   ['interleaved', 'u32', '1: pairs (2i, 2i + 1); 0: halves (i, i + dim/2)'],
@@ -31,7 +33,7 @@ export const TRANSFORM_PARAMS = defineParams([
 /** head_transform.wgsl's bindings. */
 export const TRANSFORM_BINDINGS = kernelBindings('HeadTransform', [
   ['heads', 'storage', 'array<ST4>', 'the query or key heads, transformed in place [B, heads, stride, Dh/4]'],
-  ['normWeight', 'read-only-storage', 'array<f32>', 'QK-norm weights: query [Dh] ++ key [Dh]'],
+  ['normWeight', 'read-only-storage', 'array<f32>', "QK-norm weights: query [Dh] ++ key [Dh], or [H·Dh] ++ [G·Dh] (over 'all')"],
   ['rope', 'read-only-storage', 'array<f32>', 'cos [rows, pairs] ++ sin [rows, pairs]'],
 ]);
 
@@ -64,6 +66,7 @@ export const HEAD_TRANSFORM = defineKernel({
   run({ plan, kind: k, normWeight, rope }) {
     const { headDim: Dh, rotary, qkNorm } = plan.layer;
     const rows = plan.geometry.batches * k.S;
+    const all = qkNorm?.over === 'all';
     return {
       uniforms: {
         rows,
@@ -74,13 +77,15 @@ export const HEAD_TRANSFORM = defineKernel({
         row0: k.row0,
         hasNorm: qkNorm ? 1 : 0,
         normOffset: k.normOffset,
-        normDim: qkNorm?.dim ?? Dh,
+        normStride: all ? Dh : 0,
+        normAll: all ? 1 : 0,
+        normDim: (qkNorm?.dim ?? Dh) * (all ? k.heads : 1),
         eps: qkNorm?.eps ?? 1e-6,
         pairs: rotary ? rotary.dim / 2 : 0,
         interleaved: rotary?.interleaved ? 1 : 0,
       },
       buffers: { heads: k.buffer, normWeight, rope },
-      groups: [Math.ceil(rows / 64), k.heads],
+      groups: [Math.ceil(rows / 64), all ? 1 : k.heads],
     };
   },
 });
@@ -106,7 +111,7 @@ function ropeTable(plan: ForwardPlan): Float32Array {
 }
 
 export function encodeHeadTransform(pass: GPUComputePassEncoder, scratch: CallScratch, plan: ForwardPlan, targets: QkvTargets): void {
-  const { numHeads: H, numKvHeads: G, headDim: Dh, rotary, qkNorm } = plan.layer;
+  const { numHeads: H, numKvHeads: G, rotary, qkNorm } = plan.layer;
   const { qRows, kvRows } = plan.geometry;
   const device = scratch.device;
   const upload = (data: Float32Array, role: string) => {
@@ -130,7 +135,7 @@ export function encodeHeadTransform(pass: GPUComputePassEncoder, scratch: CallSc
       S: ownKeys ? qRows : kvRows,
       stride: kv.stride,
       row0: kv.row0 + (ownKeys && !plan.cache ? kvRows - qRows : 0),
-      normOffset: Dh,
+      normOffset: qkNorm?.query.length ?? 0, // Dh, or H·Dh with qkNorm.over 'all'
     },
   ];
   for (const kind of kinds) encodeKernel(pass, scratch, HEAD_TRANSFORM, { plan, kind, normWeight, rope });

@@ -1,0 +1,159 @@
+// Engine features beyond the plain layer (issue 39): QK-norm over a token's whole projection
+// (config.qkNorm.over = 'all', OLMo 2). Each against the float64 CPU reference on WebGPU and wasm
+// with the f32 tolerance (prefill, KV-cache decode and the cache's keys, GQA, head sizes the GPU
+// pads), against transformers' own module in float64 (test/fixtures/head-ops/, made by
+// scripts/make_head_ops_fixtures.py), and the refusals of bad configs.
+
+import { readFileSync } from 'node:fs';
+import { describe, expect, test } from 'vitest';
+import { InvalidArgumentError, type MultiHeadAttentionConfig, ShapeMismatchError, type StateDict } from '../src/index.ts';
+import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
+import { FAST_COMPILING, useEngines } from './helpers/engines.ts';
+import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
+
+const engines = useEngines({ webgpu: FAST_COMPILING }, 'webgpu', 'wasm', 'cpu');
+
+function fixture(name: string): Record<string, number[] | number | string> {
+  return JSON.parse(readFileSync(new URL(`./fixtures/head-ops/${name}.json`, import.meta.url), 'utf8'));
+}
+
+const f32 = (a: unknown) => Float32Array.from(a as number[]);
+
+/** Weights around 1 (as trained norms are), length n. */
+const normWeights = (n: number, seed: number) => uniform(n, 1, mulberry32(seed)).map((w) => 1 + w / 2);
+
+/** Prefill of 5 tokens into a cache, one decode step, the whole 6 causally, and the cache's keys, on `backend`. */
+async function runAll(backend: 'webgpu' | 'wasm' | 'cpu', config: MultiHeadAttentionConfig, sd: StateDict, x: Float32Array) {
+  const E = config.embedDim;
+  const mha = engines.of(backend).createMultiHeadAttention(config, sd);
+  try {
+    const cache = mha.createKvCache({ batchSize: 2, maxSeqLen: 8 });
+    const prefill = await mha.forward(x.subarray(0, 2 * 5 * E), { batchSize: 2, seqLen: 5, isCausal: true, kvCache: cache });
+    // x is [2, 6, E]: the prefill above took the first 10 rows, rows of batch 0 then 1 as [2, 5, E];
+    // the decode step is rows 10, 11 as [2, 1, E]. The whole [2, 6, E] is the same tokens in another order, so compare the per-call results only.
+    const step = await mha.forward(x.subarray(2 * 5 * E), { batchSize: 2, seqLen: 1, kvCache: cache });
+    const whole = await mha.forward(x, { batchSize: 2, seqLen: 6, isCausal: true });
+    const contents = await cache.read();
+    return { prefill: prefill.output, step: step.output, whole: whole.output, keys: contents.key, values: contents.value };
+  } finally {
+    mha.dispose();
+  }
+}
+
+describe("qkNorm over 'all' (OLMo 2): one RMS norm over a token's whole q / k projection", () => {
+  const CASES = [
+    { Dh: 8, H: 4, G: 2, rotary: true },
+    { Dh: 6, H: 3, G: 1, rotary: true }, // padded to 8 lanes on the GPU: the mean over H·6 features only
+    { Dh: 5, H: 2, G: 2, rotary: false },
+    { Dh: 4, H: 2, G: 1, rotary: true, bias: false },
+  ];
+  test.each(CASES)('Dh=$Dh H=$H G=$G rotary=$rotary: webgpu and wasm match the float64 reference, prefill + decode', async ({ Dh, H, G, rotary, bias }) => {
+    const E = H * Dh;
+    const config: MultiHeadAttentionConfig = {
+      embedDim: E,
+      numHeads: H,
+      numKvHeads: G,
+      ...(bias === false ? { bias: false } : {}),
+      ...(rotary ? { rotary: { dim: Dh % 2 ? Dh - 1 : Dh } } : {}),
+      qkNorm: { query: normWeights(H * Dh, Dh), key: normWeights(G * Dh, Dh + 1), eps: 1e-5, over: 'all' },
+    };
+    const sd = randomStateDict(config, 40 + Dh);
+    const x = uniform(2 * 6 * E, 1, mulberry32(70 + Dh));
+    const want = await runAll('cpu', config, sd, x);
+    // The norm is not per head: with 'head' norms of the same weights the reference differs.
+    const perHead = await runAll('cpu', { ...config, qkNorm: { query: normWeights(Dh, 1), key: normWeights(Dh, 2) } }, sd, x);
+    expect(Math.max(...want.whole.map((v, i) => Math.abs(v - perHead.whole[i])))).toBeGreaterThan(1e-3);
+    const tol = f32Tolerance([E, 6, E]);
+    for (const backend of ['webgpu', 'wasm'] as const) {
+      const got = await runAll(backend, config, sd, x);
+      expectClose(got.prefill, want.prefill, tol, `${backend} prefill`);
+      expectClose(got.step, want.step, tol, `${backend} decode step`);
+      expectClose(got.whole, want.whole, tol, `${backend} whole`);
+      expectClose(got.keys, want.keys, f32Tolerance([E]), `${backend} normed keys in the cache`);
+      expectClose(got.values, want.values, f32Tolerance([E]), `${backend} values in the cache`);
+    }
+  });
+
+  test('cross-attention (kdim ≠ E, keys of their own length): webgpu and wasm match the reference', async () => {
+    const [E, H, G, Dh, kdim] = [12, 3, 1, 4, 7];
+    const config: MultiHeadAttentionConfig = {
+      embedDim: E,
+      numHeads: H,
+      numKvHeads: G,
+      kdim,
+      vdim: kdim,
+      qkNorm: { query: normWeights(H * Dh, 5), key: normWeights(G * Dh, 6), over: 'all' },
+    };
+    const r = mulberry32(11);
+    const sd: StateDict = {
+      q_proj_weight: uniform(H * Dh * E, 0.4, r),
+      k_proj_weight: uniform(G * Dh * kdim, 0.4, r),
+      v_proj_weight: uniform(G * Dh * kdim, 0.4, r),
+      in_proj_bias: uniform((H + 2 * G) * Dh, 0.1, r),
+      'out_proj.weight': uniform(E * E, 0.4, r),
+      'out_proj.bias': uniform(E, 0.1, r),
+    };
+    const [B, Sq, Skv] = [2, 3, 5];
+    const query = uniform(B * Sq * E, 1, r);
+    const key = uniform(B * Skv * kdim, 1, r);
+    const value = uniform(B * Skv * kdim, 1, r);
+    const options = { batchSize: B, seqLen: Sq, kvSeqLen: Skv, key, value };
+    const want = await engines.cpu.createMultiHeadAttention(config, sd).forward(query, options);
+    for (const backend of ['webgpu', 'wasm'] as const) {
+      const mha = engines.of(backend).createMultiHeadAttention(config, sd);
+      expectClose((await mha.forward(query, options)).output, want.output, f32Tolerance([kdim, Skv, E]), `${backend} cross-attention`);
+      mha.dispose();
+    }
+  });
+
+  test("transformers' Olmo2Attention (float64): every backend", async () => {
+    const fx = fixture('olmo2');
+    const [E, H, G, S] = [fx.embedDim, fx.numHeads, fx.numKvHeads, fx.seqLen] as number[];
+    const config: MultiHeadAttentionConfig = {
+      embedDim: E,
+      numHeads: H,
+      numKvHeads: G,
+      bias: false,
+      rotary: { cos: f32(fx.cos), sin: f32(fx.sin) },
+      qkNorm: { query: f32(fx.q_norm), key: f32(fx.k_norm), eps: fx.eps as number, over: 'all' },
+    };
+    const sd: StateDict = {
+      q_proj_weight: f32(fx.q_proj_weight),
+      k_proj_weight: f32(fx.k_proj_weight),
+      v_proj_weight: f32(fx.v_proj_weight),
+      'out_proj.weight': f32(fx.out_proj_weight),
+    };
+    const x = f32(fx.x);
+    const want = fx.output as number[];
+    // The weights and inputs are float64 in the fixture, float32 here: the reference is within the f32 tolerance too.
+    const tol = f32Tolerance([E, S, E]);
+    for (const backend of ['cpu', 'webgpu', 'wasm'] as const) {
+      const mha = engines.of(backend).createMultiHeadAttention(config, sd);
+      const whole = await mha.forward(x, { batchSize: 1, seqLen: S, isCausal: true });
+      expectClose(whole.output, want, tol, `${backend} vs Olmo2Attention`);
+      // The same through a KV cache: S − 1 tokens, then the last.
+      const cache = mha.createKvCache({ batchSize: 1, maxSeqLen: S });
+      await mha.forward(x.subarray(0, (S - 1) * E), { batchSize: 1, seqLen: S - 1, isCausal: true, kvCache: cache });
+      const step = await mha.forward(x.subarray((S - 1) * E), { batchSize: 1, seqLen: 1, kvCache: cache });
+      expectClose(step.output, want.slice((S - 1) * E), tol, `${backend} decode vs Olmo2Attention`);
+      mha.dispose();
+    }
+  });
+
+  test('bad configs are refused, naming the argument and the expected shape', () => {
+    const base = { embedDim: 12, numHeads: 3, numKvHeads: 1 };
+    const sd = randomStateDict(base, 1);
+    const make = (qkNorm: unknown) => () => engines.cpu.createMultiHeadAttention({ ...base, qkNorm } as MultiHeadAttentionConfig, sd);
+    expect(make({ query: new Float32Array(4), key: new Float32Array(4), over: 'all' })).toThrow(ShapeMismatchError);
+    expect(make({ query: new Float32Array(4), key: new Float32Array(4), over: 'all' })).toThrow(/config\.qkNorm\.query.*\[H·headDim\] = 12/s);
+    expect(make({ query: new Float32Array(12), key: new Float32Array(12), over: 'all' })).toThrow(/config\.qkNorm\.key.*\[G·headDim\] = 4/s);
+    expect(make({ query: new Float32Array(12), key: new Float32Array(4) })).toThrow(/config\.qkNorm\.query.*\[headDim\] = 4/s);
+    expect(make({ query: new Float32Array(4), key: new Float32Array(4), over: 'token' })).toThrow(InvalidArgumentError);
+    expect(make({ query: new Float32Array(4), key: new Float32Array(4), over: 'token' })).toThrow(/config\.qkNorm\.over/);
+    for (const backend of ['webgpu', 'wasm'] as const) {
+      expect(() => engines.of(backend).createMultiHeadAttention({ ...base, qkNorm: { query: new Float32Array(4), key: new Float32Array(4), over: 'all' } }, sd)).toThrow(
+        ShapeMismatchError,
+      );
+    }
+  });
+});

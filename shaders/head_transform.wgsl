@@ -1,6 +1,7 @@
 // QK-norm and rotary embeddings, in place, on the query heads or the key heads of a call's tokens,
 // after the projection (qkv_projection.wgsl) and before attention; for key heads, where they are
-// stored (the qkv buffer, or a KV cache's rows row0 …). The float64 twin is src/cpu/head-transform.ts.
+// stored (the qkv buffer, or a KV cache's rows row0 …); and config.vNorm's weightless norm of the value
+// heads (weights of 1, pairs = 0). The float64 twin is src/cpu/head-transform.ts.
 //
 //   heads      the buffer holding them: [batches, heads, stride, Dh], from vec4 base4
 //   normWeight the query heads' RMS-norm weights, then the key heads' (config.qkNorm): [Dh] each, or

@@ -106,6 +106,12 @@ export interface MultiHeadAttentionConfig {
    */
   qkNorm?: { query: Float32Array; key: Float32Array; eps?: number; over?: 'head' | 'all' };
   /**
+   * A weightless RMS norm of every value head, x·rsqrt(mean(x²) + eps) over its headDim features,
+   * after the projection and before V enters a KV cache (Gemma 4's v_norm). `true` = `{}`; eps
+   * default 1e-6.
+   */
+  vNorm?: boolean | { eps?: number };
+  /**
    * 'softmax' (default): softmax(q·kᵀ·scale)·v. 'linear': linear attention with φ(x) = elu(x) + 1 on
    * the projected queries and keys (see AttentionEngine.linearAttention; ε 1e-6), O(S·Dh²) rather
    * than O(S²·Dh); isCausal, keyPaddingMask, KV caches, GQA, rotary and QK-norm apply, the options

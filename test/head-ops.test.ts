@@ -157,3 +157,51 @@ describe("qkNorm over 'all' (OLMo 2): one RMS norm over a token's whole q / k pr
     }
   });
 });
+
+describe("vNorm (Gemma 4's v_norm): a weightless RMS norm of every value head", () => {
+  const CASES = [
+    { Dh: 8, H: 4, G: 2, qk: 'all' as const },
+    { Dh: 6, H: 3, G: 1, qk: 'head' as const }, // padded to 8 lanes on the GPU
+    { Dh: 5, H: 2, G: 2, qk: null },
+    { Dh: 4, H: 2, G: 1, qk: null, noRotary: true }, // vNorm alone: the head transform for the values only
+  ];
+  test.each(CASES)('Dh=$Dh H=$H G=$G qkNorm=$qk: webgpu and wasm match the float64 reference, prefill + decode + cached values', async ({ Dh, H, G, qk, noRotary }) => {
+    const E = H * Dh;
+    const config: MultiHeadAttentionConfig = {
+      embedDim: E,
+      numHeads: H,
+      numKvHeads: G,
+      ...(noRotary ? {} : { rotary: { dim: Dh % 2 ? Dh - 1 : Dh } }),
+      vNorm: qk === 'head' ? true : { eps: 1e-5 },
+      ...(qk === 'all' ? { qkNorm: { query: normWeights(H * Dh, 3), key: normWeights(G * Dh, 4), over: 'all' as const } } : {}),
+      ...(qk === 'head' ? { qkNorm: { query: normWeights(Dh, 3), key: normWeights(Dh, 4) } } : {}),
+    };
+    const sd = randomStateDict(config, 80 + Dh);
+    const x = uniform(2 * 6 * E, 1, mulberry32(90 + Dh));
+    const want = await runAll('cpu', config, sd, x);
+    // The cached values are normed: every head's mean square ≈ 1 (eps aside).
+    for (let base = 0; base < want.values.length; base += Dh) {
+      const rows = want.values.subarray(base, base + Dh);
+      const filled = rows.some((v) => v !== 0);
+      if (filled) expect(rows.reduce((a, v) => a + v * v, 0) / Dh).toBeCloseTo(1, 2); // mean(x²)/(mean(x²) + eps)
+    }
+    const tol = f32Tolerance([E, 6, E]);
+    for (const backend of ['webgpu', 'wasm'] as const) {
+      const got = await runAll(backend, config, sd, x);
+      expectClose(got.prefill, want.prefill, tol, `${backend} prefill`);
+      expectClose(got.step, want.step, tol, `${backend} decode step`);
+      expectClose(got.whole, want.whole, tol, `${backend} whole`);
+      expectClose(got.values, want.values, f32Tolerance([E]), `${backend} normed values in the cache`);
+    }
+  });
+
+  test('bad vNorm configs are refused', () => {
+    const base = { embedDim: 8, numHeads: 2 };
+    const sd = randomStateDict(base, 1);
+    const make = (vNorm: unknown) => () => engines.cpu.createMultiHeadAttention({ ...base, vNorm } as MultiHeadAttentionConfig, sd);
+    expect(make({ eps: 0 })).toThrow(/config\.vNorm\.eps/);
+    expect(make({ eps: 0 })).toThrow(InvalidArgumentError);
+    expect(make({ weight: new Float32Array(4) })).toThrow(/config\.vNorm/);
+    expect(make('yes')).toThrow(InvalidArgumentError);
+  });
+});

@@ -28,6 +28,21 @@ export function transformHeads(plan: ForwardPlan, heads: Float64Array | Float32A
 }
 
 /**
+ * config.vNorm (Gemma 4's v_norm): every value head of `heads` (any layout: Dh features in a row at
+ * multiples of Dh) normed in place, x·rsqrt(mean(x²) + eps), no weights. Float32 heads in float64, stored rounded.
+ */
+export function normValues(layer: LayerSpec, heads: Float64Array | Float32Array, offset = 0, length = heads.length - offset): void {
+  const { vNorm, headDim: Dh } = layer;
+  if (!vNorm) return;
+  for (let base = offset; base < offset + length; base += Dh) {
+    let squares = 0;
+    for (let d = 0; d < Dh; d++) squares += heads[base + d] ** 2;
+    const r = 1 / Math.sqrt(squares / Dh + vNorm.eps);
+    for (let d = 0; d < Dh; d++) heads[base + d] *= r;
+  }
+}
+
+/**
  * QK-norm over a token's whole projection (qkNorm.over 'all', OLMo 2): the `count` heads of one token,
  * head h's Dh features at heads[headBase(h) …], scaled in place by rsqrt(mean of all count·Dh squares
  * + eps) and the weights [count·Dh]. Float32 heads are normed in float64 and stored rounded.

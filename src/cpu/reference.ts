@@ -11,7 +11,7 @@
 
 import { linearAttention } from './linear.ts';
 import { type ForwardPlan, floatLayerWeights, type LayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../plan/index.ts';
-import { transformHeads } from './head-transform.ts';
+import { normValues, transformHeads } from './head-transform.ts';
 import { headScale, keyBand, keyBias, modifyScore } from './score-rule.ts';
 import type { ForwardOptions, MultiHeadAttentionConfig, QuantizedStateDict, StateDict } from '../types.ts';
 
@@ -66,7 +66,9 @@ export function qkvProjection(plan: ForwardPlan, layerWeights: LayerWeights): { 
   // QK-norm and rotary, if the layer has them (head-transform.ts), before K is attended or cached.
   transformHeads(plan, q, 'query', H, qRows);
   transformHeads(plan, k, 'key', G, kvRows);
-  return { q, k, v: project(plan.value, vdim, weights.vProjWeight, bias, (H + G) * Dh, batches, kvRows, G, Dh) };
+  const v = project(plan.value, vdim, weights.vProjWeight, bias, (H + G) * Dh, batches, kvRows, G, Dh);
+  normValues(plan.layer, v); // config.vNorm, if any
+  return { q, k, v };
 }
 
 /**

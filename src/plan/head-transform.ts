@@ -4,10 +4,10 @@
 // The kernel is shaders/head_transform.wgsl; the reference cpu/head-transform.ts.
 
 import { InvalidArgumentError, ShapeMismatchError } from '../errors.ts';
-import { QK_NORM_KEYS, ROTARY_KEYS } from '../option-keys.ts';
+import { QK_NORM_KEYS, ROTARY_KEYS, V_NORM_KEYS } from '../option-keys.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { requireBothOrNeither } from './checks.ts';
-import type { QkNormPlan, RotaryPlan } from './types.ts';
+import type { QkNormPlan, RotaryPlan, VNormPlan } from './types.ts';
 
 /** The layer config's `rotary` (or scaledDotProductAttention's, `name` = 'options.rotary'), checked for head size Dh. */
 export function resolveRotary(where: string, value: unknown, Dh: number, name = 'config.rotary'): RotaryPlan | null {
@@ -85,6 +85,22 @@ export function resolveQkNorm(where: string, value: unknown, Dh: number, H: numb
     eps = q.eps;
   }
   return { query, key, eps, over, dim: Dh };
+}
+
+/** The layer config's `vNorm` (true, false, or { eps? }), for head size Dh. */
+export function resolveVNorm(where: string, value: unknown, Dh: number): VNormPlan | null {
+  if (value === undefined || value === false) return null;
+  if (value === true) return { eps: 1e-6, dim: Dh };
+  const v = requireObject(where, 'config.vNorm', value, 'Pass true, or { eps? }: a weightless RMS norm of every value head.');
+  rejectUnknownKeys(where, 'config.vNorm', v, V_NORM_KEYS);
+  let eps = 1e-6;
+  if (v.eps !== undefined) {
+    if (typeof v.eps !== 'number' || !Number.isFinite(v.eps) || v.eps <= 0) {
+      throw new InvalidArgumentError({ where, argument: 'config.vNorm.eps', expected: 'a finite number > 0 (default 1e-6)', given: describe(v.eps) });
+    }
+    eps = v.eps;
+  }
+  return { eps, dim: Dh };
 }
 
 /** Positions of rotated tokens, above which given tables have no rows. */

@@ -33,6 +33,13 @@ export interface QkNormPlan {
   dim: number;
 }
 
+/** config.vNorm resolved: x·rsqrt(mean(x²) + eps) over each value head's `dim` = Dh features, no weights. */
+export interface VNormPlan {
+  eps: number;
+  /** Features the mean runs over: Dh (the GPU's padded heads have more lanes, zeros). */
+  dim: number;
+}
+
 /** The sizes of one multi-head attention layer. */
 export interface LayerSpec {
   embedDim: number; // E
@@ -46,6 +53,8 @@ export interface LayerSpec {
   rotary: RotaryPlan | null;
   /** RMS norm of every query and key head (config.qkNorm), or null. */
   qkNorm: QkNormPlan | null;
+  /** Weightless RMS norm of every value head (config.vNorm; Gemma 4), or null / absent. */
+  vNorm?: VNormPlan | null;
   /** A custom score modification (config.scoreMod, or scaledDotProductAttention's option), or null. */
   scoreMod: ScoreMod | null;
   /** softmax(q·kᵀ·scale)·v, or linear attention with φ = elu + 1 (config.attention; engine.linearAttention). */

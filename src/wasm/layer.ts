@@ -13,7 +13,7 @@
 
 import type { BackendLayer } from '../backend.ts';
 import { DisposedError } from '../errors.ts';
-import { normAcrossHeads, transformHead } from '../cpu/head-transform.ts';
+import { normAcrossHeads, normValues, transformHead } from '../cpu/head-transform.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import { type HeadView, referenceAttention, runAttention, type TransposedKeys, tokenMajor } from './attention.ts';
@@ -89,6 +89,7 @@ export class WasmLayer implements BackendLayer {
     ]);
     this.transformHeads(kernels, plan, q, tokens, H, 'query');
     this.transformHeads(kernels, plan, k, batches * kvRows, G, 'key');
+    normValues(this.spec, kernels.f32, v >> 2, batches * kvRows * G * Dh); // config.vNorm, before V is cached
 
     let kView: HeadView | TransposedKeys = tokenMajor(k, kvRows, G, Dh);
     let vView = tokenMajor(v, kvRows, G, Dh);

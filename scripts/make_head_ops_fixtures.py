@@ -4,6 +4,11 @@ weights, their inputs and outputs, written as JSON under test/fixtures/head-ops/
   olmo2.json  Olmo2Attention (QK-norm over the whole projection: q_norm RMSNorm(H·Dh), k_norm
               RMSNorm(G·Dh), then rotary), H = 4, G = 2, Dh = 4, E = 16, causal, batch 1, S = 5.
 
+  gemma4.json Gemma4TextAttention, a full-attention layer with attention_k_eq_v (no v_proj: V is the
+              k projection before k_norm and rotary), per-head q_norm / k_norm, the weightless v_norm,
+              scaling 1; H = 4, G = 2, Dh = 4, E = 16, causal, S = 5. Its rope (proportional,
+              partial) is replaced by plain cos/sin tables given to both sides.
+
 Run: /work/venv/bin/python scripts/make_head_ops_fixtures.py
 """
 
@@ -70,9 +75,69 @@ def olmo2():
     }
 
 
+def gemma4():
+    from transformers.models.gemma4.configuration_gemma4 import Gemma4TextConfig
+    from transformers.models.gemma4.modeling_gemma4 import Gemma4TextAttention
+
+    torch.manual_seed(4)
+    E, H, G, Dh, S = 16, 4, 2, 4, 5
+    config = Gemma4TextConfig(
+        hidden_size=E,
+        num_attention_heads=H,
+        num_key_value_heads=G,
+        head_dim=Dh,
+        global_head_dim=Dh,
+        num_global_key_value_heads=G,
+        num_hidden_layers=1,
+        layer_types=["full_attention"],
+        attention_k_eq_v=True,
+        rms_norm_eps=1e-6,
+        vocab_size=32,
+        intermediate_size=8,
+    )
+    config._attn_implementation = "eager"
+    attn = Gemma4TextAttention(config, layer_idx=0).double()
+    assert attn.use_alternative_attention and attn.v_proj is None
+    with torch.no_grad():
+        for p in attn.parameters():
+            p.copy_(torch.rand_like(p) * 0.8 - 0.4)
+        attn.q_norm.weight.copy_(1 + 0.5 * (torch.rand(Dh, dtype=torch.float64) - 0.5))
+        attn.k_norm.weight.copy_(1 + 0.5 * (torch.rand(Dh, dtype=torch.float64) - 0.5))
+    x = torch.rand(1, S, E, dtype=torch.float64) * 2 - 1
+    half = Dh // 2
+    inv = 10000.0 ** (-torch.arange(half, dtype=torch.float64) * 2 / Dh)
+    freqs = torch.arange(S, dtype=torch.float64)[:, None] * inv[None, :]
+    emb = torch.cat([freqs, freqs], dim=-1)[None]
+    cos, sin = emb.cos(), emb.sin()
+    mask = torch.full((S, S), float("-inf"), dtype=torch.float64).triu(1)[None, None]
+    with torch.no_grad():
+        y, _ = attn(x, (cos, sin), mask, shared_kv_states={})
+    return {
+        "module": "transformers Gemma4TextAttention (float64, eager, attention_k_eq_v)",
+        "embedDim": E,
+        "numHeads": H,
+        "numKvHeads": G,
+        "headDim": Dh,
+        "seqLen": S,
+        "eps": 1e-6,
+        "q_proj_weight": flat(attn.q_proj.weight),
+        "k_proj_weight": flat(attn.k_proj.weight),
+        "out_proj_weight": flat(attn.o_proj.weight),
+        "q_norm": flat(attn.q_norm.weight),
+        "k_norm": flat(attn.k_norm.weight),
+        "cos": flat(cos[0, :, :half]),
+        "sin": flat(sin[0, :, :half]),
+        "x": flat(x),
+        "output": flat(y),
+    }
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "olmo2.json"), "w") as f:
         json.dump(olmo2(), f)
         f.write("\n")
-    print("wrote", os.path.join(OUT, "olmo2.json"))
+    with open(os.path.join(OUT, "gemma4.json"), "w") as f:
+        json.dump(gemma4(), f)
+        f.write("\n")
+    print("wrote olmo2.json, gemma4.json in", OUT)

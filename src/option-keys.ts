@@ -105,6 +105,7 @@ export const CONFIG_KEYS = knownKeys<MultiHeadAttentionConfig>({
   rotary: true,
   qkNorm: true,
   vNorm: true,
+  kEqV: true,
   scoreMod: true,
   attention: true,
 });

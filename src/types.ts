@@ -112,6 +112,14 @@ export interface MultiHeadAttentionConfig {
    */
   vNorm?: boolean | { eps?: number };
   /**
+   * K = V (Gemma 4's full-attention layers, `attention_k_eq_v`): the values are the key projection's
+   * output, taken before the key norm and rotary (then vNorm, if any). The state dict has no v
+   * weights: q_proj_weight [H·headDim, E] and k_proj_weight [G·headDim, kdim], or in_proj_weight
+   * [(H + G)·headDim, E]; in_proj_bias [(H + G)·headDim]. Needs vdim = kdim; cross-attention takes
+   * value = key (the same array). Default false.
+   */
+  kEqV?: boolean;
+  /**
    * 'softmax' (default): softmax(q·kᵀ·scale)·v. 'linear': linear attention with φ(x) = elu(x) + 1 on
    * the projected queries and keys (see AttentionEngine.linearAttention; ε 1e-6), O(S·Dh²) rather
    * than O(S²·Dh); isCausal, keyPaddingMask, KV caches, GQA, rotary and QK-norm apply, the options

@@ -205,3 +205,89 @@ describe("vNorm (Gemma 4's v_norm): a weightless RMS norm of every value head", 
     expect(make('yes')).toThrow(InvalidArgumentError);
   });
 });
+
+describe("kEqV (Gemma 4's attention_k_eq_v): V is the k projection's output, before the key norm and rotary", () => {
+  test("transformers' Gemma4TextAttention (float64; k_eq_v, q/k norms, v_norm, scaling 1): every backend, whole and decode", async () => {
+    const fx = fixture('gemma4');
+    const [E, H, G, S] = [fx.embedDim, fx.numHeads, fx.numKvHeads, fx.seqLen] as number[];
+    const config: MultiHeadAttentionConfig = {
+      embedDim: E,
+      numHeads: H,
+      numKvHeads: G,
+      bias: false,
+      rotary: { cos: f32(fx.cos), sin: f32(fx.sin) },
+      qkNorm: { query: f32(fx.q_norm), key: f32(fx.k_norm), eps: fx.eps as number },
+      vNorm: { eps: fx.eps as number },
+      kEqV: true,
+    };
+    const sd: StateDict = { q_proj_weight: f32(fx.q_proj_weight), k_proj_weight: f32(fx.k_proj_weight), 'out_proj.weight': f32(fx.out_proj_weight) };
+    const x = f32(fx.x);
+    const want = fx.output as number[];
+    const tol = f32Tolerance([E, S, E]);
+    for (const backend of ['cpu', 'webgpu', 'wasm'] as const) {
+      const mha = engines.of(backend).createMultiHeadAttention(config, sd);
+      const whole = await mha.forward(x, { batchSize: 1, seqLen: S, isCausal: true, scale: 1 });
+      expectClose(whole.output, want, tol, `${backend} vs Gemma4TextAttention`);
+      const cache = mha.createKvCache({ batchSize: 1, maxSeqLen: S });
+      await mha.forward(x.subarray(0, (S - 1) * E), { batchSize: 1, seqLen: S - 1, isCausal: true, kvCache: cache, scale: 1 });
+      const step = await mha.forward(x.subarray((S - 1) * E), { batchSize: 1, seqLen: 1, kvCache: cache, scale: 1 });
+      expectClose(step.output, want.slice((S - 1) * E), tol, `${backend} decode vs Gemma4TextAttention`);
+      mha.dispose();
+    }
+  });
+
+  test('in_proj_weight [(H + G)·Dh, E] with in_proj_bias: the same layer as v_proj_weight = k_proj_weight, on every backend', async () => {
+    const [Dh, H, G] = [6, 3, 1];
+    const E = H * Dh;
+    const full = randomStateDict({ embedDim: E, numHeads: H, numKvHeads: G }, 33);
+    const inProj = full.in_proj_weight as Float32Array;
+    const bias = full.in_proj_bias as Float32Array;
+    const qk = (H + G) * Dh;
+    // The ordinary layer with its v rows replaced by the k rows: what kEqV means (the norm and rotary apply to K alone).
+    const vIsK = Float32Array.from(inProj);
+    vIsK.set(inProj.subarray(H * Dh * E, qk * E), qk * E);
+    const vBiasIsK = Float32Array.from(bias);
+    vBiasIsK.set(bias.subarray(H * Dh, qk), qk);
+    const common = { embedDim: E, numHeads: H, numKvHeads: G, rotary: {}, qkNorm: { query: normWeights(Dh, 1), key: normWeights(Dh, 2) } };
+    const plain = { ...common };
+    const kv: MultiHeadAttentionConfig = { ...common, kEqV: true };
+    const x = uniform(2 * 6 * E, 1, mulberry32(5));
+    const want = await runAll('cpu', plain, { ...full, in_proj_weight: vIsK, in_proj_bias: vBiasIsK }, x);
+    const sd = {
+      in_proj_weight: inProj.slice(0, qk * E),
+      in_proj_bias: bias.slice(0, qk),
+      'out_proj.weight': full['out_proj.weight'],
+      'out_proj.bias': full['out_proj.bias'],
+    };
+    const tol = f32Tolerance([E, 6, E]);
+    for (const backend of ['cpu', 'webgpu', 'wasm'] as const) {
+      const got = await runAll(backend, kv, sd, x);
+      expectClose(got.whole, want.whole, tol, `${backend} whole`);
+      expectClose(got.step, want.step, tol, `${backend} decode`);
+      expectClose(got.values, want.values, f32Tolerance([E]), `${backend} cached values (un-normed, un-rotated keys)`);
+    }
+  });
+
+  test('bad kEqV layers and calls are refused', async () => {
+    const base = { embedDim: 8, numHeads: 2, numKvHeads: 1, kEqV: true };
+    const [H, G, Dh, E] = [2, 1, 4, 8];
+    const q = new Float32Array(H * Dh * E);
+    const k = new Float32Array(G * Dh * E);
+    const out = { 'out_proj.weight': new Float32Array(E * E), 'out_proj.bias': new Float32Array(E) };
+    const make = (config: object, sd: StateDict) => () => engines.cpu.createMultiHeadAttention(config as MultiHeadAttentionConfig, sd);
+    const bias = new Float32Array((H + G) * Dh);
+    expect(make(base, { q_proj_weight: q, k_proj_weight: k, v_proj_weight: k, in_proj_bias: bias, ...out })).toThrow(/stateDict\["v_proj_weight"\].*kEqV/s);
+    expect(make(base, { in_proj_weight: new Float32Array((H + 2 * G) * Dh * E), in_proj_bias: bias, ...out })).toThrow(ShapeMismatchError);
+    expect(make(base, { in_proj_weight: new Float32Array((H + 2 * G) * Dh * E), in_proj_bias: bias, ...out })).toThrow(/\[\(H \+ G\)·headDim, E\] = \[12, 8\]/);
+    expect(make(base, { q_proj_weight: q, k_proj_weight: k, in_proj_bias: new Float32Array((H + 2 * G) * Dh), ...out })).toThrow(
+      /in_proj_bias.*\[\(H \+ G\)·headDim\] = 12/s,
+    );
+    expect(make({ ...base, kEqV: 'yes' }, {})).toThrow(/config\.kEqV/);
+    expect(make({ ...base, kdim: 8, vdim: 6 }, {})).toThrow(/config\.vdim/);
+    // Cross-attention: the value input must be the key input.
+    const mha = engines.cpu.createMultiHeadAttention(base as MultiHeadAttentionConfig, { q_proj_weight: q, k_proj_weight: k, in_proj_bias: bias, ...out });
+    const key = new Float32Array(3 * E);
+    await expect(mha.forward(new Float32Array(2 * E), { batchSize: 1, seqLen: 2, kvSeqLen: 3, key, value: key.slice() })).rejects.toThrow(/options\.value/);
+    await mha.forward(new Float32Array(2 * E), { batchSize: 1, seqLen: 2, kvSeqLen: 3, key, value: key });
+  });
+});

@@ -55,6 +55,8 @@ export interface LayerSpec {
   qkNorm: QkNormPlan | null;
   /** Weightless RMS norm of every value head (config.vNorm; Gemma 4), or null / absent. */
   vNorm?: VNormPlan | null;
+  /** config.kEqV: V is the k projection's output (the weights hold v rows copied from k: resolveWeights). */
+  kEqV?: boolean;
   /** A custom score modification (config.scoreMod, or scaledDotProductAttention's option), or null. */
   scoreMod: ScoreMod | null;
   /** softmax(q·kᵀ·scale)·v, or linear attention with φ = elu + 1 (config.attention; engine.linearAttention). */

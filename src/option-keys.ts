@@ -106,6 +106,7 @@ export const CONFIG_KEYS = knownKeys<MultiHeadAttentionConfig>({
   qkNorm: true,
   vNorm: true,
   kEqV: true,
+  outputGate: true,
   scoreMod: true,
   attention: true,
 });

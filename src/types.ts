@@ -120,6 +120,14 @@ export interface MultiHeadAttentionConfig {
    */
   kEqV?: boolean;
   /**
+   * An output gate (Qwen3-Next, Qwen3.5): out = W_O·(attention ⊙ sigmoid(x·W_gᵀ + b_g)), elementwise
+   * over the H·headDim features of each token's concatenated heads, before the output projection.
+   * The state dict then has gate_proj_weight [H·headDim, E] (and gate_proj_bias [H·headDim] when
+   * the layer has bias). Qwen3-Next's q_proj [H·2·headDim, E] holds per head h the query rows
+   * h·2·headDim … + headDim − 1, then the gate rows. Default false.
+   */
+  outputGate?: boolean;
+  /**
    * 'softmax' (default): softmax(q·kᵀ·scale)·v. 'linear': linear attention with φ(x) = elu(x) + 1 on
    * the projected queries and keys (see AttentionEngine.linearAttention; ε 1e-6), O(S·Dh²) rather
    * than O(S²·Dh); isCausal, keyPaddingMask, KV caches, GQA, rotary and QK-norm apply, the options

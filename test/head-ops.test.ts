@@ -6,7 +6,7 @@
 
 import { readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
-import { InvalidArgumentError, type MultiHeadAttentionConfig, ShapeMismatchError, type StateDict } from '../src/index.ts';
+import { InvalidArgumentError, MissingWeightError, type MultiHeadAttentionConfig, ShapeMismatchError, type StateDict, UnsupportedError } from '../src/index.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { FAST_COMPILING, useEngines } from './helpers/engines.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
@@ -289,5 +289,75 @@ describe("kEqV (Gemma 4's attention_k_eq_v): V is the k projection's output, bef
     const key = new Float32Array(3 * E);
     await expect(mha.forward(new Float32Array(2 * E), { batchSize: 1, seqLen: 2, kvSeqLen: 3, key, value: key.slice() })).rejects.toThrow(/options\.value/);
     await mha.forward(new Float32Array(2 * E), { batchSize: 1, seqLen: 2, kvSeqLen: 3, key, value: key });
+  });
+});
+
+describe('outputGate (Qwen3-Next, Qwen3.5): out = W_O·(attention ⊙ sigmoid(x·W_gᵀ + b_g))', () => {
+  test("transformers' Qwen3NextAttention (float64; gate rows split out of q_proj, q/k norms 1 + w, bias): cpu and wasm, whole and decode", async () => {
+    const fx = fixture('qwen3_next');
+    const [E, H, G, S] = [fx.embedDim, fx.numHeads, fx.numKvHeads, fx.seqLen] as number[];
+    const config: MultiHeadAttentionConfig = {
+      embedDim: E,
+      numHeads: H,
+      numKvHeads: G,
+      rotary: { cos: f32(fx.cos), sin: f32(fx.sin) },
+      qkNorm: { query: f32(fx.q_norm), key: f32(fx.k_norm), eps: fx.eps as number },
+      outputGate: true,
+    };
+    const sd: StateDict = {
+      q_proj_weight: f32(fx.q_proj_weight),
+      k_proj_weight: f32(fx.k_proj_weight),
+      v_proj_weight: f32(fx.v_proj_weight),
+      in_proj_bias: f32(fx.in_proj_bias),
+      'out_proj.weight': f32(fx.out_proj_weight),
+      'out_proj.bias': f32(fx.out_proj_bias),
+      gate_proj_weight: f32(fx.gate_proj_weight),
+      gate_proj_bias: f32(fx.gate_proj_bias),
+    };
+    const x = f32(fx.x);
+    const want = fx.output as number[];
+    const tol = f32Tolerance([E, S, E]);
+    for (const backend of ['cpu', 'wasm'] as const) {
+      const mha = engines.of(backend).createMultiHeadAttention(config, sd);
+      const whole = await mha.forward(x, { batchSize: 1, seqLen: S, isCausal: true });
+      expectClose(whole.output, want, tol, `${backend} vs Qwen3NextAttention`);
+      const cache = mha.createKvCache({ batchSize: 1, maxSeqLen: S });
+      await mha.forward(x.subarray(0, (S - 1) * E), { batchSize: 1, seqLen: S - 1, isCausal: true, kvCache: cache });
+      const step = await mha.forward(x.subarray((S - 1) * E), { batchSize: 1, seqLen: 1, kvCache: cache });
+      expectClose(step.output, want.slice((S - 1) * E), tol, `${backend} decode vs Qwen3NextAttention`);
+      mha.dispose();
+    }
+    // Without the gate the output differs: the gate is applied.
+    const { gate_proj_weight: _w, gate_proj_bias: _b, ...plain } = sd;
+    const ungated = await engines.cpu.createMultiHeadAttention({ ...config, outputGate: false }, plain).forward(x, { batchSize: 1, seqLen: S, isCausal: true });
+    expect(Math.max(...ungated.output.map((v, i) => Math.abs(v - want[i])))).toBeGreaterThan(1e-2);
+  });
+
+  test('wasm matches the float64 reference: GQA, no bias, odd head size, prefill + decode', async () => {
+    const [Dh, H, G] = [5, 3, 1];
+    const E = H * Dh;
+    const config: MultiHeadAttentionConfig = { embedDim: E, numHeads: H, numKvHeads: G, bias: false, outputGate: true, rotary: { dim: 4 } };
+    const sd: StateDict = { ...randomStateDict(config, 12), gate_proj_weight: uniform(H * Dh * E, 0.5, mulberry32(13)) };
+    const x = uniform(2 * 6 * E, 1, mulberry32(14));
+    const want = await runAll('cpu', config, sd, x);
+    const got = await runAll('wasm', config, sd, x);
+    const tol = f32Tolerance([E, 6, E]);
+    expectClose(got.prefill, want.prefill, tol, 'wasm prefill');
+    expectClose(got.step, want.step, tol, 'wasm decode step');
+    expectClose(got.whole, want.whole, tol, 'wasm whole');
+  });
+
+  test('refusals: WebGPU (no kernel yet), missing or misshapen gate weights, a gate weight without the flag', () => {
+    const config: MultiHeadAttentionConfig = { embedDim: 8, numHeads: 2, outputGate: true };
+    const sd = randomStateDict({ embedDim: 8, numHeads: 2 }, 3);
+    const gate = { gate_proj_weight: new Float32Array(64), gate_proj_bias: new Float32Array(8) };
+    expect(() => engines.gpu.createMultiHeadAttention(config, { ...sd, ...gate })).toThrow(UnsupportedError);
+    expect(() => engines.gpu.createMultiHeadAttention(config, { ...sd, ...gate })).toThrow(/config\.outputGate/);
+    expect(() => engines.cpu.createMultiHeadAttention(config, sd)).toThrow(MissingWeightError);
+    expect(() => engines.cpu.createMultiHeadAttention(config, { ...sd, gate_proj_weight: gate.gate_proj_weight })).toThrow(/gate_proj_bias/);
+    expect(() => engines.wasm.createMultiHeadAttention(config, { ...sd, ...gate, gate_proj_weight: new Float32Array(60) })).toThrow(ShapeMismatchError);
+    expect(() => engines.wasm.createMultiHeadAttention(config, { ...sd, ...gate, gate_proj_weight: new Float32Array(60) })).toThrow(/\[8, 8\] = 64/);
+    expect(() => engines.cpu.createMultiHeadAttention({ ...config, outputGate: false }, { ...sd, ...gate })).toThrow(/gate_proj_weight/);
+    expect(() => engines.cpu.createMultiHeadAttention({ ...config, outputGate: 1 } as never, { ...sd, ...gate })).toThrow(/config\.outputGate/);
   });
 });

@@ -151,6 +151,7 @@ export function outputProjection(plan: ForwardPlan, layerWeights: LayerWeights, 
       for (let h = 0; h < H; h++) {
         for (let d = 0; d < Dh; d++) concat[h * Dh + d] = o[((b * H + h) * S + s) * Dh + d];
       }
+      if (weights.gateProjWeight) gateRow(concat, plan.query, (b * S + s) * E, E, weights.gateProjWeight, weights.gateProjBias ?? null, H * Dh);
       const yRow = (b * S + s) * E;
       for (let n = 0; n < E; n++) {
         let sum = bias ? bias[n] : 0;
@@ -161,6 +162,27 @@ export function outputProjection(plan: ForwardPlan, layerWeights: LayerWeights, 
     }
   }
   return y;
+}
+
+/**
+ * config.outputGate on one token: row[n] *= sigmoid(x·W_g[n]ᵀ + b_g[n]) for its n < HD = H·Dh features
+ * (concatenated heads), x = input[x0 … x0 + E − 1], in float64. Shared by the wasm backend (float32 rows).
+ */
+export function gateRow(
+  row: Float64Array | Float32Array,
+  input: Float32Array,
+  x0: number,
+  E: number,
+  W: Float32Array,
+  bias: Float32Array | null,
+  HD: number,
+  r0 = 0,
+): void {
+  for (let n = 0; n < HD; n++) {
+    let g = bias ? bias[n] : 0;
+    for (let e = 0; e < E; e++) g += input[x0 + e] * W[n * E + e];
+    row[r0 + n] *= 1 / (1 + Math.exp(-g));
+  }
 }
 
 /** All three passes, with the intermediates. */

@@ -63,6 +63,7 @@ export function resolveLayerSpec(config: unknown): LayerSpec {
     qkNorm: resolveQkNorm(where, c.qkNorm, headDim, numHeads, numKvHeads),
     vNorm: resolveVNorm(where, c.vNorm, headDim),
     kEqV: resolveKEqV(where, c.kEqV, kdim, vdim),
+    outputGate: c.outputGate === undefined ? false : requireBoolean(where, 'config.outputGate', c.outputGate),
     scoreMod,
     attention,
   };
@@ -156,6 +157,10 @@ export function expectedWeights(spec: LayerSpec, separate: boolean): { name: str
     : [{ name: 'in_proj_weight', shape: [N, E] }];
   entries.push({ name: 'out_proj.weight', shape: [E, E] });
   if (spec.bias) entries.push({ name: 'in_proj_bias', shape: [N] }, { name: 'out_proj.bias', shape: [E] });
+  if (spec.outputGate) {
+    entries.push({ name: 'gate_proj_weight', shape: [H * Dh, E] });
+    if (spec.bias) entries.push({ name: 'gate_proj_bias', shape: [H * Dh] });
+  }
   return entries;
 }
 
@@ -201,7 +206,7 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
       });
     }
     tensors[name] =
-      shape.length === 2 && isQuantizedValue(sd[name])
+      shape.length === 2 && isQuantizedValue(sd[name]) && !name.startsWith('gate_proj')
         ? checkQuantized(where, `stateDict["${name}"]`, sd[name], shape as [number, number], `[${shape.join(', ')}]`)
         : requireFloat32Array(where, `stateDict["${name}"]`, sd[name], length, shapeText);
   }
@@ -225,6 +230,7 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
     inProjBias: spec.bias ? (tensors.in_proj_bias as Float32Array) : null,
     outProjWeight: tensors['out_proj.weight'],
     outProjBias: spec.bias ? (tensors['out_proj.bias'] as Float32Array) : null,
+    ...(spec.outputGate ? { gateProjWeight: tensors.gate_proj_weight as Float32Array, gateProjBias: spec.bias ? (tensors.gate_proj_bias as Float32Array) : null } : {}),
   };
 }
 
@@ -250,6 +256,7 @@ export function copyWeights(w: LayerWeights): LayerWeights {
     inProjBias: w.inProjBias?.slice() ?? null,
     outProjWeight: copyWeight(w.outProjWeight),
     outProjBias: w.outProjBias?.slice() ?? null,
+    ...(w.gateProjWeight ? { gateProjWeight: w.gateProjWeight.slice(), gateProjBias: w.gateProjBias?.slice() ?? null } : {}),
   };
 }
 

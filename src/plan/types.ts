@@ -57,6 +57,8 @@ export interface LayerSpec {
   vNorm?: VNormPlan | null;
   /** config.kEqV: V is the k projection's output (the weights hold v rows copied from k: resolveWeights). */
   kEqV?: boolean;
+  /** config.outputGate: attention ⊙ sigmoid(x·W_gᵀ + b_g) before the output projection (LayerWeights.gateProjWeight). */
+  outputGate?: boolean;
   /** A custom score modification (config.scoreMod, or scaledDotProductAttention's option), or null. */
   scoreMod: ScoreMod | null;
   /** softmax(q·kᵀ·scale)·v, or linear attention with φ = elu + 1 (config.attention; engine.linearAttention). */
@@ -79,6 +81,10 @@ export interface LayerWeights {
   inProjBias: Float32Array | null; // [(H + 2·G)·Dh]
   outProjWeight: WeightTensor; // [E, E]
   outProjBias: Float32Array | null; // [E]
+  /** config.outputGate's W_g [H·Dh, E] (float32), else absent or null. */
+  gateProjWeight?: Float32Array | null;
+  /** config.outputGate's b_g [H·Dh] when the layer has bias, else absent or null. */
+  gateProjBias?: Float32Array | null;
 }
 
 /** LayerWeights whose weights are all float32 (what floatLayerWeights returns). */

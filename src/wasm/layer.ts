@@ -26,6 +26,8 @@ export class WasmLayer implements BackendLayer {
   private readonly k: Projection;
   private readonly v: Projection;
   private readonly out: Projection;
+  /** config.outputGate's W_g [H·Dh, E] (+ b_g), or null. */
+  private readonly gate: Projection | null;
   /** A forward is running: its buffers are in the arena, so a new cache waits to be placed. */
   private running = false;
 
@@ -42,6 +44,7 @@ export class WasmLayer implements BackendLayer {
     this.k = createProjection(kernels!, weights.kProjWeight, G * Dh, kdim, bias, H * Dh);
     this.v = createProjection(kernels!, weights.vProjWeight, G * Dh, vdim, bias, (H + G) * Dh);
     this.out = createProjection(kernels!, weights.outProjWeight, E, E, weights.outProjBias, 0);
+    this.gate = weights.gateProjWeight ? createProjection(kernels!, weights.gateProjWeight, H * Dh, E, weights.gateProjBias ?? null, 0) : null;
     kernels!.keep();
   }
 
@@ -108,6 +111,13 @@ export class WasmLayer implements BackendLayer {
       attentionWeights = probs ? kernels.take(probs, plan.batchSize * H * plan.seqLen * plan.kvSeqLen) : null;
     } else {
       attentionWeights = referenceAttention(kernels, plan, qView, kView as HeadView, vView, oView);
+    }
+    if (this.gate) {
+      // config.outputGate: O ⊙ sigmoid(x·W_gᵀ + b_g), token-major [T, H·Dh], before the output projection.
+      const [g] = await project(kernels, [[x, tokens, this.gate]]);
+      const f32 = kernels.f32;
+      const [o0, g0] = [o >> 2, g >> 2];
+      for (let i = 0; i < tokens * H * Dh; i++) f32[o0 + i] *= 1 / (1 + Math.exp(-f32[g0 + i]));
     }
     const [y] = await project(kernels, [[o, tokens, this.out]]);
     const output = kernels.take(y, tokens * E);

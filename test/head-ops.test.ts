@@ -6,7 +6,7 @@
 
 import { readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
-import { InvalidArgumentError, MissingWeightError, type MultiHeadAttentionConfig, ShapeMismatchError, type StateDict, UnsupportedError } from '../src/index.ts';
+import { InvalidArgumentError, MissingWeightError, type MultiHeadAttentionConfig, ShapeMismatchError, type StateDict } from '../src/index.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { FAST_COMPILING, useEngines } from './helpers/engines.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
@@ -293,7 +293,7 @@ describe("kEqV (Gemma 4's attention_k_eq_v): V is the k projection's output, bef
 });
 
 describe('outputGate (Qwen3-Next, Qwen3.5): out = W_O·(attention ⊙ sigmoid(x·W_gᵀ + b_g))', () => {
-  test("transformers' Qwen3NextAttention (float64; gate rows split out of q_proj, q/k norms 1 + w, bias): cpu and wasm, whole and decode", async () => {
+  test("transformers' Qwen3NextAttention (float64; gate rows split out of q_proj, q/k norms 1 + w, bias): every backend, whole and decode", async () => {
     const fx = fixture('qwen3_next');
     const [E, H, G, S] = [fx.embedDim, fx.numHeads, fx.numKvHeads, fx.seqLen] as number[];
     const config: MultiHeadAttentionConfig = {
@@ -317,7 +317,7 @@ describe('outputGate (Qwen3-Next, Qwen3.5): out = W_O·(attention ⊙ sigmoid(x�
     const x = f32(fx.x);
     const want = fx.output as number[];
     const tol = f32Tolerance([E, S, E]);
-    for (const backend of ['cpu', 'wasm'] as const) {
+    for (const backend of ['cpu', 'webgpu', 'wasm'] as const) {
       const mha = engines.of(backend).createMultiHeadAttention(config, sd);
       const whole = await mha.forward(x, { batchSize: 1, seqLen: S, isCausal: true });
       expectClose(whole.output, want, tol, `${backend} vs Qwen3NextAttention`);
@@ -333,26 +333,30 @@ describe('outputGate (Qwen3-Next, Qwen3.5): out = W_O·(attention ⊙ sigmoid(x�
     expect(Math.max(...ungated.output.map((v, i) => Math.abs(v - want[i])))).toBeGreaterThan(1e-2);
   });
 
-  test('wasm matches the float64 reference: GQA, no bias, odd head size, prefill + decode', async () => {
-    const [Dh, H, G] = [5, 3, 1];
+  test.each([
+    { Dh: 5, H: 3, G: 1, bias: false }, // padded to 8 lanes (and E = 15 to 16) on the GPU
+    { Dh: 8, H: 4, G: 2, bias: true },
+  ])('webgpu and wasm match the float64 reference: Dh=$Dh H=$H G=$G bias=$bias, prefill + decode', async ({ Dh, H, G, bias }) => {
     const E = H * Dh;
-    const config: MultiHeadAttentionConfig = { embedDim: E, numHeads: H, numKvHeads: G, bias: false, outputGate: true, rotary: { dim: 4 } };
-    const sd: StateDict = { ...randomStateDict(config, 12), gate_proj_weight: uniform(H * Dh * E, 0.5, mulberry32(13)) };
+    const config: MultiHeadAttentionConfig = { embedDim: E, numHeads: H, numKvHeads: G, bias, outputGate: true, rotary: { dim: 4 } };
+    const gate: StateDict = { gate_proj_weight: uniform(H * Dh * E, 0.5, mulberry32(13)), ...(bias ? { gate_proj_bias: uniform(H * Dh, 0.5, mulberry32(15)) } : {}) };
+    const sd: StateDict = { ...randomStateDict(config, 12), ...gate };
     const x = uniform(2 * 6 * E, 1, mulberry32(14));
     const want = await runAll('cpu', config, sd, x);
-    const got = await runAll('wasm', config, sd, x);
     const tol = f32Tolerance([E, 6, E]);
-    expectClose(got.prefill, want.prefill, tol, 'wasm prefill');
-    expectClose(got.step, want.step, tol, 'wasm decode step');
-    expectClose(got.whole, want.whole, tol, 'wasm whole');
+    for (const backend of ['webgpu', 'wasm'] as const) {
+      const got = await runAll(backend, config, sd, x);
+      expectClose(got.prefill, want.prefill, tol, `${backend} prefill`);
+      expectClose(got.step, want.step, tol, `${backend} decode step`);
+      expectClose(got.whole, want.whole, tol, `${backend} whole`);
+    }
   });
 
-  test('refusals: WebGPU (no kernel yet), missing or misshapen gate weights, a gate weight without the flag', () => {
+  test('refusals: missing or misshapen gate weights, a gate weight without the flag', () => {
     const config: MultiHeadAttentionConfig = { embedDim: 8, numHeads: 2, outputGate: true };
     const sd = randomStateDict({ embedDim: 8, numHeads: 2 }, 3);
     const gate = { gate_proj_weight: new Float32Array(64), gate_proj_bias: new Float32Array(8) };
-    expect(() => engines.gpu.createMultiHeadAttention(config, { ...sd, ...gate })).toThrow(UnsupportedError);
-    expect(() => engines.gpu.createMultiHeadAttention(config, { ...sd, ...gate })).toThrow(/config\.outputGate/);
+    expect(() => engines.gpu.createMultiHeadAttention(config, { ...sd, gate_proj_weight: gate.gate_proj_weight })).toThrow(MissingWeightError);
     expect(() => engines.cpu.createMultiHeadAttention(config, sd)).toThrow(MissingWeightError);
     expect(() => engines.cpu.createMultiHeadAttention(config, { ...sd, gate_proj_weight: gate.gate_proj_weight })).toThrow(/gate_proj_bias/);
     expect(() => engines.wasm.createMultiHeadAttention(config, { ...sd, ...gate, gate_proj_weight: new Float32Array(60) })).toThrow(ShapeMismatchError);

@@ -200,15 +200,6 @@ export class WebGPUBackend implements Backend, GpuCapability {
   }
 
   createLayer(spec: LayerSpec, weights: LayerWeights): WebGPULayer {
-    if (spec.outputGate) {
-      throw new UnsupportedError({
-        where: 'createMultiHeadAttention',
-        argument: 'config.outputGate',
-        expected: 'left out on the WebGPU backend (the output gate has no kernel yet; issue 39)',
-        given: 'true',
-        fix: "Use createAttentionEngine({ backend: 'wasm' }) or ({ backend: 'cpu' }), which run the output gate.",
-      });
-    }
     checkHeadDim('createMultiHeadAttention', 'embedDim / numHeads (the head size)', `${spec.embedDim} / ${spec.numHeads} = ${spec.headDim}`, spec.headDim);
     const maxBinding = Math.min(this.limits().maxStorageBufferBindingSize, this.limits().maxBufferSize);
     // Each weight is one binding: the fused in_proj_weight where there is one, else q, k and v apart.

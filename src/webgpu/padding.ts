@@ -120,6 +120,12 @@ export function padWeights(spec: LayerSpec, w: FloatLayerWeights): FloatLayerWei
     inProjBias: w.inProjBias ? widen(w.inProjBias, { blocks: 1, size: 1, to: 1 }, heads(H + 2 * G)) : null,
     outProjWeight: widen(w.outProjWeight, plain(E), heads(H)), // [E, H·Dh]: rows are outputs, columns the heads' lanes
     outProjBias: w.outProjBias ? padColumns(w.outProjBias, 1, E, up4(E)) : null,
+    ...(w.gateProjWeight
+      ? {
+          gateProjWeight: widen(w.gateProjWeight, heads(H), plain(E)), // config.outputGate's W_g [H·Dh, E]
+          gateProjBias: w.gateProjBias ? widen(w.gateProjBias, { blocks: 1, size: 1, to: 1 }, heads(H)) : null,
+        }
+      : {}),
   };
 }
 

@@ -7,8 +7,9 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
 import { InvalidArgumentError, MissingWeightError, type MultiHeadAttentionConfig, ShapeMismatchError, type StateDict } from '../src/index.ts';
-import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
+import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { FAST_COMPILING, useEngines } from './helpers/engines.ts';
+import { createGpuEngine } from './helpers/gpu.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 
 const engines = useEngines({ webgpu: FAST_COMPILING }, 'webgpu', 'wasm', 'cpu');
@@ -363,5 +364,55 @@ describe('outputGate (Qwen3-Next, Qwen3.5): out = W_O·(attention ⊙ sigmoid(x�
     expect(() => engines.wasm.createMultiHeadAttention(config, { ...sd, ...gate, gate_proj_weight: new Float32Array(60) })).toThrow(/\[8, 8\] = 64/);
     expect(() => engines.cpu.createMultiHeadAttention({ ...config, outputGate: false }, { ...sd, ...gate })).toThrow(/gate_proj_weight/);
     expect(() => engines.cpu.createMultiHeadAttention({ ...config, outputGate: 1 } as never, { ...sd, ...gate })).toThrow(/config\.outputGate/);
+  });
+});
+
+describe('all four together', () => {
+  // qkNorm over 'all', vNorm, kEqV and the output gate in one layer (GQA, rotary, bias, an odd head size).
+  const [Dh, H, G] = [6, 4, 2];
+  const E = H * Dh;
+  const config: MultiHeadAttentionConfig = {
+    embedDim: E,
+    numHeads: H,
+    numKvHeads: G,
+    rotary: {},
+    qkNorm: { query: normWeights(H * Dh, 21), key: normWeights(G * Dh, 22), over: 'all' },
+    vNorm: true,
+    kEqV: true,
+    outputGate: true,
+  };
+  const r = mulberry32(23);
+  const sd: StateDict = {
+    in_proj_weight: uniform((H + G) * Dh * E, 0.4, r),
+    in_proj_bias: uniform((H + G) * Dh, 0.1, r),
+    'out_proj.weight': uniform(E * E, 0.4, r),
+    'out_proj.bias': uniform(E, 0.1, r),
+    gate_proj_weight: uniform(H * Dh * E, 0.4, r),
+    gate_proj_bias: uniform(H * Dh, 0.5, r),
+  };
+  const x = uniform(2 * 6 * E, 1, mulberry32(24));
+
+  test('webgpu and wasm match the float64 reference, prefill + decode + cache contents', async () => {
+    const want = await runAll('cpu', config, sd, x);
+    const tol = f32Tolerance([E, 6, E]);
+    for (const backend of ['webgpu', 'wasm'] as const) {
+      const got = await runAll(backend, config, sd, x);
+      expectClose(got.prefill, want.prefill, tol, `${backend} prefill`);
+      expectClose(got.step, want.step, tol, `${backend} decode step`);
+      expectClose(got.whole, want.whole, tol, `${backend} whole`);
+      expectClose(got.keys, want.keys, f32Tolerance([E]), `${backend} cached keys`);
+      expectClose(got.values, want.values, f32Tolerance([E]), `${backend} cached values`);
+    }
+  });
+
+  test("precision 'f16' on WebGPU, within the f16 tolerance", async () => {
+    const engine = await createGpuEngine({ precision: 'f16' });
+    try {
+      const want = await engines.cpu.createMultiHeadAttention(config, sd).forward(x, { batchSize: 2, seqLen: 6, isCausal: true });
+      const got = await engine.createMultiHeadAttention(config, sd).forward(x, { batchSize: 2, seqLen: 6, isCausal: true });
+      expectClose(got.output, want.output, f16Tolerance([E, 6, E], maxAbsFinite(want.output)), 'f16 all four');
+    } finally {
+      engine.dispose();
+    }
   });
 });

@@ -1,4 +1,4 @@
-// K = V layers (config.keyIsValue, Gemma 4's attention_k_eq_v) and the output gate (config.outputGate,
+// K = V layers (config.kEqV, Gemma 4's attention_k_eq_v) and the output gate (config.outputGate,
 // Qwen3-Next / Qwen3.5): WebGPU (f32 and f16) and wasm against the float64 reference — prefill, KV-cache
 // decode, varlen, GQA, headDim ≠ E/H (and one not a multiple of 4: the GPU's padded path), with QK-norm
 // and rotary (V taken before both), attention weights (before the gate) — the reference against a hand
@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
   type AttentionEngine,
   createAttentionEngine,
+  dequantize,
   InvalidArgumentError,
   MissingWeightError,
   type MultiHeadAttentionConfig,
@@ -27,8 +28,8 @@ const engines = useEngines('webgpu', 'cpu', 'wasm');
 
 type Sizes = { embedDim: number; numHeads: number; numKvHeads: number; headDim: number; bias: boolean };
 
-/** A layer's weights: q/k(/v) apart (no v with keyIsValue), and gate_proj_weight (and its bias) with outputGate. */
-function layerWeights(config: Sizes & { keyIsValue?: boolean; outputGate?: boolean }, seed: number): StateDict {
+/** A layer's weights: q/k(/v) apart (no v with kEqV), and gate_proj_weight (and its bias) with outputGate. */
+function layerWeights(config: Sizes & { kEqV?: boolean; outputGate?: boolean }, seed: number): StateDict {
   const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh, bias } = config;
   const packed = randomStateDict(config, seed);
   const w = packed.in_proj_weight;
@@ -37,7 +38,7 @@ function layerWeights(config: Sizes & { keyIsValue?: boolean; outputGate?: boole
     k_proj_weight: w.slice(H * Dh * E, (H + G) * Dh * E),
     'out_proj.weight': packed['out_proj.weight'],
   };
-  if (!config.keyIsValue) sd.v_proj_weight = w.slice((H + G) * Dh * E);
+  if (!config.kEqV) sd.v_proj_weight = w.slice((H + G) * Dh * E);
   if (bias) {
     sd.in_proj_bias = packed.in_proj_bias;
     sd['out_proj.bias'] = packed['out_proj.bias'];
@@ -59,12 +60,12 @@ const cases: [string, MultiHeadAttentionConfig & Sizes][] = [
     { embedDim: 32, numHeads: 4, numKvHeads: 4, headDim: 8, bias: false, outputGate: true, qkNorm: { query: norm(8, 1), key: norm(8, 2) }, rotary: {} },
   ],
   [
-    'keyIsValue, GQA, headDim 16, QK-norm and rotary',
-    { embedDim: 48, numHeads: 4, numKvHeads: 2, headDim: 16, bias: false, keyIsValue: true, qkNorm: { query: norm(16, 3), key: norm(16, 4) }, rotary: { dim: 8 } },
+    'kEqV, GQA, headDim 16, QK-norm and rotary',
+    { embedDim: 48, numHeads: 4, numKvHeads: 2, headDim: 16, bias: false, kEqV: true, qkNorm: { query: norm(16, 3), key: norm(16, 4) }, rotary: { dim: 8 } },
   ],
   [
-    'keyIsValue and outputGate, headDim 10 (padded on the GPU), E 36',
-    { embedDim: 36, numHeads: 4, numKvHeads: 1, headDim: 10, bias: false, keyIsValue: true, outputGate: true, rotary: {} },
+    'kEqV and outputGate, headDim 10 (padded on the GPU), E 36',
+    { embedDim: 36, numHeads: 4, numKvHeads: 1, headDim: 10, bias: false, kEqV: true, outputGate: true, rotary: {} },
   ],
 ];
 
@@ -136,14 +137,22 @@ describe("precision 'f16'", () => {
   });
 });
 
-describe('quantized weights (q8_0: q, k, the gate and the output projection packed, never expanded on webgpu and wasm)', () => {
+describe('quantized weights (q8_0: q, k and the output projection packed, never expanded on webgpu and wasm; the gate float32)', () => {
   const quantized: [string, MultiHeadAttentionConfig & Sizes][] = [
     ['outputGate', { embedDim: 64, numHeads: 4, numKvHeads: 2, headDim: 16, bias: true, outputGate: true }],
-    ['keyIsValue', { embedDim: 64, numHeads: 4, numKvHeads: 2, headDim: 32, bias: false, keyIsValue: true, rotary: {} }],
+    ['kEqV', { embedDim: 64, numHeads: 4, numKvHeads: 2, headDim: 32, bias: false, kEqV: true, rotary: {} }],
   ];
   test.each(quantized)('%s', async (_name, config) => {
     const sd = quantizeWeights(layerWeights(config, 21), { dtype: 'q8_0', config });
-    if (config.outputGate) expect((sd.gate_proj_weight as QuantizedTensor).dtype).toBe('q8_0');
+    if (config.outputGate) {
+      // A quantized gate is refused, naming it (the gate is float32 on every backend); dequantized it runs.
+      expect((sd.gate_proj_weight as QuantizedTensor).dtype).toBe('q8_0');
+      for (const engine of [engines.cpu, engines.gpu, engines.wasm]) {
+        expect(() => engine.createMultiHeadAttention(config, sd)).toThrow(UnsupportedError);
+        expect(() => engine.createMultiHeadAttention(config, sd)).toThrow(/gate_proj_weight.*dequantize/);
+      }
+      sd.gate_proj_weight = dequantize(sd.gate_proj_weight as QuantizedTensor);
+    }
     expect((sd.k_proj_weight as QuantizedTensor).dtype).toBe('q8_0');
     const E = config.embedDim;
     const x = uniform(2 * 5 * E, 1, mulberry32(22));
@@ -221,7 +230,7 @@ describe('the reference, by hand', () => {
     }
   });
 
-  test('keyIsValue: V is x·W_kᵀ before QK-norm and rotary, and the layer is one with v_proj_weight = k_proj_weight', () => {
+  test('kEqV: V is x·W_kᵀ before QK-norm and rotary, and the layer is one with v_proj_weight = k_proj_weight', () => {
     const config = cases[2][1];
     const { embedDim: E, numKvHeads: G, headDim: Dh } = config;
     const sd = layerWeights(config, 10);
@@ -240,7 +249,7 @@ describe('the reference, by hand', () => {
     }
     // K was normed and rotated, V was not.
     expect(Math.abs(ref.k[Dh + 1] - ref.v[Dh + 1])).toBeGreaterThan(1e-3);
-    const same = referenceMultiHeadAttention({ ...config, keyIsValue: false }, { ...sd, v_proj_weight: Wk }, x, { batchSize: 1, seqLen: S, isCausal: true });
+    const same = referenceMultiHeadAttention({ ...config, kEqV: false }, { ...sd, v_proj_weight: Wk }, x, { batchSize: 1, seqLen: S, isCausal: true });
     expect(ref.output).toEqual(same.output);
     // in_proj_weight [(H + G)·Dh, E] is the packed form.
     const inProj = new Float32Array([...sd.q_proj_weight, ...Wk]);
@@ -289,25 +298,58 @@ describe('bad input', () => {
     expect(() => engines.gpu.createMultiHeadAttention({ ...gated, outputGate: false }, sd)).toThrow(/outputGate: true/);
   });
 
-  test('keyIsValue: bias refused (the default too), v_proj_weight refused with a hint, vdim ≠ kdim refused', () => {
-    expect(() => engines.gpu.createMultiHeadAttention({ ...kv, bias: undefined }, kvSd)).toThrow(UnsupportedError);
-    expect(() => engines.gpu.createMultiHeadAttention({ ...kv, bias: true }, kvSd)).toThrow(/bias: false/);
-    expect(() => engines.gpu.createMultiHeadAttention(kv, { ...kvSd, v_proj_weight: kvSd.k_proj_weight })).toThrow(/has no v weights/);
+  test('kEqV: a missing in_proj_bias names the K = V shape, v weights are refused, vdim ≠ kdim refused', () => {
+    const err = (() => {
+      try {
+        engines.gpu.createMultiHeadAttention({ ...kv, bias: undefined }, kvSd);
+      } catch (e) {
+        return e as Error;
+      }
+      return null;
+    })();
+    expect(err).toBeInstanceOf(MissingWeightError);
+    expect(err!.message).toContain('[(H + G)·headDim] = 96');
+    expect(() => engines.gpu.createMultiHeadAttention(kv, { ...kvSd, v_proj_weight: kvSd.k_proj_weight })).toThrow(/left out: this layer has config.kEqV/);
     expect(() => engines.gpu.createMultiHeadAttention({ ...kv, vdim: 24 }, kvSd)).toThrow(InvalidArgumentError);
-    expect(() => engines.gpu.createMultiHeadAttention({ ...kv, keyIsValue: 1 as unknown as boolean }, kvSd)).toThrow(InvalidArgumentError);
+    expect(() => engines.gpu.createMultiHeadAttention({ ...kv, kEqV: 1 as unknown as boolean }, kvSd)).toThrow(InvalidArgumentError);
   });
 
-  test('keyIsValue: cross-attention with a value other than the key is refused before any work; the key twice runs', async () => {
-    const config = { embedDim: 16, numHeads: 2, headDim: 8, numKvHeads: 2, bias: false, keyIsValue: true };
+  test('kEqV with biases: in_proj_bias [(H + G)·Dh], V biased by the k bias, on webgpu and wasm', async () => {
+    const config = { ...kv, bias: true };
+    const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh } = config;
+    const r = mulberry32(19);
+    const sdb = { ...kvSd, in_proj_bias: uniform((H + G) * Dh, 0.3, r), 'out_proj.bias': uniform(E, 0.1, r) };
+    const x = uniform(2 * 6 * E, 1, r);
+    const options = { batchSize: 2, seqLen: 6, isCausal: true };
+    const ref = referenceMultiHeadAttention(config, sdb, x, options);
+    const vb = new Float32Array((H + 2 * G) * Dh);
+    vb.set(sdb.in_proj_bias, 0);
+    vb.set(sdb.in_proj_bias.subarray(H * Dh), (H + G) * Dh);
+    const plain = referenceMultiHeadAttention(
+      { ...config, kEqV: false },
+      { ...kvSd, v_proj_weight: kvSd.k_proj_weight, in_proj_bias: vb, 'out_proj.bias': sdb['out_proj.bias'] },
+      x,
+      options,
+    );
+    expect(ref.output).toEqual(plain.output);
+    for (const backend of ['webgpu', 'wasm'] as const) {
+      const mha = engines.of(backend).createMultiHeadAttention(config, sdb);
+      expectClose((await mha.forward(x, options)).output, ref.output, f32Tolerance([E, 6, H * Dh]), `${backend} output`);
+      mha.dispose();
+    }
+  });
+
+  test('kEqV: cross-attention with a value other than the key is refused before any work; the key twice runs', async () => {
+    const config = { embedDim: 16, numHeads: 2, headDim: 8, numKvHeads: 2, bias: false, kEqV: true };
     const w = layerWeights(config, 13);
     const q = uniform(3 * 16, 1, mulberry32(17));
     const k = uniform(5 * 16, 1, mulberry32(18));
     const options = { batchSize: 1, seqLen: 3, kvSeqLen: 5 };
     for (const backend of ['cpu', 'webgpu', 'wasm'] as const) {
       const mha = engines.of(backend).createMultiHeadAttention(config, w);
-      await expect(mha.forward(q, { ...options, key: k, value: k.slice() })).rejects.toThrow(InvalidArgumentError);
+      await expect(mha.forward(q, { ...options, key: k, value: k.slice() })).rejects.toThrow(UnsupportedError);
       const got = (await mha.forward(q, { ...options, key: k, value: k })).output;
-      const ref = referenceMultiHeadAttention({ ...config, keyIsValue: false }, { ...w, v_proj_weight: w.k_proj_weight }, q, { ...options, key: k, value: k }).output;
+      const ref = referenceMultiHeadAttention({ ...config, kEqV: false }, { ...w, v_proj_weight: w.k_proj_weight }, q, { ...options, key: k, value: k }).output;
       expectClose(got, ref, f32Tolerance([16, 5, 16]), `${backend} cross-attention`);
       mha.dispose();
     }

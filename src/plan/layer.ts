@@ -4,7 +4,7 @@ import { InvalidArgumentError, MissingWeightError, UnsupportedError } from '../e
 import { CONFIG_KEYS } from '../option-keys.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { refuseDropout, resolveScoreMod } from './checks.ts';
-import { resolveQkNorm, resolveRotary } from './head-transform.ts';
+import { resolveQkNorm, resolveRotary, resolveVNorm } from './head-transform.ts';
 import { floatWeight } from '../quant/dequantize.ts';
 import type { WeightTensor } from '../quant/types.ts';
 import { checkQuantized, copyQuantized, sliceRows } from '../quant/validate.ts';
@@ -53,26 +53,6 @@ export function resolveLayerSpec(config: unknown): LayerSpec {
       fix: 'A score modification changes softmax scores; linear attention forms none.',
     });
   }
-  const keyIsValue = c.keyIsValue === undefined ? false : requireBoolean(where, 'config.keyIsValue', c.keyIsValue);
-  const outputGate = c.outputGate === undefined ? false : requireBoolean(where, 'config.outputGate', c.outputGate);
-  if (keyIsValue && bias) {
-    throw new UnsupportedError({
-      where,
-      argument: 'config.bias',
-      expected: 'false with config.keyIsValue',
-      given: c.bias === undefined ? 'true (the default)' : 'true',
-      fix: "Pass bias: false. K = V layers (Gemma 4's attention_k_eq_v) have no biases, and this engine has no bias layout for them.",
-    });
-  }
-  if (keyIsValue && c.vdim !== undefined && vdim !== kdim) {
-    throw new InvalidArgumentError({
-      where,
-      argument: 'config.vdim',
-      expected: `left out, or equal to kdim (${kdim}): with config.keyIsValue V is the k projection of the key input`,
-      given: String(vdim),
-      fix: 'Leave vdim out.',
-    });
-  }
   return {
     embedDim,
     numHeads,
@@ -82,12 +62,91 @@ export function resolveLayerSpec(config: unknown): LayerSpec {
     vdim,
     bias,
     rotary: resolveRotary(where, c.rotary, headDim),
-    qkNorm: resolveQkNorm(where, c.qkNorm, headDim),
+    qkNorm: resolveQkNorm(where, c.qkNorm, headDim, numHeads, numKvHeads),
+    vNorm: resolveVNorm(where, c.vNorm, headDim),
+    kEqV: resolveKEqV(where, c.kEqV, kdim, vdim),
+    outputGate: c.outputGate === undefined ? false : requireBoolean(where, 'config.outputGate', c.outputGate),
     scoreMod,
     attention,
-    keyIsValue,
-    outputGate,
   };
+}
+
+/** config.kEqV: a boolean, and only where V's input can be K's (vdim = kdim). */
+function resolveKEqV(where: string, value: unknown, kdim: number, vdim: number): boolean {
+  const kEqV = value === undefined ? false : requireBoolean(where, 'config.kEqV', value);
+  if (kEqV && kdim !== vdim) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'config.vdim',
+      expected: `the same as kdim (${kdim}) with config.kEqV: the values are the keys' projection`,
+      given: String(vdim),
+      fix: 'Leave vdim out, or set it to kdim.',
+    });
+  }
+  return kEqV;
+}
+
+/**
+ * config.kEqV's state dict → the ordinary one: v_proj_weight = k_proj_weight (the same tensor), or
+ * in_proj_weight [(H + G)·Dh, E] (and in_proj_bias [(H + G)·Dh]) extended by a copy of the k rows.
+ * Entries of the wrong shape, and v weights, are refused here, naming the shapes of a K = V layer.
+ */
+function kEqVStateDict(where: string, spec: LayerSpec, sd: Record<string, unknown>): Record<string, unknown> {
+  const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh } = spec;
+  for (const name of ['v_proj_weight', 'v_proj_bias']) {
+    if (sd[name] !== undefined) {
+      throw new InvalidArgumentError({
+        where,
+        argument: `stateDict["${name}"]`,
+        expected: 'left out: this layer has config.kEqV (its values are the key projection)',
+        given: 'a v weight',
+        fix: 'Leave out the v weights, or create the layer without kEqV.',
+      });
+    }
+  }
+  const out: Record<string, unknown> = { ...sd };
+  const qk = (H + G) * Dh;
+  if (sd.in_proj_weight !== undefined) {
+    if (isQuantizedValue(sd.in_proj_weight)) {
+      throw new UnsupportedError({
+        where,
+        argument: 'stateDict["in_proj_weight"]',
+        expected: 'a Float32Array with config.kEqV',
+        given: 'a quantized in_proj_weight',
+        fix: 'Pass q_proj_weight and k_proj_weight apart (quantized is fine there).',
+      });
+    }
+    const w = requireFloat32Array(
+      where,
+      'stateDict["in_proj_weight"]',
+      sd.in_proj_weight,
+      qk * E,
+      `[(H + G)·headDim, E] = [${qk}, ${E}] = ${qk * E} (config.kEqV: q and k rows, no v)`,
+    );
+    const packed = new Float32Array((qk + G * Dh) * E);
+    packed.set(w, 0);
+    packed.set(w.subarray(H * Dh * E, qk * E), qk * E);
+    out.in_proj_weight = packed;
+  } else if (sd.k_proj_weight !== undefined) {
+    out.v_proj_weight = sd.k_proj_weight;
+  }
+  if (spec.bias && sd.in_proj_bias === undefined) {
+    throw new MissingWeightError({
+      where,
+      argument: 'stateDict["in_proj_bias"]',
+      expected: `a Float32Array [(H + G)·headDim] = ${qk} (config.kEqV: q and k biases, no v)`,
+      given: 'nothing',
+      fix: 'Pass the q and k biases one after the other, or create the layer with bias: false.',
+    });
+  }
+  if (spec.bias && sd.in_proj_bias !== undefined) {
+    const b = requireFloat32Array(where, 'stateDict["in_proj_bias"]', sd.in_proj_bias, qk, `[(H + G)·headDim] = ${qk} (config.kEqV: q and k biases, no v)`);
+    const packed = new Float32Array(qk + G * Dh);
+    packed.set(b, 0);
+    packed.set(b.subarray(H * Dh, qk), qk);
+    out.in_proj_bias = packed;
+  }
+  return out;
 }
 
 function resolveAttentionKind(where: string, value: unknown): 'softmax' | 'linear' {
@@ -110,11 +169,7 @@ export function expectedWeights(spec: LayerSpec, separate: boolean): { name: str
         { name: 'k_proj_weight', shape: [G * Dh, spec.kdim], dims: `[G·Dh, kdim] = [${G}·${Dh}, ${spec.kdim}]` },
         { name: 'v_proj_weight', shape: [G * Dh, spec.vdim], dims: `[G·Dh, vdim] = [${G}·${Dh}, ${spec.vdim}]` },
       ]
-    : spec.keyIsValue
-      ? [{ name: 'in_proj_weight', shape: [(H + G) * Dh, E], dims: `[(H + G)·Dh, E] = [(${H} + ${G})·${Dh}, ${E}]` }]
-      : [{ name: 'in_proj_weight', shape: [N, E], dims: `[(H + 2·G)·Dh, E] = [(${H} + 2·${G})·${Dh}, ${E}]` }];
-  // K = V: no v weights (V is the k projection's output).
-  if (spec.keyIsValue && separate) entries.pop();
+    : [{ name: 'in_proj_weight', shape: [N, E], dims: `[(H + 2·G)·Dh, E] = [(${H} + 2·${G})·${Dh}, ${E}]` }];
   entries.push({ name: 'out_proj.weight', shape: [E, H * Dh], dims: `[E, H·Dh] = [${E}, ${H}·${Dh}]` });
   if (spec.bias) entries.push({ name: 'in_proj_bias', shape: [N], dims: n }, { name: 'out_proj.bias', shape: [E], dims: `[E] = [${E}]` });
   if (spec.outputGate) {
@@ -126,7 +181,8 @@ export function expectedWeights(spec: LayerSpec, separate: boolean): { name: str
 
 export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeights {
   const where = 'createMultiHeadAttention';
-  const sd = requireObject(where, 'stateDict', stateDict, 'Pass an object mapping PyTorch state_dict names to Float32Array.');
+  const given = requireObject(where, 'stateDict', stateDict, 'Pass an object mapping PyTorch state_dict names to Float32Array.');
+  const sd = spec.kEqV ? kEqVStateDict(where, spec, given) : given;
   const sameDims = spec.kdim === spec.embedDim && spec.vdim === spec.embedDim;
   // PyTorch keeps one packed in_proj_weight when kdim = vdim = E, and q/k/v_proj_weight otherwise;
   // both forms are accepted when they can describe the layer.
@@ -142,11 +198,9 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
             ? `With kdim (${spec.kdim}) or vdim (${spec.vdim}) ≠ embedDim (${spec.embedDim}) the projections are separate: pass q_proj_weight, k_proj_weight, v_proj_weight.`
             : key.startsWith('gate_proj') && !spec.outputGate
               ? 'Gate weights belong to a layer with an output gate: pass config.outputGate: true (Qwen3-Next, Qwen3.5).'
-              : key === 'v_proj_weight' && spec.keyIsValue
-                ? 'A K = V layer (config.keyIsValue) has no v weights: V is the k projection. Leave v_proj_weight out.'
-                : ['q_proj_weight', 'k_proj_weight', 'v_proj_weight'].includes(key) && !separate
-                  ? 'Pass either in_proj_weight or q_proj_weight, k_proj_weight and v_proj_weight, not both.'
-                  : `This layer takes ${names.join(', ')}.`;
+              : ['q_proj_weight', 'k_proj_weight', 'v_proj_weight'].includes(key) && !separate
+                ? 'Pass either in_proj_weight or q_proj_weight, k_proj_weight and v_proj_weight, not both.'
+                : `This layer takes ${names.join(', ')}.`;
       throw new InvalidArgumentError({ where, argument: `stateDict["${key}"]`, expected: 'a known state_dict name', given: 'an unexpected entry', fix: hint });
     }
   }
@@ -155,8 +209,8 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
     const length = shape.reduce((a, b) => a * b, 1);
     const shapeText = `[${shape.join(', ')}] = ${length} (${dims})`;
     if (sd[name] === undefined) {
-      // A layer with q/k/v biases and none on the output (Qwen2): the output bias is zero; so is a gate's left out.
-      if ((name === 'out_proj.bias' && sd.in_proj_bias !== undefined) || name === 'gate_proj_bias') {
+      // A layer with q/k/v biases and none on the output (Qwen2): the output bias is zero.
+      if (name === 'out_proj.bias' && sd.in_proj_bias !== undefined) {
         tensors[name] = new Float32Array(length);
         continue;
       }
@@ -165,43 +219,44 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
         argument: `stateDict["${name}"]`,
         expected: `a Float32Array ${shapeText}`,
         given: 'nothing',
-        fix:
-          name === 'gate_proj_weight'
-            ? `config.outputGate needs the gate projection (Qwen3-Next's and Qwen3.5's q_proj rows [gate_h] of each head; attentionLayerFromHf splits them out); pass all of: ${names.join(', ')}.`
-            : `PyTorch's nn.MultiheadAttention.state_dict() has it; pass all of: ${names.join(', ')}.`,
+        fix: `PyTorch's nn.MultiheadAttention.state_dict() has it; pass all of: ${names.join(', ')}.`,
+      });
+    }
+    if (name === 'gate_proj_weight' && isQuantizedValue(sd[name])) {
+      throw new UnsupportedError({
+        where,
+        argument: `stateDict["${name}"]`,
+        expected: `a Float32Array ${shapeText}: the output gate's weight is float32 on every backend`,
+        given: 'a quantized tensor',
+        fix: 'Pass dequantize(weight) (exact, as ggml computes it) for gate_proj_weight; the other projections may stay quantized.',
       });
     }
     tensors[name] =
-      shape.length === 2 && isQuantizedValue(sd[name])
+      shape.length === 2 && isQuantizedValue(sd[name]) && !name.startsWith('gate_proj')
         ? checkQuantized(where, `stateDict["${name}"]`, sd[name], shape as [number, number], dims)
         : requireFloat32Array(where, `stateDict["${name}"]`, sd[name], length, shapeText);
   }
   const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh } = spec;
-  const given = tensors.in_proj_weight ?? null;
-  const q = given ? rows(given, 0, H * Dh, E) : tensors.q_proj_weight;
-  const k = given ? rows(given, H * Dh, (H + G) * Dh, E) : tensors.k_proj_weight;
-  // K = V: V's weights are K's (V is the k projection's output; the head transform touches K alone).
-  const v = spec.keyIsValue ? k : given ? rows(given, (H + G) * Dh, (H + 2 * G) * Dh, E) : tensors.v_proj_weight;
-  let inProjWeight: WeightTensor | null = spec.keyIsValue ? null : given;
-  // Separate float q/k/v weights of a self-attention layer are packed into one in_proj_weight (K's rows
-  // twice in a K = V layer); quantized ones (each of its own type, as GGUF files mix them) stay separate.
-  if (!inProjWeight && sameDims && [q, k, v].every((w) => w instanceof Float32Array)) {
+  let inProjWeight: WeightTensor | null = tensors.in_proj_weight ?? null;
+  // Separate float q/k/v weights of a self-attention layer are packed into one in_proj_weight; quantized
+  // ones (each of its own type, as GGUF files mix them) stay separate.
+  const separateFloat = [tensors.q_proj_weight, tensors.k_proj_weight, tensors.v_proj_weight].every((w) => w instanceof Float32Array);
+  if (!inProjWeight && sameDims && separateFloat) {
     const packed = new Float32Array((H + 2 * G) * Dh * E);
-    packed.set(q as Float32Array, 0);
-    packed.set(k as Float32Array, H * Dh * E);
-    packed.set(v as Float32Array, (H + G) * Dh * E);
+    packed.set(tensors.q_proj_weight as Float32Array, 0);
+    packed.set(tensors.k_proj_weight as Float32Array, H * Dh * E);
+    packed.set(tensors.v_proj_weight as Float32Array, (H + G) * Dh * E);
     inProjWeight = packed;
   }
   return {
     inProjWeight,
-    qProjWeight: inProjWeight ? rows(inProjWeight, 0, H * Dh, E) : q,
-    kProjWeight: inProjWeight ? rows(inProjWeight, H * Dh, (H + G) * Dh, E) : k,
-    vProjWeight: inProjWeight ? rows(inProjWeight, (H + G) * Dh, (H + 2 * G) * Dh, E) : v,
+    qProjWeight: inProjWeight ? rows(inProjWeight, 0, H * Dh, E) : tensors.q_proj_weight,
+    kProjWeight: inProjWeight ? rows(inProjWeight, H * Dh, (H + G) * Dh, E) : tensors.k_proj_weight,
+    vProjWeight: inProjWeight ? rows(inProjWeight, (H + G) * Dh, (H + 2 * G) * Dh, E) : tensors.v_proj_weight,
     inProjBias: spec.bias ? (tensors.in_proj_bias as Float32Array) : null,
     outProjWeight: tensors['out_proj.weight'],
     outProjBias: spec.bias ? (tensors['out_proj.bias'] as Float32Array) : null,
-    gateProjWeight: spec.outputGate ? tensors.gate_proj_weight : null,
-    gateProjBias: spec.outputGate && spec.bias ? (tensors.gate_proj_bias as Float32Array) : null,
+    ...(spec.outputGate ? { gateProjWeight: tensors.gate_proj_weight as Float32Array, gateProjBias: spec.bias ? (tensors.gate_proj_bias as Float32Array) : null } : {}),
   };
 }
 
@@ -227,8 +282,7 @@ export function copyWeights(w: LayerWeights): LayerWeights {
     inProjBias: w.inProjBias?.slice() ?? null,
     outProjWeight: copyWeight(w.outProjWeight),
     outProjBias: w.outProjBias?.slice() ?? null,
-    gateProjWeight: w.gateProjWeight ? copyWeight(w.gateProjWeight) : null,
-    gateProjBias: w.gateProjBias?.slice() ?? null,
+    ...(w.gateProjWeight ? { gateProjWeight: w.gateProjWeight.slice(), gateProjBias: w.gateProjBias?.slice() ?? null } : {}),
   };
 }
 
@@ -244,13 +298,12 @@ export function floatLayerWeights(w: LayerWeights): FloatLayerWeights {
     kProjWeight: k as Float32Array,
     vProjWeight: v as Float32Array,
     outProjWeight: floatWeight(w.outProjWeight),
-    gateProjWeight: w.gateProjWeight ? floatWeight(w.gateProjWeight) : null,
   };
 }
 
 /** Whether every weight of a layer is float32. */
 export function isFloat(w: LayerWeights): w is FloatLayerWeights {
-  return [w.inProjWeight, w.qProjWeight, w.kProjWeight, w.vProjWeight, w.outProjWeight, w.gateProjWeight].every((t) => t === null || t instanceof Float32Array);
+  return [w.inProjWeight, w.qProjWeight, w.kProjWeight, w.vProjWeight, w.outProjWeight].every((t) => t === null || t instanceof Float32Array);
 }
 
 function copyWeight(w: WeightTensor): WeightTensor {

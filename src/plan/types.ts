@@ -26,10 +26,21 @@ export interface RotaryPlan {
 
 /** QK-norm, resolved (head-transform.ts): an RMS norm of every query and key head with these weights [Dh]. */
 export interface QkNormPlan {
+  /** [Dh] ('head'), or [H·Dh] ('all'). */
   query: Float32Array;
+  /** [Dh] ('head'), or [G·Dh] ('all'). */
   key: Float32Array;
   eps: number;
+  /** 'head': one RMS norm per head (Qwen3, Gemma 3); 'all': one over a token's whole projection, all its heads (OLMo 2). */
+  over: 'head' | 'all';
   /** Features the mean of squares runs over: Dh (the GPU's padded heads have more lanes, zeros). */
+  dim: number;
+}
+
+/** config.vNorm resolved: x·rsqrt(mean(x²) + eps) over each value head's `dim` = Dh features, no weights. */
+export interface VNormPlan {
+  eps: number;
+  /** Features the mean runs over: Dh (the GPU's padded heads have more lanes, zeros). */
   dim: number;
 }
 
@@ -46,14 +57,16 @@ export interface LayerSpec {
   rotary: RotaryPlan | null;
   /** RMS norm of every query and key head (config.qkNorm), or null. */
   qkNorm: QkNormPlan | null;
+  /** Weightless RMS norm of every value head (config.vNorm; Gemma 4), or null / absent. */
+  vNorm?: VNormPlan | null;
+  /** config.kEqV: V is the k projection's output (the weights hold v rows copied from k: resolveWeights). */
+  kEqV?: boolean;
+  /** config.outputGate: attention ⊙ sigmoid(x·W_gᵀ + b_g) before the output projection (LayerWeights.gateProjWeight). */
+  outputGate?: boolean;
   /** A custom score modification (config.scoreMod, or scaledDotProductAttention's option), or null. */
   scoreMod: ScoreMod | null;
   /** softmax(q·kᵀ·scale)·v, or linear attention with φ = elu + 1 (config.attention; engine.linearAttention). */
   attention: 'softmax' | 'linear';
-  /** K = V (config.keyIsValue): V is the k projection's output (resolveWeights makes v's weights k's). */
-  keyIsValue?: boolean;
-  /** An output gate (config.outputGate): O ⊙ sigmoid(x·W_gᵀ + b_g) before the output projection. */
-  outputGate?: boolean;
   /** Set on the GPU's padded copy of a spec only (webgpu/padding.ts): the caller's head size, headDim being rounded up. */
   unpaddedHeadDim?: number;
 }
@@ -72,9 +85,10 @@ export interface LayerWeights {
   inProjBias: Float32Array | null; // [(H + 2·G)·Dh]
   outProjWeight: WeightTensor; // [E, H·Dh]
   outProjBias: Float32Array | null; // [E]
-  /** config.outputGate: gate_proj_weight [H·Dh, E] and its bias [H·Dh] (zeros when the layer has bias but none was given); else null. */
-  gateProjWeight: WeightTensor | null;
-  gateProjBias: Float32Array | null;
+  /** config.outputGate's W_g [H·Dh, E] (float32), else absent or null. */
+  gateProjWeight?: Float32Array | null;
+  /** config.outputGate's b_g [H·Dh] when the layer has bias, else absent or null. */
+  gateProjBias?: Float32Array | null;
 }
 
 /** LayerWeights whose weights are all float32 (what floatLayerWeights returns). */
@@ -84,7 +98,6 @@ export interface FloatLayerWeights extends LayerWeights {
   kProjWeight: Float32Array;
   vProjWeight: Float32Array;
   outProjWeight: Float32Array;
-  gateProjWeight: Float32Array | null;
 }
 
 /** What masks a score, resolved. Additive masks hold −Infinity where a bool mask said "not allowed". */

@@ -6,7 +6,6 @@
 //   pass 1½ (rotary, QK-norm: cpu/head-transform.ts's transformHead on each float32 head row)
 //   pass 2  attention   per (sequence, head), online softmax over blocks of 64 keys → O [T, H·Dh]
 //                       (scoreMod and linear layers: the float64 reference's pass, attention.ts)
-//   pass 2½ (output gate: O ⊙ sigmoid(X · W_gᵀ + b_g), the gate projected beside Q in pass 1)
 //   pass 3  gemm        O [T, H·Dh] · W_Oᵀ + b_O → Y [T, E]                       (or qgemv / qgemm)
 //
 // With a KV cache, the new tokens' K and V are copied into the cache's block, held in the same memory
@@ -14,7 +13,7 @@
 
 import type { BackendLayer } from '../backend.ts';
 import { DisposedError } from '../errors.ts';
-import { transformHead } from '../cpu/head-transform.ts';
+import { normAcrossHeads, normValues, transformHead } from '../cpu/head-transform.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import { type HeadView, referenceAttention, runAttention, type TransposedKeys, tokenMajor } from './attention.ts';
@@ -27,7 +26,7 @@ export class WasmLayer implements BackendLayer {
   private readonly k: Projection;
   private readonly v: Projection;
   private readonly out: Projection;
-  /** config.outputGate: x · W_gᵀ + b_g → [T, H·Dh], or null. */
+  /** config.outputGate's W_g [H·Dh, E] (+ b_g), or null. */
   private readonly gate: Projection | null;
   /** A forward is running: its buffers are in the arena, so a new cache waits to be placed. */
   private running = false;
@@ -45,7 +44,7 @@ export class WasmLayer implements BackendLayer {
     this.k = createProjection(kernels!, weights.kProjWeight, G * Dh, kdim, bias, H * Dh);
     this.v = createProjection(kernels!, weights.vProjWeight, G * Dh, vdim, bias, (H + G) * Dh);
     this.out = createProjection(kernels!, weights.outProjWeight, E, H * Dh, weights.outProjBias, 0);
-    this.gate = weights.gateProjWeight ? createProjection(kernels!, weights.gateProjWeight, H * Dh, E, weights.gateProjBias, 0) : null;
+    this.gate = weights.gateProjWeight ? createProjection(kernels!, weights.gateProjWeight, H * Dh, E, weights.gateProjBias ?? null, 0) : null;
     kernels!.keep();
   }
 
@@ -86,14 +85,14 @@ export class WasmLayer implements BackendLayer {
     const kvRows = plan.cache ? qRows : plan.geometry.kvRows;
     const x = kernels.put(plan.query);
     const crossInputs = plan.mode === 'cross';
-    const [q, k, v, gate] = await project(kernels, [
+    const [q, k, v] = await project(kernels, [
       [x, tokens, this.q],
       [crossInputs ? kernels.put(plan.key) : x, batches * kvRows, this.k],
       [crossInputs ? kernels.put(plan.value) : x, batches * kvRows, this.v],
-      ...(this.gate ? [[x, tokens, this.gate] as [number, number, Projection]] : []),
     ]);
     this.transformHeads(kernels, plan, q, tokens, H, 'query');
     this.transformHeads(kernels, plan, k, batches * kvRows, G, 'key');
+    normValues(this.spec, kernels.f32, v >> 2, batches * kvRows * G * Dh); // config.vNorm, before V is cached
 
     let kView: HeadView | TransposedKeys = tokenMajor(k, kvRows, G, Dh);
     let vView = tokenMajor(v, kvRows, G, Dh);
@@ -113,10 +112,11 @@ export class WasmLayer implements BackendLayer {
     } else {
       attentionWeights = referenceAttention(kernels, plan, qView, kView as HeadView, vView, oView);
     }
-    if (gate !== undefined) {
-      // The output gate (config.outputGate): O [T, H·Dh] ⊙ sigmoid(gate [T, H·Dh]), before W_O.
+    if (this.gate) {
+      // config.outputGate: O ⊙ sigmoid(x·W_gᵀ + b_g), token-major [T, H·Dh], before the output projection.
+      const [g] = await project(kernels, [[x, tokens, this.gate]]);
       const f32 = kernels.f32;
-      const [o0, g0] = [o >> 2, gate >> 2];
+      const [o0, g0] = [o >> 2, g >> 2];
       for (let i = 0; i < tokens * H * Dh; i++) f32[o0 + i] *= 1 / (1 + Math.exp(-f32[g0 + i]));
     }
     const [y] = await project(kernels, [[o, tokens, this.out]]);
@@ -136,6 +136,7 @@ export class WasmLayer implements BackendLayer {
     const f32 = kernels.f32;
     for (let m = 0; m < rows; m++) {
       const position = rotary ? plan.positions![m] : 0;
+      normAcrossHeads(this.spec, f32, (h) => (ptr >> 2) + (m * heads + h) * Dh, heads, kind); // qkNorm.over 'all' only
       for (let h = 0; h < heads; h++) transformHead(this.spec, f32, (ptr >> 2) + (m * heads + h) * Dh, kind, position);
     }
   }

@@ -208,8 +208,7 @@ export class WebGPUBackend implements Backend, GpuCapability {
     const each = weights.inProjWeight
       ? { in_proj_weight: weights.inProjWeight }
       : { q_proj_weight: weights.qProjWeight, k_proj_weight: weights.kProjWeight, v_proj_weight: weights.vProjWeight };
-    const gate = weights.gateProjWeight ? { gate_proj_weight: weights.gateProjWeight } : {}; // config.outputGate
-    for (const [name, w] of Object.entries({ ...each, 'out_proj.weight': weights.outProjWeight, ...gate })) {
+    for (const [name, w] of Object.entries({ ...each, 'out_proj.weight': weights.outProjWeight })) {
       const bytes = gpuWeightBytes(w);
       if (bytes > maxBinding) {
         throw new DeviceLimitError({

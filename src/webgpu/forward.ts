@@ -5,6 +5,7 @@
 // encodes the attention part alone (encodeAttention). Nothing here chooses variants or compiles ahead:
 // the caller passes the choice (tuning/scheduler.ts).
 
+import { encodeOutputGate } from './kernels/output-gate.ts';
 import type { ForwardPlan } from '../plan/index.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import type { BufferPool } from './buffers.ts';
@@ -15,9 +16,8 @@ import { encodeFlashAttention } from './kernels/flash-attention.ts';
 import { encodeHeadTransform } from './kernels/head-transform.ts';
 import { encodeLinearAttention } from './kernels/linear-attention.ts';
 import { type MaskBuffers, uploadMasks } from './kernels/masks.ts';
-import { encodeOutputGateMultiply } from './kernels/output-gate.ts';
 import { encodeOutputProjection } from './kernels/output-projection.ts';
-import { encodeQkvProjection, type ProjectionInputs, type QkvTargets, qkvBufferTargets, qkvLayout } from './kernels/qkv-projection.ts';
+import { encodeQkvProjection, type QkvTargets, qkvBufferTargets, qkvLayout } from './kernels/qkv-projection.ts';
 import type { Unpadded } from './padding.ts';
 import type { CallScratch } from './scratch.ts';
 import type { Verdict } from './scopes.ts';
@@ -68,46 +68,10 @@ export function encodeAttention(
 ): void {
   const { scratch } = call;
   const { q, kv, attention, rowStats, probs } = buffers;
-  if (plan.layer.rotary || plan.layer.qkNorm) encodeHeadTransform(call.stage('head_transform'), scratch, plan, { q, kv });
+  if (plan.layer.rotary || plan.layer.qkNorm || plan.layer.vNorm) encodeHeadTransform(call.stage('head_transform'), scratch, plan, { q, kv });
   if (plan.layer.attention === 'linear') encodeLinearAttention(call.stage('linear_attention'), scratch, plan, { q, kv, attention }, masks);
   else encodeFlashAttention(call.stage('flash_attention'), scratch, plan, { q, kv, attention, rowStats }, masks, variant);
   if (probs) encodeAttentionProbs(call.stage('attention_probs'), scratch, plan, { q, kv, rowStats, probs }, masks);
-}
-
-/**
- * The output gate (config.outputGate): the gate x·W_gᵀ + b_g projected by the QKV projection kernel as
- * Q's head slots (W_g in place of W_q, the layer input's rows) into a buffer of O's layout
- * [batches, H, qRows, Dh], then O ← O ⊙ sigmoid(gate) (output_gate.wgsl). Encoded after the attention
- * (whose probabilities, with needWeights, are those before the gate) and before the output projection.
- */
-function encodeOutputGate(
-  call: GpuCall,
-  plan: ForwardPlan,
-  weights: GpuLayerWeights,
-  inputs: ProjectionInputs,
-  kv: QkvTargets['kv'],
-  attention: GPUBuffer,
-  choice: KernelChoice,
-): void {
-  const gate = weights.gate;
-  if (!gate) return;
-  const { scratch } = call;
-  const { batches, qRows } = plan.geometry;
-  const { numHeads: H, headDim: Dh } = plan.layer;
-  const buffer = scratch.storage(batches * H * qRows * Dh * scratch.elementBytes, 'gate');
-  // One dispatch of Q's H slots from the query (queryOnly), W_g as q's weight, to `buffer`.
-  encodeQkvProjection(
-    call.stage('output_gate'),
-    scratch,
-    plan,
-    inputs,
-    { q: gate.weight, k: gate.weight, v: gate.weight, bias: gate.bias },
-    { q: buffer, kv },
-    choice.qkv_projection,
-    Infinity,
-    true,
-  );
-  encodeOutputGateMultiply(call.stage('output_gate'), scratch, plan, buffer, attention);
 }
 
 /**
@@ -178,7 +142,7 @@ export function forwardWebGPU(
     const { q, kv } = targets;
     encodeQkvProjection(call.stage('qkv_projection'), scratch, plan, { query, key, value }, weights.projection, targets, choice.qkv_projection);
     encodeAttention(call, plan, { q, kv, attention, rowStats, probs }, masks, choice.flash_attention);
-    encodeOutputGate(call, plan, weights, { query, key, value }, kv, attention, choice);
+    if (weights.gate) encodeOutputGate(call.stage('output_gate'), scratch, plan, { attention, query, gate: weights.gate }); // config.outputGate
     const output = { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y };
     encodeOutputProjection(call.stage('output_projection'), scratch, plan, output, choice.output_projection);
     out = { result: y, rows: batches * qRows, cols: E, keepCols: userE, probs, probsBytes };

@@ -149,8 +149,6 @@ export function encodeQkvProjection(
   variant: ProjectionVariant,
   /** The tuner's timing trials: compute only the first `rowLimit` token rows (the rest of the output is left as it was). */
   rowLimit = Infinity,
-  /** Q's slots alone (weights.q from the query into targets.q): the output gate's projection (forward.ts). */
-  queryOnly = false,
 ): void {
   const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = plan.layer;
   const { qRows, kvRows } = plan.geometry;
@@ -158,9 +156,8 @@ export function encodeQkvProjection(
   const row0 = (slot0: number) => ('inProj' in weights ? slot0 * Dh : 0);
   const { q: qOut, kv } = targets;
   const apart = !('inProj' in weights);
-  const parts: Part[] = queryOnly
-    ? [{ x: inputs.query, out: qOut, weight: w('q'), rows: qRows, inDim: E, slot0: 0, slots: H, wRow0: 0 }]
-    : apart && plan.mode !== 'cross'
+  const parts: Part[] =
+    apart && plan.mode !== 'cross'
       ? [
           // q, k, v apart (each of its own type) in a self-attention layer: a dispatch each, from the query;
           // K and V into the cache when there is one

@@ -1,8 +1,12 @@
-// Engine features beyond the plain layer (issue 39): QK-norm over a token's whole projection
-// (config.qkNorm.over = 'all', OLMo 2). Each against the float64 CPU reference on WebGPU and wasm
-// with the f32 tolerance (prefill, KV-cache decode and the cache's keys, GQA, head sizes the GPU
-// pads), against transformers' own module in float64 (test/fixtures/head-ops/, made by
-// scripts/make_head_ops_fixtures.py), and the refusals of bad configs.
+// Engine features beyond the plain layer (issue 39), each against the float64 CPU reference on WebGPU
+// and wasm with the f32 tolerance (prefill, KV-cache decode and the cache's contents, GQA, head sizes
+// the GPU pads), against transformers' own modules in float64 (test/fixtures/head-ops/, made by
+// scripts/make_head_ops_fixtures.py: Olmo2Attention, Gemma4TextAttention, Qwen3NextAttention), and the
+// refusals of bad configs and state dicts:
+//   qkNorm.over = 'all'  one RMS norm over a token's whole q / k projection (OLMo 2)
+//   vNorm                a weightless RMS norm of every value head (Gemma 4)
+//   kEqV                 V = the k projection before the key norm and rotary, no v weights (Gemma 4)
+//   outputGate           attention ⊙ sigmoid(x·W_gᵀ + b_g) before the output projection (Qwen3-Next)
 
 import { readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
@@ -284,6 +288,9 @@ describe("kEqV (Gemma 4's attention_k_eq_v): V is the k projection's output, bef
       /in_proj_bias.*\[\(H \+ G\)·headDim\] = 12/s,
     );
     expect(make({ ...base, kEqV: 'yes' }, {})).toThrow(/config\.kEqV/);
+    // A missing k weight names what a K = V layer takes (no v_proj_weight).
+    expect(make(base, { q_proj_weight: q, in_proj_bias: bias, ...out })).toThrow(MissingWeightError);
+    expect(make(base, { q_proj_weight: q, in_proj_bias: bias, ...out })).toThrow(/pass all of: q_proj_weight, k_proj_weight, out_proj\.weight/);
     expect(make({ ...base, kdim: 8, vdim: 6 }, {})).toThrow(/config\.vdim/);
     // Cross-attention: the value input must be the key input.
     const mha = engines.cpu.createMultiHeadAttention(base as MultiHeadAttentionConfig, { q_proj_weight: q, k_proj_weight: k, in_proj_bias: bias, ...out });

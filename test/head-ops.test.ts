@@ -412,6 +412,18 @@ describe('all four together', () => {
     }
   });
 
+  test("with attention: 'linear', webgpu and wasm match the reference, prefill + decode", async () => {
+    const linear: MultiHeadAttentionConfig = { ...config, attention: 'linear' };
+    const want = await runAll('cpu', linear, sd, x);
+    const tol = f32Tolerance([E, 6, E]);
+    for (const backend of ['webgpu', 'wasm'] as const) {
+      const got = await runAll(backend, linear, sd, x);
+      expectClose(got.prefill, want.prefill, tol, `${backend} linear prefill`);
+      expectClose(got.step, want.step, tol, `${backend} linear decode step`);
+      expectClose(got.whole, want.whole, tol, `${backend} linear whole`);
+    }
+  });
+
   test("precision 'f16' on WebGPU, within the f16 tolerance", async () => {
     const engine = await createGpuEngine({ precision: 'f16' });
     try {

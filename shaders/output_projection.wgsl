@@ -1,8 +1,8 @@
 // Output projection: Y = concat(heads) · W_Oᵀ + b_O, reading the heads in place.
 //
 //   O    [B, H, S, Dh]   the attention output; row m = (b, s) of concat(heads) is the H vectors
-//                        O[b, h, s, :] side by side, so column k = h·Dh + d of the [B·S, E] matrix
-//   W    [N, E]          out_proj.weight, row-major, read as vec4 along E
+//                        O[b, h, s, :] side by side, so column k = h·Dh + d of the [B·S, H·Dh] matrix
+//   W    [N, H·Dh]       out_proj.weight, row-major, read as vec4 along H·Dh (= E unless config.headDim)
 //   bias [N]             out_proj.bias (all zeros when the layer has no bias)
 //   Y    [B, S, N]       the layer's output, row-major (N = E)
 //

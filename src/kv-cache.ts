@@ -3,6 +3,7 @@
 // WebGPU, arrays on the CPU), the bookkeeping is here and the same for both.
 
 import { DisposedError, InvalidArgumentError } from './errors.ts';
+import { describe } from './validate.ts';
 
 /** What a backend keeps for a cache: K and V [B, G, maxSeqLen, Dh]. */
 export interface KvCacheStorage {
@@ -12,6 +13,13 @@ export interface KvCacheStorage {
   write(key: Float32Array, value: Float32Array, length: number): void;
   /** Empties the storage for reuse (a backend may reallocate, e.g. after a device loss). */
   reset(): void;
+  /**
+   * For every (b, g): row rows[i] → row to + i, in order (rows ascending, rows[i] ≥ to + i, so a row is
+   * read before anything overwrites it). acceptPath's move of a tree's kept rows.
+   */
+  moveRows(rows: readonly number[], to: number): void;
+  /** Rows length … end − 1 are no longer in use (truncate, acceptPath): a backend that keeps them zero clears them. */
+  discard(length: number, end: number): void;
   dispose(): void;
 }
 
@@ -22,6 +30,8 @@ export class KvCache {
   /** The most positions it can hold. */
   readonly maxSeqLen: number;
   private filled = 0;
+  /** The last call's tree (treeParents) and the length before it, until acceptPath, truncate, reset or the next call. */
+  private tree: { parents: Int32Array; start: number } | null = null;
   private storageImpl: KvCacheStorage | null;
   /** @internal A forward is appending to it. */
   busy = false;
@@ -68,6 +78,92 @@ export class KvCache {
   reset(): void {
     this.storage.reset();
     this.filled = 0;
+    this.tree = null;
+  }
+
+  /**
+   * Keeps positions 0 … length − 1 of every batch row and drops the rest (rejected draft tokens, an
+   * edited prompt): the next call appends at `length` and equals a cache that never saw the dropped
+   * positions. `length` is an integer in [0, cache.length]; a pending tree (treeParents) is forgotten.
+   */
+  truncate(length: number): void {
+    const where = 'KvCache.truncate';
+    const storage = this.storage;
+    this.refuseBusy(where);
+    if (typeof length !== 'number' || !Number.isInteger(length) || length < 0 || length > this.filled) {
+      throw new InvalidArgumentError({
+        where,
+        argument: 'length',
+        expected: `an integer in [0, cache.length = ${this.filled}]`,
+        given: describe(length),
+        fix: 'A cache only shrinks: pass the number of positions to keep.',
+      });
+    }
+    storage.discard(length, this.filled);
+    this.filled = length;
+    this.tree = null;
+  }
+
+  /**
+   * After a call with `treeParents`: keeps the listed new tokens, a root-to-node path of that tree in
+   * order (indices[0] a root, each next one a child of the one before), and drops the other nodes.
+   * cache.length becomes the length before the call plus indices.length, the kept rows at consecutive
+   * positions: the next call equals a run that only ever saw the path. An empty path keeps none.
+   */
+  acceptPath(indices: ArrayLike<number>): void {
+    const where = 'KvCache.acceptPath';
+    const storage = this.storage;
+    this.refuseBusy(where);
+    const tree = this.tree;
+    if (!tree) {
+      throw new InvalidArgumentError({
+        where,
+        argument: 'this cache',
+        expected: 'a tree pending: the last call on it had options.treeParents',
+        given: 'a cache whose last call was not a tree (or whose tree was accepted, truncated or reset)',
+        fix: 'Call mha.forward(x, { batchSize: 1, seqLen: k, kvCache, treeParents }) first; accept one path per tree.',
+      });
+    }
+    const { parents, start } = tree;
+    const k = parents.length;
+    if (!isArrayLike(indices)) {
+      throw new InvalidArgumentError({
+        where,
+        argument: 'indices',
+        expected: 'an array of node indices (a root-to-node path of the last tree)',
+        given: describe(indices),
+      });
+    }
+    if (indices.length > k) {
+      throw new InvalidArgumentError({ where, argument: 'indices', expected: `a path of the last tree: at most its ${k} node(s)`, given: `length ${indices.length}` });
+    }
+    for (let j = 0; j < indices.length; j++) {
+      const i = indices[j];
+      if (typeof i !== 'number' || !Number.isInteger(i) || i < 0 || i >= k) {
+        throw new InvalidArgumentError({ where, argument: `indices[${j}]`, expected: `a node of the last tree: an integer in [0, ${k})`, given: describe(i) });
+      }
+      const want = j === 0 ? -1 : indices[j - 1];
+      if (parents[i] !== want) {
+        throw new InvalidArgumentError({
+          where,
+          argument: `indices[${j}]`,
+          expected: j === 0 ? 'a root of the last tree (treeParents[i] = −1)' : `a child of indices[${j - 1}] = ${want} (treeParents[i] = ${want})`,
+          given: `${i}, whose parent is ${parents[i] === -1 ? 'the cached context (a root)' : parents[i]}`,
+          fix: 'List a root-to-node path of the tree in order, root first.',
+        });
+      }
+    }
+    const rows: number[] = [];
+    let moved = false;
+    for (let j = 0; j < indices.length; j++) {
+      rows.push(start + indices[j]);
+      if (indices[j] !== j) moved = true;
+    }
+    if (moved) storage.moveRows(rows, start);
+    const length = start + indices.length;
+    storage.discard(length, this.filled);
+    this.filled = length;
+    this.tree = null;
   }
 
   /** Releases its memory at once; using it afterwards throws. */
@@ -87,8 +183,28 @@ export class KvCache {
     return this.storageImpl;
   }
 
-  /** @internal After a forward appended `n` positions, or a past of `n` positions was written in. */
-  advance(n: number): void {
+  /**
+   * @internal After a forward appended `n` positions, or a past of `n` positions was written in; with
+   * `tree`, the call's treeParents (its nodes are those n positions), pending until acceptPath.
+   */
+  advance(n: number, tree: Int32Array | null = null): void {
+    this.tree = tree ? { parents: tree, start: this.filled } : null;
     this.filled += n;
   }
+
+  private refuseBusy(where: string): void {
+    if (this.busy) {
+      throw new InvalidArgumentError({
+        where,
+        argument: 'this cache',
+        expected: 'not in use by a forward',
+        given: 'a cache a forward is still appending to',
+        fix: 'Await the forward first.',
+      });
+    }
+  }
+}
+
+function isArrayLike(value: unknown): value is ArrayLike<number> {
+  return Array.isArray(value) || (ArrayBuffer.isView(value) && !(value instanceof DataView));
 }

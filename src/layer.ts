@@ -23,7 +23,7 @@ export class MultiHeadAttention {
   readonly numHeads: number;
   /** G */
   readonly numKvHeads: number;
-  /** Dh = E / H */
+  /** Dh: config.headDim, default E / H (H·Dh may differ from E) */
   readonly headDim: number;
   /** Whether the layer has in_proj_bias and out_proj.bias. */
   readonly bias: boolean;
@@ -71,7 +71,7 @@ export class MultiHeadAttention {
     cache.busy = true;
     try {
       const result = await this.impl.forward(plan);
-      cache.advance(plan.seqLen);
+      cache.advance(plan.seqLen, plan.cache.tree ?? null);
       return withOutputType(result, options);
     } finally {
       cache.busy = false;

@@ -43,6 +43,7 @@ export const FORWARD_KEYS = knownKeys<ForwardOptions>({
   alibiSlopes: true,
   positionIds: true,
   outputType: true,
+  treeParents: true,
 });
 
 /** The batched form's options that the packed form (cuSeqlens) has not: refused beside cuSeqlens, in this order. */
@@ -58,6 +59,7 @@ export const BATCHED_ONLY_KEYS = knownKeys<Omit<BatchedForwardOptions, keyof Pac
   kvCache: true,
   returnBuffer: true,
   positionIds: true,
+  treeParents: true,
 });
 
 /** The sizes of a call on head-split tensors (HeadShapeOptions), shared by scaledDotProductAttention and linearAttention. */
@@ -98,6 +100,7 @@ export const CONFIG_KEYS = knownKeys<MultiHeadAttentionConfig>({
   embedDim: true,
   numHeads: true,
   numKvHeads: true,
+  headDim: true,
   kdim: true,
   vdim: true,
   bias: true,
@@ -112,7 +115,7 @@ export const CONFIG_KEYS = knownKeys<MultiHeadAttentionConfig>({
 });
 
 /** config.rotary, and scaledDotProductAttention's options.rotary. */
-export const ROTARY_KEYS = knownKeys<RotaryOptions>({ dim: true, base: true, interleaved: true, cos: true, sin: true });
+export const ROTARY_KEYS = knownKeys<RotaryOptions>({ dim: true, base: true, interleaved: true, invFreq: true, attentionFactor: true, cos: true, sin: true });
 
 /** config.qkNorm. */
 export const QK_NORM_KEYS = knownKeys<NonNullable<MultiHeadAttentionConfig['qkNorm']>>({ query: true, key: true, eps: true, over: true });

@@ -79,8 +79,13 @@ export interface MultiHeadAttentionConfig {
   kdim?: number;
   /** Channels of `value` for cross-attention. Default embedDim. */
   vdim?: number;
-  /** H: query heads; embedDim must be divisible by it. */
+  /** H: query heads; embedDim must be divisible by it unless headDim is given. */
   numHeads: number;
+  /**
+   * Dh: the size of each query/key/value head. Default embedDim / numHeads. When given, H·Dh may differ
+   * from E (Qwen3, Gemma 3, gpt-oss): in_proj_weight is [(H + 2·G)·Dh, E] and out_proj.weight [E, H·Dh].
+   */
+  headDim?: number;
   /** G: key/value heads (grouped-query attention); divides numHeads. Default numHeads. */
   numKvHeads?: number;
   /** Whether the layer has in_proj_bias and out_proj.bias. Default true. */
@@ -171,7 +176,20 @@ export interface RotaryOptions {
   base?: number;
   /** true: pairs (2i, 2i + 1) (GPT-J); false (default): halves (i, i + dim/2) (Llama, GPT-NeoX). */
   interleaved?: boolean;
-  /** cos and sin of position·θ_i, [maxPositions, dim/2] each, in place of the computed angles (Llama 3, YaRN, NTK). */
+  /**
+   * θ_i for each pair i, [dim/2], in place of base^(−2i/dim): any position works, no table. Every rope
+   * of today's families is a set of inverse frequencies (a zero leaves its pair unrotated) and one
+   * attention factor: Llama 3's frequency factors, YaRN, linear scaling (θ_i / factor), Gemma 4's
+   * proportional rope, per-layer bases. Hugging Face's `inv_freq` of the layer's rotary embedding.
+   * Finite, ≥ 0. Not with `base` or `cos`/`sin`.
+   */
+  invFreq?: Float32Array | Float64Array;
+  /**
+   * Multiplies cos and sin of every angle (YaRN's attention factor, Hugging Face's `attention_scaling`).
+   * Finite, > 0. Default 1. Not with `cos`/`sin` (tables carry their own).
+   */
+  attentionFactor?: number;
+  /** cos and sin of position·θ_i, [maxPositions, dim/2] each, in place of the computed angles (for what invFreq cannot express). */
   cos?: Float32Array;
   sin?: Float32Array;
 }
@@ -270,6 +288,15 @@ export interface BatchedForwardOptions extends MaskOptions, ScoreOptions, Output
   dropout?: number;
   /** With config.rotary: each token's position, Int32Array [B, Sq] (left-padded batches, say). Default 0 … Sq − 1 after the cache's length. */
   positionIds?: Int32Array;
+  /**
+   * Speculative decoding: the call's seqLen = k new tokens are a tree of drafts, not a sequence
+   * (batchSize 1, with kvCache). Int32Array [k]: −1 where a token's parent is the cached context (a
+   * root), else the index (< i) of its parent among the new tokens. Token i sees every cached position,
+   * its ancestors and itself; its rotary position is cache.length + its depth (a root at depth 0).
+   * Implies isCausal. Not with attnMask, positionIds, window, alibiSlopes or a layer's scoreMod. Then
+   * cache.acceptPath(path) keeps one root-to-node path (docs/DECODING.md).
+   */
+  treeParents?: Int32Array;
   /** Left out here: a packed batch is PackedForwardOptions. */
   cuSeqlens?: undefined;
 }

@@ -18,11 +18,13 @@ import {
   WeightFileError,
   attentionLayerFromGguf,
   createAttentionEngine,
+  ggufModelLayers,
   dequantize,
   loadGguf,
   parseGguf,
   referenceMultiHeadAttention,
 } from '../src/index.ts';
+import { QK_NORM_KEYS } from '../src/option-keys.ts';
 import type { GgufQuantizedTensor } from '../src/quant/types.ts';
 import { mulberry32, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance, maxAbsFinite, outputTolerance } from '../src/util/tolerance.ts';
@@ -298,6 +300,8 @@ function modelFile(o: {
   E: number;
   H: number;
   G?: number;
+  /** Head size (default E/H; write attention.key_length for another). */
+  Dh?: number;
   blocks?: number;
   layer?: number;
   type?: (which: string) => 'F32' | 'F16' | 'Q4_0' | 'Q8_0' | 'Q4_K' | 'Q6_K';
@@ -311,7 +315,7 @@ function modelFile(o: {
   shapes?: Record<string, number[]>;
 }) {
   const { arch, E, H, G = H, blocks = 2, layer = 1 } = o;
-  const Dh = E / H;
+  const Dh = o.Dh ?? E / H;
   const r = mulberry32(E + H + G);
   const tensors: (GgufWriterTensor & { values?: Float32Array })[] = [];
   const weight = (name: string, N: number, K: number) => {
@@ -431,7 +435,7 @@ describe('attentionLayerFromGguf', () => {
     expect(config).toMatchObject({ numHeads: 4, numKvHeads: 2, rotary: { dim: 16, interleaved: false } });
   });
 
-  test('rope scaling: rope_freqs.weight (Llama 3.1) needs maxPositions and gives cos/sin tables', async () => {
+  test('rope scaling: rope_freqs.weight (Llama 3.1) gives inverse frequencies θ_i / freq_i (no table, any position)', async () => {
     const half = 8;
     const factors = Float32Array.from({ length: half }, (_, i) => 1 + i);
     const base = modelFile({ arch: 'llama', E: 64, H: 4 });
@@ -448,13 +452,15 @@ describe('attentionLayerFromGguf', () => {
       'llama.attention.head_count': { type: 'u32', value: 4 },
     };
     const bytes = writeGguf({ metadata, tensors });
-    await expect(attentionLayerFromGguf(bytes, { layer: 1 })).rejects.toThrow(/maxPositions/);
-    const { config } = await attentionLayerFromGguf(bytes, { layer: 1, maxPositions: 5 });
-    const { cos, sin } = config.rotary!;
-    expect(cos!.length).toBe(5 * half);
-    const angle = (p: number, i: number) => (p * 10000 ** (-(2 * i) / 16)) / factors[i];
-    expect(cos![3 * half + 2]).toBeCloseTo(Math.cos(angle(3, 2)), 6);
-    expect(sin![4 * half + 7]).toBeCloseTo(Math.sin(angle(4, 7)), 6);
+    for (const options of [{ layer: 1 }, { layer: 1, maxPositions: 5 }]) {
+      const { config } = await attentionLayerFromGguf(bytes, options);
+      const { invFreq, cos, sin, base } = config.rotary!;
+      expect(cos).toBeUndefined();
+      expect(sin).toBeUndefined();
+      expect(base).toBeUndefined();
+      expect(invFreq!.length).toBe(half);
+      for (let i = 0; i < half; i++) expect(invFreq![i]).toBeCloseTo(10000 ** (-(2 * i) / 16) / factors[i], 12);
+    }
   });
 
   test('errors: layer past block_count, key_length mismatch, a wrong shape, a missing tensor, an unknown architecture', async () => {
@@ -466,10 +472,15 @@ describe('attentionLayerFromGguf', () => {
     await expect(attentionLayerFromGguf(m.bytes, { layer: -1 })).rejects.toThrow(InvalidArgumentError);
     await expect(attentionLayerFromGguf(new Blob([m.bytes]) as never, { layer: 0 })).rejects.toThrow(/loadGguf/);
 
-    const gemma = modelFile({ arch: 'gemma2', E: 64, H: 4, extra: { 'gemma2.attention.key_length': { type: 'u32', value: 32 } } });
+    const gemma = modelFile({
+      arch: 'gemma2',
+      E: 64,
+      H: 4,
+      extra: { 'gemma2.attention.key_length': { type: 'u32', value: 16 }, 'gemma2.attention.value_length': { type: 'u32', value: 32 } },
+    });
     const kl = await attentionLayerFromGguf(gemma.bytes, { layer: 1 }).catch((e) => e);
     expect(kl).toBeInstanceOf(UnsupportedError);
-    expect(kl.argument).toBe('metadata key "gemma2.attention.key_length"');
+    expect(kl.argument).toBe('metadata key "gemma2.attention.value_length"');
 
     const wrong = modelFile({ arch: 'llama', E: 64, H: 4, G: 2, shapes: { 'blk.1.attn_k.weight': [64, 64] } });
     const shape = await attentionLayerFromGguf(wrong.bytes, { layer: 1 }).catch((e) => e);
@@ -485,8 +496,13 @@ describe('attentionLayerFromGguf', () => {
 
     const olmo = modelFile({ arch: 'olmo2', E: 64, H: 4, qkNorm: true, normSize: 64 }); // a norm over all heads
     const norm = await attentionLayerFromGguf(olmo.bytes, { layer: 1 }).catch((e) => e);
-    expect(norm).toBeInstanceOf(UnsupportedError);
-    expect(norm.message).toContain('OLMo 2');
+    if ((QK_NORM_KEYS as readonly string[]).includes('over')) expect((norm.config.qkNorm as { over?: string }).over).toBe('all');
+    else {
+      expect(norm).toBeInstanceOf(UnsupportedError);
+      expect(norm.message).toContain('OLMo 2');
+    }
+    const odd = modelFile({ arch: 'olmo2', E: 64, H: 4, qkNorm: true, normSize: 24 }); // neither per head nor whole
+    await expect(attentionLayerFromGguf(odd.bytes, { layer: 1 })).rejects.toThrow(UnsupportedError);
   });
 
   test("a float32 file's layer on 'cpu' equals the same layer built by hand from the writer's values", async () => {
@@ -528,6 +544,106 @@ describe('attentionLayerFromGguf', () => {
       engine.dispose();
     }
   });
+  test('smollm3: every 4th layer has no rope (NoPE, as llama.cpp hard-codes), and rotating it changes the output', async () => {
+    const E = 64;
+    const H = 4;
+    const G = 2;
+    // Blocks 2 and 3 of a 4-block smollm3 file: 2 rotates, 3 ((3 + 1) % 4 == 0) does not.
+    const roped = modelFile({ arch: 'smollm3', E, H, G, blocks: 4, layer: 2 });
+    const nope = modelFile({ arch: 'smollm3', E, H, G, blocks: 4, layer: 3 });
+    expect((await attentionLayerFromGguf(roped.bytes, { layer: 2 })).config.rotary).toEqual({ dim: 16, base: 500000, interleaved: true });
+    const { config, stateDict, forward } = await attentionLayerFromGguf(nope.bytes, { layer: 3 });
+    expect(config.rotary).toBeUndefined();
+    expect(config).toEqual({ embedDim: E, numHeads: H, numKvHeads: G, bias: false });
+    // The layer as llama.cpp runs it (no rope) on 'cpu', against the float64 reference without rotary;
+    // the same layer rotated is measurably different, so a loader that rotated it would fail here.
+    const S = 6;
+    const x = uniform(S * E, 1, mulberry32(41));
+    const options = { batchSize: 1, seqLen: S, ...forward };
+    const floats = stateDict as Record<string, Float32Array>;
+    const noRope = referenceMultiHeadAttention({ embedDim: E, numHeads: H, numKvHeads: G, bias: false }, floats, x, options);
+    const rotated = referenceMultiHeadAttention({ ...config, rotary: { dim: 16, base: 500000, interleaved: true } }, floats, x, options);
+    const engine = await createAttentionEngine({ backend: 'cpu' });
+    try {
+      const mha = engine.createMultiHeadAttention(config, floats);
+      const { output } = await mha.forward(x, options);
+      expectClose(output, noRope.output, f32Tolerance([E, S]));
+      expect(Math.max(...output.map((v, i) => Math.abs(v - rotated.output[i])))).toBeGreaterThan(1e-2);
+      mha.dispose();
+    } finally {
+      engine.dispose();
+    }
+  });
+
+  test("Gemma 2/3's scale as llama.cpp sets it: 1/√Dh, but 1/√(E/H) for the 27B models (46 and 62 blocks)", async () => {
+    const head = { type: 'u32', value: 32 } as const;
+    for (const [arch, blocks27] of [
+      ['gemma2', 46],
+      ['gemma3', 62],
+    ] as const) {
+      const extra = { [`${arch}.attention.key_length`]: head, [`${arch}.attention.value_length`]: head };
+      const small = await attentionLayerFromGguf(modelFile({ arch, E: 96, H: 4, Dh: 32, blocks: 26, extra }).bytes, { layer: 1 });
+      expect(small.forward.scale).toBeCloseTo(1 / Math.sqrt(32), 12);
+      const big = await attentionLayerFromGguf(modelFile({ arch, E: 96, H: 4, Dh: 32, blocks: blocks27, extra }).bytes, { layer: 1 });
+      expect(big.forward.scale).toBeCloseTo(1 / Math.sqrt(96 / 4), 12);
+    }
+    // Gemma 2 without the keys: window 4096 on even layers, softcap 50 (llama.cpp's defaults), no window on odd ones.
+    const g2 = modelFile({ arch: 'gemma2', E: 64, H: 4, blocks: 4, layer: 2 });
+    expect((await attentionLayerFromGguf(g2.bytes, { layer: 2 })).forward).toMatchObject({ window: 4096, softcap: 50 });
+    const g2odd = modelFile({ arch: 'gemma2', E: 64, H: 4, blocks: 4, layer: 3 });
+    expect((await attentionLayerFromGguf(g2odd.bytes, { layer: 3 })).forward.window).toBeUndefined();
+  });
+
+  test('architectures llama.cpp runs with rules this reader does not implement are refused, naming them and the layer', async () => {
+    for (const [arch, what] of [
+      ['llama4', /NoPE every 4th layer/],
+      ['bert', /non-causal/],
+      ['cohere2', /sliding windows/],
+      ['deepseek2', /MLA/],
+    ] as const) {
+      const e = await attentionLayerFromGguf(modelFile({ arch, E: 64, H: 4 }).bytes, { layer: 1 }).catch((err) => err);
+      expect(e).toBeInstanceOf(UnsupportedError);
+      expect(e.message).toContain(`"${arch}" (layer 1)`);
+      expect(e.message).toMatch(what);
+    }
+    const longrope = modelFile({ arch: 'phi3', E: 64, H: 4 });
+    const parsed = parseGguf(longrope.bytes);
+    const tensors: GgufWriterTensor[] = [];
+    for (const [name, info] of parsed.tensors) tensors.push({ name, dims: [...info.dims], type: info.type, data: f32Bytes((await parsed.tensor(name)) as Float32Array) });
+    tensors.push({ name: 'rope_factors_long.weight', dims: [8], type: GGML.F32, data: f32Bytes(new Float32Array(8).fill(1)) });
+    const metadata: Record<string, GgufWriterValue> = {};
+    for (const [k, v] of parsed.metadata) if (typeof v === 'number') metadata[k] = { type: 'u32', value: v };
+    metadata['general.architecture'] = { type: 'string', value: 'phi3' };
+    const e = await attentionLayerFromGguf(writeGguf({ metadata, tensors }), { layer: 1 }).catch((err) => err);
+    expect(e).toBeInstanceOf(UnsupportedError);
+    expect(e.message).toContain('LongRoPE');
+  });
+
+  test('ggufModelLayers: kinds from the header alone (a recurrent block of a hybrid, NoPE layers, head sizes)', () => {
+    const hybrid = modelFile({
+      arch: 'lfm2',
+      E: 64,
+      H: 4,
+      blocks: 3,
+      extra: { 'lfm2.attention.head_count_kv': { type: 'array', itemType: 'u32', value: [0, 2, 0] } },
+    });
+    const layers = ggufModelLayers(hybrid.bytes);
+    expect(layers.map((l) => l.kind)).toEqual(['linear', 'full', 'linear']);
+    expect(layers[0].unsupported).toMatch(/head_count_kv = 0/);
+    expect(layers[1]).toEqual({ layer: 1, kind: 'full', rope: true, numHeads: 4, numKvHeads: 2, headDim: 16, unsupported: null });
+    const smol = ggufModelLayers(modelFile({ arch: 'smollm3', E: 64, H: 4, blocks: 8 }).bytes);
+    expect(smol.map((l) => l.rope)).toEqual([true, true, true, false, true, true, true, false]);
+    expect(() => ggufModelLayers({} as never)).toThrow(InvalidArgumentError);
+  });
+
+  test("keys llama.cpp's graph does not use for the architecture are not used: phi3's sliding_window, qwen2's softcap", async () => {
+    const phi3 = modelFile({ arch: 'phi3', E: 64, H: 4, extra: { 'phi3.attention.sliding_window': { type: 'u32', value: 4 } } });
+    expect(ggufModelLayers(phi3.bytes)[1]).toMatchObject({ kind: 'full', unsupported: null });
+    expect((await attentionLayerFromGguf(phi3.bytes, { layer: 1 })).forward).toEqual({ isCausal: true });
+    const qwen2 = modelFile({ arch: 'qwen2', E: 64, H: 4, extra: { 'qwen2.attn_logit_softcapping': { type: 'f32', value: 30 } } });
+    expect((await attentionLayerFromGguf(qwen2.bytes, { layer: 1 })).forward).toEqual({ isCausal: true });
+  });
+
   test("llama's rotary rule: llama.cpp's converter permutes Hugging Face's Q/K rows, and interleaved pairs on them equal halves on the originals", async () => {
     const E = 64;
     const H = 4;

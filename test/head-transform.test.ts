@@ -10,7 +10,7 @@ import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
 import { withErrorScopes } from './helpers/gpu.ts';
 
-const engines = useEngines();
+const engines = useEngines('webgpu', 'cpu', 'wasm');
 const base = { embedDim: 48, numHeads: 4, numKvHeads: 2 };
 const Dh = 12;
 const sd = randomStateDict(base, 41);
@@ -33,6 +33,7 @@ const configs: [string, Partial<MultiHeadAttentionConfig>][] = [
   ['rotary halves', { rotary: {} }],
   ['rotary interleaved, dim 8, base 500', { rotary: { dim: 8, interleaved: true, base: 500 } }],
   ['rotary from tables', { rotary: { dim: 12, ...tables(64, 12) } }],
+  ['rotary from invFreq (a zero pair) with an attention factor', { rotary: { dim: 10, invFreq: Float64Array.from([1, 0.3, 0, 0.01, 0.002]), attentionFactor: 1.2 } }],
   ['qkNorm', { qkNorm }],
   ['qkNorm and rotary', { qkNorm, rotary: { dim: 6 } }],
 ];
@@ -124,6 +125,46 @@ test('the reference rotates by hand: position p turns pair i by p·base^(−2i/d
   expect(q[7]).toBeCloseTo(4 * Math.cos(t1) + 2 * Math.sin(t1), 12);
 });
 
+test('invFreq: base^(−2i/dim) given as frequencies is the base; a zero leaves its pair alone; the factor scales cos and sin', async () => {
+  const dim = 8;
+  const invFreq = Float64Array.from({ length: dim / 2 }, (_, i) => 300 ** ((-2 * i) / dim));
+  const x = uniform(6 * base.embedDim, 1, mulberry32(11));
+  const call = { batchSize: 1, seqLen: 6, isCausal: true };
+  const fromBase = referenceMultiHeadAttention({ ...base, rotary: { dim, base: 300 } }, sd, x, call);
+  const fromFreq = referenceMultiHeadAttention({ ...base, rotary: { dim, invFreq } }, sd, x, call);
+  expect(Array.from(fromFreq.output)).toEqual(Array.from(fromBase.output));
+  // One head of 4 features, identity projections, pair 1 frequency 0, factor 2: token 1 turns pair 0 by 1 rad.
+  const E = 4;
+  const eye = new Float32Array(3 * E * E);
+  for (let n = 0; n < 3 * E; n++) eye[n * E + (n % E)] = 1;
+  const identity = { in_proj_weight: eye, 'out_proj.weight': eye.subarray(0, E * E) };
+  const config = { embedDim: E, numHeads: 1, bias: false, rotary: { invFreq: Float32Array.from([1, 0]), attentionFactor: 2 } };
+  const { q } = referenceMultiHeadAttention(config, identity, Float32Array.from([0, 0, 0, 0, 1, 2, 3, 4]), { batchSize: 1, seqLen: 2 });
+  expect(q[4]).toBeCloseTo(2 * (1 * Math.cos(1) - 3 * Math.sin(1)), 12);
+  expect(q[6]).toBeCloseTo(2 * (3 * Math.cos(1) + 1 * Math.sin(1)), 12);
+  expect(q[5]).toBeCloseTo(2 * 2, 12); // cos 0 = 1, sin 0 = 0, times the factor
+  expect(q[7]).toBeCloseTo(2 * 4, 12);
+});
+
+test('invFreq with an attention factor on wasm and WebGPU, prefill then KV-cache decode, against the reference', async () => {
+  const config = { ...base, rotary: { dim: 12, invFreq: Float64Array.from([1, 0.5, 0.1, 0, 0.02, 1e-4]), attentionFactor: 0.9 } } as MultiHeadAttentionConfig;
+  const S = 9;
+  const x = uniform(S * base.embedDim, 1, mulberry32(12));
+  const whole = referenceMultiHeadAttention(config, sd, x, { batchSize: 1, seqLen: S, isCausal: true }).output;
+  for (const engine of [engines.wasm, engines.gpu]) {
+    const mha = engine.createMultiHeadAttention(config, sd);
+    const cache = mha.createKvCache({ batchSize: 1, maxSeqLen: S });
+    const out = new Float32Array(S * base.embedDim);
+    out.set((await mha.forward(x.subarray(0, 7 * base.embedDim), { batchSize: 1, seqLen: 7, kvCache: cache, isCausal: true })).output);
+    for (let t = 7; t < S; t++) {
+      const step = await mha.forward(x.subarray(t * base.embedDim, (t + 1) * base.embedDim), { batchSize: 1, seqLen: 1, kvCache: cache, isCausal: true });
+      out.set(step.output, t * base.embedDim);
+    }
+    expectClose(out, whole, f32Tolerance([base.embedDim, S, base.embedDim]), `${engine.backend} decode`);
+    mha.dispose();
+  }
+});
+
 describe('bad rotary and qkNorm arguments', () => {
   test.each([
     [{ rotary: { dim: 7 } }, InvalidArgumentError, 'config.rotary.dim'],
@@ -132,6 +173,13 @@ describe('bad rotary and qkNorm arguments', () => {
     [{ rotary: { cos: new Float32Array(12) } }, InvalidArgumentError, 'config.rotary.sin'],
     [{ rotary: { cos: new Float32Array(7), sin: new Float32Array(7) } }, ShapeMismatchError, 'config.rotary.cos'],
     [{ rotary: { speed: 1 } }, InvalidArgumentError, 'config.rotary'],
+    [{ rotary: { invFreq: new Float32Array(5) } }, ShapeMismatchError, 'config.rotary.invFreq'],
+    [{ rotary: { invFreq: Float32Array.from([1, 0.5, -1, 0, 0, 0]) } }, InvalidArgumentError, 'config.rotary.invFreq[2]'],
+    [{ rotary: { invFreq: [1, 0.5, 0, 0, 0, 0] } }, InvalidArgumentError, 'config.rotary.invFreq'],
+    [{ rotary: { invFreq: new Float32Array(6), base: 100 } }, InvalidArgumentError, 'config.rotary.invFreq'],
+    [{ rotary: { invFreq: new Float32Array(6), ...tables(2, 12) } }, InvalidArgumentError, 'config.rotary.invFreq'],
+    [{ rotary: { attentionFactor: 0 } }, InvalidArgumentError, 'config.rotary.attentionFactor'],
+    [{ rotary: { attentionFactor: 2, ...tables(2, 12) } }, InvalidArgumentError, 'config.rotary.attentionFactor'],
     [{ qkNorm: { query: new Float32Array(Dh) } }, InvalidArgumentError, 'config.qkNorm.key'],
     [{ qkNorm: { query: new Float32Array(3), key: new Float32Array(Dh) } }, ShapeMismatchError, 'config.qkNorm.query'],
     [{ qkNorm: { ...qkNorm, eps: -1 } }, InvalidArgumentError, 'config.qkNorm.eps'],

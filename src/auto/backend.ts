@@ -221,6 +221,12 @@ class AutoKvCacheStorage implements KvCacheStorage {
   reset(): void {
     this.inner.reset();
   }
+  moveRows(rows: readonly number[], to: number): void {
+    this.inner.moveRows(rows, to);
+  }
+  discard(length: number, end: number): void {
+    this.inner.discard(length, end);
+  }
   dispose(): void {
     this.inner.dispose();
   }

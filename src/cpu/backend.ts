@@ -53,6 +53,25 @@ class CpuKvCache implements KvCacheStorage {
     this.v.fill(0);
   }
 
+  moveRows(rows: readonly number[], to: number): void {
+    const { B, G, maxSeqLen, Dh } = this;
+    for (let bg = 0; bg < B * G; bg++) {
+      const base = bg * maxSeqLen;
+      rows.forEach((r, i) => {
+        this.k.copyWithin((base + to + i) * Dh, (base + r) * Dh, (base + r + 1) * Dh);
+        this.v.copyWithin((base + to + i) * Dh, (base + r) * Dh, (base + r + 1) * Dh);
+      });
+    }
+  }
+
+  discard(length: number, end: number): void {
+    const { B, G, maxSeqLen, Dh } = this;
+    for (let bg = 0; bg < B * G; bg++) {
+      this.k.fill(0, (bg * maxSeqLen + length) * Dh, (bg * maxSeqLen + end) * Dh);
+      this.v.fill(0, (bg * maxSeqLen + length) * Dh, (bg * maxSeqLen + end) * Dh);
+    }
+  }
+
   dispose(): void {
     this.k = new Float64Array(0);
     this.v = new Float64Array(0);

@@ -3,7 +3,7 @@
 //
 //   pass 1  qkvProjection     X [B, S, E] · W_inᵀ + b_in      → Q [B, H, S, Dh], K, V [B, G, S, Dh]
 //   pass 2  attention         softmax(Q·Kᵀ/√Dh) · V per head → O [B, H, S, Dh]
-//   pass 3  outputProjection  concat(O) [B, S, E] · W_Oᵀ + b_O → Y [B, S, E]
+//   pass 3  outputProjection  concat(O) [B, S, H·Dh] · W_Oᵀ + b_O → Y [B, S, E]
 //
 // Pass 2 works row by row, so it needs O(Skv) scratch, not O(S²): the fused kernel never stores the
 // scores either. Ask for `keepScores` to get the scores and probabilities [B, H, Sq, Skv] as well
@@ -137,15 +137,16 @@ export function attention(plan: ForwardPlan, q: Float64Array, k: Float64Array, v
   return out;
 }
 
-/** Pass 3: O read as concat(heads) [B·S, E] (column h·Dh + d), times W_Oᵀ, plus b_O. */
+/** Pass 3: O read as concat(heads) [B·S, H·Dh] (column h·Dh + d), times W_Oᵀ [E, H·Dh], plus b_O. */
 export function outputProjection(plan: ForwardPlan, layerWeights: LayerWeights, o: Float64Array): Float64Array {
   const weights = floatLayerWeights(layerWeights);
   const { batches: B, qRows: S } = plan.geometry;
   const { embedDim: E, numHeads: H, headDim: Dh } = plan.layer;
-  const W = weights.outProjWeight; // [E, E]
+  const W = weights.outProjWeight; // [E, H·Dh]
   const bias = weights.outProjBias;
+  const HD = H * Dh; // E unless config.headDim made it differ
   const y = new Float64Array(B * S * E);
-  const concat = new Float64Array(E); // one row of concat(heads)
+  const concat = new Float64Array(HD); // one row of concat(heads)
   for (let b = 0; b < B; b++) {
     for (let s = 0; s < S; s++) {
       for (let h = 0; h < H; h++) {
@@ -155,8 +156,8 @@ export function outputProjection(plan: ForwardPlan, layerWeights: LayerWeights, 
       const yRow = (b * S + s) * E;
       for (let n = 0; n < E; n++) {
         let sum = bias ? bias[n] : 0;
-        const wRow = n * E;
-        for (let e = 0; e < E; e++) sum += concat[e] * W[wRow + e];
+        const wRow = n * HD;
+        for (let e = 0; e < HD; e++) sum += concat[e] * W[wRow + e];
         y[yRow + n] = sum;
       }
     }

@@ -146,6 +146,16 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
     return resolveCachedPlan(where, spec, inputs, o, batchSize, seqLen, isCausal, needWeights, window, owner);
   }
 
+  if (o.treeParents !== undefined) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.treeParents',
+      expected: 'given with options.kvCache (a tree of drafts is verified after a cached context)',
+      given: 'treeParents without a kvCache',
+      fix: 'Create a cache with mha.createKvCache({ batchSize: 1, maxSeqLen }), prefill the context, then pass it with treeParents.',
+    });
+  }
+
   // Cross-attention: key and value come together; kvSeqLen defaults to seqLen.
   const cross = o.key !== undefined || o.value !== undefined;
   if (cross && spec.rotary) {

@@ -12,7 +12,7 @@ import type { QkNormPlan, RotaryPlan, VNormPlan } from './types.ts';
 /** The layer config's `rotary` (or scaledDotProductAttention's, `name` = 'options.rotary'), checked for head size Dh. */
 export function resolveRotary(where: string, value: unknown, Dh: number, name = 'config.rotary'): RotaryPlan | null {
   if (value === undefined) return null;
-  const r = requireObject(where, name, value, 'Pass { dim?, base?, interleaved?, cos?, sin? }.');
+  const r = requireObject(where, name, value, 'Pass { dim?, base?, interleaved?, invFreq?, attentionFactor?, cos?, sin? }.');
   rejectUnknownKeys(where, name, r, ROTARY_KEYS);
   const dim = r.dim === undefined ? Dh : requirePositiveInteger(where, `${name}.dim`, r.dim);
   if (dim % 2 !== 0 || dim > Dh) {
@@ -51,7 +51,65 @@ export function resolveRotary(where: string, value: unknown, Dh: number, name = 
     cos = r.cos.slice();
     sin = requireFloat32Array(where, `${name}.sin`, r.sin, cos.length, `${shape}, the length of cos (${cos.length})`).slice();
   }
-  return { dim, base, interleaved, cos, sin };
+  let invFreq: Float64Array | null = null;
+  if (r.invFreq !== undefined) {
+    const half = dim / 2;
+    for (const other of ['base', 'cos'] as const) {
+      if (r[other] !== undefined) {
+        throw new InvalidArgumentError({
+          where,
+          argument: `${name}.invFreq`,
+          expected: `left out when ${name}.${other} is given`,
+          given: `both invFreq and ${other}`,
+          fix: other === 'base' ? 'invFreq replaces base^(−2i/dim): pass one of them.' : 'Tables replace computed angles: pass invFreq or cos/sin.',
+        });
+      }
+    }
+    if (!(r.invFreq instanceof Float32Array || r.invFreq instanceof Float64Array)) {
+      throw new InvalidArgumentError({
+        where,
+        argument: `${name}.invFreq`,
+        expected: `a Float32Array or Float64Array [dim / 2] = [${half}]`,
+        given: describe(r.invFreq),
+      });
+    }
+    if (r.invFreq.length !== half) {
+      throw new ShapeMismatchError({
+        where,
+        argument: `${name}.invFreq`,
+        expected: `dim / 2 = ${half} inverse frequencies (dim = ${dim})`,
+        given: `length ${r.invFreq.length}`,
+        fix: 'Give one θ_i per rotated pair; set rotary.dim to the features rotated (partial rotary).',
+      });
+    }
+    const bad = r.invFreq.findIndex((f) => !Number.isFinite(f) || f < 0);
+    if (bad >= 0) {
+      throw new InvalidArgumentError({
+        where,
+        argument: `${name}.invFreq[${bad}]`,
+        expected: 'a finite number ≥ 0 (0 leaves the pair unrotated)',
+        given: String(r.invFreq[bad]),
+      });
+    }
+    invFreq = Float64Array.from(r.invFreq);
+  }
+  let attentionFactor = 1;
+  if (r.attentionFactor !== undefined) {
+    if (typeof r.attentionFactor !== 'number' || !Number.isFinite(r.attentionFactor) || r.attentionFactor <= 0) {
+      throw new InvalidArgumentError({ where, argument: `${name}.attentionFactor`, expected: 'a finite number > 0 (default 1)', given: describe(r.attentionFactor) });
+    }
+    if (r.cos !== undefined) {
+      throw new InvalidArgumentError({
+        where,
+        argument: `${name}.attentionFactor`,
+        expected: `left out when ${name}.cos/sin are given`,
+        given: String(r.attentionFactor),
+        fix: 'Tables carry their own factor: multiply it into cos and sin, or pass invFreq instead of tables.',
+      });
+    }
+    attentionFactor = r.attentionFactor;
+  }
+  return { dim, base, interleaved, invFreq, attentionFactor, cos, sin };
 }
 
 /** The layer config's `qkNorm`, checked for head size Dh, H query heads and G key heads. */
@@ -150,12 +208,16 @@ export function resolvePositions(
   return positions;
 }
 
-/** cos and sin of position·θ_i for pair i of `rotary` (from its tables, else θ_i = base^(−2i/dim)), in float64. */
+/**
+ * cos and sin of position·θ_i for pair i of `rotary`, in float64: from its tables, else θ_i from
+ * invFreq or base^(−2i/dim), both times the attention factor.
+ */
 export function rotaryAngle(rotary: RotaryPlan, position: number, i: number): [number, number] {
   if (rotary.cos && rotary.sin) {
     const at = position * (rotary.dim / 2) + i;
     return [rotary.cos[at], rotary.sin[at]];
   }
-  const angle = position * rotary.base ** ((-2 * i) / rotary.dim);
-  return [Math.cos(angle), Math.sin(angle)];
+  const angle = position * (rotary.invFreq ? rotary.invFreq[i] : rotary.base ** ((-2 * i) / rotary.dim));
+  const f = rotary.attentionFactor;
+  return [f * Math.cos(angle), f * Math.sin(angle)];
 }

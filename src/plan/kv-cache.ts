@@ -1,7 +1,7 @@
 // The checks of a forward with a KV cache: the new tokens' keys and values are appended to the cache,
 // and the queries attend over every position it holds.
 
-import { InvalidArgumentError, ShapeMismatchError } from '../errors.ts';
+import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import { KvCache } from '../kv-cache.ts';
 import { KV_CACHE_KEYS } from '../option-keys.ts';
 import { describe, rejectUnknownKeys, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
@@ -9,7 +9,10 @@ import { makeBatchedPlan } from './batched.ts';
 import { refuseGiven, requireBothOrNeither } from './checks.ts';
 import type { ForwardPlan, LayerSpec } from './types.ts';
 
-/** forward(x, { kvCache }): the new tokens' K/V are appended, and the queries see everything cached. */
+/**
+ * forward(x, { kvCache }): the new tokens' K/V are appended, and the queries see everything cached.
+ * With treeParents the new tokens are a tree: a mask [Sq, Skv] and positions from it, the tree kept by the cache for acceptPath.
+ */
 export function resolveCachedPlan(
   where: string,
   spec: LayerSpec,
@@ -51,6 +54,7 @@ export function resolveCachedPlan(
     'left out with kvCache',
     () => "A KV cache holds the layer's own keys and values (self-attention over all positions so far).",
   );
+  const tree = resolveTreeParents(where, spec, o, batchSize, seqLen);
   if (batchSize !== cache.batchSize) {
     throw new InvalidArgumentError({ where, argument: 'options.batchSize', expected: `the cache's batchSize (${cache.batchSize})`, given: String(batchSize) });
   }
@@ -74,7 +78,103 @@ export function resolveCachedPlan(
       fix: 'reset() the cache, or create one with a larger maxSeqLen.',
     });
   }
+  if (tree) {
+    // A tree of drafts: the mask lets token i see the cache, its ancestors and itself; each token sits at start + its depth.
+    const { mask, depths } = treeMask(tree, start);
+    const positions = spec.rotary ? { positionIds: depths.map((d) => start + d) } : {};
+    const treeOptions = { ...o, attnMask: mask, ...positions };
+    return makeBatchedPlan(
+      where,
+      spec,
+      treeOptions,
+      { batchSize, seqLen, kvSeqLen, start, isCausal: true, needWeights, window },
+      { mode: 'self', ...inputs, cache: { cache, start, tree } },
+    );
+  }
   return makeBatchedPlan(where, spec, o, { batchSize, seqLen, kvSeqLen, start, isCausal, needWeights, window }, { mode: 'self', ...inputs, cache: { cache, start } });
+}
+
+/** forward's options.treeParents, checked (a copy), or null when left out. */
+function resolveTreeParents(where: string, spec: LayerSpec, o: Record<string, unknown>, batchSize: number, seqLen: number): Int32Array | null {
+  const value = o.treeParents;
+  if (value === undefined) return null;
+  if (!(value instanceof Int32Array)) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.treeParents',
+      expected: `an Int32Array [seqLen] = [${seqLen}]: −1 for a root, else the index (< i) of token i's parent`,
+      given: describe(value),
+    });
+  }
+  if (value.length !== seqLen) {
+    throw new ShapeMismatchError({
+      where,
+      argument: 'options.treeParents',
+      expected: `of length seqLen = ${seqLen} (one parent per new token)`,
+      given: `length ${value.length}`,
+    });
+  }
+  if (batchSize !== 1) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.batchSize',
+      expected: '1 with treeParents (one tree of drafts per call)',
+      given: String(batchSize),
+      fix: 'Verify each sequence’s tree in a call of its own, on a cache of batchSize 1.',
+    });
+  }
+  for (let i = 0; i < value.length; i++) {
+    const p = value[i];
+    if (p < -1 || p >= i) {
+      throw new InvalidArgumentError({
+        where,
+        argument: `options.treeParents[${i}]`,
+        expected: `in [−1, ${i}): −1 for a root, else the index of an earlier token (parents come before their children)`,
+        given: String(p),
+        fix: 'Order the tree so that every node follows its parent (breadth- or depth-first).',
+      });
+    }
+  }
+  if (o.isCausal === false) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'options.isCausal',
+      expected: 'true or left out with treeParents (a tree is causal along its branches)',
+      given: 'false',
+    });
+  }
+  refuseGiven(
+    where,
+    o,
+    ['attnMask', 'positionIds', 'window', 'alibiSlopes'],
+    'left out with treeParents',
+    () => "A tree makes its own mask and positions (each token's depth); options that read positions along the cache do not fit its branches.",
+  );
+  if (spec.scoreMod || spec.attention === 'linear') {
+    throw new UnsupportedError({
+      where,
+      argument: 'options.treeParents',
+      expected: 'a softmax layer without config.scoreMod',
+      given: spec.scoreMod ? 'a layer with a scoreMod (its i and j are cache positions, not tree depths)' : "a layer with attention: 'linear' (it has no mask of keys)",
+      fix: 'Verify the drafts as a sequence (one branch per call), then truncate() the rejected tokens.',
+    });
+  }
+  return value.slice();
+}
+
+/** The mask [k, start + k] (1 = not seen) of a tree of k tokens after `start` cached positions, and each token's depth. */
+function treeMask(parents: Int32Array, start: number): { mask: Uint8Array; depths: Int32Array } {
+  const k = parents.length;
+  const Skv = start + k;
+  const mask = new Uint8Array(k * Skv);
+  const depths = new Int32Array(k);
+  for (let i = 0; i < k; i++) {
+    const p = parents[i];
+    depths[i] = p < 0 ? 0 : depths[p] + 1;
+    mask.fill(1, i * Skv + start, (i + 1) * Skv);
+    for (let a = i; a >= 0; a = parents[a]) mask[i * Skv + start + a] = 0;
+  }
+  return { mask, depths };
 }
 
 /** mha.createKvCache's options: sizes, and a past to start from (key and value [B, G, length, Dh]). */

@@ -16,13 +16,14 @@ export function resolveLayerSpec(config: unknown): LayerSpec {
   rejectUnknownKeys(where, 'config', c, CONFIG_KEYS);
   const embedDim = requirePositiveInteger(where, 'config.embedDim', c.embedDim);
   const numHeads = requirePositiveInteger(where, 'config.numHeads', c.numHeads);
-  if (embedDim % numHeads !== 0) {
+  const givenHeadDim = c.headDim === undefined ? undefined : requirePositiveInteger(where, 'config.headDim', c.headDim);
+  if (givenHeadDim === undefined && embedDim % numHeads !== 0) {
     throw new InvalidArgumentError({
       where,
       argument: 'config.embedDim',
       expected: `divisible by numHeads (${numHeads})`,
       given: String(embedDim),
-      fix: 'Each head gets embedDim / numHeads channels; choose sizes that divide.',
+      fix: 'Each head gets embedDim / numHeads channels; choose sizes that divide, or give config.headDim.',
     });
   }
   const numKvHeads = c.numKvHeads === undefined ? numHeads : requirePositiveInteger(where, 'config.numKvHeads', c.numKvHeads);
@@ -39,7 +40,8 @@ export function resolveLayerSpec(config: unknown): LayerSpec {
   const vdim = c.vdim === undefined ? embedDim : requirePositiveInteger(where, 'config.vdim', c.vdim);
   const bias = c.bias === undefined ? true : requireBoolean(where, 'config.bias', c.bias);
   refuseDropout(where, 'config.dropout', c.dropout);
-  const headDim = embedDim / numHeads;
+  // H·Dh may differ from E when headDim is given (Qwen3, Gemma 3, gpt-oss).
+  const headDim = givenHeadDim ?? embedDim / numHeads;
   const attention = resolveAttentionKind(where, c.attention);
   const scoreMod = resolveScoreMod(where, 'config.scoreMod', c.scoreMod);
   if (attention === 'linear' && scoreMod) {
@@ -144,22 +146,26 @@ function resolveAttentionKind(where: string, value: unknown): 'softmax' | 'linea
   throw new InvalidArgumentError({ where, argument: 'config.attention', expected: '"softmax" (default) or "linear"', given: describe(value) });
 }
 
-/** The state_dict entries a layer takes, with their shapes; `separate` selects q/k/v_proj_weight. */
-export function expectedWeights(spec: LayerSpec, separate: boolean): { name: string; shape: number[] }[] {
+/**
+ * The state_dict entries a layer takes, with their shapes; `separate` selects q/k/v_proj_weight.
+ * `dims` names each size and spells it out, e.g. "[E, H·Dh] = [1024, 16·128]" (H·Dh may differ from E).
+ */
+export function expectedWeights(spec: LayerSpec, separate: boolean): { name: string; shape: number[]; dims: string }[] {
   const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh } = spec;
   const N = (H + 2 * G) * Dh;
+  const n = `[(H + 2·G)·Dh] = [(${H} + 2·${G})·${Dh}]`;
   const entries = separate
     ? [
-        { name: 'q_proj_weight', shape: [H * Dh, E] },
-        { name: 'k_proj_weight', shape: [G * Dh, spec.kdim] },
-        { name: 'v_proj_weight', shape: [G * Dh, spec.vdim] },
+        { name: 'q_proj_weight', shape: [H * Dh, E], dims: `[H·Dh, E] = [${H}·${Dh}, ${E}]` },
+        { name: 'k_proj_weight', shape: [G * Dh, spec.kdim], dims: `[G·Dh, kdim] = [${G}·${Dh}, ${spec.kdim}]` },
+        { name: 'v_proj_weight', shape: [G * Dh, spec.vdim], dims: `[G·Dh, vdim] = [${G}·${Dh}, ${spec.vdim}]` },
       ]
-    : [{ name: 'in_proj_weight', shape: [N, E] }];
-  entries.push({ name: 'out_proj.weight', shape: [E, E] });
-  if (spec.bias) entries.push({ name: 'in_proj_bias', shape: [N] }, { name: 'out_proj.bias', shape: [E] });
+    : [{ name: 'in_proj_weight', shape: [N, E], dims: `[(H + 2·G)·Dh, E] = [(${H} + 2·${G})·${Dh}, ${E}]` }];
+  entries.push({ name: 'out_proj.weight', shape: [E, H * Dh], dims: `[E, H·Dh] = [${E}, ${H}·${Dh}]` });
+  if (spec.bias) entries.push({ name: 'in_proj_bias', shape: [N], dims: n }, { name: 'out_proj.bias', shape: [E], dims: `[E] = [${E}]` });
   if (spec.outputGate) {
-    entries.push({ name: 'gate_proj_weight', shape: [H * Dh, E] });
-    if (spec.bias) entries.push({ name: 'gate_proj_bias', shape: [H * Dh] });
+    entries.push({ name: 'gate_proj_weight', shape: [H * Dh, E], dims: `[H·Dh, E] = [${H}·${Dh}, ${E}]` });
+    if (spec.bias) entries.push({ name: 'gate_proj_bias', shape: [H * Dh], dims: `[H·Dh] = [${H}·${Dh}]` });
   }
   return entries;
 }
@@ -190,9 +196,9 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
     }
   }
   const tensors: Record<string, WeightTensor> = {};
-  for (const { name, shape } of expected) {
+  for (const { name, shape, dims } of expected) {
     const length = shape.reduce((a, b) => a * b, 1);
-    const shapeText = `[${shape.join(', ')}] = ${length}`;
+    const shapeText = `[${shape.join(', ')}] = ${length} (${dims})`;
     if (sd[name] === undefined) {
       // A layer with q/k/v biases and none on the output (Qwen2): the output bias is zero.
       if (name === 'out_proj.bias' && sd.in_proj_bias !== undefined) {
@@ -209,7 +215,7 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
     }
     tensors[name] =
       shape.length === 2 && isQuantizedValue(sd[name]) && !name.startsWith('gate_proj')
-        ? checkQuantized(where, `stateDict["${name}"]`, sd[name], shape as [number, number], `[${shape.join(', ')}]`)
+        ? checkQuantized(where, `stateDict["${name}"]`, sd[name], shape as [number, number], dims)
         : requireFloat32Array(where, `stateDict["${name}"]`, sd[name], length, shapeText);
   }
   const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh } = spec;

@@ -15,7 +15,11 @@ export interface RotaryPlan {
   base: number;
   /** false: halves (i, i + dim/2), Llama / GPT-NeoX; true: pairs (2i, 2i + 1), GPT-J. */
   interleaved: boolean;
-  /** Given tables [maxPositions, dim/2] (Llama 3, YaRN, NTK scaling), or null: computed from base. */
+  /** θ_i given for each pair [dim/2] (config.rotary.invFreq), or null: θ_i = base^(−2i/dim). */
+  invFreq: Float64Array | null;
+  /** Multiplies cos and sin of computed angles (YaRN's attention factor); 1 by default. */
+  attentionFactor: number;
+  /** Given tables [maxPositions, dim/2] (what frequencies cannot express), or null: computed angles. */
   cos: Float32Array | null;
   sin: Float32Array | null;
 }
@@ -45,7 +49,7 @@ export interface LayerSpec {
   embedDim: number; // E
   numHeads: number; // H
   numKvHeads: number; // G, divides H
-  headDim: number; // Dh = E / H
+  headDim: number; // Dh: config.headDim, default E / H (H·Dh may differ from E)
   kdim: number; // channels of `key` (E unless given)
   vdim: number; // channels of `value` (E unless given)
   bias: boolean;
@@ -79,7 +83,7 @@ export interface LayerWeights {
   kProjWeight: WeightTensor; // [G·Dh, kdim]
   vProjWeight: WeightTensor; // [G·Dh, vdim]
   inProjBias: Float32Array | null; // [(H + 2·G)·Dh]
-  outProjWeight: WeightTensor; // [E, E]
+  outProjWeight: WeightTensor; // [E, H·Dh]
   outProjBias: Float32Array | null; // [E]
   /** config.outputGate's W_g [H·Dh, E] (float32), else absent or null. */
   gateProjWeight?: Float32Array | null;
@@ -171,7 +175,12 @@ export interface ForwardPlan {
    * With a KV cache: the new tokens' K and V are appended at rows `start` … start + Sq − 1 of the
    * cache, and the queries attend over rows 0 … Skv − 1 (Skv = start + Sq).
    */
-  cache: { cache: KvCache; start: number } | null;
+  cache: {
+    cache: KvCache;
+    start: number;
+    /** The call's treeParents (types.ts), kept by the cache for acceptPath. */
+    tree?: Int32Array;
+  } | null;
   /**
    * GPU-resident inputs: where a GPUBuffer was passed, it is here and the array above is empty.
    * The caller keeps owning these buffers.

@@ -156,7 +156,7 @@ function weightShapes(sd: Record<string, Float32Array>, config: unknown): Record
         argument: 'stateDict["out_proj.weight"]',
         expected: 'a Float32Array [E, E] (it gives embedDim, the K of every projection)',
         given: out ? `length ${out.length}, not a square` : 'nothing',
-        fix: 'Pass options.config (the layer config) so that every weight has its shape.',
+        fix: 'Pass options.config (the layer config) so that every weight has its shape; a layer with config.headDim (H·Dh ≠ E, out_proj.weight [E, H·Dh]) always needs it.',
       });
     }
     for (const name of PROJECTIONS) if (sd[name]) shapes[name] = [sd[name].length / E, E];

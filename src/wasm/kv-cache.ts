@@ -123,6 +123,55 @@ export class WasmKvCache implements KvCacheStorage {
     if (this.ptr !== 0) this.zero();
   }
 
+  moveRows(rows: readonly number[], to: number): void {
+    const { B, G, Dh } = this;
+    if (this.ptr === 0) {
+      const p = this.pending;
+      if (!p) return;
+      for (let bg = 0; bg < B * G; bg++) {
+        const base = bg * p.length;
+        rows.forEach((r, i) => {
+          p.key.copyWithin((base + to + i) * Dh, (base + r) * Dh, (base + r + 1) * Dh);
+          p.value.copyWithin((base + to + i) * Dh, (base + r) * Dh, (base + r + 1) * Dh);
+        });
+      }
+      return;
+    }
+    const f32 = this.kernels.f32;
+    for (let bg = 0; bg < B * G; bg++) {
+      rows.forEach((r, i) => {
+        const from = this.ktColumn(bg, r);
+        const into = this.ktColumn(bg, to + i);
+        for (let d = 0; d < Dh; d++) f32[into + d * BLOCK] = f32[from + d * BLOCK];
+        f32.copyWithin(this.vRow(bg, to + i), this.vRow(bg, r), this.vRow(bg, r) + Dh);
+      });
+    }
+  }
+
+  /** Zeroes rows length … end − 1 (the block is zero past the filled rows). */
+  discard(length: number, end: number): void {
+    const p = this.pending;
+    if (this.ptr === 0 && p && length < p.length) {
+      const { B, G, Dh } = this;
+      const crop = (a: Float32Array) => {
+        const out = new Float32Array(B * G * length * Dh);
+        for (let bg = 0; bg < B * G; bg++) out.set(a.subarray(bg * p.length * Dh, (bg * p.length + length) * Dh), bg * length * Dh);
+        return out;
+      };
+      this.pending = { key: crop(p.key), value: crop(p.value), length };
+    }
+    if (this.ptr === 0 || end <= length) return;
+    const { B, G, Dh } = this;
+    const f32 = this.kernels.f32;
+    for (let bg = 0; bg < B * G; bg++) {
+      for (let r = length; r < end; r++) {
+        const col = this.ktColumn(bg, r);
+        for (let d = 0; d < Dh; d++) f32[col + d * BLOCK] = 0;
+      }
+      f32.fill(0, this.vRow(bg, length), this.vRow(bg, end));
+    }
+  }
+
   /** Key row r of (b, g) [Dh] ← from[at …] (Kᵀ's column r). */
   private setKey(f32: Float32Array, bg: number, r: number, from: Float32Array, at: number): void {
     const col = this.ktColumn(bg, r);

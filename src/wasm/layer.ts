@@ -6,7 +6,7 @@
 //   pass 1½ (rotary, QK-norm: cpu/head-transform.ts's transformHead on each float32 head row)
 //   pass 2  attention   per (sequence, head), online softmax over blocks of 64 keys → O [T, H·Dh]
 //                       (scoreMod and linear layers: the float64 reference's pass, attention.ts)
-//   pass 3  gemm        O [T, E] · W_Oᵀ + b_O → Y [T, E]                          (or qgemv / qgemm)
+//   pass 3  gemm        O [T, H·Dh] · W_Oᵀ + b_O → Y [T, E]                       (or qgemv / qgemm)
 //
 // With a KV cache, the new tokens' K and V are copied into the cache's block, held in the same memory
 // below the arena (kv-cache.ts), and the attention reads rows 0 … Skv − 1 of it in place.
@@ -43,7 +43,7 @@ export class WasmLayer implements BackendLayer {
     this.q = createProjection(kernels!, weights.qProjWeight, H * Dh, E, bias, 0);
     this.k = createProjection(kernels!, weights.kProjWeight, G * Dh, kdim, bias, H * Dh);
     this.v = createProjection(kernels!, weights.vProjWeight, G * Dh, vdim, bias, (H + G) * Dh);
-    this.out = createProjection(kernels!, weights.outProjWeight, E, E, weights.outProjBias, 0);
+    this.out = createProjection(kernels!, weights.outProjWeight, E, H * Dh, weights.outProjBias, 0);
     this.gate = weights.gateProjWeight ? createProjection(kernels!, weights.gateProjWeight, H * Dh, E, weights.gateProjBias ?? null, 0) : null;
     kernels!.keep();
   }
@@ -103,7 +103,7 @@ export class WasmLayer implements BackendLayer {
       ({ k: kView, v: vView } = store.views()); // rows 0 … Skv − 1 read where they are
       if (!kernelAttention) kView = store.keyRows(plan.kvSeqLen); // the reference reads key rows
     }
-    const o = kernels.alloc(tokens * H * Dh); // O [T, H·Dh] = concat(heads) [T, E]
+    const o = kernels.alloc(tokens * H * Dh); // O [T, H·Dh] = concat(heads)
     const [qView, oView] = [tokenMajor(q, qRows, H, Dh), tokenMajor(o, qRows, H, Dh)];
     let attentionWeights: Float32Array | null;
     if (kernelAttention) {

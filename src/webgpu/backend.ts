@@ -200,7 +200,9 @@ export class WebGPUBackend implements Backend, GpuCapability {
   }
 
   createLayer(spec: LayerSpec, weights: LayerWeights): WebGPULayer {
-    checkHeadDim('createMultiHeadAttention', 'embedDim / numHeads (the head size)', `${spec.embedDim} / ${spec.numHeads} = ${spec.headDim}`, spec.headDim);
+    const ownHeadDim = spec.numHeads * spec.headDim !== spec.embedDim; // config.headDim given, H·Dh ≠ E
+    if (ownHeadDim) checkHeadDim('createMultiHeadAttention', 'config.headDim', String(spec.headDim), spec.headDim);
+    else checkHeadDim('createMultiHeadAttention', 'embedDim / numHeads (the head size)', `${spec.embedDim} / ${spec.numHeads} = ${spec.headDim}`, spec.headDim);
     const maxBinding = Math.min(this.limits().maxStorageBufferBindingSize, this.limits().maxBufferSize);
     // Each weight is one binding: the fused in_proj_weight where there is one, else q, k and v apart.
     const each = weights.inProjWeight

@@ -151,6 +151,47 @@ export class WebGPUKvCache implements KvCacheStorage {
     else this.written = ACCEPTED;
   }
 
+  /**
+   * For every (b, g) block of K and of V: row rows[i] → row to + i. WebGPU copies no buffer onto
+   * itself, so the rows go to a scratch buffer and back, in one submission (ordered after every call
+   * submitted before it); WebGPU's verdict joins the cache's write verdict.
+   */
+  moveRows(rows: readonly number[], to: number): void {
+    if (rows.length === 0) return;
+    const { pool, generation } = this.host.current();
+    const live = this.live(generation);
+    const el = pool.elementBytes;
+    const rowBytes = this.lanes * el;
+    const blocks = this.B * this.G;
+    const n = rows.length;
+    const device = pool.device;
+    const scopes = new ErrorScopes(device);
+    let scratch: GPUBuffer | null = null;
+    try {
+      scratch = device.createBuffer({ label: 'KvCache.acceptPath', size: 2 * blocks * n * rowBytes, usage: Usage.COPY_SRC | Usage.COPY_DST });
+      const encoder = device.createCommandEncoder({ label: 'KvCache.acceptPath' });
+      for (let half = 0; half < 2; half++) {
+        const base = half === 0 ? 0 : live.vBase * el; // K, then V
+        for (let bg = 0; bg < blocks; bg++) {
+          const block = base + bg * this.capacity * rowBytes;
+          const at = (half * blocks + bg) * n * rowBytes;
+          for (let i = 0; i < n; i++) encoder.copyBufferToBuffer(live.buffer, block + rows[i] * rowBytes, scratch, at + i * rowBytes, rowBytes);
+          encoder.copyBufferToBuffer(scratch, at, live.buffer, block + to * rowBytes, n * rowBytes);
+        }
+      }
+      device.queue.submit([encoder.finish()]);
+    } finally {
+      scratch?.destroy(); // after the submission: WebGPU frees it once the copies ran
+      const moved = scopes.verdict('KvCache.acceptPath');
+      const before = this.written;
+      this.written = Promise.all([before, moved]).then(([a, b]) => a ?? b);
+    }
+  }
+
+  discard(): void {
+    // Rows past the cache's length are never read (Skv bounds every read).
+  }
+
   dispose(): void {
     if (this.buffer && this.generation === this.host.current().generation) this.host.current().pool.destroy(this.buffer);
     this.buffer = null;

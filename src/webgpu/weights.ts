@@ -31,7 +31,7 @@ export interface HostLayerWeights {
   k: HostWeight | null;
   v: HostWeight | null;
   inProjBias: Float32Array | null;
-  out: HostWeight; // [E, E]
+  out: HostWeight; // [E, H·Dh]
   outProjBias: Float32Array | null;
   /** config.outputGate's W_g [H·Dh, E] and b_g [H·Dh] (float32, padded), or absent. */
   gate?: { weight: Float32Array; bias: Float32Array | null } | null;
@@ -128,7 +128,7 @@ export const WEIGHT_UPLOAD = 'MultiHeadAttention weight upload';
 /** A layer's weights on the GPU, uploaded once. Missing biases are uploaded as zeros. */
 export class GpuLayerWeights {
   readonly projection: ProjectionWeights;
-  readonly outProjWeight: GpuWeight; // [E, E]
+  readonly outProjWeight: GpuWeight; // [E, H·Dh]
   readonly outProjBias: GPUBuffer; // [E]
   /** config.outputGate's W_g [H·Dh, E] and b_g [H·Dh] (zeros without bias), or null. */
   readonly gate: GateWeights | null;

@@ -12,15 +12,16 @@ export { mulberry32, uniform };
  * (xavier_uniform for in_proj_weight, ±1/√E for out_proj.weight). Biases, which PyTorch starts at 0,
  * are random here (±0.1) so that tests exercise them.
  */
-export function randomStateDict(config: { embedDim: number; numHeads: number; numKvHeads?: number; bias?: boolean }, seed: number): StateDict {
+export function randomStateDict(config: { embedDim: number; numHeads: number; numKvHeads?: number; headDim?: number; bias?: boolean }, seed: number): StateDict {
   const rng = mulberry32(seed);
   const E = config.embedDim;
   const H = config.numHeads;
   const G = config.numKvHeads ?? H;
-  const N = ((H + 2 * G) * E) / H;
+  const Dh = config.headDim ?? E / H;
+  const N = (H + 2 * G) * Dh;
   const sd: StateDict = {
     in_proj_weight: uniform(N * E, Math.sqrt(6 / (E + N)), rng),
-    'out_proj.weight': uniform(E * E, 1 / Math.sqrt(E), rng),
+    'out_proj.weight': uniform(E * H * Dh, 1 / Math.sqrt(H * Dh), rng),
   };
   if (config.bias ?? true) {
     sd.in_proj_bias = uniform(N, 0.1, rng);

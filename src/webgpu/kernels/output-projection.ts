@@ -1,4 +1,4 @@
-// Host side of shaders/output_projection.wgsl (+ the chosen GEMM core): O [B, H, S, Dh] read as concat(heads) [B·S, E], · W_Oᵀ + b_O → Y [B, S, E].
+// Host side of shaders/output_projection.wgsl (+ the chosen GEMM core): O [B, H, S, Dh] read as concat(heads) [B·S, H·Dh], · W_Oᵀ + b_O → Y [B, S, E].
 
 import source from '../../../shaders/output_projection.wgsl?raw';
 import type { ForwardPlan } from '../../plan/index.ts';
@@ -15,7 +15,7 @@ import { GEMM_FIELDS, projectionBindings, projectionKernel, projectionSpecialisa
 /** output_projection.wgsl's uniforms. */
 export const OUTPUT_PARAMS = defineParams([...GEMM_FIELDS, ['S', 'u32', 'sequence length'], ...pick(ATTENTION_FIELDS, 'H', 'Dh4')]);
 
-const BINDINGS = projectionBindings('OutputProjection', ['o', 'O [B, H, S, Dh/4]'], 'W_O [N, E/4]', 'b_O [N/4]', ['y', 'Y [M, N/4]']);
+const BINDINGS = projectionBindings('OutputProjection', ['o', 'O [B, H, S, Dh/4]'], 'W_O [N, H·Dh/4]', 'b_O [N/4]', ['y', 'Y [M, N/4]']);
 /** output_projection.wgsl's bindings. */
 export const OUTPUT_BINDINGS = BINDINGS.float;
 /** The same with packed weights (packed-weight.ts): quants and scaleOffset in place of w. */
@@ -43,7 +43,7 @@ export const OUTPUT_PROJECTION = projectionKernel({
     const { embedDim: E, numHeads: H, headDim: Dh } = args.plan.layer;
     const M = B * S;
     const el = scratch.elementBytes;
-    const weight = formatOf(args.weight) ? weightEntries(args.weight) : { w: { buffer: args.weight as GPUBuffer, size: E * H * Dh * el } }; // W_O [E, H·Dh] (H·Dh = E unless padded)
+    const weight = formatOf(args.weight) ? weightEntries(args.weight) : { w: { buffer: args.weight as GPUBuffer, size: E * H * Dh * el } }; // W_O [E, H·Dh] (H·Dh ≠ E with config.headDim, or padded)
     return {
       M,
       N: E,

@@ -1,5 +1,6 @@
 // The tuner's correctness gate: before a kernel variant is timed on an adapter, it runs a small layer
-// (B = 2, S = 37: no tile divides it; two query heads sharing one key/value head) with that variant,
+// (B = 2, S = 37: no tile divides it; two query heads sharing one key/value head; E = 3·Dh, so that
+// H·Dh = 2·Dh ≠ E and the out-projection's K is not E: config.headDim) with that variant,
 // on two inputs, and the float64 CPU reference checks each output with the tests' rule (src/util/tolerance.ts:
 // |gpu − ref| ≤ atol + rtol·|ref| everywhere, NaN fails), far tighter than any indexing or
 // synchronisation bug, which moves outputs by their own size. A variant for packed weights (a format:
@@ -44,17 +45,18 @@ export async function gateVariant(
   headDim: number,
   format: WeightFormat | null = null,
 ): Promise<string | null> {
-  const config = { embedDim: 2 * headDim, numHeads: 2, numKvHeads: 1 };
+  const config = { embedDim: 3 * headDim, numHeads: 2, numKvHeads: 1, headDim };
   const spec = resolveLayerSpec(config);
   const E = spec.embedDim;
   const N = (spec.numHeads + 2 * spec.numKvHeads) * spec.headDim;
+  const HD = spec.numHeads * spec.headDim; // the out-projection's K
   const rng = mulberry32(1);
   const packedIn = format ? randomPacked(format, N, E, rng) : null;
-  const packedOut = format ? randomPacked(format, E, E, rng) : null;
+  const packedOut = format ? randomPacked(format, E, HD, rng) : null;
   const weights = resolveWeights(spec, {
     in_proj_weight: packedIn ? unpackWeight(packedIn) : uniform(N * E, 1 / Math.sqrt(E), rng),
     in_proj_bias: uniform(N, 0.1, rng),
-    'out_proj.weight': packedOut ? unpackWeight(packedOut) : uniform(E * E, 1 / Math.sqrt(E), rng),
+    'out_proj.weight': packedOut ? unpackWeight(packedOut) : uniform(E * HD, 1 / Math.sqrt(HD), rng),
     'out_proj.bias': uniform(E, 0.1, rng),
   });
   const [B, S] = [2, 37];
@@ -68,8 +70,8 @@ export async function gateVariant(
       const plan = resolveForwardPlan(spec, uniform(B * S * E, 1, mulberry32(seed)), { batchSize: B, seqLen: S });
       const { output } = (await forwardWebGPU(pool, gpu, plan, null, false, choice)) as ForwardResult;
       const expected = referenceForward(plan, weights).output;
-      // The tests' rule (src/util/tolerance.ts), for the three reductions of a layer: E, S, E.
-      const tolerance = pool.precision === 'f16' ? f16Tolerance([E, S, E], maxAbsFinite(expected)) : f32Tolerance([E, S, E]);
+      // The tests' rule (src/util/tolerance.ts), for the three reductions of a layer: E, S, H·Dh.
+      const tolerance = pool.precision === 'f16' ? f16Tolerance([E, S, HD], maxAbsFinite(expected)) : f32Tolerance([E, S, HD]);
       const verdict = compareArrays(output, expected, tolerance, 1);
       if (!verdict.ok) {
         const [m] = verdict.mismatches;

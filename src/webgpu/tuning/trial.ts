@@ -135,7 +135,7 @@ function encodeTrial(pass: GPUComputePassEncoder, scratch: CallScratch, plan: Fo
         }
       : storage(rows * K, role);
   const qkv = qkvBufferTargets(p, storage(qkvLayout(p).total, 'qkv'));
-  const attention = storage(tokens * E, 'attention');
+  const attention = storage(tokens * H * Dh, 'attention'); // O [B, H, S, Dh] (H·Dh ≠ E with config.headDim)
   if (kernel === 'qkv_projection') {
     const N = (H + 2 * G) * Dh;
     const query = storage(tokens * E, 'query');
@@ -162,7 +162,7 @@ function encodeTrial(pass: GPUComputePassEncoder, scratch: CallScratch, plan: Fo
     for (let i = 0; i < repeat; i++) encodeFlashAttention(pass, scratch, p, buffers, masks, variant as AttentionVariant, TRIAL_ROWS);
     return;
   }
-  const weightO = weight(formatsOf(p.layer).out, E, E, 'out_proj.weight');
+  const weightO = weight(formatsOf(p.layer).out, E, H * Dh, 'out_proj.weight'); // [E, H·Dh]
   const bias = storage(E, 'out_proj.bias');
   const y = storage(tokens * E, 'y');
   for (let i = 0; i < repeat; i++) encodeOutputProjection(pass, scratch, p, { attention, weight: weightO, bias, y }, variant as ProjectionVariant, TRIAL_ROWS);

@@ -81,7 +81,7 @@ export function shapeClass(kernel: KernelName, plan: ForwardPlan, precision: Pre
     case 'qkv_projection':
       return `${precision} m${bucket(batches * qRows)} k${bucket(E)} n${bucket((H + 2 * G) * Dh)}${formatClass(formatsOf(plan.layer).qkv)}`;
     case 'output_projection':
-      return `${precision} m${bucket(batches * qRows)} k${bucket(E)} n${bucket(E)}${formatClass([formatsOf(plan.layer).out])}`;
+      return `${precision} m${bucket(batches * qRows)} k${bucket(H * Dh)} n${bucket(E)}${formatClass([formatsOf(plan.layer).out])}`; // K = H·Dh
     case 'flash_attention':
       return `${precision} dh${Dh} bh${bucket(batches * H)} q${bucket(longestSequence)} kv${bucket(kvRows)}${plan.isCausal ? ' causal' : ''}`;
   }

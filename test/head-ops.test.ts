@@ -424,6 +424,40 @@ describe('all four together', () => {
     }
   });
 
+  test('with config.headDim ≠ embedDim / numHeads (H·Dh = 20 ≠ E = 12): webgpu and wasm match the reference', async () => {
+    const [E2, H2, G2, Dh2] = [12, 4, 2, 5];
+    const wide: MultiHeadAttentionConfig = {
+      embedDim: E2,
+      numHeads: H2,
+      numKvHeads: G2,
+      headDim: Dh2,
+      rotary: { dim: 4 },
+      qkNorm: { query: normWeights(H2 * Dh2, 31), key: normWeights(G2 * Dh2, 32), over: 'all' },
+      vNorm: true,
+      kEqV: true,
+      outputGate: true,
+    };
+    const r2 = mulberry32(33);
+    const sd2: StateDict = {
+      q_proj_weight: uniform(H2 * Dh2 * E2, 0.4, r2),
+      k_proj_weight: uniform(G2 * Dh2 * E2, 0.4, r2),
+      in_proj_bias: uniform((H2 + G2) * Dh2, 0.1, r2),
+      'out_proj.weight': uniform(E2 * H2 * Dh2, 0.4, r2),
+      'out_proj.bias': uniform(E2, 0.1, r2),
+      gate_proj_weight: uniform(H2 * Dh2 * E2, 0.4, r2),
+      gate_proj_bias: uniform(H2 * Dh2, 0.5, r2),
+    };
+    const x2 = uniform(2 * 6 * E2, 1, mulberry32(34));
+    const want = await runAll('cpu', wide, sd2, x2);
+    const tol = f32Tolerance([H2 * Dh2, 6, H2 * Dh2]);
+    for (const backend of ['webgpu', 'wasm'] as const) {
+      const got = await runAll(backend, wide, sd2, x2);
+      expectClose(got.prefill, want.prefill, tol, `${backend} prefill`);
+      expectClose(got.step, want.step, tol, `${backend} decode step`);
+      expectClose(got.whole, want.whole, tol, `${backend} whole`);
+    }
+  });
+
   test("precision 'f16' on WebGPU, within the f16 tolerance", async () => {
     const engine = await createGpuEngine({ precision: 'f16' });
     try {

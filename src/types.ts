@@ -103,8 +103,14 @@ export interface MultiHeadAttentionConfig {
   rotary?: RotaryOptions;
   /** A custom score modification for every call of the layer (see ScoreMod). */
   scoreMod?: ScoreMod;
-  /** An RMS norm of every query and key head with these weights [headDim], after the projection and before rotary (Qwen3, Gemma 3, OLMo 2). eps default 1e-6. */
-  qkNorm?: { query: Float32Array; key: Float32Array; eps?: number };
+  /**
+   * An RMS norm of the queries and keys after the projection (and bias) and before rotary. eps default 1e-6.
+   * over 'head' (default): of every head, weights [headDim] (Qwen3, Gemma 3). over 'all': one norm over
+   * a token's whole projection, weights [numHeads·headDim] (query) and [numKvHeads·headDim] (key) (OLMo 2).
+   */
+  qkNorm?: { query: Float32Array; key: Float32Array; eps?: number; over?: 'head' | 'all' };
+  /** A weightless RMS norm of every value head after the projection, before V enters a KV cache (Gemma 4's v_norm). eps default 1e-6. */
+  vNorm?: { eps?: number };
   /**
    * 'softmax' (default): softmax(q·kᵀ·scale)·v. 'linear': linear attention with φ(x) = elu(x) + 1 on
    * the projected queries and keys (see AttentionEngine.linearAttention; ε 1e-6), O(S·Dh²) rather

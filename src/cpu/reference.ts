@@ -11,7 +11,7 @@
 
 import { linearAttention } from './linear.ts';
 import { type ForwardPlan, floatLayerWeights, type LayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../plan/index.ts';
-import { transformHeads } from './head-transform.ts';
+import { normValues, transformHeads } from './head-transform.ts';
 import { headScale, keyBand, keyBias, modifyScore } from './score-rule.ts';
 import type { ForwardOptions, MultiHeadAttentionConfig, QuantizedStateDict, StateDict } from '../types.ts';
 
@@ -55,7 +55,7 @@ function project(
   return out;
 }
 
-/** Pass 1: the three projections, stored split into heads (the kernel does them as one GEMM when key = value = query); then QK-norm and rotary, if any. */
+/** Pass 1: the three projections, stored split into heads (the kernel does them as one GEMM when key = value = query); then QK-norm, rotary and V-norm, if any. */
 export function qkvProjection(plan: ForwardPlan, layerWeights: LayerWeights): { q: Float64Array; k: Float64Array; v: Float64Array } {
   const weights = floatLayerWeights(layerWeights); // quantized weights dequantized exactly (ggml / ONNX Runtime)
   const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = plan.layer;
@@ -66,7 +66,9 @@ export function qkvProjection(plan: ForwardPlan, layerWeights: LayerWeights): { 
   // QK-norm and rotary, if the layer has them (head-transform.ts), before K is attended or cached.
   transformHeads(plan, q, 'query', H, qRows);
   transformHeads(plan, k, 'key', G, kvRows);
-  return { q, k, v: project(plan.value, vdim, weights.vProjWeight, bias, (H + G) * Dh, batches, kvRows, G, Dh) };
+  const v = project(plan.value, vdim, weights.vProjWeight, bias, (H + G) * Dh, batches, kvRows, G, Dh);
+  normValues(plan.layer, v); // V-norm (config.vNorm), if any, before V is attended or cached
+  return { q, k, v };
 }
 
 /**

@@ -4,10 +4,10 @@
 // The kernel is shaders/head_transform.wgsl; the reference cpu/head-transform.ts.
 
 import { InvalidArgumentError, ShapeMismatchError } from '../errors.ts';
-import { QK_NORM_KEYS, ROTARY_KEYS } from '../option-keys.ts';
+import { QK_NORM_KEYS, ROTARY_KEYS, V_NORM_KEYS } from '../option-keys.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { requireBothOrNeither } from './checks.ts';
-import type { QkNormPlan, RotaryPlan } from './types.ts';
+import type { QkNormPlan, RotaryPlan, VNormPlan } from './types.ts';
 
 /** The layer config's `rotary` (or scaledDotProductAttention's, `name` = 'options.rotary'), checked for head size Dh. */
 export function resolveRotary(where: string, value: unknown, Dh: number, name = 'config.rotary'): RotaryPlan | null {
@@ -112,21 +112,41 @@ export function resolveRotary(where: string, value: unknown, Dh: number, name = 
   return { dim, base, interleaved, invFreq, attentionFactor, cos, sin };
 }
 
-/** The layer config's `qkNorm`, checked for head size Dh. */
-export function resolveQkNorm(where: string, value: unknown, Dh: number): QkNormPlan | null {
+/** The layer config's `qkNorm`, checked for head size Dh, H query heads and G key heads. */
+export function resolveQkNorm(where: string, value: unknown, Dh: number, H: number, G: number): QkNormPlan | null {
   if (value === undefined) return null;
-  const q = requireObject(where, 'config.qkNorm', value, 'Pass { query, key, eps? }: RMS-norm weights [headDim] for query and key heads.');
+  const q = requireObject(where, 'config.qkNorm', value, "Pass { query, key, eps?, over? }: RMS-norm weights [headDim] (over 'head') or [H·Dh], [G·Dh] (over 'all').");
   rejectUnknownKeys(where, 'config.qkNorm', q, QK_NORM_KEYS);
-  const query = requireFloat32Array(where, 'config.qkNorm.query', q.query, Dh, `[headDim] = ${Dh}`).slice();
-  const key = requireFloat32Array(where, 'config.qkNorm.key', q.key, Dh, `[headDim] = ${Dh}`).slice();
-  let eps = 1e-6;
-  if (q.eps !== undefined) {
-    if (typeof q.eps !== 'number' || !Number.isFinite(q.eps) || q.eps <= 0) {
-      throw new InvalidArgumentError({ where, argument: 'config.qkNorm.eps', expected: 'a finite number > 0 (default 1e-6)', given: describe(q.eps) });
-    }
-    eps = q.eps;
+  if (q.over !== undefined && q.over !== 'head' && q.over !== 'all') {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'config.qkNorm.over',
+      expected: "'head' (default: a norm of every head, weights [headDim]) or 'all' (one norm over a token's whole projection, OLMo 2)",
+      given: describe(q.over),
+    });
   }
-  return { query, key, eps, dim: Dh };
+  const over = q.over === 'all' ? 'all' : 'head';
+  const [qLength, kLength] = over === 'all' ? [H * Dh, G * Dh] : [Dh, Dh];
+  const [qShape, kShape] = over === 'all' ? [`[H·Dh] = [${H}·${Dh}] = ${H * Dh}`, `[G·Dh] = [${G}·${Dh}] = ${G * Dh}`] : [`[headDim] = ${Dh}`, `[headDim] = ${Dh}`];
+  const query = requireFloat32Array(where, 'config.qkNorm.query', q.query, qLength, qShape).slice();
+  const key = requireFloat32Array(where, 'config.qkNorm.key', q.key, kLength, kShape).slice();
+  return { query, key, eps: resolveEps(where, 'config.qkNorm.eps', q.eps), dim: Dh, over };
+}
+
+/** The layer config's `vNorm`: a weightless RMS norm of every value head. */
+export function resolveVNorm(where: string, value: unknown): VNormPlan | null {
+  if (value === undefined) return null;
+  const v = requireObject(where, 'config.vNorm', value, 'Pass { eps? }: a weightless RMS norm of every value head.');
+  rejectUnknownKeys(where, 'config.vNorm', v, V_NORM_KEYS);
+  return { eps: resolveEps(where, 'config.vNorm.eps', v.eps) };
+}
+
+function resolveEps(where: string, argument: string, value: unknown): number {
+  if (value === undefined) return 1e-6;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw new InvalidArgumentError({ where, argument, expected: 'a finite number > 0 (default 1e-6)', given: describe(value) });
+  }
+  return value;
 }
 
 /** Positions of rotated tokens, above which given tables have no rows. */

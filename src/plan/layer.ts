@@ -4,7 +4,7 @@ import { InvalidArgumentError, MissingWeightError, UnsupportedError } from '../e
 import { CONFIG_KEYS } from '../option-keys.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { refuseDropout, resolveScoreMod } from './checks.ts';
-import { resolveQkNorm, resolveRotary } from './head-transform.ts';
+import { resolveQkNorm, resolveRotary, resolveVNorm } from './head-transform.ts';
 import { floatWeight } from '../quant/dequantize.ts';
 import type { WeightTensor } from '../quant/types.ts';
 import { checkQuantized, copyQuantized, sliceRows } from '../quant/validate.ts';
@@ -62,7 +62,8 @@ export function resolveLayerSpec(config: unknown): LayerSpec {
     vdim,
     bias,
     rotary: resolveRotary(where, c.rotary, headDim),
-    qkNorm: resolveQkNorm(where, c.qkNorm, headDim),
+    qkNorm: resolveQkNorm(where, c.qkNorm, headDim, numHeads, numKvHeads),
+    vNorm: resolveVNorm(where, c.vNorm),
     scoreMod,
     attention,
   };

@@ -24,13 +24,23 @@ export interface RotaryPlan {
   sin: Float32Array | null;
 }
 
-/** QK-norm, resolved (head-transform.ts): an RMS norm of every query and key head with these weights [Dh]. */
+/**
+ * QK-norm, resolved (head-transform.ts): an RMS norm of every query and key head with weights [Dh]
+ * (over 'head'), or of a token's whole projection with weights [H·Dh] and [G·Dh] (over 'all', OLMo 2).
+ */
 export interface QkNormPlan {
   query: Float32Array;
   key: Float32Array;
   eps: number;
-  /** Features the mean of squares runs over: Dh (the GPU's padded heads have more lanes, zeros). */
+  /** Features of one head the mean of squares runs over: Dh (the GPU's padded heads have more lanes, zeros). */
   dim: number;
+  /** 'head': per head; 'all': over all heads of a token at once (the mean over heads·dim features). */
+  over: 'head' | 'all';
+}
+
+/** V-norm, resolved: a weightless RMS norm of every value head (Gemma 4's v_norm). */
+export interface VNormPlan {
+  eps: number;
 }
 
 /** The sizes of one multi-head attention layer. */
@@ -46,6 +56,8 @@ export interface LayerSpec {
   rotary: RotaryPlan | null;
   /** RMS norm of every query and key head (config.qkNorm), or null. */
   qkNorm: QkNormPlan | null;
+  /** Weightless RMS norm of every value head (config.vNorm), or null. */
+  vNorm: VNormPlan | null;
   /** A custom score modification (config.scoreMod, or scaledDotProductAttention's option), or null. */
   scoreMod: ScoreMod | null;
   /** softmax(q·kᵀ·scale)·v, or linear attention with φ = elu + 1 (config.attention; engine.linearAttention). */

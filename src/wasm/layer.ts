@@ -3,7 +3,7 @@
 //
 //   pass 1  gemm ×3     X [T, E] · W_qᵀ, W_kᵀ, W_vᵀ + b  → Q [T, H·Dh], K, V [T', G·Dh]   (token-major;
 //                       quantized weights: qgemv for ≤ 8 rows, else qgemm, each weight as given: projection.ts)
-//   pass 1½ (rotary, QK-norm: cpu/head-transform.ts's transformHead on each float32 head row)
+//   pass 1½ (rotary, QK-norm, V-norm: cpu/head-transform.ts's transformToken on each float32 token row)
 //   pass 2  attention   per (sequence, head), online softmax over blocks of 64 keys → O [T, H·Dh]
 //                       (scoreMod and linear layers: the float64 reference's pass, attention.ts)
 //   pass 3  gemm        O [T, H·Dh] · W_Oᵀ + b_O → Y [T, E]                       (or qgemv / qgemm)
@@ -13,7 +13,7 @@
 
 import type { BackendLayer } from '../backend.ts';
 import { DisposedError } from '../errors.ts';
-import { transformHead } from '../cpu/head-transform.ts';
+import { normValues, transformToken } from '../cpu/head-transform.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import { type HeadView, referenceAttention, runAttention, type TransposedKeys, tokenMajor } from './attention.ts';
@@ -89,6 +89,7 @@ export class WasmLayer implements BackendLayer {
     ]);
     this.transformHeads(kernels, plan, q, tokens, H, 'query');
     this.transformHeads(kernels, plan, k, batches * kvRows, G, 'key');
+    normValues(this.spec, kernels.f32, v >> 2, batches * kvRows * G * Dh); // V-norm (config.vNorm), if any
 
     let kView: HeadView | TransposedKeys = tokenMajor(k, kvRows, G, Dh);
     let vView = tokenMajor(v, kvRows, G, Dh);
@@ -123,9 +124,10 @@ export class WasmLayer implements BackendLayer {
     const { rotary, qkNorm, headDim: Dh } = this.spec;
     if (!rotary && !qkNorm) return;
     const f32 = kernels.f32;
+    const bases: number[] = new Array(heads);
     for (let m = 0; m < rows; m++) {
-      const position = rotary ? plan.positions![m] : 0;
-      for (let h = 0; h < heads; h++) transformHead(this.spec, f32, (ptr >> 2) + (m * heads + h) * Dh, kind, position);
+      for (let h = 0; h < heads; h++) bases[h] = (ptr >> 2) + (m * heads + h) * Dh;
+      transformToken(this.spec, f32, bases, kind, rotary ? plan.positions![m] : 0);
     }
   }
 }

@@ -67,7 +67,7 @@ export function encodeAttention(
 ): void {
   const { scratch } = call;
   const { q, kv, attention, rowStats, probs } = buffers;
-  if (plan.layer.rotary || plan.layer.qkNorm) encodeHeadTransform(call.stage('head_transform'), scratch, plan, { q, kv });
+  if (plan.layer.rotary || plan.layer.qkNorm || plan.layer.vNorm) encodeHeadTransform(call.stage('head_transform'), scratch, plan, { q, kv });
   if (plan.layer.attention === 'linear') encodeLinearAttention(call.stage('linear_attention'), scratch, plan, { q, kv, attention }, masks);
   else encodeFlashAttention(call.stage('flash_attention'), scratch, plan, { q, kv, attention, rowStats }, masks, variant);
   if (probs) encodeAttentionProbs(call.stage('attention_probs'), scratch, plan, { q, kv, rowStats, probs }, masks);

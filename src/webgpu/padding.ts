@@ -52,7 +52,14 @@ export function paddedSpec(spec: LayerSpec): LayerSpec {
       unpaddedHeadDim: Dh,
       kdim: up4(spec.kdim),
       vdim: up4(spec.vdim),
-      qkNorm: norm ? { ...norm, query: padColumns(norm.query, 1, Dh, Dp), key: padColumns(norm.key, 1, Dh, Dp) } : null,
+      // Weights per head padded to Dp lanes (zeros): [Dh] → [Dp], or over 'all' [H·Dh] → [H·Dp] and [G·Dh] → [G·Dp].
+      qkNorm: norm
+        ? {
+            ...norm,
+            query: padColumns(norm.query, norm.over === 'all' ? spec.numHeads : 1, Dh, Dp),
+            key: padColumns(norm.key, norm.over === 'all' ? spec.numKvHeads : 1, Dh, Dp),
+          }
+        : null,
     };
     paddedSpecs.set(spec, padded);
   }

@@ -84,6 +84,21 @@ describe.each(CASES)('$name', (c) => {
     mha.dispose();
   });
 
+  test.each(['webgpu', 'wasm'] as const)('%s: a packed batch (cuSeqlens) equals each sequence alone', async (backend) => {
+    const cuSeqlens = Int32Array.from([0, 3, 10]);
+    const x = uniform(10 * c.E, 1, mulberry32(61));
+    const mha = engines.of(backend).createMultiHeadAttention(config, sd);
+    const got = (await withErrorScopes(engines.gpu.device!, () => mha.forward(x, { cuSeqlens, isCausal: true }))).output;
+    for (const [from, to] of [
+      [0, 3],
+      [3, 10],
+    ]) {
+      const alone = referenceMultiHeadAttention(config, sd, x.subarray(from * c.E, to * c.E), { batchSize: 1, seqLen: to - from, isCausal: true }).output;
+      expectClose(got.subarray(from * c.E, to * c.E), alone, tolerance(c, to - from), `${backend} sequence ${from}…${to}`);
+    }
+    mha.dispose();
+  });
+
   test('webgpu: cross-attention (key/value of their own length) equals the reference', async () => {
     const crossConfig = { ...config, rotary: undefined };
     const x = uniform(3 * c.E, 1, mulberry32(41));
@@ -110,6 +125,20 @@ test("webgpu precision 'f16': over 'all' with rotary and vNorm, padded and align
     const mha = engine.createMultiHeadAttention(config, sd);
     const got = await withErrorScopes(engine.device!, () => mha.forward(x, options));
     expectClose(got.output, want, f16Tolerance([c.E, 6, c.H * c.Dh], maxAbsFinite(want)), `f16 ${c.name}`);
+    // KV-cache decode in f16: prefill 4, then 2 steps, each the rows of one causal call.
+    const one = x.subarray(0, 6 * c.E);
+    const whole = referenceMultiHeadAttention(config, sd, one, { batchSize: 1, seqLen: 6, isCausal: true }).output;
+    const cache = mha.createKvCache({ batchSize: 1, maxSeqLen: 6 });
+    const out = new Float32Array(6 * c.E);
+    out.set((await mha.forward(one.subarray(0, 4 * c.E), { batchSize: 1, seqLen: 4, kvCache: cache, isCausal: true })).output);
+    for (let t = 4; t < 6; t++) {
+      const step = await withErrorScopes(engine.device!, () =>
+        mha.forward(one.subarray(t * c.E, (t + 1) * c.E), { batchSize: 1, seqLen: 1, kvCache: cache, isCausal: true }),
+      );
+      out.set(step.output, t * c.E);
+    }
+    expectClose(out, whole, f16Tolerance([c.E, 6, c.H * c.Dh], maxAbsFinite(whole)), `f16 decode ${c.name}`);
+    cache.dispose();
     mha.dispose();
   }
   engine.dispose();

@@ -108,6 +108,8 @@ export const CONFIG_KEYS = knownKeys<MultiHeadAttentionConfig>({
   rotary: true,
   qkNorm: true,
   vNorm: true,
+  kEqV: true,
+  outputGate: true,
   scoreMod: true,
   attention: true,
 });
@@ -118,8 +120,8 @@ export const ROTARY_KEYS = knownKeys<RotaryOptions>({ dim: true, base: true, int
 /** config.qkNorm. */
 export const QK_NORM_KEYS = knownKeys<NonNullable<MultiHeadAttentionConfig['qkNorm']>>({ query: true, key: true, eps: true, over: true });
 
-/** config.vNorm. */
-export const V_NORM_KEYS = knownKeys<NonNullable<MultiHeadAttentionConfig['vNorm']>>({ eps: true });
+/** config.vNorm (when an object). */
+export const V_NORM_KEYS = knownKeys<{ eps?: number }>({ eps: true });
 
 /** mha.createKvCache's options. */
 export const KV_CACHE_KEYS = knownKeys<KvCacheOptions>({ batchSize: true, maxSeqLen: true, key: true, value: true, length: true });

@@ -197,10 +197,10 @@ describe('bad input', () => {
   const sd = randomStateDict(base, 61);
   const make = (extra: object) => () => engines.cpu.createMultiHeadAttention({ ...base, ...extra } as MultiHeadAttentionConfig, sd);
 
-  test("over 'all' with weights [headDim] names [H·Dh] and [G·Dh]", () => {
+  test("over 'all' with weights [headDim] names [H·headDim] and [G·headDim]", () => {
     expect(make({ qkNorm: { query: new Float32Array(4), key: new Float32Array(4), over: 'all' } })).toThrow(ShapeMismatchError);
-    expect(make({ qkNorm: { query: new Float32Array(4), key: new Float32Array(4), over: 'all' } })).toThrow(/\[H·Dh\] = \[3·4\] = 12/);
-    expect(make({ qkNorm: { query: new Float32Array(12), key: new Float32Array(12), over: 'all' } })).toThrow(/qkNorm\.key.*\[G·Dh\] = \[1·4\] = 4/s);
+    expect(make({ qkNorm: { query: new Float32Array(4), key: new Float32Array(4), over: 'all' } })).toThrow(/qkNorm\.query.*\[H·headDim\] = 12/s);
+    expect(make({ qkNorm: { query: new Float32Array(12), key: new Float32Array(12), over: 'all' } })).toThrow(/qkNorm\.key.*\[G·headDim\] = 4/s);
   });
 
   test("over 'head' (the default) with weights [H·Dh] is refused", () => {
@@ -212,10 +212,10 @@ describe('bad input', () => {
     expect(make({ qkNorm: { query: new Float32Array(4), key: new Float32Array(4), over: 'layer' } })).toThrow(/config\.qkNorm\.over/);
   });
 
-  test('vNorm: eps not a positive number, unknown keys, not an object', () => {
+  test('vNorm: eps not a positive number, unknown keys, neither a boolean nor an object', () => {
     expect(make({ vNorm: { eps: 0 } })).toThrow(/config\.vNorm\.eps/);
     expect(make({ vNorm: { eps: 0 } })).toThrow(InvalidArgumentError);
     expect(make({ vNorm: { weight: new Float32Array(4) } })).toThrow(/weight/);
-    expect(make({ vNorm: true })).toThrow(InvalidArgumentError);
+    expect(make({ vNorm: 'yes' })).toThrow(InvalidArgumentError);
   });
 });

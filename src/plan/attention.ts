@@ -60,7 +60,6 @@ export function resolveAttentionPlan(query: unknown, key: unknown, value: unknow
     bias: false,
     rotary,
     qkNorm: null,
-    vNorm: null,
     scoreMod: resolveScoreMod(where, 'options.scoreMod', o.scoreMod),
     attention: 'softmax',
   };

@@ -115,38 +115,50 @@ export function resolveRotary(where: string, value: unknown, Dh: number, name = 
 /** The layer config's `qkNorm`, checked for head size Dh, H query heads and G key heads. */
 export function resolveQkNorm(where: string, value: unknown, Dh: number, H: number, G: number): QkNormPlan | null {
   if (value === undefined) return null;
-  const q = requireObject(where, 'config.qkNorm', value, "Pass { query, key, eps?, over? }: RMS-norm weights [headDim] (over 'head') or [H·Dh], [G·Dh] (over 'all').");
+  const q = requireObject(
+    where,
+    'config.qkNorm',
+    value,
+    "Pass { query, key, eps?, over? }: RMS-norm weights [headDim] for query and key heads (over 'head'), or [H·headDim] and [G·headDim] (over 'all').",
+  );
   rejectUnknownKeys(where, 'config.qkNorm', q, QK_NORM_KEYS);
   if (q.over !== undefined && q.over !== 'head' && q.over !== 'all') {
     throw new InvalidArgumentError({
       where,
       argument: 'config.qkNorm.over',
-      expected: "'head' (default: a norm of every head, weights [headDim]) or 'all' (one norm over a token's whole projection, OLMo 2)",
+      expected: "'head' (default: one norm per head, weights [headDim]) or 'all' (one norm over all heads of a token, weights [H·headDim] / [G·headDim])",
       given: describe(q.over),
     });
   }
-  const over = q.over === 'all' ? 'all' : 'head';
-  const [qLength, kLength] = over === 'all' ? [H * Dh, G * Dh] : [Dh, Dh];
-  const [qShape, kShape] = over === 'all' ? [`[H·Dh] = [${H}·${Dh}] = ${H * Dh}`, `[G·Dh] = [${G}·${Dh}] = ${G * Dh}`] : [`[headDim] = ${Dh}`, `[headDim] = ${Dh}`];
-  const query = requireFloat32Array(where, 'config.qkNorm.query', q.query, qLength, qShape).slice();
-  const key = requireFloat32Array(where, 'config.qkNorm.key', q.key, kLength, kShape).slice();
-  return { query, key, eps: resolveEps(where, 'config.qkNorm.eps', q.eps), dim: Dh, over };
-}
-
-/** The layer config's `vNorm`: a weightless RMS norm of every value head. */
-export function resolveVNorm(where: string, value: unknown): VNormPlan | null {
-  if (value === undefined) return null;
-  const v = requireObject(where, 'config.vNorm', value, 'Pass { eps? }: a weightless RMS norm of every value head.');
-  rejectUnknownKeys(where, 'config.vNorm', v, V_NORM_KEYS);
-  return { eps: resolveEps(where, 'config.vNorm.eps', v.eps) };
-}
-
-function resolveEps(where: string, argument: string, value: unknown): number {
-  if (value === undefined) return 1e-6;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-    throw new InvalidArgumentError({ where, argument, expected: 'a finite number > 0 (default 1e-6)', given: describe(value) });
+  const over: 'head' | 'all' = q.over ?? 'head';
+  const [nq, nk] = over === 'all' ? [H * Dh, G * Dh] : [Dh, Dh];
+  const shape = (heads: string, n: number) => (over === 'all' ? `[${heads}·headDim] = ${n} (qkNorm.over = 'all')` : `[headDim] = ${n}`);
+  const query = requireFloat32Array(where, 'config.qkNorm.query', q.query, nq, shape('H', nq)).slice();
+  const key = requireFloat32Array(where, 'config.qkNorm.key', q.key, nk, shape('G', nk)).slice();
+  let eps = 1e-6;
+  if (q.eps !== undefined) {
+    if (typeof q.eps !== 'number' || !Number.isFinite(q.eps) || q.eps <= 0) {
+      throw new InvalidArgumentError({ where, argument: 'config.qkNorm.eps', expected: 'a finite number > 0 (default 1e-6)', given: describe(q.eps) });
+    }
+    eps = q.eps;
   }
-  return value;
+  return { query, key, eps, over, dim: Dh };
+}
+
+/** The layer config's `vNorm` (true, false, or { eps? }), for head size Dh. */
+export function resolveVNorm(where: string, value: unknown, Dh: number): VNormPlan | null {
+  if (value === undefined || value === false) return null;
+  if (value === true) return { eps: 1e-6, dim: Dh };
+  const v = requireObject(where, 'config.vNorm', value, 'Pass true, or { eps? }: a weightless RMS norm of every value head.');
+  rejectUnknownKeys(where, 'config.vNorm', v, V_NORM_KEYS);
+  let eps = 1e-6;
+  if (v.eps !== undefined) {
+    if (typeof v.eps !== 'number' || !Number.isFinite(v.eps) || v.eps <= 0) {
+      throw new InvalidArgumentError({ where, argument: 'config.vNorm.eps', expected: 'a finite number > 0 (default 1e-6)', given: describe(v.eps) });
+    }
+    eps = v.eps;
+  }
+  return { eps, dim: Dh };
 }
 
 /** Positions of rotated tokens, above which given tables have no rows. */

@@ -79,7 +79,6 @@ export function resolveLinearPlan(query: unknown, key: unknown, value: unknown, 
     bias: false,
     rotary: null,
     qkNorm: null,
-    vNorm: null,
     scoreMod: null,
     attention: 'linear',
   };

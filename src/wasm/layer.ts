@@ -3,7 +3,7 @@
 //
 //   pass 1  gemm ×3     X [T, E] · W_qᵀ, W_kᵀ, W_vᵀ + b  → Q [T, H·Dh], K, V [T', G·Dh]   (token-major;
 //                       quantized weights: qgemv for ≤ 8 rows, else qgemm, each weight as given: projection.ts)
-//   pass 1½ (rotary, QK-norm, V-norm: cpu/head-transform.ts's transformToken on each float32 token row)
+//   pass 1½ (rotary, QK-norm: cpu/head-transform.ts's transformHead on each float32 head row)
 //   pass 2  attention   per (sequence, head), online softmax over blocks of 64 keys → O [T, H·Dh]
 //                       (scoreMod and linear layers: the float64 reference's pass, attention.ts)
 //   pass 3  gemm        O [T, H·Dh] · W_Oᵀ + b_O → Y [T, E]                       (or qgemv / qgemm)
@@ -13,7 +13,7 @@
 
 import type { BackendLayer } from '../backend.ts';
 import { DisposedError } from '../errors.ts';
-import { normValues, transformToken } from '../cpu/head-transform.ts';
+import { normAcrossHeads, normValues, transformHead } from '../cpu/head-transform.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import { type HeadView, referenceAttention, runAttention, type TransposedKeys, tokenMajor } from './attention.ts';
@@ -26,6 +26,8 @@ export class WasmLayer implements BackendLayer {
   private readonly k: Projection;
   private readonly v: Projection;
   private readonly out: Projection;
+  /** config.outputGate's W_g [H·Dh, E] (+ b_g), or null. */
+  private readonly gate: Projection | null;
   /** A forward is running: its buffers are in the arena, so a new cache waits to be placed. */
   private running = false;
 
@@ -42,6 +44,7 @@ export class WasmLayer implements BackendLayer {
     this.k = createProjection(kernels!, weights.kProjWeight, G * Dh, kdim, bias, H * Dh);
     this.v = createProjection(kernels!, weights.vProjWeight, G * Dh, vdim, bias, (H + G) * Dh);
     this.out = createProjection(kernels!, weights.outProjWeight, E, H * Dh, weights.outProjBias, 0);
+    this.gate = weights.gateProjWeight ? createProjection(kernels!, weights.gateProjWeight, H * Dh, E, weights.gateProjBias ?? null, 0) : null;
     kernels!.keep();
   }
 
@@ -89,7 +92,7 @@ export class WasmLayer implements BackendLayer {
     ]);
     this.transformHeads(kernels, plan, q, tokens, H, 'query');
     this.transformHeads(kernels, plan, k, batches * kvRows, G, 'key');
-    normValues(this.spec, kernels.f32, v >> 2, batches * kvRows * G * Dh); // V-norm (config.vNorm), if any
+    normValues(this.spec, kernels.f32, v >> 2, batches * kvRows * G * Dh); // config.vNorm, before V is cached
 
     let kView: HeadView | TransposedKeys = tokenMajor(k, kvRows, G, Dh);
     let vView = tokenMajor(v, kvRows, G, Dh);
@@ -109,6 +112,13 @@ export class WasmLayer implements BackendLayer {
     } else {
       attentionWeights = referenceAttention(kernels, plan, qView, kView as HeadView, vView, oView);
     }
+    if (this.gate) {
+      // config.outputGate: O ⊙ sigmoid(x·W_gᵀ + b_g), token-major [T, H·Dh], before the output projection.
+      const [g] = await project(kernels, [[x, tokens, this.gate]]);
+      const f32 = kernels.f32;
+      const [o0, g0] = [o >> 2, g >> 2];
+      for (let i = 0; i < tokens * H * Dh; i++) f32[o0 + i] *= 1 / (1 + Math.exp(-f32[g0 + i]));
+    }
     const [y] = await project(kernels, [[o, tokens, this.out]]);
     const output = kernels.take(y, tokens * E);
     return attentionWeights ? { output, attentionWeights } : { output };
@@ -124,10 +134,10 @@ export class WasmLayer implements BackendLayer {
     const { rotary, qkNorm, headDim: Dh } = this.spec;
     if (!rotary && !qkNorm) return;
     const f32 = kernels.f32;
-    const bases: number[] = new Array(heads);
     for (let m = 0; m < rows; m++) {
-      for (let h = 0; h < heads; h++) bases[h] = (ptr >> 2) + (m * heads + h) * Dh;
-      transformToken(this.spec, f32, bases, kind, rotary ? plan.positions![m] : 0);
+      const position = rotary ? plan.positions![m] : 0;
+      normAcrossHeads(this.spec, f32, (h) => (ptr >> 2) + (m * heads + h) * Dh, heads, kind); // qkNorm.over 'all' only
+      for (let h = 0; h < heads; h++) transformHead(this.spec, f32, (ptr >> 2) + (m * heads + h) * Dh, kind, position);
     }
   }
 }

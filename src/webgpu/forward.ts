@@ -5,6 +5,7 @@
 // encodes the attention part alone (encodeAttention). Nothing here chooses variants or compiles ahead:
 // the caller passes the choice (tuning/scheduler.ts).
 
+import { encodeOutputGate } from './kernels/output-gate.ts';
 import type { ForwardPlan } from '../plan/index.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import type { BufferPool } from './buffers.ts';
@@ -141,6 +142,7 @@ export function forwardWebGPU(
     const { q, kv } = targets;
     encodeQkvProjection(call.stage('qkv_projection'), scratch, plan, { query, key, value }, weights.projection, targets, choice.qkv_projection);
     encodeAttention(call, plan, { q, kv, attention, rowStats, probs }, masks, choice.flash_attention);
+    if (weights.gate) encodeOutputGate(call.stage('output_gate'), scratch, plan, { attention, query, gate: weights.gate }); // config.outputGate
     const output = { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y };
     encodeOutputProjection(call.stage('output_projection'), scratch, plan, output, choice.output_projection);
     out = { result: y, rows: batches * qRows, cols: E, keepCols: userE, probs, probsBytes };

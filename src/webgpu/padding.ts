@@ -52,14 +52,7 @@ export function paddedSpec(spec: LayerSpec): LayerSpec {
       unpaddedHeadDim: Dh,
       kdim: up4(spec.kdim),
       vdim: up4(spec.vdim),
-      // Weights per head padded to Dp lanes (zeros): [Dh] → [Dp], or over 'all' [H·Dh] → [H·Dp] and [G·Dh] → [G·Dp].
-      qkNorm: norm
-        ? {
-            ...norm,
-            query: padColumns(norm.query, norm.over === 'all' ? spec.numHeads : 1, Dh, Dp),
-            key: padColumns(norm.key, norm.over === 'all' ? spec.numKvHeads : 1, Dh, Dp),
-          }
-        : null,
+      qkNorm: norm ? { ...norm, query: padColumns(norm.query, norm.query.length / Dh, Dh, Dp), key: padColumns(norm.key, norm.key.length / Dh, Dh, Dp) } : null,
     };
     paddedSpecs.set(spec, padded);
   }
@@ -127,6 +120,12 @@ export function padWeights(spec: LayerSpec, w: FloatLayerWeights): FloatLayerWei
     inProjBias: w.inProjBias ? widen(w.inProjBias, { blocks: 1, size: 1, to: 1 }, heads(H + 2 * G)) : null,
     outProjWeight: widen(w.outProjWeight, plain(E), heads(H)), // [E, H·Dh]: rows are outputs, columns the heads' lanes
     outProjBias: w.outProjBias ? padColumns(w.outProjBias, 1, E, up4(E)) : null,
+    ...(w.gateProjWeight
+      ? {
+          gateProjWeight: widen(w.gateProjWeight, heads(H), plain(E)), // config.outputGate's W_g [H·Dh, E]
+          gateProjBias: w.gateProjBias ? widen(w.gateProjBias, { blocks: 1, size: 1, to: 1 }, heads(H)) : null,
+        }
+      : {}),
   };
 }
 

@@ -1,6 +1,7 @@
 // Host side of shaders/head_transform.wgsl: QK-norm and rotary embeddings of the query heads and the
 // key heads of a call, in place, between the QKV projection and attention, and the weightless RMS norm
-// of the value heads. Only for layers with config.rotary, config.qkNorm or config.vNorm.
+// of its value heads (config.vNorm: the same shader, weights of 1, no rotary). Only for layers with
+// config.rotary, config.qkNorm or config.vNorm.
 
 import source from '../../../shaders/head_transform.wgsl?raw';
 import { type ForwardPlan, rotaryAngle } from '../../plan/index.ts';
@@ -20,11 +21,11 @@ export const TRANSFORM_PARAMS = defineParams([
   ['base4', 'u32', 'where these heads start in their buffer, in vec4s'],
   ['stride', 'u32', 'rows per (batch, head) block'],
   ['row0', 'u32', "the block's row of the first token: 0, or a KV cache's length"],
-  ['phase', 'u32', "1: write each token's tokenScale (qkNorm over 'all'), one invocation per token; 0: transform"],
-  ['normMode', 'u32', '0: no norm; 1: RMS norm of each head with normWeight; 2: tokenScale[m] with normWeight'],
-  ['normOffset', 'u32', "where this kind's weights start in normWeight"],
-  ['normHeadStride', 'u32', "0: every head the same weights; Dh (lanes): head h's at normOffset + h·Dh (over 'all')"],
-  ['normDim', 'u32', "features of a head the RMS mean runs over: the caller's Dh (≤ the lanes, DH4·4)"],
+  ['hasNorm', 'u32', '1: RMS norm with normWeight'],
+  ['normOffset', 'u32', "0: the query weights; the query weights' length: the key weights"],
+  ['normStride', 'u32', "0: every head's weights the same [Dh]; Dh: head h's at normOffset + h·Dh (qkNorm.over 'all')"],
+  ['normAll', 'u32', "1: one RMS norm over all the token's heads (qkNorm.over 'all'), an invocation per token"],
+  ['normDim', 'u32', "features the RMS mean runs over: the caller's Dh (≤ the lanes, DH4·4), or heads·Dh with normAll"],
   ['eps', 'f32', 'RMS norm epsilon'],
   ['pairs', 'u32', 'rotary: dim / 2 pairs rotated; 0: no rotary'],
   ['interleaved', 'u32', '1: pairs (2i, 2i + 1); 0: halves (i, i + dim/2)'],
@@ -33,9 +34,8 @@ export const TRANSFORM_PARAMS = defineParams([
 /** head_transform.wgsl's bindings. */
 export const TRANSFORM_BINDINGS = kernelBindings('HeadTransform', [
   ['heads', 'storage', 'array<ST4>', 'the query or key heads, transformed in place [B, heads, stride, Dh/4]'],
-  ['normWeight', 'read-only-storage', 'array<f32>', "QK-norm weights: query [Dh] ++ key [Dh] (over 'all': [H·Dh] ++ [G·Dh]), then ones [Dh] (V-norm)"],
+  ['normWeight', 'read-only-storage', 'array<f32>', "QK-norm weights: query [Dh] ++ key [Dh], or [H·Dh] ++ [G·Dh] (over 'all')"],
   ['rope', 'read-only-storage', 'array<f32>', 'cos [rows, pairs] ++ sin [rows, pairs]'],
-  ['tokenScale', 'storage', 'array<f32>', "each token's RMS scale over all its heads [rows] (qkNorm over 'all')"],
 ]);
 
 /** The heads of one kind transformed by a dispatch: the query heads, or the key heads (where they are, and which tokens). */
@@ -46,13 +46,9 @@ interface HeadKind {
   S: number;
   stride: number;
   row0: number;
-  /** 0: none; 1: per head; 2: by tokenScale (over 'all'). */
-  normMode: number;
   normOffset: number;
-  normHeadStride: number;
-  eps: number;
-  /** Whether rotary turns these heads (not the value heads). */
-  rotate: boolean;
+  /** The value heads (config.vNorm): a weightless RMS norm (weights of 1 at normOffset), no rotary. */
+  value?: boolean;
 }
 
 /** One dispatch: the plan, the kind of heads, the QK-norm weights and the rope table. */
@@ -61,9 +57,6 @@ interface TransformArgs {
   kind: HeadKind;
   normWeight: GPUBuffer;
   rope: GPUBuffer;
-  tokenScale: GPUBuffer;
-  /** 1: the token-scale pass before a normMode 2 transform; 0: the transform. */
-  phase: number;
 }
 
 /** The head transform as a kernel (kernel.ts): an invocation per (token, head), specialised by the head size. */
@@ -73,9 +66,32 @@ export const HEAD_TRANSFORM = defineKernel({
   specialise: (args: TransformArgs) => ({ headDim: args.plan.layer.headDim }),
   bindings: () => TRANSFORM_BINDINGS,
   shader: (s) => ({ sizes: { DH4: s.headDim / 4 }, sources: [source] }),
-  run({ plan, kind: k, normWeight, rope, tokenScale, phase }) {
-    const { rotary, qkNorm } = plan.layer;
+  run({ plan, kind: k, normWeight, rope }) {
+    const { headDim: Dh, rotary, qkNorm, vNorm } = plan.layer;
     const rows = plan.geometry.batches * k.S;
+    if (k.value) {
+      return {
+        uniforms: {
+          rows,
+          S: k.S,
+          heads: k.heads,
+          base4: k.base4,
+          stride: k.stride,
+          row0: k.row0,
+          hasNorm: 1,
+          normOffset: k.normOffset,
+          normStride: 0,
+          normAll: 0,
+          normDim: vNorm?.dim ?? Dh,
+          eps: vNorm?.eps ?? 1e-6,
+          pairs: 0,
+          interleaved: 0,
+        },
+        buffers: { heads: k.buffer, normWeight, rope },
+        groups: [Math.ceil(rows / 64), k.heads],
+      };
+    }
+    const all = qkNorm?.over === 'all';
     return {
       uniforms: {
         rows,
@@ -84,17 +100,17 @@ export const HEAD_TRANSFORM = defineKernel({
         base4: k.base4,
         stride: k.stride,
         row0: k.row0,
-        phase,
-        normMode: k.normMode,
+        hasNorm: qkNorm ? 1 : 0,
         normOffset: k.normOffset,
-        normHeadStride: k.normHeadStride,
-        normDim: qkNorm?.dim ?? plan.layer.unpaddedHeadDim ?? plan.layer.headDim,
-        eps: k.eps,
-        pairs: rotary && k.rotate ? rotary.dim / 2 : 0,
+        normStride: all ? Dh : 0,
+        normAll: all ? 1 : 0,
+        normDim: (qkNorm?.dim ?? Dh) * (all ? k.heads : 1),
+        eps: qkNorm?.eps ?? 1e-6,
+        pairs: rotary ? rotary.dim / 2 : 0,
         interleaved: rotary?.interleaved ? 1 : 0,
       },
-      buffers: { heads: k.buffer, normWeight, rope, tokenScale },
-      groups: [Math.ceil(rows / 64), phase === 1 ? 1 : k.heads],
+      buffers: { heads: k.buffer, normWeight, rope },
+      groups: [Math.ceil(rows / 64), all ? 1 : k.heads],
     };
   },
 });
@@ -128,52 +144,42 @@ export function encodeHeadTransform(pass: GPUComputePassEncoder, scratch: CallSc
     device.queue.writeBuffer(buffer, 0, data.buffer, data.byteOffset, data.byteLength);
     return buffer;
   };
-  // Weights: the query's, the key's (QK-norm), then Dh ones (V-norm's weightless norm).
-  const qLength = qkNorm?.query.length ?? 0;
-  const kLength = qkNorm?.key.length ?? 0;
-  const weights = new Float32Array(qLength + kLength + (vNorm ? Dh : 0));
-  if (qkNorm) weights.set(qkNorm.query, 0);
-  if (qkNorm) weights.set(qkNorm.key, qLength);
-  weights.fill(1, qLength + kLength);
-  const normWeight = upload(weights, 'HeadTransform.normWeight');
+  // query ++ key (config.qkNorm), then Dh ones: vNorm's weightless norm (padded lanes hold zeros either way).
+  const qkWeights = qkNorm ? [...qkNorm.query, ...qkNorm.key] : [];
+  const normWeight = upload(
+    Float32Array.from([...qkWeights, ...(vNorm ? new Array<number>(Dh).fill(1) : [])], (w) => w),
+    'HeadTransform.normWeight',
+  );
   const rope = upload(rotary ? ropeTable(plan) : new Float32Array(4), 'HeadTransform.rope');
   const { kv } = targets;
   // With a KV cache, and with rotary, the keys transformed are the query tokens' own (same count, same
   // positions): a cache's new rows, or scaledDotProductAttention's last Sq keys. Otherwise all keys
-  // (cross-attention with QK-norm: kvRows of its own). Values: the same rows as the keys.
+  // (cross-attention with QK-norm: kvRows of its own).
   const ownKeys = plan.cache !== null || rotary !== null;
-  const kvS = ownKeys ? qRows : kvRows;
-  const kvRow0 = kv.row0 + (ownKeys && !plan.cache ? kvRows - qRows : 0);
-  const all = qkNorm?.over === 'all';
-  const normMode = qkNorm ? (all ? 2 : 1) : 0;
-  const qk = { normMode, normHeadStride: all ? Dh : 0, eps: qkNorm?.eps ?? 1e-6, rotate: true };
   const kinds: HeadKind[] = [];
+  if (rotary || qkNorm) kinds.push({ buffer: targets.q, heads: H, base4: 0, S: qRows, stride: qRows, row0: 0, normOffset: 0 });
   if (rotary || qkNorm) {
-    kinds.push({ buffer: targets.q, heads: H, base4: 0, S: qRows, stride: qRows, row0: 0, ...qk, normOffset: 0 });
-    kinds.push({ buffer: kv.buffer, heads: G, base4: kv.kBase / 4, S: kvS, stride: kv.stride, row0: kvRow0, ...qk, normOffset: qLength });
+    kinds.push({
+      buffer: kv.buffer,
+      heads: G,
+      base4: kv.kBase / 4,
+      S: ownKeys ? qRows : kvRows,
+      stride: kv.stride,
+      row0: kv.row0 + (ownKeys && !plan.cache ? kvRows - qRows : 0),
+      normOffset: qkNorm?.query.length ?? 0, // Dh, or H·Dh with qkNorm.over 'all'
+    });
   }
-  if (vNorm) {
+  // config.vNorm: the new values (a cache's new rows, else all keys' rows) before they are attended.
+  if (vNorm)
     kinds.push({
       buffer: kv.buffer,
       heads: G,
       base4: kv.vBase / 4,
-      S: plan.cache ? qRows : kvRows, // a cache's new rows; else every value (rotary or not)
+      S: plan.cache ? qRows : kvRows,
       stride: kv.stride,
       row0: kv.row0,
-      normMode: 1,
-      normOffset: qLength + kLength,
-      normHeadStride: 0,
-      eps: vNorm.eps,
-      rotate: false,
+      normOffset: qkWeights.length,
+      value: true,
     });
-  }
-  let tokenScale: GPUBuffer | null = null;
-  for (const kind of kinds) {
-    if (kind.normMode === 2) {
-      tokenScale = scratch.storage(4 * Math.max(4, plan.geometry.batches * kind.S), 'HeadTransform.tokenScale');
-      encodeKernel(pass, scratch, HEAD_TRANSFORM, { plan, kind, normWeight, rope, tokenScale, phase: 1 });
-    }
-    tokenScale ??= scratch.storage(16, 'HeadTransform.tokenScale');
-    encodeKernel(pass, scratch, HEAD_TRANSFORM, { plan, kind, normWeight, rope, tokenScale, phase: 0 });
-  }
+  for (const kind of kinds) encodeKernel(pass, scratch, HEAD_TRANSFORM, { plan, kind, normWeight, rope });
 }

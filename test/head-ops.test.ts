@@ -1,8 +1,12 @@
-// Engine features beyond the plain layer (issue 39): QK-norm over a token's whole projection
-// (config.qkNorm.over = 'all', OLMo 2). Each against the float64 CPU reference on WebGPU and wasm
-// with the f32 tolerance (prefill, KV-cache decode and the cache's keys, GQA, head sizes the GPU
-// pads), against transformers' own module in float64 (test/fixtures/head-ops/, made by
-// scripts/make_head_ops_fixtures.py), and the refusals of bad configs.
+// Engine features beyond the plain layer (issue 39), each against the float64 CPU reference on WebGPU
+// and wasm with the f32 tolerance (prefill, KV-cache decode and the cache's contents, GQA, head sizes
+// the GPU pads), against transformers' own modules in float64 (test/fixtures/head-ops/, made by
+// scripts/make_head_ops_fixtures.py: Olmo2Attention, Gemma4TextAttention, Qwen3NextAttention), and the
+// refusals of bad configs and state dicts:
+//   qkNorm.over = 'all'  one RMS norm over a token's whole q / k projection (OLMo 2)
+//   vNorm                a weightless RMS norm of every value head (Gemma 4)
+//   kEqV                 V = the k projection before the key norm and rotary, no v weights (Gemma 4)
+//   outputGate           attention ⊙ sigmoid(x·W_gᵀ + b_g) before the output projection (Qwen3-Next)
 
 import { readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
@@ -284,6 +288,9 @@ describe("kEqV (Gemma 4's attention_k_eq_v): V is the k projection's output, bef
       /in_proj_bias.*\[\(H \+ G\)·headDim\] = 12/s,
     );
     expect(make({ ...base, kEqV: 'yes' }, {})).toThrow(/config\.kEqV/);
+    // A missing k weight names what a K = V layer takes (no v_proj_weight).
+    expect(make(base, { q_proj_weight: q, in_proj_bias: bias, ...out })).toThrow(MissingWeightError);
+    expect(make(base, { q_proj_weight: q, in_proj_bias: bias, ...out })).toThrow(/pass all of: q_proj_weight, k_proj_weight, out_proj\.weight/);
     expect(make({ ...base, kdim: 8, vdim: 6 }, {})).toThrow(/config\.vdim/);
     // Cross-attention: the value input must be the key input.
     const mha = engines.cpu.createMultiHeadAttention(base as MultiHeadAttentionConfig, { q_proj_weight: q, k_proj_weight: k, in_proj_bias: bias, ...out });
@@ -402,6 +409,52 @@ describe('all four together', () => {
       expectClose(got.whole, want.whole, tol, `${backend} whole`);
       expectClose(got.keys, want.keys, f32Tolerance([E]), `${backend} cached keys`);
       expectClose(got.values, want.values, f32Tolerance([E]), `${backend} cached values`);
+    }
+  });
+
+  test("with attention: 'linear', webgpu and wasm match the reference, prefill + decode", async () => {
+    const linear: MultiHeadAttentionConfig = { ...config, attention: 'linear' };
+    const want = await runAll('cpu', linear, sd, x);
+    const tol = f32Tolerance([E, 6, E]);
+    for (const backend of ['webgpu', 'wasm'] as const) {
+      const got = await runAll(backend, linear, sd, x);
+      expectClose(got.prefill, want.prefill, tol, `${backend} linear prefill`);
+      expectClose(got.step, want.step, tol, `${backend} linear decode step`);
+      expectClose(got.whole, want.whole, tol, `${backend} linear whole`);
+    }
+  });
+
+  test('with config.headDim ≠ embedDim / numHeads (H·Dh = 20 ≠ E = 12): webgpu and wasm match the reference', async () => {
+    const [E2, H2, G2, Dh2] = [12, 4, 2, 5];
+    const wide: MultiHeadAttentionConfig = {
+      embedDim: E2,
+      numHeads: H2,
+      numKvHeads: G2,
+      headDim: Dh2,
+      rotary: { dim: 4 },
+      qkNorm: { query: normWeights(H2 * Dh2, 31), key: normWeights(G2 * Dh2, 32), over: 'all' },
+      vNorm: true,
+      kEqV: true,
+      outputGate: true,
+    };
+    const r2 = mulberry32(33);
+    const sd2: StateDict = {
+      q_proj_weight: uniform(H2 * Dh2 * E2, 0.4, r2),
+      k_proj_weight: uniform(G2 * Dh2 * E2, 0.4, r2),
+      in_proj_bias: uniform((H2 + G2) * Dh2, 0.1, r2),
+      'out_proj.weight': uniform(E2 * H2 * Dh2, 0.4, r2),
+      'out_proj.bias': uniform(E2, 0.1, r2),
+      gate_proj_weight: uniform(H2 * Dh2 * E2, 0.4, r2),
+      gate_proj_bias: uniform(H2 * Dh2, 0.5, r2),
+    };
+    const x2 = uniform(2 * 6 * E2, 1, mulberry32(34));
+    const want = await runAll('cpu', wide, sd2, x2);
+    const tol = f32Tolerance([H2 * Dh2, 6, H2 * Dh2]);
+    for (const backend of ['webgpu', 'wasm'] as const) {
+      const got = await runAll(backend, wide, sd2, x2);
+      expectClose(got.prefill, want.prefill, tol, `${backend} prefill`);
+      expectClose(got.step, want.step, tol, `${backend} decode step`);
+      expectClose(got.whole, want.whole, tol, `${backend} whole`);
     }
   });
 

@@ -189,6 +189,8 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
   const separate = !sameDims || (sd.in_proj_weight === undefined && sd.q_proj_weight !== undefined);
   const expected = expectedWeights(spec, separate);
   const names = expected.map((e) => e.name);
+  // What the caller passes: a K = V layer's v weights are made here from its k weights (kEqVStateDict).
+  const takes = spec.kEqV ? names.filter((n) => n !== 'v_proj_weight') : names;
   for (const key of Object.keys(sd)) {
     if (!names.includes(key)) {
       const hint =
@@ -200,7 +202,7 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
               ? 'Gate weights belong to a layer with an output gate: pass config.outputGate: true (Qwen3-Next, Qwen3.5).'
               : ['q_proj_weight', 'k_proj_weight', 'v_proj_weight'].includes(key) && !separate
                 ? 'Pass either in_proj_weight or q_proj_weight, k_proj_weight and v_proj_weight, not both.'
-                : `This layer takes ${names.join(', ')}.`;
+                : `This layer takes ${takes.join(', ')}.`;
       throw new InvalidArgumentError({ where, argument: `stateDict["${key}"]`, expected: 'a known state_dict name', given: 'an unexpected entry', fix: hint });
     }
   }
@@ -219,7 +221,7 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
         argument: `stateDict["${name}"]`,
         expected: `a Float32Array ${shapeText}`,
         given: 'nothing',
-        fix: `PyTorch's nn.MultiheadAttention.state_dict() has it; pass all of: ${names.join(', ')}.`,
+        fix: `PyTorch's nn.MultiheadAttention.state_dict() has it; pass all of: ${takes.join(', ')}.`,
       });
     }
     if (name === 'gate_proj_weight' && isQuantizedValue(sd[name])) {

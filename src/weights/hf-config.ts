@@ -312,6 +312,7 @@ export function parseHfConfig(config: unknown): ParsedHfConfig {
       case 'qwen3_5':
         if (type === 'linear_attention') {
           p.layer.kind = 'linear';
+          p.layer.rope = false; // a gated delta net has no rotary
           throw refuse('a linear-attention layer (gated delta net)', 'Pick one of the full_attention layers (hfModelLayers lists them).');
         }
         p.qkNorm = 'head';

@@ -2,7 +2,8 @@
 the attention module's head count, KV heads, head size, scaling, sliding window, softcap, sinks and
 use of rope, and the rotary embedding's inv_freq (length, first, last) and attention_scaling, read from
 the family's own classes (configuration_*.py, modeling_*.py; attention modules built on the meta
-device, so no weights are made). Writes test/fixtures/hf-configs/expected.json, which
+device, so no weights are made). Writes test/fixtures/hf-configs/expected.json and v5/<name>.json (each config as transformers 5's
+save_pretrained writes it), which
 test/hf-configs.test.ts compares hfModelLayers and attentionLayerFromHf with.
 
 Run: /work/venv/bin/python scripts/make_hf_config_expectations.py
@@ -46,12 +47,16 @@ def kv_heads(a, text):
 
 def main():
     result = {"transformers": transformers.__version__, "models": {}}
-    for path in sorted(DIR.glob("*.json")):
+    for path in sorted(DIR.glob("*.json")):  # not v5/
         if path.name == "expected.json":
             continue
         raw = json.loads(path.read_text())
         raw = {k: v for k, v in raw.items() if not k.startswith("_fixture")}
         cfg = CONFIG_MAPPING[raw["model_type"]](**{k: v for k, v in raw.items() if k != "model_type"})
+        # The same model as transformers 5's save_pretrained writes it (to_json_string(use_diff=True):
+        # rope_parameters, and only what differs from the config class's defaults).
+        (DIR / "v5").mkdir(exist_ok=True)
+        (DIR / "v5" / path.name).write_text(cfg.to_json_string(use_diff=True))
         text = cfg.get_text_config()
         text._attn_implementation = "eager"
         mod = module_of(text.model_type)

@@ -13,6 +13,10 @@
 //   and one sliding (or NoPE) layer are built, loaded with attentionLayerFromHf and run on the 'cpu'
 //   engine for 3 tokens. Layers over ~64 MB of float32 weights are not built (their config-derived
 //   outputs are still checked, for every layer of every model).
+// Each config is also read as transformers 5's save_pretrained writes the same model (v5/<name>.json,
+// made by that script): the loader must see the same layers in both spellings. (It did not for Gemma 4
+// E2B: transformers writes per_layer_config keys zero-padded, "04" … "34", which the loader missed and
+// listed the full layers with head size 256 instead of 512; fixed in hf-config.ts.)
 
 import { readFileSync, readdirSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
@@ -27,6 +31,8 @@ const REGENERATE = 'Regenerate expected.json with `/work/venv/bin/python scripts
 
 type Json = Record<string, unknown>;
 const config = (name: string): Json => JSON.parse(readFileSync(new URL(`${name}.json`, dir), 'utf8')) as Json;
+/** The same model as transformers 5's save_pretrained writes it (scripts/make_hf_config_expectations.py). */
+const v5 = (name: string): Json => JSON.parse(readFileSync(new URL(`v5/${name}.json`, dir), 'utf8')) as Json;
 
 interface ExpectedLayer {
   type: string;
@@ -200,6 +206,32 @@ describe.each(names)('%s', (name) => {
     }
   });
 
+  test('the same model as transformers 5 saves it (v5/: rope_parameters, its defaults written out) gives the same layers', () => {
+    expect(hfModelLayers(v5(name))).toEqual(hfModelLayers(config(name)));
+    const a = parseHfConfig(config(name));
+    const b = parseHfConfig(v5(name));
+    for (let L = 0; L < a.numLayers; L++) {
+      const [p, q] = [a.plan(L, MAX_POSITIONS, ALL_FEATURES), b.plan(L, MAX_POSITIONS, ALL_FEATURES)];
+      const what = `${name} layer ${L}`;
+      expect([q.E, q.H, q.G, q.Dh, q.scale, q.softcap, q.sinks, q.qkvBias, q.outBias, q.qkNorm, q.outputGate], what).toEqual([
+        p.E,
+        p.H,
+        p.G,
+        p.Dh,
+        p.scale,
+        p.softcap,
+        p.sinks,
+        p.qkvBias,
+        p.outBias,
+        p.qkNorm,
+        p.outputGate,
+      ]);
+      expect(q.rope?.dim, what).toBe(p.rope?.dim);
+      expect(q.rope?.attentionFactor, what).toBe(p.rope?.attentionFactor);
+      expect(q.rope ? [...q.rope.invFreq] : null, what).toEqual(p.rope ? [...p.rope.invFreq] : null);
+    }
+  });
+
   test('hfModelLayers and the loader agree with transformers, layer by layer (heads, window, scale, softcap, sinks, rope)', () => {
     const parsed = parseHfConfig(config(name));
     expect(parsed.numLayers).toBe(want.numLayers);
@@ -315,10 +347,12 @@ describe.each(builds)('%s layer %i: attentionLayerFromHf on random weights of th
       // The layer as the loader builds it once those features are in (config and state_dict only).
       layer = await loadHfLayer(cfg, file, { layer: L, maxPositions: MAX_POSITIONS }, ALL_FEATURES);
       checkLayer(name, L, layer);
+      sameLayer(layer, await loadHfLayer(v5(name), file, { layer: L, maxPositions: MAX_POSITIONS }, ALL_FEATURES), `${name} layer ${L} from v5/`);
       return;
     }
     layer = await attentionLayerFromHf(cfg, file, { layer: L, maxPositions: MAX_POSITIONS });
     checkLayer(name, L, layer);
+    sameLayer(layer, await attentionLayerFromHf(v5(name), file, { layer: L, maxPositions: MAX_POSITIONS }), `${name} layer ${L} from v5/`);
     const E = CARDS[name].E;
     const x = random(SEQ * E, 99 + L, 1);
     const mha = engines.cpu.createMultiHeadAttention(layer.config, layer.stateDict);
@@ -338,6 +372,17 @@ describe.each(builds)('%s layer %i: attentionLayerFromHf on random weights of th
     }
   });
 });
+
+/** The same layer loaded from two spellings of its config: the same config, state_dict and forward options. */
+function sameLayer(a: HfAttentionLayer, b: HfAttentionLayer, what: string): void {
+  const plain = (l: HfAttentionLayer) => ({
+    config: { ...l.config, rotary: l.config.rotary && { ...l.config.rotary, invFreq: [...(l.config.rotary.invFreq ?? [])] } },
+    forward: { ...l.forward, sinks: l.forward.sinks && [...l.forward.sinks] },
+    stateDict: Object.keys(l.stateDict).sort(),
+    layer: l.layer,
+  });
+  expect(plain(b), what).toEqual(plain(a));
+}
 
 /** The loaded layer's config, state_dict and forward options against the card and transformers. */
 function checkLayer(name: string, L: number, l: HfAttentionLayer): void {

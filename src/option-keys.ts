@@ -107,6 +107,9 @@ export const CONFIG_KEYS = knownKeys<MultiHeadAttentionConfig>({
   dropout: true,
   rotary: true,
   qkNorm: true,
+  vNorm: true,
+  kEqV: true,
+  outputGate: true,
   scoreMod: true,
   attention: true,
 });
@@ -115,7 +118,10 @@ export const CONFIG_KEYS = knownKeys<MultiHeadAttentionConfig>({
 export const ROTARY_KEYS = knownKeys<RotaryOptions>({ dim: true, base: true, interleaved: true, invFreq: true, attentionFactor: true, cos: true, sin: true });
 
 /** config.qkNorm. */
-export const QK_NORM_KEYS = knownKeys<NonNullable<MultiHeadAttentionConfig['qkNorm']>>({ query: true, key: true, eps: true });
+export const QK_NORM_KEYS = knownKeys<NonNullable<MultiHeadAttentionConfig['qkNorm']>>({ query: true, key: true, eps: true, over: true });
+
+/** config.vNorm (when an object). */
+export const V_NORM_KEYS = knownKeys<{ eps?: number }>({ eps: true });
 
 /** mha.createKvCache's options. */
 export const KV_CACHE_KEYS = knownKeys<KvCacheOptions>({ batchSize: true, maxSeqLen: true, key: true, value: true, length: true });

@@ -103,8 +103,35 @@ export interface MultiHeadAttentionConfig {
   rotary?: RotaryOptions;
   /** A custom score modification for every call of the layer (see ScoreMod). */
   scoreMod?: ScoreMod;
-  /** An RMS norm of every query and key head with these weights [headDim], after the projection and before rotary (Qwen3, Gemma 3, OLMo 2). eps default 1e-6. */
-  qkNorm?: { query: Float32Array; key: Float32Array; eps?: number };
+  /**
+   * An RMS norm of the queries and keys after the projection and before rotary. `over` 'head'
+   * (default; Qwen3, Gemma 3): of every head, weights [headDim]. 'all' (OLMo 2): of a token's whole
+   * projection before it is split into heads, weights query [H·headDim], key [G·headDim], the mean
+   * over all H·headDim (G·headDim) features. eps default 1e-6.
+   */
+  qkNorm?: { query: Float32Array; key: Float32Array; eps?: number; over?: 'head' | 'all' };
+  /**
+   * A weightless RMS norm of every value head, x·rsqrt(mean(x²) + eps) over its headDim features,
+   * after the projection and before V enters a KV cache (Gemma 4's v_norm). `true` = `{}`; eps
+   * default 1e-6.
+   */
+  vNorm?: boolean | { eps?: number };
+  /**
+   * K = V (Gemma 4's full-attention layers, `attention_k_eq_v`): the values are the key projection's
+   * output, taken before the key norm and rotary (then vNorm, if any). The state dict has no v
+   * weights: q_proj_weight [H·headDim, E] and k_proj_weight [G·headDim, kdim], or in_proj_weight
+   * [(H + G)·headDim, E]; in_proj_bias [(H + G)·headDim]. Needs vdim = kdim; cross-attention takes
+   * value = key (the same array). Default false.
+   */
+  kEqV?: boolean;
+  /**
+   * An output gate (Qwen3-Next, Qwen3.5): out = W_O·(attention ⊙ sigmoid(x·W_gᵀ + b_g)), elementwise
+   * over the H·headDim features of each token's concatenated heads, before the output projection.
+   * The state dict then has gate_proj_weight [H·headDim, E] (and gate_proj_bias [H·headDim] when
+   * the layer has bias). Qwen3-Next's q_proj [H·2·headDim, E] holds per head h the query rows
+   * h·2·headDim … + headDim − 1, then the gate rows. Default false.
+   */
+  outputGate?: boolean;
   /**
    * 'softmax' (default): softmax(q·kᵀ·scale)·v. 'linear': linear attention with φ(x) = elu(x) + 1 on
    * the projected queries and keys (see AttentionEngine.linearAttention; ε 1e-6), O(S·Dh²) rather

@@ -214,12 +214,12 @@ describe('attentionLayerFromHf: state dicts and forward options per family', () 
     const config = { model_type: 'gemma4_text', ...base, head_dim: 16, global_head_dim: 32, attention_k_eq_v: true, num_global_key_value_heads: 1 };
     const got = await loadAll(config, file(config, 5), { layer: 5 });
     expect(got.forward.scale).toBe(1);
-    expect(got.config).toMatchObject({ headDim: 32, numKvHeads: 1, keyIsValue: true, vNorm: { eps: 1e-6 } });
+    expect(got.config).toMatchObject({ headDim: 32, numKvHeads: 1, kEqV: true, vNorm: { eps: 1e-6 } });
     expect(got.stateDict.v_proj_weight).toBeUndefined();
     expect(got.config.rotary!.dim).toBe(32);
     expect([...got.config.rotary!.invFreq!].filter((x) => x === 0).length).toBe(12); // 16 pairs, 0.25 rotated
     const sliding = await loadAll(config, file(config, 0), { layer: 0 });
-    expect(sliding.config.keyIsValue).toBeUndefined();
+    expect(sliding.config.kEqV).toBeUndefined();
     expect(sliding.forward.window).toBe(512);
   });
   it('qwen3_next: q_proj rows [query_h, gate_h] split into q_proj_weight and gate_proj_weight; (1 + w) norms; partial rotary', async () => {

@@ -64,16 +64,10 @@ type HfLayer = HfAttentionLayer;
 const FAMILIES = ['llama', 'mistral', 'qwen2', 'qwen3', 'qwen3_next', 'qwen3_5', 'gemma', 'gemma2', 'gemma3', 'gemma4', 'gpt_oss', 'smollm3', 'phi3', 'olmo2'];
 
 /**
- * Families whose layers need an engine feature still on another branch of issue 39. For these alone a
- * refusal is accepted, and only an UnsupportedError from the loader (tested as such: the error names the
- * family); once the loader builds the layer, it is checked like every other. Everything else must load.
+ * Families whose layers need an engine feature not built yet: for these alone a refusal is accepted, and
+ * only an UnsupportedError from the loader naming the family. None today: every family must load.
  */
-const PENDING: Record<string, string> = {
-  qwen3_next: 'the output gate (config.outputGate, branch h-ops)',
-  qwen3_5: 'the output gate (config.outputGate, branch h-ops)',
-  gemma4: 'a weightless V norm and K = V layers (config.vNorm, keyIsValue, branch h-ops)',
-  olmo2: 'a QK-norm over all heads (config.qkNorm.over, branch h-ops)',
-};
+const PENDING: Record<string, string> = {};
 
 const root = new URL('./fixtures/hf-models/', import.meta.url);
 const families = readdirSync(root, { withFileTypes: true })
@@ -303,7 +297,7 @@ function referenceLayer(l: HfLayer, x: Float32Array, S: number): Float64Array {
   const inB = sd.in_proj_bias;
   const Wq = sd.q_proj_weight ?? rowsOf(inW, 0, H * Dh);
   const Wk = sd.k_proj_weight ?? rowsOf(inW, H * Dh, G * Dh);
-  const Wv = c.keyIsValue ? undefined : (sd.v_proj_weight ?? rowsOf(inW, (H + G) * Dh, G * Dh));
+  const Wv = c.kEqV ? undefined : (sd.v_proj_weight ?? rowsOf(inW, (H + G) * Dh, G * Dh));
   const bq = sd.q_proj_bias ?? inB?.subarray(0, H * Dh);
   const bk = sd.k_proj_bias ?? inB?.subarray(H * Dh, (H + G) * Dh);
   const bv = sd.v_proj_bias ?? inB?.subarray((H + G) * Dh, (H + 2 * G) * Dh);

@@ -15,6 +15,7 @@ import { FLASH_ATTENTION } from '../src/webgpu/kernels/flash-attention.ts';
 import { HEAD_TRANSFORM } from '../src/webgpu/kernels/head-transform.ts';
 import { KERNELS } from '../src/webgpu/kernels/index.ts';
 import { LINEAR_ATTENTION } from '../src/webgpu/kernels/linear-attention.ts';
+import { OUTPUT_GATE } from '../src/webgpu/kernels/output-gate.ts';
 import { OUTPUT_PROJECTION } from '../src/webgpu/kernels/output-projection.ts';
 import { QKV_PROJECTION } from '../src/webgpu/kernels/qkv-projection.ts';
 import type { CallScratch } from '../src/webgpu/scratch.ts';
@@ -53,6 +54,7 @@ const SAMPLES = new Map<Kernel<Specialisation, never>, Specialisation[]>([
     ],
   ],
   [DECODE_MERGE, [{}]],
+  [OUTPUT_GATE, [{}]],
   [COPY_TENSOR, [{}]],
   [COPY_ROWS, [{}]],
 ]);

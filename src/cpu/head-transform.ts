@@ -1,6 +1,6 @@
 // QK-norm and rotary embeddings in float64: what shaders/head_transform.wgsl does to every query and
 // key head after the projection, pass 1½ of the reference. An RMS norm with the head's weights
-// (config.qkNorm), then the rotation of the first `dim` features by position·θ_i (config.rotary).
+// (config.qkNorm; with over 'all', one norm over all the token's heads, normAcrossHeads), then the rotation of the first `dim` features by position·θ_i (config.rotary).
 
 import { type ForwardPlan, type LayerSpec, rotaryAngle } from '../plan/index.ts';
 
@@ -13,6 +13,11 @@ export function transformHeads(plan: ForwardPlan, heads: Float64Array | Float32A
   const { rotary, qkNorm, headDim: Dh } = plan.layer;
   if (!rotary && !qkNorm) return;
   const batches = heads.length / (count * stride * Dh);
+  if (qkNorm?.over === 'all') {
+    for (let b = 0; b < batches; b++) {
+      for (let s = 0; s < rows; s++) normAcrossHeads(plan.layer, heads, (h) => ((b * count + h) * stride + row0 + s) * Dh, count, kind);
+    }
+  }
   for (let b = 0; b < batches; b++) {
     for (let h = 0; h < count; h++) {
       for (let s = 0; s < rows; s++) {
@@ -22,10 +27,49 @@ export function transformHeads(plan: ForwardPlan, heads: Float64Array | Float32A
   }
 }
 
-/** One head's Dh features at heads[base …] in place: QK-norm with the head's weights, then rotary at `position`. */
+/**
+ * config.vNorm (Gemma 4's v_norm): every value head of `heads` (any layout: Dh features in a row at
+ * multiples of Dh) normed in place, x·rsqrt(mean(x²) + eps), no weights. Float32 heads in float64, stored rounded.
+ */
+export function normValues(layer: LayerSpec, heads: Float64Array | Float32Array, offset = 0, length = heads.length - offset): void {
+  const { vNorm, headDim: Dh } = layer;
+  if (!vNorm) return;
+  for (let base = offset; base < offset + length; base += Dh) {
+    let squares = 0;
+    for (let d = 0; d < Dh; d++) squares += heads[base + d] ** 2;
+    const r = 1 / Math.sqrt(squares / Dh + vNorm.eps);
+    for (let d = 0; d < Dh; d++) heads[base + d] *= r;
+  }
+}
+
+/**
+ * QK-norm over a token's whole projection (qkNorm.over 'all', OLMo 2): the `count` heads of one token,
+ * head h's Dh features at heads[headBase(h) …], scaled in place by rsqrt(mean of all count·Dh squares
+ * + eps) and the weights [count·Dh]. Float32 heads are normed in float64 and stored rounded.
+ */
+export function normAcrossHeads(layer: LayerSpec, heads: Float64Array | Float32Array, headBase: (h: number) => number, count: number, kind: 'query' | 'key'): void {
+  const { qkNorm, headDim: Dh } = layer;
+  if (qkNorm?.over !== 'all') return;
+  const weight = kind === 'query' ? qkNorm.query : qkNorm.key;
+  let squares = 0;
+  for (let h = 0; h < count; h++) {
+    const base = headBase(h);
+    for (let d = 0; d < Dh; d++) squares += heads[base + d] ** 2;
+  }
+  const r = 1 / Math.sqrt(squares / (count * Dh) + qkNorm.eps);
+  for (let h = 0; h < count; h++) {
+    const base = headBase(h);
+    for (let d = 0; d < Dh; d++) heads[base + d] *= r * weight[h * Dh + d];
+  }
+}
+
+/**
+ * One head's Dh features at heads[base …] in place: QK-norm with the head's weights (qkNorm.over
+ * 'head'; 'all' is normAcrossHeads, done first), then rotary at `position`.
+ */
 export function transformHead(layer: LayerSpec, heads: Float64Array | Float32Array, base: number, kind: 'query' | 'key', position: number): void {
   const { rotary, qkNorm, headDim: Dh } = layer;
-  if (qkNorm) {
+  if (qkNorm && qkNorm.over === 'head') {
     const weight = kind === 'query' ? qkNorm.query : qkNorm.key;
     let squares = 0;
     for (let d = 0; d < Dh; d++) squares += heads[base + d] ** 2;

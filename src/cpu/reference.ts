@@ -11,7 +11,7 @@
 
 import { linearAttention } from './linear.ts';
 import { type ForwardPlan, floatLayerWeights, type LayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../plan/index.ts';
-import { transformHeads } from './head-transform.ts';
+import { normValues, transformHeads } from './head-transform.ts';
 import { headScale, keyBand, keyBias, modifyScore } from './score-rule.ts';
 import type { ForwardOptions, MultiHeadAttentionConfig, QuantizedStateDict, StateDict } from '../types.ts';
 
@@ -66,7 +66,9 @@ export function qkvProjection(plan: ForwardPlan, layerWeights: LayerWeights): { 
   // QK-norm and rotary, if the layer has them (head-transform.ts), before K is attended or cached.
   transformHeads(plan, q, 'query', H, qRows);
   transformHeads(plan, k, 'key', G, kvRows);
-  return { q, k, v: project(plan.value, vdim, weights.vProjWeight, bias, (H + G) * Dh, batches, kvRows, G, Dh) };
+  const v = project(plan.value, vdim, weights.vProjWeight, bias, (H + G) * Dh, batches, kvRows, G, Dh);
+  normValues(plan.layer, v); // config.vNorm, if any
+  return { q, k, v };
 }
 
 /**
@@ -150,6 +152,7 @@ export function outputProjection(plan: ForwardPlan, layerWeights: LayerWeights, 
       for (let h = 0; h < H; h++) {
         for (let d = 0; d < Dh; d++) concat[h * Dh + d] = o[((b * H + h) * S + s) * Dh + d];
       }
+      if (weights.gateProjWeight) gateRow(concat, plan.query, (b * S + s) * E, E, weights.gateProjWeight, weights.gateProjBias ?? null, H * Dh);
       const yRow = (b * S + s) * E;
       for (let n = 0; n < E; n++) {
         let sum = bias ? bias[n] : 0;
@@ -160,6 +163,27 @@ export function outputProjection(plan: ForwardPlan, layerWeights: LayerWeights, 
     }
   }
   return y;
+}
+
+/**
+ * config.outputGate on one token: row[n] *= sigmoid(x·W_g[n]ᵀ + b_g[n]) for its n < HD = H·Dh features
+ * (concatenated heads), x = input[x0 … x0 + E − 1], in float64. Shared by the wasm backend (float32 rows).
+ */
+export function gateRow(
+  row: Float64Array | Float32Array,
+  input: Float32Array,
+  x0: number,
+  E: number,
+  W: Float32Array,
+  bias: Float32Array | null,
+  HD: number,
+  r0 = 0,
+): void {
+  for (let n = 0; n < HD; n++) {
+    let g = bias ? bias[n] : 0;
+    for (let e = 0; e < E; e++) g += input[x0 + e] * W[n * E + e];
+    row[r0 + n] *= 1 / (1 + Math.exp(-g));
+  }
 }
 
 /** All three passes, with the intermediates. */

@@ -175,6 +175,15 @@ export function resolveForwardPlan(spec: LayerSpec, query: unknown, options: unk
     'value',
     'Cross-attention takes both key [B, Skv, kdim] and value [B, Skv, vdim] (pass the same array twice if they are one tensor).',
   );
+  if (cross && spec.kEqV && o.key !== o.value) {
+    throw new UnsupportedError({
+      where,
+      argument: 'options.value',
+      expected: 'the same array (or buffer) as options.key: this layer has config.kEqV, its values are the keys’ projection',
+      given: 'another input',
+      fix: 'Pass key twice, as key and as value.',
+    });
+  }
   if (!cross && (spec.kdim !== E || spec.vdim !== E)) {
     throw new InvalidArgumentError({
       where,

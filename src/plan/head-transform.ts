@@ -4,10 +4,10 @@
 // The kernel is shaders/head_transform.wgsl; the reference cpu/head-transform.ts.
 
 import { InvalidArgumentError, ShapeMismatchError } from '../errors.ts';
-import { QK_NORM_KEYS, ROTARY_KEYS } from '../option-keys.ts';
+import { QK_NORM_KEYS, ROTARY_KEYS, V_NORM_KEYS } from '../option-keys.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { requireBothOrNeither } from './checks.ts';
-import type { QkNormPlan, RotaryPlan } from './types.ts';
+import type { QkNormPlan, RotaryPlan, VNormPlan } from './types.ts';
 
 /** The layer config's `rotary` (or scaledDotProductAttention's, `name` = 'options.rotary'), checked for head size Dh. */
 export function resolveRotary(where: string, value: unknown, Dh: number, name = 'config.rotary'): RotaryPlan | null {
@@ -112,13 +112,29 @@ export function resolveRotary(where: string, value: unknown, Dh: number, name = 
   return { dim, base, interleaved, invFreq, attentionFactor, cos, sin };
 }
 
-/** The layer config's `qkNorm`, checked for head size Dh. */
-export function resolveQkNorm(where: string, value: unknown, Dh: number): QkNormPlan | null {
+/** The layer config's `qkNorm`, checked for head size Dh, H query heads and G key heads. */
+export function resolveQkNorm(where: string, value: unknown, Dh: number, H: number, G: number): QkNormPlan | null {
   if (value === undefined) return null;
-  const q = requireObject(where, 'config.qkNorm', value, 'Pass { query, key, eps? }: RMS-norm weights [headDim] for query and key heads.');
+  const q = requireObject(
+    where,
+    'config.qkNorm',
+    value,
+    "Pass { query, key, eps?, over? }: RMS-norm weights [headDim] for query and key heads (over 'head'), or [H·headDim] and [G·headDim] (over 'all').",
+  );
   rejectUnknownKeys(where, 'config.qkNorm', q, QK_NORM_KEYS);
-  const query = requireFloat32Array(where, 'config.qkNorm.query', q.query, Dh, `[headDim] = ${Dh}`).slice();
-  const key = requireFloat32Array(where, 'config.qkNorm.key', q.key, Dh, `[headDim] = ${Dh}`).slice();
+  if (q.over !== undefined && q.over !== 'head' && q.over !== 'all') {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'config.qkNorm.over',
+      expected: "'head' (default: one norm per head, weights [headDim]) or 'all' (one norm over all heads of a token, weights [H·headDim] / [G·headDim])",
+      given: describe(q.over),
+    });
+  }
+  const over: 'head' | 'all' = q.over ?? 'head';
+  const [nq, nk] = over === 'all' ? [H * Dh, G * Dh] : [Dh, Dh];
+  const shape = (heads: string, n: number) => (over === 'all' ? `[${heads}·headDim] = ${n} (qkNorm.over = 'all')` : `[headDim] = ${n}`);
+  const query = requireFloat32Array(where, 'config.qkNorm.query', q.query, nq, shape('H', nq)).slice();
+  const key = requireFloat32Array(where, 'config.qkNorm.key', q.key, nk, shape('G', nk)).slice();
   let eps = 1e-6;
   if (q.eps !== undefined) {
     if (typeof q.eps !== 'number' || !Number.isFinite(q.eps) || q.eps <= 0) {
@@ -126,7 +142,23 @@ export function resolveQkNorm(where: string, value: unknown, Dh: number): QkNorm
     }
     eps = q.eps;
   }
-  return { query, key, eps, dim: Dh };
+  return { query, key, eps, over, dim: Dh };
+}
+
+/** The layer config's `vNorm` (true, false, or { eps? }), for head size Dh. */
+export function resolveVNorm(where: string, value: unknown, Dh: number): VNormPlan | null {
+  if (value === undefined || value === false) return null;
+  if (value === true) return { eps: 1e-6, dim: Dh };
+  const v = requireObject(where, 'config.vNorm', value, 'Pass true, or { eps? }: a weightless RMS norm of every value head.');
+  rejectUnknownKeys(where, 'config.vNorm', v, V_NORM_KEYS);
+  let eps = 1e-6;
+  if (v.eps !== undefined) {
+    if (typeof v.eps !== 'number' || !Number.isFinite(v.eps) || v.eps <= 0) {
+      throw new InvalidArgumentError({ where, argument: 'config.vNorm.eps', expected: 'a finite number > 0 (default 1e-6)', given: describe(v.eps) });
+    }
+    eps = v.eps;
+  }
+  return { eps, dim: Dh };
 }
 
 /** Positions of rotated tokens, above which given tables have no rows. */

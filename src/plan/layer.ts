@@ -4,7 +4,7 @@ import { InvalidArgumentError, MissingWeightError, UnsupportedError } from '../e
 import { CONFIG_KEYS } from '../option-keys.ts';
 import { describe, rejectUnknownKeys, requireBoolean, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { refuseDropout, resolveScoreMod } from './checks.ts';
-import { resolveQkNorm, resolveRotary } from './head-transform.ts';
+import { resolveQkNorm, resolveRotary, resolveVNorm } from './head-transform.ts';
 import { floatWeight } from '../quant/dequantize.ts';
 import type { WeightTensor } from '../quant/types.ts';
 import { checkQuantized, copyQuantized, sliceRows } from '../quant/validate.ts';
@@ -62,10 +62,82 @@ export function resolveLayerSpec(config: unknown): LayerSpec {
     vdim,
     bias,
     rotary: resolveRotary(where, c.rotary, headDim),
-    qkNorm: resolveQkNorm(where, c.qkNorm, headDim),
+    qkNorm: resolveQkNorm(where, c.qkNorm, headDim, numHeads, numKvHeads),
+    vNorm: resolveVNorm(where, c.vNorm, headDim),
+    kEqV: resolveKEqV(where, c.kEqV, kdim, vdim),
+    outputGate: c.outputGate === undefined ? false : requireBoolean(where, 'config.outputGate', c.outputGate),
     scoreMod,
     attention,
   };
+}
+
+/** config.kEqV: a boolean, and only where V's input can be K's (vdim = kdim). */
+function resolveKEqV(where: string, value: unknown, kdim: number, vdim: number): boolean {
+  const kEqV = value === undefined ? false : requireBoolean(where, 'config.kEqV', value);
+  if (kEqV && kdim !== vdim) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'config.vdim',
+      expected: `the same as kdim (${kdim}) with config.kEqV: the values are the keys' projection`,
+      given: String(vdim),
+      fix: 'Leave vdim out, or set it to kdim.',
+    });
+  }
+  return kEqV;
+}
+
+/**
+ * config.kEqV's state dict → the ordinary one: v_proj_weight = k_proj_weight (the same tensor), or
+ * in_proj_weight [(H + G)·Dh, E] (and in_proj_bias [(H + G)·Dh]) extended by a copy of the k rows.
+ * Entries of the wrong shape, and v weights, are refused here, naming the shapes of a K = V layer.
+ */
+function kEqVStateDict(where: string, spec: LayerSpec, sd: Record<string, unknown>): Record<string, unknown> {
+  const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh } = spec;
+  for (const name of ['v_proj_weight', 'v_proj_bias']) {
+    if (sd[name] !== undefined) {
+      throw new InvalidArgumentError({
+        where,
+        argument: `stateDict["${name}"]`,
+        expected: 'left out: this layer has config.kEqV (its values are the key projection)',
+        given: 'a v weight',
+        fix: 'Leave out the v weights, or create the layer without kEqV.',
+      });
+    }
+  }
+  const out: Record<string, unknown> = { ...sd };
+  const qk = (H + G) * Dh;
+  if (sd.in_proj_weight !== undefined) {
+    if (isQuantizedValue(sd.in_proj_weight)) {
+      throw new UnsupportedError({
+        where,
+        argument: 'stateDict["in_proj_weight"]',
+        expected: 'a Float32Array with config.kEqV',
+        given: 'a quantized in_proj_weight',
+        fix: 'Pass q_proj_weight and k_proj_weight apart (quantized is fine there).',
+      });
+    }
+    const w = requireFloat32Array(
+      where,
+      'stateDict["in_proj_weight"]',
+      sd.in_proj_weight,
+      qk * E,
+      `[(H + G)·headDim, E] = [${qk}, ${E}] = ${qk * E} (config.kEqV: q and k rows, no v)`,
+    );
+    const packed = new Float32Array((qk + G * Dh) * E);
+    packed.set(w, 0);
+    packed.set(w.subarray(H * Dh * E, qk * E), qk * E);
+    out.in_proj_weight = packed;
+  } else if (sd.k_proj_weight !== undefined) {
+    out.v_proj_weight = sd.k_proj_weight;
+  }
+  if (spec.bias && sd.in_proj_bias !== undefined) {
+    const b = requireFloat32Array(where, 'stateDict["in_proj_bias"]', sd.in_proj_bias, qk, `[(H + G)·headDim] = ${qk} (config.kEqV: q and k biases, no v)`);
+    const packed = new Float32Array(qk + G * Dh);
+    packed.set(b, 0);
+    packed.set(b.subarray(H * Dh, qk), qk);
+    out.in_proj_bias = packed;
+  }
+  return out;
 }
 
 function resolveAttentionKind(where: string, value: unknown): 'softmax' | 'linear' {
@@ -91,18 +163,25 @@ export function expectedWeights(spec: LayerSpec, separate: boolean): { name: str
     : [{ name: 'in_proj_weight', shape: [N, E], dims: `[(H + 2·G)·Dh, E] = [(${H} + 2·${G})·${Dh}, ${E}]` }];
   entries.push({ name: 'out_proj.weight', shape: [E, H * Dh], dims: `[E, H·Dh] = [${E}, ${H}·${Dh}]` });
   if (spec.bias) entries.push({ name: 'in_proj_bias', shape: [N], dims: n }, { name: 'out_proj.bias', shape: [E], dims: `[E] = [${E}]` });
+  if (spec.outputGate) {
+    entries.push({ name: 'gate_proj_weight', shape: [H * Dh, E], dims: `[H·Dh, E] = [${H}·${Dh}, ${E}]` });
+    if (spec.bias) entries.push({ name: 'gate_proj_bias', shape: [H * Dh], dims: `[H·Dh] = [${H}·${Dh}]` });
+  }
   return entries;
 }
 
 export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeights {
   const where = 'createMultiHeadAttention';
-  const sd = requireObject(where, 'stateDict', stateDict, 'Pass an object mapping PyTorch state_dict names to Float32Array.');
+  const given = requireObject(where, 'stateDict', stateDict, 'Pass an object mapping PyTorch state_dict names to Float32Array.');
+  const sd = spec.kEqV ? kEqVStateDict(where, spec, given) : given;
   const sameDims = spec.kdim === spec.embedDim && spec.vdim === spec.embedDim;
   // PyTorch keeps one packed in_proj_weight when kdim = vdim = E, and q/k/v_proj_weight otherwise;
   // both forms are accepted when they can describe the layer.
   const separate = !sameDims || (sd.in_proj_weight === undefined && sd.q_proj_weight !== undefined);
   const expected = expectedWeights(spec, separate);
   const names = expected.map((e) => e.name);
+  // What the caller passes: a K = V layer's v weights are made here from its k weights (kEqVStateDict).
+  const takes = spec.kEqV ? names.filter((n) => n !== 'v_proj_weight') : names;
   for (const key of Object.keys(sd)) {
     if (!names.includes(key)) {
       const hint =
@@ -112,7 +191,7 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
             ? `With kdim (${spec.kdim}) or vdim (${spec.vdim}) ≠ embedDim (${spec.embedDim}) the projections are separate: pass q_proj_weight, k_proj_weight, v_proj_weight.`
             : ['q_proj_weight', 'k_proj_weight', 'v_proj_weight'].includes(key) && !separate
               ? 'Pass either in_proj_weight or q_proj_weight, k_proj_weight and v_proj_weight, not both.'
-              : `This layer takes ${names.join(', ')}.`;
+              : `This layer takes ${takes.join(', ')}.`;
       throw new InvalidArgumentError({ where, argument: `stateDict["${key}"]`, expected: 'a known state_dict name', given: 'an unexpected entry', fix: hint });
     }
   }
@@ -131,17 +210,16 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
         argument: `stateDict["${name}"]`,
         expected: `a Float32Array ${shapeText}`,
         given: 'nothing',
-        fix: `PyTorch's nn.MultiheadAttention.state_dict() has it; pass all of: ${names.join(', ')}.`,
+        fix: `PyTorch's nn.MultiheadAttention.state_dict() has it; pass all of: ${takes.join(', ')}.`,
       });
     }
     tensors[name] =
-      shape.length === 2 && isQuantizedValue(sd[name])
+      shape.length === 2 && isQuantizedValue(sd[name]) && !name.startsWith('gate_proj')
         ? checkQuantized(where, `stateDict["${name}"]`, sd[name], shape as [number, number], dims)
         : requireFloat32Array(where, `stateDict["${name}"]`, sd[name], length, shapeText);
   }
   const { embedDim: E, numHeads: H, numKvHeads: G, headDim: Dh } = spec;
-  const given = tensors.in_proj_weight ?? null;
-  let inProjWeight: WeightTensor | null = given;
+  let inProjWeight: WeightTensor | null = tensors.in_proj_weight ?? null;
   // Separate float q/k/v weights of a self-attention layer are packed into one in_proj_weight; quantized
   // ones (each of its own type, as GGUF files mix them) stay separate.
   const separateFloat = [tensors.q_proj_weight, tensors.k_proj_weight, tensors.v_proj_weight].every((w) => w instanceof Float32Array);
@@ -160,6 +238,7 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
     inProjBias: spec.bias ? (tensors.in_proj_bias as Float32Array) : null,
     outProjWeight: tensors['out_proj.weight'],
     outProjBias: spec.bias ? (tensors['out_proj.bias'] as Float32Array) : null,
+    ...(spec.outputGate ? { gateProjWeight: tensors.gate_proj_weight as Float32Array, gateProjBias: spec.bias ? (tensors.gate_proj_bias as Float32Array) : null } : {}),
   };
 }
 
@@ -185,6 +264,7 @@ export function copyWeights(w: LayerWeights): LayerWeights {
     inProjBias: w.inProjBias?.slice() ?? null,
     outProjWeight: copyWeight(w.outProjWeight),
     outProjBias: w.outProjBias?.slice() ?? null,
+    ...(w.gateProjWeight ? { gateProjWeight: w.gateProjWeight.slice(), gateProjBias: w.gateProjBias?.slice() ?? null } : {}),
   };
 }
 

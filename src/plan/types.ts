@@ -26,10 +26,21 @@ export interface RotaryPlan {
 
 /** QK-norm, resolved (head-transform.ts): an RMS norm of every query and key head with these weights [Dh]. */
 export interface QkNormPlan {
+  /** [Dh] ('head'), or [H·Dh] ('all'). */
   query: Float32Array;
+  /** [Dh] ('head'), or [G·Dh] ('all'). */
   key: Float32Array;
   eps: number;
+  /** 'head': one RMS norm per head (Qwen3, Gemma 3); 'all': one over a token's whole projection, all its heads (OLMo 2). */
+  over: 'head' | 'all';
   /** Features the mean of squares runs over: Dh (the GPU's padded heads have more lanes, zeros). */
+  dim: number;
+}
+
+/** config.vNorm resolved: x·rsqrt(mean(x²) + eps) over each value head's `dim` = Dh features, no weights. */
+export interface VNormPlan {
+  eps: number;
+  /** Features the mean runs over: Dh (the GPU's padded heads have more lanes, zeros). */
   dim: number;
 }
 
@@ -46,6 +57,12 @@ export interface LayerSpec {
   rotary: RotaryPlan | null;
   /** RMS norm of every query and key head (config.qkNorm), or null. */
   qkNorm: QkNormPlan | null;
+  /** Weightless RMS norm of every value head (config.vNorm; Gemma 4), or null / absent. */
+  vNorm?: VNormPlan | null;
+  /** config.kEqV: V is the k projection's output (the weights hold v rows copied from k: resolveWeights). */
+  kEqV?: boolean;
+  /** config.outputGate: attention ⊙ sigmoid(x·W_gᵀ + b_g) before the output projection (LayerWeights.gateProjWeight). */
+  outputGate?: boolean;
   /** A custom score modification (config.scoreMod, or scaledDotProductAttention's option), or null. */
   scoreMod: ScoreMod | null;
   /** softmax(q·kᵀ·scale)·v, or linear attention with φ = elu + 1 (config.attention; engine.linearAttention). */
@@ -68,6 +85,10 @@ export interface LayerWeights {
   inProjBias: Float32Array | null; // [(H + 2·G)·Dh]
   outProjWeight: WeightTensor; // [E, H·Dh]
   outProjBias: Float32Array | null; // [E]
+  /** config.outputGate's W_g [H·Dh, E] (float32), else absent or null. */
+  gateProjWeight?: Float32Array | null;
+  /** config.outputGate's b_g [H·Dh] when the layer has bias, else absent or null. */
+  gateProjBias?: Float32Array | null;
 }
 
 /** LayerWeights whose weights are all float32 (what floatLayerWeights returns). */

@@ -13,7 +13,7 @@
 
 import type { BackendLayer } from '../backend.ts';
 import { DisposedError } from '../errors.ts';
-import { transformHead } from '../cpu/head-transform.ts';
+import { normAcrossHeads, normValues, transformHead } from '../cpu/head-transform.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import { type HeadView, referenceAttention, runAttention, type TransposedKeys, tokenMajor } from './attention.ts';
@@ -26,6 +26,8 @@ export class WasmLayer implements BackendLayer {
   private readonly k: Projection;
   private readonly v: Projection;
   private readonly out: Projection;
+  /** config.outputGate's W_g [H·Dh, E] (+ b_g), or null. */
+  private readonly gate: Projection | null;
   /** A forward is running: its buffers are in the arena, so a new cache waits to be placed. */
   private running = false;
 
@@ -42,6 +44,7 @@ export class WasmLayer implements BackendLayer {
     this.k = createProjection(kernels!, weights.kProjWeight, G * Dh, kdim, bias, H * Dh);
     this.v = createProjection(kernels!, weights.vProjWeight, G * Dh, vdim, bias, (H + G) * Dh);
     this.out = createProjection(kernels!, weights.outProjWeight, E, H * Dh, weights.outProjBias, 0);
+    this.gate = weights.gateProjWeight ? createProjection(kernels!, weights.gateProjWeight, H * Dh, E, weights.gateProjBias ?? null, 0) : null;
     kernels!.keep();
   }
 
@@ -89,6 +92,7 @@ export class WasmLayer implements BackendLayer {
     ]);
     this.transformHeads(kernels, plan, q, tokens, H, 'query');
     this.transformHeads(kernels, plan, k, batches * kvRows, G, 'key');
+    normValues(this.spec, kernels.f32, v >> 2, batches * kvRows * G * Dh); // config.vNorm, before V is cached
 
     let kView: HeadView | TransposedKeys = tokenMajor(k, kvRows, G, Dh);
     let vView = tokenMajor(v, kvRows, G, Dh);
@@ -108,6 +112,13 @@ export class WasmLayer implements BackendLayer {
     } else {
       attentionWeights = referenceAttention(kernels, plan, qView, kView as HeadView, vView, oView);
     }
+    if (this.gate) {
+      // config.outputGate: O ⊙ sigmoid(x·W_gᵀ + b_g), token-major [T, H·Dh], before the output projection.
+      const [g] = await project(kernels, [[x, tokens, this.gate]]);
+      const f32 = kernels.f32;
+      const [o0, g0] = [o >> 2, g >> 2];
+      for (let i = 0; i < tokens * H * Dh; i++) f32[o0 + i] *= 1 / (1 + Math.exp(-f32[g0 + i]));
+    }
     const [y] = await project(kernels, [[o, tokens, this.out]]);
     const output = kernels.take(y, tokens * E);
     return attentionWeights ? { output, attentionWeights } : { output };
@@ -125,6 +136,7 @@ export class WasmLayer implements BackendLayer {
     const f32 = kernels.f32;
     for (let m = 0; m < rows; m++) {
       const position = rotary ? plan.positions![m] : 0;
+      normAcrossHeads(this.spec, f32, (h) => (ptr >> 2) + (m * heads + h) * Dh, heads, kind); // qkNorm.over 'all' only
       for (let h = 0; h < heads; h++) transformHead(this.spec, f32, (ptr >> 2) + (m * heads + h) * Dh, kind, position);
     }
   }

@@ -5,6 +5,7 @@
 // encodes the attention part alone (encodeAttention). Nothing here chooses variants or compiles ahead:
 // the caller passes the choice (tuning/scheduler.ts).
 
+import { encodeOutputGate } from './kernels/output-gate.ts';
 import type { ForwardPlan } from '../plan/index.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import type { BufferPool } from './buffers.ts';
@@ -67,7 +68,7 @@ export function encodeAttention(
 ): void {
   const { scratch } = call;
   const { q, kv, attention, rowStats, probs } = buffers;
-  if (plan.layer.rotary || plan.layer.qkNorm) encodeHeadTransform(call.stage('head_transform'), scratch, plan, { q, kv });
+  if (plan.layer.rotary || plan.layer.qkNorm || plan.layer.vNorm) encodeHeadTransform(call.stage('head_transform'), scratch, plan, { q, kv });
   if (plan.layer.attention === 'linear') encodeLinearAttention(call.stage('linear_attention'), scratch, plan, { q, kv, attention }, masks);
   else encodeFlashAttention(call.stage('flash_attention'), scratch, plan, { q, kv, attention, rowStats }, masks, variant);
   if (probs) encodeAttentionProbs(call.stage('attention_probs'), scratch, plan, { q, kv, rowStats, probs }, masks);
@@ -141,6 +142,7 @@ export function forwardWebGPU(
     const { q, kv } = targets;
     encodeQkvProjection(call.stage('qkv_projection'), scratch, plan, { query, key, value }, weights.projection, targets, choice.qkv_projection);
     encodeAttention(call, plan, { q, kv, attention, rowStats, probs }, masks, choice.flash_attention);
+    if (weights.gate) encodeOutputGate(call.stage('output_gate'), scratch, plan, { attention, query, gate: weights.gate }); // config.outputGate
     const output = { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y };
     encodeOutputProjection(call.stage('output_projection'), scratch, plan, output, choice.output_projection);
     out = { result: y, rows: batches * qRows, cols: E, keepCols: userE, probs, probsBytes };

@@ -52,7 +52,7 @@ export function paddedSpec(spec: LayerSpec): LayerSpec {
       unpaddedHeadDim: Dh,
       kdim: up4(spec.kdim),
       vdim: up4(spec.vdim),
-      qkNorm: norm ? { ...norm, query: padColumns(norm.query, 1, Dh, Dp), key: padColumns(norm.key, 1, Dh, Dp) } : null,
+      qkNorm: norm ? { ...norm, query: padColumns(norm.query, norm.query.length / Dh, Dh, Dp), key: padColumns(norm.key, norm.key.length / Dh, Dh, Dp) } : null,
     };
     paddedSpecs.set(spec, padded);
   }
@@ -120,6 +120,12 @@ export function padWeights(spec: LayerSpec, w: FloatLayerWeights): FloatLayerWei
     inProjBias: w.inProjBias ? widen(w.inProjBias, { blocks: 1, size: 1, to: 1 }, heads(H + 2 * G)) : null,
     outProjWeight: widen(w.outProjWeight, plain(E), heads(H)), // [E, H·Dh]: rows are outputs, columns the heads' lanes
     outProjBias: w.outProjBias ? padColumns(w.outProjBias, 1, E, up4(E)) : null,
+    ...(w.gateProjWeight
+      ? {
+          gateProjWeight: widen(w.gateProjWeight, heads(H), plain(E)), // config.outputGate's W_g [H·Dh, E]
+          gateProjBias: w.gateProjBias ? widen(w.gateProjBias, { blocks: 1, size: 1, to: 1 }, heads(H)) : null,
+        }
+      : {}),
   };
 }
 

@@ -10,6 +10,7 @@
 // read: u32 words of quants and an f32 (scale, offset) pair per group (src/quant/pack.ts packWeight).
 // On the GPU each packed weight is two storage buffers, so engine.stats().bytes counts their size.
 
+import type { GateWeights } from './kernels/output-gate.ts';
 import { type LayerSpec, type LayerWeights, floatLayerWeights, isFloat } from '../plan/index.ts';
 import { packedGeometry, packWeight } from '../quant/pack.ts';
 import type { PackedWeight, WeightTensor } from '../quant/types.ts';
@@ -32,6 +33,8 @@ export interface HostLayerWeights {
   inProjBias: Float32Array | null;
   out: HostWeight; // [E, H·Dh]
   outProjBias: Float32Array | null;
+  /** config.outputGate's W_g [H·Dh, E] and b_g [H·Dh] (float32, padded), or absent. */
+  gate?: { weight: Float32Array; bias: Float32Array | null } | null;
 }
 
 function formatOfHost(w: HostWeight): WeightFormat | null {
@@ -93,6 +96,7 @@ export function hostWeights(spec: LayerSpec, weights: LayerWeights): HostLayerWe
       inProjBias: padded.inProjBias ? copy(padded.inProjBias) : null,
       out: copy(padded.outProjWeight),
       outProjBias: padded.outProjBias ? copy(padded.outProjBias) : null,
+      gate: padded.gateProjWeight ? { weight: copy(padded.gateProjWeight), bias: padded.gateProjBias ? copy(padded.gateProjBias) : null } : null,
     };
   }
   let inProj: HostWeight | null = weights.inProjWeight ? pack(weights.inProjWeight) : null;
@@ -114,6 +118,7 @@ export function hostWeights(spec: LayerSpec, weights: LayerWeights): HostLayerWe
     inProjBias: weights.inProjBias?.slice() ?? null,
     out: pack(weights.outProjWeight),
     outProjBias: weights.outProjBias?.slice() ?? null,
+    gate: weights.gateProjWeight ? { weight: weights.gateProjWeight.slice(), bias: weights.gateProjBias?.slice() ?? null } : null,
   };
 }
 
@@ -125,6 +130,8 @@ export class GpuLayerWeights {
   readonly projection: ProjectionWeights;
   readonly outProjWeight: GpuWeight; // [E, H·Dh]
   readonly outProjBias: GPUBuffer; // [E]
+  /** config.outputGate's W_g [H·Dh, E] and b_g [H·Dh] (zeros without bias), or null. */
+  readonly gate: GateWeights | null;
   /** Whether WebGPU accepted the upload: every call with these weights awaits it (forward.ts). */
   readonly verdict: Verdict;
   private readonly buffers: GPUBuffer[] = [];
@@ -148,6 +155,13 @@ export class GpuLayerWeights {
           };
       this.outProjWeight = this.weight(weights.out, 'MultiHeadAttention.out_proj.weight');
       this.outProjBias = this.float(weights.outProjBias ?? new Float32Array(spec.embedDim), 'MultiHeadAttention.out_proj.bias');
+      const gate = weights.gate;
+      this.gate = gate
+        ? {
+            weight: this.float(gate.weight, 'MultiHeadAttention.gate_proj_weight'),
+            bias: this.float(gate.bias ?? new Float32Array(spec.numHeads * spec.headDim), 'MultiHeadAttention.gate_proj_bias'),
+          }
+        : null;
     } finally {
       this.verdict = scopes.verdict(WEIGHT_UPLOAD);
     }

@@ -56,7 +56,7 @@ export interface EngineFeatures {
   qkNormOverAll: boolean;
   /** config.vNorm (Gemma 4). */
   vNorm: boolean;
-  /** config.keyIsValue (Gemma 4's K = V layers). */
+  /** config.kEqV (Gemma 4's K = V layers). */
   keyIsValue: boolean;
   /** config.outputGate with stateDict.gate_proj_weight (Qwen3-Next, Qwen3.5). */
   outputGate: boolean;
@@ -66,7 +66,7 @@ export interface EngineFeatures {
 export const ENGINE_FEATURES: EngineFeatures = {
   qkNormOverAll: (QK_NORM_KEYS as readonly string[]).includes('over'),
   vNorm: (CONFIG_KEYS as readonly string[]).includes('vNorm'),
-  keyIsValue: (CONFIG_KEYS as readonly string[]).includes('keyIsValue'),
+  keyIsValue: (CONFIG_KEYS as readonly string[]).includes('kEqV'),
   outputGate: (CONFIG_KEYS as readonly string[]).includes('outputGate'),
 };
 
@@ -396,7 +396,7 @@ export function parseHfConfig(config: unknown): ParsedHfConfig {
     const missing: string[] = [];
     if (p.qkNorm === 'all' && !features.qkNormOverAll) missing.push("config.qkNorm.over 'all' (one RMS norm over the whole H·Dh / G·Dh projection)");
     if (p.vNorm && !features.vNorm) missing.push('config.vNorm (a weightless RMS norm of V)');
-    if (p.keyIsValue && !features.keyIsValue) missing.push('config.keyIsValue (V is the k projection before the key norm)');
+    if (p.keyIsValue && !features.keyIsValue) missing.push('config.kEqV (V is the k projection before the key norm)');
     if (p.outputGate && !features.outputGate) missing.push('config.outputGate (out = W_O·(attention ⊙ sigmoid(gate)))');
     if (missing.length) {
       throw refuse(

@@ -18,7 +18,7 @@
 //
 // The engine fields of issue 39 this targets, as the loader means them (checked in numbers against each
 // family's own module): qkNorm.over 'all' — one RMS norm over the whole projection (weights [H·Dh],
-// [G·Dh]); vNorm { eps } — a weightless RMS norm of each V head; keyIsValue — no v weights, V is the k
+// [G·Dh]); vNorm { eps } — a weightless RMS norm of each V head; kEqV — no v weights, V is the k
 // projection's output before the key norm and rotary (then vNorm); outputGate — out = W_O·(attention ⊙
 // sigmoid(x·gate_proj_weightᵀ + gate_proj_bias)). While createMultiHeadAttention lacks one of these
 // (src/option-keys.ts), a layer needing it is refused with UnsupportedError.
@@ -48,17 +48,8 @@ export interface HfLayerOptions {
   maxPositions?: number;
 }
 
-/**
- * The config as built for the engine (headDim given only when H·Dh ≠ E): MultiHeadAttentionConfig plus
- * the fields of issue 39's features still on other branches (qkNorm.over 'all' for OLMo 2; vNorm and keyIsValue for Gemma 4; outputGate
- * for Qwen3-Next/3.5, whose gate weights are stateDict.gate_proj_weight [H·Dh, E] and gate_proj_bias).
- */
-export type HfAttentionConfig = MultiHeadAttentionConfig & {
-  qkNorm?: { query: Float32Array; key: Float32Array; eps?: number; over?: 'all' };
-  vNorm?: { eps: number };
-  keyIsValue?: boolean;
-  outputGate?: boolean;
-};
+/** The config as built for the engine (headDim given only when H·Dh ≠ E). */
+export type HfAttentionConfig = MultiHeadAttentionConfig;
 
 export interface HfAttentionLayer {
   config: HfAttentionConfig;
@@ -247,7 +238,7 @@ export async function loadHfLayer(config: unknown, weights: HfWeights, options: 
       cfg.outputGate = true;
     } else stateDict.q_proj_weight = data.q;
     stateDict.k_proj_weight = data.k;
-    if (p.keyIsValue) cfg.keyIsValue = true;
+    if (p.keyIsValue) cfg.kEqV = true;
     else stateDict.v_proj_weight = data.v;
   }
   stateDict['out_proj.weight'] = data.o;

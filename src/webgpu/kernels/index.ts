@@ -14,6 +14,7 @@ import { DECODE_MERGE } from './decode-merge.ts';
 import { FLASH_ATTENTION, flashAttentionPipeline } from './flash-attention.ts';
 import { HEAD_TRANSFORM } from './head-transform.ts';
 import { LINEAR_ATTENTION } from './linear-attention.ts';
+import { OUTPUT_GATE } from './output-gate.ts';
 import { OUTPUT_PROJECTION, outputProjectionPipeline } from './output-projection.ts';
 import { distinctFormats, formatsOf } from './packed-weight.ts';
 import { QKV_PROJECTION, qkvProjectionPipeline } from './qkv-projection.ts';
@@ -26,6 +27,7 @@ export const KERNELS: readonly Kernel<Specialisation, never>[] = [
   DECODE_MERGE,
   ATTENTION_PROBS,
   LINEAR_ATTENTION,
+  OUTPUT_GATE,
   OUTPUT_PROJECTION,
   COPY_TENSOR,
   COPY_ROWS,

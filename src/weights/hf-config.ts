@@ -312,6 +312,7 @@ export function parseHfConfig(config: unknown): ParsedHfConfig {
       case 'qwen3_5':
         if (type === 'linear_attention') {
           p.layer.kind = 'linear';
+          p.layer.rope = false; // a gated delta net has no rotary
           throw refuse('a linear-attention layer (gated delta net)', 'Pick one of the full_attention layers (hfModelLayers lists them).');
         }
         p.qkNorm = 'head';
@@ -429,7 +430,10 @@ class Refusal {
 function gemma4Sizes(text: Json, L: number, type: string, G: number, Dh: number): { G: number; Dh: number } {
   const per = isObject(text.per_layer_config) ? text.per_layer_config : undefined;
   if (per) {
-    const o = per[String(L)] ?? per[type];
+    // Keys are layer indices as text, zero-padded to the widest one when transformers writes them
+    // ("04" … "34": heterogeneity/configuration_utils.py reads them back with int()).
+    const key = Object.keys(per).find((k) => /^\d+$/.test(k) && Number(k) === L);
+    const o = (key === undefined ? undefined : per[key]) ?? per[type];
     if (isObject(o)) {
       return {
         G: present(o.num_key_value_heads) ? Number(o.num_key_value_heads) : G,

@@ -15,13 +15,13 @@
 // other branches (they are refused with UnsupportedError by this build's loader, which is tested too).
 
 import { readdirSync, readFileSync } from 'node:fs';
-import { describe, expect, test } from 'vitest';
-import { attentionLayerFromHf, InvalidArgumentError, parseSafetensors, UnsupportedError } from '../src/index.ts';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { attentionLayerFromHf, InvalidArgumentError, parseSafetensors, referenceMultiHeadAttention, UnsupportedError } from '../src/index.ts';
 import type { AttentionEngine, HfAttentionLayer, MultiHeadAttentionConfig, SafetensorsFile } from '../src/index.ts';
-import { compareArrays, expectClose, type Tolerance } from '../src/util/tolerance.ts';
+import { compareArrays, expectClose, f16Tolerance, maxAbsFinite, type Tolerance } from '../src/util/tolerance.ts';
 import { loadHfLayer } from '../src/weights/hf.ts';
 import { useEngines } from './helpers/engines.ts';
-import { withErrorScopes } from './helpers/gpu.ts';
+import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
 
 /** The project's f32 rule against a float64 reference (issue 39): never loosened here. */
 const TOL: Tolerance = { atol: 2e-4, rtol: 2e-3 };
@@ -135,6 +135,12 @@ function refused(family: string, r: HfLayer | UnsupportedError): r is Unsupporte
 }
 
 const engines = useEngines('webgpu', 'cpu', 'wasm');
+/** A WebGPU engine of precision 'f16': every family's layer within the engine's stated f16 bound. */
+let f16Engine: AttentionEngine | null = null;
+beforeAll(async () => {
+  f16Engine = await createGpuEngine({ precision: 'f16' });
+});
+afterAll(() => f16Engine?.dispose());
 const BACKENDS = ['cpu', 'webgpu', 'wasm'] as const;
 
 function call<T>(engine: AttentionEngine, f: () => Promise<T>): Promise<T> {
@@ -231,6 +237,17 @@ describe.each(cases)('%s layer %i', (family, layerIndex, want) => {
     const { manifest: m, x } = checkpoint(family);
     const out = await forwardWhole(engines.of(backend), r, r.config, x, m.seqLen);
     expectClose(out, f64(family, want.out), TOL, `${family} layer ${layerIndex} (${want.kind}${want.rope ? '' : ', NoPE'}) on ${backend}`);
+  });
+
+  test('prefill on webgpu in f16 within the f16 bound (f16Tolerance, logits from the reference)', async () => {
+    const r = await load(family, layerIndex);
+    if (refused(family, r)) return;
+    const { manifest: m, x } = checkpoint(family);
+    const want64 = f64(family, want.out);
+    const out = await forwardWhole(f16Engine!, r, r.config, x, m.seqLen);
+    const scores = referenceMultiHeadAttention(r.config, r.stateDict, x, { batchSize: 1, seqLen: m.seqLen, ...r.forward }).scores!;
+    const tol = f16Tolerance([m.embedDim, m.seqLen, want.numHeads * want.headDim], maxAbsFinite(want64), maxAbsFinite(scores));
+    expectClose(out, want64, tol, `${family} layer ${layerIndex} in f16 on webgpu`);
   });
 
   test.each(BACKENDS)('KV cache on %s: prefill S − 3, then 3 decode steps', async (backend) => {

@@ -619,6 +619,22 @@ describe('attentionLayerFromGguf', () => {
     expect(e.message).toContain('LongRoPE');
   });
 
+  test('a sliding-window pattern or local rope base stated in the file: read where it agrees with llama.cpp’s rule, refused where not', async () => {
+    // gemma2 with a window: even layers slide (set_swa_pattern(2)); layer 1 is full, layer 2 slides.
+    const withKeys = (extra: Record<string, GgufWriterValue>, layer: number) =>
+      attentionLayerFromGguf(modelFile({ arch: 'gemma2', E: 64, H: 4, blocks: 4, layer, extra }).bytes, { layer }).catch((err) => err);
+    const agree = await withKeys({ 'gemma2.attention.sliding_window_pattern': { type: 'u32', value: 2 } }, 1);
+    expect(agree).not.toBeInstanceOf(Error);
+    const disagree = await withKeys({ 'gemma2.attention.sliding_window_pattern': { type: 'u32', value: 3 } }, 1);
+    expect(disagree).toBeInstanceOf(UnsupportedError);
+    expect(disagree.message).toContain('gemma2.attention.sliding_window_pattern');
+    const base = await withKeys({ 'gemma2.rope.freq_base_swa': { type: 'f32', value: 5000 } }, 2);
+    expect(base).toBeInstanceOf(UnsupportedError);
+    expect(base.message).toContain('gemma2.rope.freq_base_swa');
+    // gemma2's sliding layers keep the file's base (500000 here): a file stating that agrees.
+    expect(await withKeys({ 'gemma2.rope.freq_base_swa': { type: 'f32', value: 500000 } }, 2)).not.toBeInstanceOf(Error);
+  });
+
   test('ggufModelLayers: kinds from the header alone (a recurrent block of a hybrid, NoPE layers, head sizes)', () => {
     const hybrid = modelFile({
       arch: 'lfm2',

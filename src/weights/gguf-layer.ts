@@ -20,7 +20,7 @@ import type { MultiHeadAttentionConfig } from '../types.ts';
 import { QK_NORM_KEYS } from '../option-keys.ts';
 import { describe } from '../validate.ts';
 import { describeValue } from './gguf-header.ts';
-import { type GgufFile, type GgufTensor, parseGguf } from './gguf.ts';
+import { type GgufFile, type GgufTensor, type GgufValue, parseGguf } from './gguf.ts';
 import { REFUSED, ROPE_NEOX, ROPE_NONE, ROPE_NORM, ggmlRotary, layerRules, refusedArchitecture } from './gguf-rules.ts';
 import type { ModelLayer } from './model-layers.ts';
 import { WeightFileError } from './safetensors.ts';
@@ -231,6 +231,34 @@ function planLayer(f: GgufFile, options: GgufLayerOptions, seen: Partial<ModelLa
     forms = fits;
   }
   const qkNormOver = present ? forms[0] : undefined;
+  // Keys some llama.cpp versions and converters write (the converter from a config's layer_types): which
+  // layers slide, and the sliding layers' rope base/scale. The rules above hard-code both per
+  // architecture, as llama.cpp's load_hparams does; a file that states them is accepted where it agrees
+  // with those rules for this layer and refused where it does not, never run with values it contradicts.
+  const sliding = rules.window !== undefined;
+  const stated = (k: string) => (f.metadata.has(key(k)) ? f.metadata.get(key(k)) : undefined);
+  const contradiction = (k: string, value: GgufValue | undefined, ours: string) =>
+    new UnsupportedError({
+      where: WHERE,
+      argument: `metadata key "${key(k)}" (${arch}, layer ${layer})`,
+      expected: `what llama.cpp's built-in rule for ${JSON.stringify(arch)} gives this layer: ${ours}`,
+      given: describeValue(value),
+      fix: 'This reader applies the built-in rule only; a file that states another would be run otherwise by some llama.cpp versions.',
+    });
+  const pattern = stated('attention.sliding_window_pattern');
+  if (pattern !== undefined) {
+    const p = Array.isArray(pattern) ? pattern[layer] : pattern;
+    const says = typeof p === 'boolean' ? p : typeof p === 'number' || typeof p === 'bigint' ? Number(p) > 0 && layer % Number(p) < Number(p) - 1 : null;
+    if (says !== sliding) throw contradiction('attention.sliding_window_pattern', pattern, sliding ? 'a sliding layer' : 'a full-attention layer');
+  }
+  for (const [k, ours] of [
+    ['rope.freq_base_swa', rules.freqBase],
+    ['rope.freq_scale_swa', rules.freqScale],
+  ] as const) {
+    const v = stated(k);
+    if (v !== undefined && sliding && Number(v) !== ours) throw contradiction(k, v, String(ours));
+  }
+
   if (arch !== 'gpt-oss' && (f.tensors.has(t('attn_sinks.weight')) || f.tensors.has(t('attn_sinks')))) {
     throw new UnsupportedError({
       where: WHERE,

@@ -31,7 +31,7 @@ test('load your own: a Hugging Face checkpoint folder and a GGUF file list their
   expect(Number(await page.locator('#own-check').getAttribute('data-max-diff'))).toBeLessThan(1e-4);
   await page.selectOption('#own-layer', '5');
   expect(await demo.settled('load-weights')).toBe('done');
-  await expect(page.locator('#own-summary')).toContainText('layer 5 of 6');
+  await expect(page.locator('#own-summary')).toContainText('5 of 6 (gemma3_text): layer 5 · full');
 
   // The shards without config.json: refused in the panel with the reason.
   await page.setInputFiles('#own-file', [fixture('hf-models/gemma3/model-00001-of-00002.safetensors'), fixture('hf-models/gemma3/model-00002-of-00002.safetensors')]);

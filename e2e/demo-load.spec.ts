@@ -38,10 +38,15 @@ test('load your own: a Hugging Face checkpoint folder and a GGUF file list their
   expect(await demo.settled('load-weights')).toBe('error');
   await expect(page.locator('#own-error')).toContainText('Missing config.json');
 
-  // A SmolLM3 GGUF: every 4th layer without rope (NoPE), listed so.
+  // A SmolLM3 GGUF: every 4th layer without rope (NoPE), listed so. The fixture holds blocks 2 and 3
+  // only (the header says 4): the first layer it picks is refused in the panel, naming the tensor.
   await page.setInputFiles('#own-file', fixture('gguf-families/smollm3.f32.gguf'));
-  expect(await demo.settled('load-weights')).toBe('done');
+  expect(await demo.settled('load-weights')).toBe('error');
+  await expect(page.locator('#own-error')).toContainText('blk.0.attn_q.weight');
   await expect(panel.locator('#own-model-layers')).toContainText('NoPE');
+  await expect(page.locator('#own-layer option').nth(3)).toContainText('NoPE');
+  await page.selectOption('#own-layer', '3');
+  expect(await demo.settled('load-weights')).toBe('done');
   await expect(panel.locator('figure.head').first()).toBeVisible();
   expect(Number(await page.locator('#own-check').getAttribute('data-max-diff'))).toBeLessThan(1e-4);
   await demo.expectClean(mark);

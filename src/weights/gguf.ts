@@ -8,11 +8,11 @@
 // cannot be read at offsets, and range requests are not made).
 
 import { InvalidArgumentError, MissingWeightError } from '../errors.ts';
-import { importNodeOnly } from '../node-only.ts';
 import { halfToFloat } from '../util/f16.ts';
 import type { GgufQuantType, GgufQuantizedTensor } from '../quant/types.ts';
 import { describe } from '../validate.ts';
 import { type GgufHeader, NeedMoreBytes, parseGgufHeader } from './gguf-header.ts';
+import { nodeFileAt, type ReadAt } from './read-at.ts';
 import { WeightFileError } from './safetensors.ts';
 
 export type { GgufHeader, GgufTensorInfo, GgufValue, GgufValueType, GgmlType } from './gguf-header.ts';
@@ -36,8 +36,6 @@ export interface GgufFile extends GgufHeader {
 /** ggml type id → the engine's quantized dtype. */
 const QUANT_TYPES: Readonly<Record<number, GgufQuantType>> = { 2: 'q4_0', 8: 'q8_0', 12: 'q4_k', 14: 'q6_k' };
 const FLOAT_TYPES: Readonly<Record<number, string>> = { 0: 'F32', 1: 'F16', 30: 'BF16' };
-
-type ReadAt = (offset: number, length: number) => Promise<Uint8Array>;
 
 /** A parsed file: its header's fields, its size, and `tensor(name)` reading through `readAt`. */
 function ggufFile(header: GgufHeader, byteLength: number, readAt: ReadAt): GgufFile {
@@ -182,54 +180,9 @@ async function fetchBytes(url: string, where: string): Promise<Uint8Array> {
   return responseBytes(response, url, where);
 }
 
-interface NodeFileHandle {
-  stat(): Promise<{ size: number }>;
-  read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
-  close(): Promise<void>;
-}
-
 /** A file in Node, read at offsets through a file handle opened for each read. */
 async function openPath(path: string | URL, where: string): Promise<GgufFile> {
-  const fs = (await importNodeOnly('node:fs/promises')) as { open: (p: string | URL, flags: string) => Promise<NodeFileHandle> };
-  const open = async () => {
-    try {
-      return await fs.open(path, 'r');
-    } catch (e) {
-      const code = (e as { code?: string }).code;
-      throw readError(
-        where,
-        'a readable file',
-        JSON.stringify(String(path)),
-        code === 'ENOENT'
-          ? `There is no such file (relative paths are resolved against the current directory, ${process.cwd()}).`
-          : `Opening it failed: ${(e as Error).message}.`,
-      );
-    }
-  };
-  const readAt: ReadAt = async (at, n) => {
-    const handle = await open();
-    try {
-      const buffer = new Uint8Array(n);
-      let done = 0;
-      while (done < n) {
-        const { bytesRead } = await handle.read(buffer, done, n - done, at + done);
-        if (bytesRead === 0) break;
-        done += bytesRead;
-      }
-      return done === n ? buffer : buffer.subarray(0, done);
-    } catch (e) {
-      throw readError(where, 'a readable file', JSON.stringify(String(path)), `Reading it failed: ${(e as Error).message}.`);
-    } finally {
-      await handle.close();
-    }
-  };
-  const handle = await open();
-  let size: number;
-  try {
-    size = (await handle.stat()).size;
-  } finally {
-    await handle.close();
-  }
+  const { readAt, size } = await nodeFileAt(path, where);
   return parseAt(readAt, size, where);
 }
 

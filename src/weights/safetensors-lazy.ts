@@ -4,12 +4,10 @@
 // at offsets through a file handle, as loadGguf does). `bytesRead` counts every byte read so far.
 
 import { InvalidArgumentError, MissingWeightError } from '../errors.ts';
-import { importNodeOnly } from '../node-only.ts';
 import { describe } from '../validate.ts';
 import { DTYPE_BITS, LazyTensor, type SafetensorsTensor } from './safetensors-dtypes.ts';
+import { nodeFileAt, type ReadAt } from './read-at.ts';
 import { WeightFileError } from './safetensors.ts';
-
-type ReadAt = (offset: number, length: number) => Promise<Uint8Array>;
 
 export interface LazyTensorInfo {
   dtype: string;
@@ -98,12 +96,6 @@ async function open(readAt: ReadAt, size: number): Promise<LazySafetensorsFile> 
   };
 }
 
-interface NodeFileHandle {
-  stat(): Promise<{ size: number }>;
-  read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
-  close(): Promise<void>;
-}
-
 /**
  * Opens a .safetensors file for reading tensor by tensor: bytes (ArrayBuffer, Uint8Array), a Blob or
  * File (read by slices), or in Node a path or file: URL (read at offsets). Reads the header now and each
@@ -120,43 +112,8 @@ export async function openSafetensors(source: ArrayBuffer | Uint8Array | Blob | 
   }
   if ((typeof source === 'string' || source instanceof URL) && typeof process !== 'undefined' && process.versions?.node) {
     const path = typeof source === 'string' && /^file:/i.test(source) ? new URL(source) : source;
-    const fs = (await importNodeOnly('node:fs/promises')) as { open: (p: string | URL, flags: string) => Promise<NodeFileHandle> };
-    const handleOf = async () => {
-      try {
-        return await fs.open(path, 'r');
-      } catch (e) {
-        throw new WeightFileError({
-          where: WHERE,
-          argument: 'source',
-          expected: 'a readable file',
-          given: JSON.stringify(String(source)),
-          fix: `Opening it failed: ${(e as Error).message}.`,
-          problem: 'read',
-        });
-      }
-    };
-    const h0 = await handleOf();
-    let size: number;
-    try {
-      size = (await h0.stat()).size;
-    } finally {
-      await h0.close();
-    }
-    return open(async (at, n) => {
-      const handle = await handleOf();
-      try {
-        const buffer = new Uint8Array(n);
-        let done = 0;
-        while (done < n) {
-          const { bytesRead } = await handle.read(buffer, done, n - done, at + done);
-          if (bytesRead === 0) break;
-          done += bytesRead;
-        }
-        return buffer.subarray(0, done);
-      } finally {
-        await handle.close();
-      }
-    }, size);
+    const { readAt, size } = await nodeFileAt(path, WHERE);
+    return open(readAt, size);
   }
   throw new InvalidArgumentError({
     where: WHERE,

@@ -18,10 +18,10 @@ import {
   UnsupportedError,
 } from '../src/index.ts';
 import { MAX_HEAD_DIM } from '../src/webgpu/backend.ts';
-import { Usage } from '../src/webgpu/buffers.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
 import { recordPipelines } from './helpers/dispatches.ts';
 import { useEngines } from './helpers/engines.ts';
+import { readBuffer, uploadBuffer } from './helpers/readback.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
 import { mulberry32, uniform } from './helpers/random.ts';
 
@@ -76,26 +76,6 @@ function stateDictOf(c: Case, seed: number): StateDict {
 
 function toleranceOf(c: Case, keys: number): ReturnType<typeof f32Tolerance> {
   return f32Tolerance([Math.max(c.E, c.kdim ?? 0, c.vdim ?? 0), keys, c.H * c.Dh]);
-}
-
-function buffer(device: GPUDevice, data: Float32Array): GPUBuffer {
-  const bytes = new Uint8Array(Math.max(16, Math.ceil(data.byteLength / 4) * 4));
-  bytes.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
-  const b = device.createBuffer({ size: bytes.byteLength, usage: Usage.STORAGE | Usage.COPY_DST });
-  device.queue.writeBuffer(b, 0, bytes);
-  return b;
-}
-
-async function read(device: GPUDevice, source: GPUBuffer, bytes: number): Promise<Float32Array> {
-  const size = Math.ceil(bytes / 4) * 4;
-  const staging = device.createBuffer({ size, usage: Usage.MAP_READ | Usage.COPY_DST });
-  const encoder = device.createCommandEncoder();
-  encoder.copyBufferToBuffer(source, 0, staging, 0, size);
-  device.queue.submit([encoder.finish()]);
-  await staging.mapAsync(0x0001); // GPUMapMode.READ
-  const copy = new Float32Array(staging.getMappedRange().slice(0, bytes));
-  staging.destroy();
-  return copy;
 }
 
 describe('the float64 reference with H·Dh ≠ E, against a layer computed by hand', () => {
@@ -252,10 +232,10 @@ describe.each(CASES)('$name: E=$E H=$H G=$G Dh=$Dh', (c) => {
     const want = await engines.cpu.createMultiHeadAttention(config, sd).forward(query, options as never);
     const device = engines.gpu.device!;
     const gpu = engines.gpu.createMultiHeadAttention(config, sd);
-    const [qb, kb, vb] = [query, key, value].map((a) => (a ? buffer(device, a) : undefined));
+    const [qb, kb, vb] = [query, key, value].map((a) => (a ? uploadBuffer(device, a) : undefined));
     const run = () => gpu.forward(qb!, { ...options, ...(cross ? { key: kb, value: vb } : {}), returnBuffer: true } as never);
     const out = (await withErrorScopes(device, run)) as unknown as { outputBuffer: GPUBuffer };
-    const got = await read(device, out.outputBuffer, B * Sq * c.E * 4);
+    const got = new Float32Array(await readBuffer(device, out.outputBuffer, B * Sq * c.E * 4));
     expectClose(got, want.output, toleranceOf(c, Skv), 'GPU buffers');
     for (const b of [qb, kb, vb, out.outputBuffer]) b?.destroy();
     gpu.dispose();

@@ -8,9 +8,9 @@ import { describe, expect, test } from 'vitest';
 import { UnsupportedError } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f16Tolerance, f32Tolerance, maxAbsFinite } from '../src/util/tolerance.ts';
-import { Usage } from '../src/webgpu/buffers.ts';
 import { fromF16, toF16 } from '../src/util/f16.ts';
 import { useEngines } from './helpers/engines.ts';
+import { readBuffer, uploadBuffer } from './helpers/readback.ts';
 import { createGpuEngine, withErrorScopes } from './helpers/gpu.ts';
 
 const engines = useEngines();
@@ -31,26 +31,6 @@ const SIZES: { Dh: number; H: number; G: number }[] = [
   { Dh: 100, H: 3, G: 3 },
   { Dh: 256, H: 1, G: 1 },
 ];
-
-function buffer(device: GPUDevice, data: Float32Array | Uint16Array): GPUBuffer {
-  const bytes = new Uint8Array(Math.max(16, Math.ceil(data.byteLength / 4) * 4));
-  bytes.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
-  const b = device.createBuffer({ size: bytes.byteLength, usage: Usage.STORAGE | Usage.COPY_DST });
-  device.queue.writeBuffer(b, 0, bytes);
-  return b;
-}
-
-async function read(device: GPUDevice, source: GPUBuffer, bytes: number): Promise<ArrayBuffer> {
-  const size = Math.ceil(bytes / 4) * 4;
-  const staging = device.createBuffer({ size, usage: Usage.MAP_READ | Usage.COPY_DST });
-  const encoder = device.createCommandEncoder();
-  encoder.copyBufferToBuffer(source, 0, staging, 0, size);
-  device.queue.submit([encoder.finish()]);
-  await staging.mapAsync(0x0001); // GPUMapMode.READ
-  const copy = staging.getMappedRange().slice(0, bytes);
-  staging.destroy();
-  return copy;
-}
 
 describe.each(SIZES)('head size $Dh (H=$H, G=$G)', ({ Dh, H, G }) => {
   const E = H * Dh;
@@ -117,10 +97,10 @@ describe.each(SIZES)('head size $Dh (H=$H, G=$G)', ({ Dh, H, G }) => {
     const device = gpu.device!;
     const arrays = await withErrorScopes(device, () => gpu.scaledDotProductAttention(q, k, v, opts));
     expectClose(arrays.output, want.output, f32Tolerance([Dh, Skv]), `Dh=${Dh} sdpa arrays`);
-    const [qb, kb, vb] = [q, k, v].map((a) => buffer(device, a));
+    const [qb, kb, vb] = [q, k, v].map((a) => uploadBuffer(device, a));
     const out = await withErrorScopes(device, () => gpu.scaledDotProductAttention(qb, kb, vb, { ...opts, returnBuffer: true }));
     expect(out.outputBuffer.size).toBeGreaterThanOrEqual(q.byteLength);
-    const fromBuffers = new Float32Array(await read(device, out.outputBuffer, q.byteLength));
+    const fromBuffers = new Float32Array(await readBuffer(device, out.outputBuffer, q.byteLength));
     expect(Array.from(fromBuffers)).toEqual(Array.from(arrays.output));
     for (const b of [qb, kb, vb, out.outputBuffer]) b.destroy();
   });
@@ -181,9 +161,9 @@ describe('odd sizes with the other options', () => {
     const device = engines.gpu.device!;
     const arrays = await withErrorScopes(device, () => gpu.forward(query, options));
     expectClose(arrays.output, want.output, f32Tolerance([7, Skv, 6]), 'kdim 5, vdim 7');
-    const [qb, kb, vb] = [query, key, value].map((a) => buffer(device, a));
+    const [qb, kb, vb] = [query, key, value].map((a) => uploadBuffer(device, a));
     const out = await withErrorScopes(device, () => gpu.forward(qb, { ...options, key: kb as never, value: vb as never, returnBuffer: true }));
-    const fromBuffers = new Float32Array(await read(device, out.outputBuffer, B * Sq * 6 * 4));
+    const fromBuffers = new Float32Array(await readBuffer(device, out.outputBuffer, B * Sq * 6 * 4));
     expect(Array.from(fromBuffers)).toEqual(Array.from(arrays.output));
     for (const b of [qb, kb, vb, out.outputBuffer]) b.destroy();
     gpu.dispose();
@@ -206,9 +186,9 @@ describe('odd sizes with the other options', () => {
       const [q, k, v] = [0, 1, 2].map(() => uniform(B * 3 * S * Dh, 1, r));
       const opts = { batchSize: B, numHeads: 3, seqLen: S, headDim: Dh };
       const ref = (await engines.cpu.scaledDotProductAttention(q, k, v, opts)).output;
-      const [qb, kb, vb] = [q, k, v].map((a) => buffer(device, toF16(a)));
+      const [qb, kb, vb] = [q, k, v].map((a) => uploadBuffer(device, toF16(a)));
       const out = await withErrorScopes(device, () => engine.scaledDotProductAttention(qb, kb, vb, { ...opts, returnBuffer: true }));
-      const half = fromF16(new Uint16Array(await read(device, out.outputBuffer, q.length * 2)));
+      const half = fromF16(new Uint16Array(await readBuffer(device, out.outputBuffer, q.length * 2)));
       expectClose(half, ref, f16Tolerance([Dh, S], maxAbsFinite(ref)), `f16 sdpa Dh=${Dh}`);
       for (const b of [qb, kb, vb, out.outputBuffer]) b.destroy();
     }

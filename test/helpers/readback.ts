@@ -1,4 +1,4 @@
-// A GPU buffer read back to the host, for tests and scripts that check what a kernel or the engine
+// A GPU buffer filled from, or read back to, the host, for tests and scripts that check what a kernel or the engine
 // left in a buffer they own (GPU-resident outputs, returnBuffer). The engine's own readbacks are its
 // business (src/webgpu); this is the caller's side: copy into a staging buffer, map, copy out.
 
@@ -21,4 +21,15 @@ export async function readBuffer(device: GPUDevice, source: GPUBuffer, bytes: nu
   } finally {
     staging.destroy();
   }
+}
+
+const STORAGE = 0x80;
+
+/** A STORAGE buffer holding `data` (padded with zeros to whole 4-byte words, at least 16 bytes). */
+export function uploadBuffer(device: GPUDevice, data: Float32Array | Uint16Array): GPUBuffer {
+  const bytes = new Uint8Array(Math.max(16, Math.ceil(data.byteLength / 4) * 4));
+  bytes.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+  const b = device.createBuffer({ size: bytes.byteLength, usage: STORAGE | COPY_DST });
+  device.queue.writeBuffer(b, 0, bytes);
+  return b;
 }

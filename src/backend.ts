@@ -5,13 +5,15 @@
 
 import type { KvCacheStorage } from './kv-cache.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from './plan/index.ts';
-import type { AdapterInfo, BackendKind, BufferForwardResult, EngineStats, ForwardResult, TuningReport, WarmupOptions } from './types.ts';
+import type { AdapterInfo, BackendKind, KvCacheDtype, BufferForwardResult, EngineStats, ForwardResult, TuningReport, WarmupOptions } from './types.ts';
 
 export interface BackendLayer {
   /** Runs a resolved plan (its inputs included). Returns the output [B, Sq, E] (and the probabilities when plan.needWeights). */
   forward(plan: ForwardPlan): Promise<ForwardResult | BufferForwardResult>;
-  /** Storage for a KV cache of this layer: K and V [B, G, maxSeqLen, Dh]. */
-  createCacheStorage(batchSize: number, maxSeqLen: number): KvCacheStorage;
+  /** Storage for a KV cache of this layer: K and V [B, G, maxSeqLen, Dh], stored as `dtype`. */
+  createCacheStorage(batchSize: number, maxSeqLen: number, dtype: KvCacheDtype): KvCacheStorage;
+  /** A cache's dtype when createKvCache is not told one ('f32' on the CPU, the engine's precision on WebGPU). */
+  readonly defaultCacheDtype: KvCacheDtype;
   /** Releases what the layer holds (GPU weights) at once. */
   dispose(): void;
 }

@@ -29,6 +29,7 @@ export type {
   MaskOptions,
   RotaryOptions,
   ScoreMod,
+  KvCacheDtype,
   KvCacheOptions,
   ScoreOptions,
   HeadShapeOptions,

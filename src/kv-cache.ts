@@ -2,15 +2,26 @@
 // at a time. Made by MultiHeadAttention.createKvCache; the storage is the backend's (GPU buffers on
 // WebGPU, arrays on the CPU), the bookkeeping is here and the same for both.
 
-import { DisposedError, InvalidArgumentError } from './errors.ts';
+import { DisposedError, InvalidArgumentError, UnsupportedError } from './errors.ts';
+import { decodeKvRows, encodeKvRows } from './quant/kv.ts';
+import type { KvCacheDtype } from './types.ts';
 import { describe } from './validate.ts';
 
-/** What a backend keeps for a cache: K and V [B, G, maxSeqLen, Dh]. */
+/** What a backend keeps for a cache: K and V [B, G, maxSeqLen, Dh], stored as the cache's dtype. */
 export interface KvCacheStorage {
+  /** Bytes the storage holds (K and V of maxSeqLen positions, as stored). */
+  readonly bytes: number;
   /** Rows 0 … length − 1 of K and V, as float32 [B, G, length, Dh]. */
   read(length: number): Promise<{ key: Float32Array; value: Float32Array }>;
-  /** Sets rows 0 … length − 1 of K and V from float32 [B, G, length, Dh] (checked by the caller). */
+  /** Sets rows 0 … length − 1 of K and V from float32 [B, G, length, Dh] (checked by the caller), rounded to the dtype as a forward's rows are. */
   write(key: Float32Array, value: Float32Array, length: number): void;
+  /**
+   * Rows 0 … length − 1 of K and V as stored: [B, G, length] rows of kvRowBytes(dtype, Dh) bytes each,
+   * in quant/kv.ts's encoding (ggml's blocks for q-dtypes). Moving a cache between backends, and the tests of the rounding.
+   */
+  readEncoded(length: number): Promise<{ key: Uint8Array; value: Uint8Array }>;
+  /** Sets rows 0 … length − 1 from readEncoded's form, bit for bit. */
+  writeEncoded(key: Uint8Array, value: Uint8Array, length: number): void;
   /** Empties the storage for reuse (a backend may reallocate, e.g. after a device loss). */
   reset(): void;
   /**
@@ -29,6 +40,8 @@ export class KvCache {
   readonly batchSize: number;
   /** The most positions it can hold. */
   readonly maxSeqLen: number;
+  /** How K and V are stored: 'f32', 'f16', or ggml's blocks 'q8_0', 'q4_0' (read in place by the attention). */
+  readonly dtype: KvCacheDtype;
   private filled = 0;
   /** The last call's tree (treeParents) and the length before it, until acceptPath, truncate, reset or the next call. */
   private tree: { parents: Int32Array; start: number } | null = null;
@@ -40,13 +53,20 @@ export class KvCache {
   constructor(
     batchSize: number,
     maxSeqLen: number,
+    dtype: KvCacheDtype,
     storage: KvCacheStorage,
     /** @internal The layer that made it (a cache serves that layer only). */
     readonly owner: object,
   ) {
     this.batchSize = batchSize;
     this.maxSeqLen = maxSeqLen;
+    this.dtype = dtype;
     this.storageImpl = storage;
+  }
+
+  /** Bytes its keys and values hold on the backend (all maxSeqLen positions, as stored; 0 once disposed). */
+  get bytes(): number {
+    return this.storageImpl?.bytes ?? 0;
   }
 
   /** How many positions are filled. */
@@ -56,7 +76,7 @@ export class KvCache {
 
   /**
    * The keys and values it holds, as float32 [B, G, length, Dh] each (keys as stored: after the
-   * projection and bias, as the layer computed them): for saving a conversation, handing the past to
+   * projection and bias, as the layer computed them; a 'f16' or q-dtype cache's values dequantized): for saving a conversation, handing the past to
    * another runtime (ONNX Runtime's present_key/present_value, Hugging Face's past_key_values), or a
    * new cache via mha.createKvCache({ key, value }).
    */
@@ -203,6 +223,31 @@ export class KvCache {
       });
     }
   }
+}
+
+/**
+ * readEncoded/writeEncoded for a storage that keeps float values (its read() exact): the rows encoded
+ * from read(), and writeEncoded through write() (exact where the dtype's values are what it keeps).
+ */
+export async function readEncodedFromFloats(storage: KvCacheStorage, dtype: KvCacheDtype, Dh: number, length: number): Promise<{ key: Uint8Array; value: Uint8Array }> {
+  const { key, value } = await storage.read(length);
+  return { key: encodeKvRows(dtype, key, Dh), value: encodeKvRows(dtype, value, Dh) };
+}
+
+/** A storage's writeEncoded through its write() of float values. */
+export function writeEncodedAsFloats(storage: KvCacheStorage, dtype: KvCacheDtype, Dh: number, key: Uint8Array, value: Uint8Array, length: number): void {
+  storage.write(decodeKvRows(dtype, key, Dh), decodeKvRows(dtype, value, Dh), length);
+}
+
+/** A backend's refusal of a cache dtype its kernels do not read (createCacheStorage). */
+export function unsupportedCacheDtype(backend: string, dtype: KvCacheDtype, supported: readonly KvCacheDtype[]): UnsupportedError {
+  return new UnsupportedError({
+    where: 'MultiHeadAttention.createKvCache',
+    argument: 'options.dtype',
+    expected: `on the ${backend} backend: ${supported.map((d) => `'${d}'`).join(', ')}`,
+    given: `'${dtype}'`,
+    fix: `Use one of ${supported.map((d) => `'${d}'`).join(', ')}.`,
+  });
 }
 
 function isArrayLike(value: unknown): value is ArrayLike<number> {

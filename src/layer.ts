@@ -89,8 +89,9 @@ export class MultiHeadAttention {
     if (!this.impl) {
       throw new DisposedError('MultiHeadAttention.createKvCache: this layer', 'Create a new layer with engine.createMultiHeadAttention().');
     }
-    const { batchSize, maxSeqLen, past } = resolveKvCacheOptions(this.spec, options);
-    const cache = new KvCache(batchSize, maxSeqLen, this.impl.createCacheStorage(batchSize, maxSeqLen), this);
+    const { batchSize, maxSeqLen, dtype: asked, past } = resolveKvCacheOptions(this.spec, options);
+    const dtype = asked ?? this.impl.defaultCacheDtype;
+    const cache = new KvCache(batchSize, maxSeqLen, dtype, this.impl.createCacheStorage(batchSize, maxSeqLen, dtype), this);
     if (past) {
       cache.storage.write(past.key, past.value, past.length);
       cache.advance(past.length);

@@ -124,7 +124,7 @@ export const QK_NORM_KEYS = knownKeys<NonNullable<MultiHeadAttentionConfig['qkNo
 export const V_NORM_KEYS = knownKeys<{ eps?: number }>({ eps: true });
 
 /** mha.createKvCache's options. */
-export const KV_CACHE_KEYS = knownKeys<KvCacheOptions>({ batchSize: true, maxSeqLen: true, key: true, value: true, length: true });
+export const KV_CACHE_KEYS = knownKeys<KvCacheOptions>({ batchSize: true, maxSeqLen: true, dtype: true, key: true, value: true, length: true });
 
 /** createAttentionEngine's options. */
 export const ENGINE_KEYS = knownKeys<EngineOptions>({ backend: true, device: true, limits: true, precision: true, profile: true, threads: true, tuning: true });

@@ -246,12 +246,24 @@ export interface ScaledDotProductAttentionOptions extends MaskOptions, ScoreOpti
   scoreMod?: ScoreMod;
 }
 
+/**
+ * How a KV cache stores its keys and values. 'f32' and 'f16': floats. 'q8_0' and 'q4_0': blocks of 32
+ * along the head dimension exactly as ggml's reference quantizers write them (quantize_row_q8_0_ref,
+ * quantize_row_q4_0_ref: their rounding, the scale an f16), read in place by the attention.
+ */
+export type KvCacheDtype = 'f32' | 'f16' | 'q8_0' | 'q4_0';
+
 /** mha.createKvCache's options. */
 export interface KvCacheOptions {
   /** B. */
   batchSize: number;
   /** The most positions it can hold. */
   maxSeqLen: number;
+  /**
+   * How K and V are stored (KvCacheDtype); default the engine's precision ('f32' on 'cpu' and 'wasm').
+   * 'q8_0' and 'q4_0' need a head size that is a multiple of 32. Queries stay float.
+   */
+  dtype?: KvCacheDtype;
   /** A past to start from: keys [B, G, length, Dh] (as the layer computes them), with `value`. */
   key?: Float32Array;
   /** A past to start from: values [B, G, length, Dh], with `key`. */

@@ -9,7 +9,7 @@
 import type { Backend, BackendLayer, GpuCapability, ThreadCapability } from '../backend.ts';
 import type { KvCache, KvCacheStorage } from '../kv-cache.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
-import type { BufferForwardResult, ForwardResult, TuningReport, WarmupOptions } from '../types.ts';
+import type { BufferForwardResult, ForwardResult, KvCacheDtype, TuningReport, WarmupOptions } from '../types.ts';
 import type { WasmBackend } from '../wasm/backend.ts';
 import { coveredByKernels } from '../wasm/layer.ts';
 import type { WebGPUBackend } from '../webgpu/backend.ts';
@@ -127,9 +127,18 @@ class AutoLayer implements BackendLayer {
     return this.run(backend, plan);
   }
 
-  createCacheStorage(batchSize: number, maxSeqLen: number): KvCacheStorage {
-    if (!this.wasm) return this.gpu.createCacheStorage(batchSize, maxSeqLen);
-    return new AutoKvCacheStorage(this.chooser.current, { wasm: this.wasm, webgpu: this.gpu }, batchSize, maxSeqLen);
+  /** WebGPU's here is 'f32' (the auto engine's precision), as 'wasm''s. */
+  get defaultCacheDtype(): KvCacheDtype {
+    return this.gpu.defaultCacheDtype;
+  }
+
+  createCacheStorage(batchSize: number, maxSeqLen: number, dtype: KvCacheDtype): KvCacheStorage {
+    if (!this.wasm) return this.gpu.createCacheStorage(batchSize, maxSeqLen, dtype);
+    // Made on both now (the one not in use disposed at once): a dtype either refuses is refused here, not at a later move.
+    this.layer(this.chooser.current === 'wasm' ? 'webgpu' : 'wasm')
+      .createCacheStorage(1, 1, dtype)
+      .dispose();
+    return new AutoKvCacheStorage(this.chooser.current, { wasm: this.wasm, webgpu: this.gpu }, batchSize, maxSeqLen, dtype);
   }
 
   /** Measures this plan's class now (engine.tune()). */
@@ -146,7 +155,7 @@ class AutoLayer implements BackendLayer {
     this.chooser.current = backend;
     const layer = this.layer(backend);
     if (!plan.cache || !this.wasm) return layer.forward(plan);
-    const store = plan.cache.cache.storage as AutoKvCacheStorage;
+    const store = plan.cache.cache.storage as unknown as AutoKvCacheStorage;
     const storage = await store.on(backend, plan.cache.start);
     return layer.forward({ ...plan, cache: { cache: withStorage(plan.cache.cache, storage), start: plan.cache.start } });
   }
@@ -168,7 +177,7 @@ class AutoLayer implements BackendLayer {
       const { cache, start } = copy.cache;
       let storage = scratch.get(backend);
       if (!storage) {
-        storage = layer.createCacheStorage(cache.batchSize, plan.kvSeqLen);
+        storage = layer.createCacheStorage(cache.batchSize, plan.kvSeqLen, cache.dtype);
         const { numKvHeads: G, headDim: Dh } = this.spec;
         const rows = new Float32Array(cache.batchSize * G * start * Dh);
         storage.write(rows, rows, start);
@@ -194,17 +203,22 @@ class AutoKvCacheStorage implements KvCacheStorage {
     private readonly layers: Record<AutoKind, BackendLayer | null>,
     private readonly batchSize: number,
     private readonly maxSeqLen: number,
+    private readonly dtype: KvCacheDtype,
   ) {
-    this.inner = layers[kind]!.createCacheStorage(batchSize, maxSeqLen);
+    this.inner = layers[kind]!.createCacheStorage(batchSize, maxSeqLen, dtype);
+  }
+
+  get bytes(): number {
+    return this.inner.bytes;
   }
 
   /** The storage on `backend`, rows 0 … length − 1 moved there first if they were on the other. */
   async on(backend: AutoKind, length: number): Promise<KvCacheStorage> {
     if (backend === this.kind) return this.inner;
-    const next = this.layers[backend]!.createCacheStorage(this.batchSize, this.maxSeqLen);
+    const next = this.layers[backend]!.createCacheStorage(this.batchSize, this.maxSeqLen, this.dtype);
     if (length > 0) {
-      const { key, value } = await this.inner.read(length);
-      next.write(key, value, length);
+      const { key, value } = await this.inner.readEncoded(length); // as stored: bit for bit
+      next.writeEncoded(key, value, length);
     }
     this.inner.dispose();
     this.inner = next;
@@ -217,6 +231,12 @@ class AutoKvCacheStorage implements KvCacheStorage {
   }
   write(key: Float32Array, value: Float32Array, length: number): void {
     this.inner.write(key, value, length);
+  }
+  readEncoded(length: number) {
+    return this.inner.readEncoded(length);
+  }
+  writeEncoded(key: Uint8Array, value: Uint8Array, length: number): void {
+    this.inner.writeEncoded(key, value, length);
   }
   reset(): void {
     this.inner.reset();

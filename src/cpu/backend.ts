@@ -4,7 +4,7 @@ import type { Backend, BackendLayer } from '../backend.ts';
 import { UnsupportedError } from '../errors.ts';
 import { copyWeights, floatLayerWeights, type ForwardPlan, isFloat, geometryOf, type LayerSpec, type LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
-import type { KvCacheStorage } from '../kv-cache.ts';
+import { type KvCacheStorage, readEncodedFromFloats, unsupportedCacheDtype, writeEncodedAsFloats } from '../kv-cache.ts';
 import { transformHeads } from './head-transform.ts';
 import { attention, outputProjection, qkvProjection, referenceForward } from './reference.ts';
 
@@ -12,6 +12,11 @@ import { attention, outputProjection, qkvProjection, referenceForward } from './
 class CpuKvCache implements KvCacheStorage {
   k: Float64Array;
   v: Float64Array;
+  readonly dtype = 'f32' as const;
+
+  get bytes(): number {
+    return this.k.byteLength + this.v.byteLength;
+  }
 
   constructor(
     private readonly B: number,
@@ -46,6 +51,14 @@ class CpuKvCache implements KvCacheStorage {
 
   write(key: Float32Array, value: Float32Array, length: number): void {
     this.append(Float64Array.from(key), Float64Array.from(value), 0, length);
+  }
+
+  readEncoded(length: number): Promise<{ key: Uint8Array; value: Uint8Array }> {
+    return readEncodedFromFloats(this, this.dtype, this.Dh, length);
+  }
+
+  writeEncoded(key: Uint8Array, value: Uint8Array, length: number): void {
+    writeEncodedAsFloats(this, this.dtype, this.Dh, key, value, length);
   }
 
   reset(): void {
@@ -94,7 +107,11 @@ export class CpuBackend implements Backend {
     const own = isFloat(weights) ? copyWeights(weights) : floatLayerWeights(weights);
     const { numKvHeads: G, headDim: Dh, numHeads: H } = spec;
     return {
-      createCacheStorage: (B, maxSeqLen) => new CpuKvCache(B, G, maxSeqLen, Dh),
+      defaultCacheDtype: 'f32',
+      createCacheStorage: (B, maxSeqLen, dtype) => {
+        if (dtype !== 'f32') throw unsupportedCacheDtype('cpu', dtype, ['f32']);
+        return new CpuKvCache(B, G, maxSeqLen, Dh);
+      },
       forward: async (plan) => {
         refuseGpuBuffers('MultiHeadAttention.forward', plan);
         if (plan.cache) {

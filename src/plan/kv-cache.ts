@@ -3,6 +3,8 @@
 
 import { InvalidArgumentError, ShapeMismatchError, UnsupportedError } from '../errors.ts';
 import { KvCache } from '../kv-cache.ts';
+import { isBlockDtype, KV_CACHE_DTYPES } from '../quant/kv.ts';
+import type { KvCacheDtype } from '../types.ts';
 import { KV_CACHE_KEYS } from '../option-keys.ts';
 import { describe, rejectUnknownKeys, requireFloat32Array, requireObject, requirePositiveInteger } from '../validate.ts';
 import { makeBatchedPlan } from './batched.ts';
@@ -181,12 +183,19 @@ function treeMask(parents: Int32Array, start: number): { mask: Uint8Array; depth
 export function resolveKvCacheOptions(
   spec: LayerSpec,
   options: unknown,
-): { batchSize: number; maxSeqLen: number; past: { key: Float32Array; value: Float32Array; length: number } | null } {
+): {
+  batchSize: number;
+  maxSeqLen: number;
+  /** options.dtype, or null: the backend's default. */
+  dtype: KvCacheDtype | null;
+  past: { key: Float32Array; value: Float32Array; length: number } | null;
+} {
   const where = 'MultiHeadAttention.createKvCache';
   const o = requireObject(where, 'options', options, 'Pass { batchSize, maxSeqLen } (and key, value to start from a past).');
   rejectUnknownKeys(where, 'options', o, KV_CACHE_KEYS);
   const batchSize = requirePositiveInteger(where, 'options.batchSize', o.batchSize);
   const maxSeqLen = requirePositiveInteger(where, 'options.maxSeqLen', o.maxSeqLen);
+  const dtype = resolveKvCacheDtype(where, 'options.dtype', o.dtype, spec);
   if (o.key === undefined && o.value === undefined) {
     if (o.length !== undefined) {
       throw new InvalidArgumentError({
@@ -197,7 +206,7 @@ export function resolveKvCacheOptions(
         fix: 'Pass the past as key and value [B, G, length, Dh].',
       });
     }
-    return { batchSize, maxSeqLen, past: null };
+    return { batchSize, maxSeqLen, dtype, past: null };
   }
   requireBothOrNeither(where, 'options', o, 'key', 'value', 'A past is both its keys and its values.');
   const block = batchSize * spec.numKvHeads * spec.headDim; // elements per position
@@ -224,5 +233,25 @@ export function resolveKvCacheOptions(
   }
   const key = requireFloat32Array(where, 'options.key', o.key, length * block, `${shape(length)} = ${length * block}`);
   const value = requireFloat32Array(where, 'options.value', o.value, length * block, `${shape(length)} = ${length * block}`);
-  return { batchSize, maxSeqLen, past: { key, value, length } };
+  return { batchSize, maxSeqLen, dtype, past: { key, value, length } };
+}
+
+/** A cache's dtype option, checked against the layer (blocks of 32 need Dh % 32 = 0); null when left out. */
+export function resolveKvCacheDtype(where: string, argument: string, value: unknown, spec: LayerSpec): KvCacheDtype | null {
+  if (value === undefined) return null;
+  if (typeof value !== 'string' || !(KV_CACHE_DTYPES as readonly string[]).includes(value)) {
+    throw new InvalidArgumentError({ where, argument, expected: KV_CACHE_DTYPES.map((d) => `'${d}'`).join(', '), given: describe(value) });
+  }
+  const dtype = value as KvCacheDtype;
+  const Dh = spec.unpaddedHeadDim ?? spec.headDim;
+  if (isBlockDtype(dtype) && Dh % 32 !== 0) {
+    throw new InvalidArgumentError({
+      where,
+      argument,
+      expected: `'f32' or 'f16' for this layer: '${dtype}' stores blocks of 32 along the head dimension, and headDim ${Dh} is not a multiple of 32`,
+      given: `'${dtype}'`,
+      fix: "Use dtype 'f16' (or 'f32') for this layer's cache.",
+    });
+  }
+  return dtype;
 }

@@ -9,7 +9,7 @@
 // at once when the cache is made between calls, else by the next forward (place()). Until then a
 // past it was made from waits here, and read() answers from it.
 
-import type { KvCacheStorage } from '../kv-cache.ts';
+import { type KvCacheStorage, readEncodedFromFloats, writeEncodedAsFloats } from '../kv-cache.ts';
 import { type HeadView, headSplit, type TransposedKeys } from './attention.ts';
 import type { WasmKernels } from './kernels.ts';
 
@@ -37,6 +37,18 @@ export class WasmKvCache implements KvCacheStorage {
     this.ktStride = Math.ceil(maxSeqLen / BLOCK) * BLOCK * Dh;
     this.kSize = B * G * this.ktStride;
     this.vSize = B * G * maxSeqLen * Dh;
+  }
+
+  get bytes(): number {
+    return 4 * (this.kSize + this.vSize);
+  }
+
+  readEncoded(length: number): Promise<{ key: Uint8Array; value: Uint8Array }> {
+    return readEncodedFromFloats(this, 'f32', this.Dh, length);
+  }
+
+  writeEncoded(key: Uint8Array, value: Uint8Array, length: number): void {
+    writeEncodedAsFloats(this, 'f32', this.Dh, key, value, length);
   }
 
   /** Takes the block (zeroed) and writes any pending rows; only while no forward of the layer runs. */

@@ -19,6 +19,8 @@ import type { ForwardResult } from '../types.ts';
 import { type HeadView, referenceAttention, runAttention, type TransposedKeys, tokenMajor } from './attention.ts';
 import type { WasmKernels } from './kernels.ts';
 import { WasmKvCache } from './kv-cache.ts';
+import { unsupportedCacheDtype } from '../kv-cache.ts';
+import type { KvCacheDtype } from '../types.ts';
 import { createProjection, type Projection, project } from './projection.ts';
 
 export class WasmLayer implements BackendLayer {
@@ -48,7 +50,10 @@ export class WasmLayer implements BackendLayer {
     kernels!.keep();
   }
 
-  createCacheStorage(batchSize: number, maxSeqLen: number): WasmKvCache {
+  readonly defaultCacheDtype = 'f32' as const;
+
+  createCacheStorage(batchSize: number, maxSeqLen: number, dtype: KvCacheDtype): WasmKvCache {
+    if (dtype !== 'f32') throw unsupportedCacheDtype('wasm', dtype, ['f32']);
     if (!this.kernels) throw new DisposedError('MultiHeadAttention.createKvCache: this layer', 'Create a new layer with engine.createMultiHeadAttention().');
     const storage = new WasmKvCache(this.kernels, batchSize, this.spec.numKvHeads, maxSeqLen, this.spec.headDim);
     if (!this.running) storage.place(); // else the next forward places it

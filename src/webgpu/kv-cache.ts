@@ -8,7 +8,7 @@
 // until a reset() that reallocates (after a device loss), so a cache WebGPU refused is never read.
 
 import { DeviceLimitError, DeviceLostError } from '../errors.ts';
-import type { KvCacheStorage } from '../kv-cache.ts';
+import { type KvCacheStorage, readEncodedFromFloats, writeEncodedAsFloats } from '../kv-cache.ts';
 import { type BufferPool, Usage, writeTensor } from './buffers.ts';
 import { fromF16, toF16 } from '../util/f16.ts';
 import type { GpuKvCache } from './forward.ts';
@@ -32,7 +32,7 @@ export class WebGPUKvCache implements KvCacheStorage {
   /** Whether WebGPU accepted the buffer's allocation, and the last write (ACCEPTED after a reset: nothing to read). */
   private allocated: Verdict = ACCEPTED;
   private written: Verdict = ACCEPTED;
-  private readonly bytes: number;
+  private readonly bytesTotal: number;
   /** Lanes a row: Dh rounded up to a multiple of 4 (zeros past Dh). */
   private readonly lanes: number;
 
@@ -45,18 +45,30 @@ export class WebGPUKvCache implements KvCacheStorage {
     private readonly Dh: number,
   ) {
     this.lanes = up4(Dh);
-    this.bytes = 2 * B * G * capacity * this.lanes * host.current().pool.elementBytes;
+    this.bytesTotal = 2 * B * G * capacity * this.lanes * host.current().pool.elementBytes;
     const maxBinding = Math.min(host.limits().maxStorageBufferBindingSize, host.limits().maxBufferSize);
-    if (this.bytes > maxBinding) {
+    if (this.bytesTotal > maxBinding) {
       throw new DeviceLimitError({
         where: 'MultiHeadAttention.createKvCache',
         argument: 'the cache, 2·batchSize·numKvHeads·maxSeqLen·headDim·4 bytes',
         expected: `at most maxStorageBufferBindingSize = ${maxBinding} bytes`,
-        given: `${this.bytes} bytes`,
+        given: `${this.bytesTotal} bytes`,
         fix: 'Use a smaller maxSeqLen or batchSize.',
       });
     }
     this.allocate('MultiHeadAttention.createKvCache');
+  }
+
+  get bytes(): number {
+    return this.buffer ? this.bytesTotal : 0;
+  }
+
+  readEncoded(length: number): Promise<{ key: Uint8Array; value: Uint8Array }> {
+    return readEncodedFromFloats(this, this.host.current().pool.elementBytes === 2 ? 'f16' : 'f32', this.Dh, length);
+  }
+
+  writeEncoded(key: Uint8Array, value: Uint8Array, length: number): void {
+    writeEncodedAsFloats(this, this.host.current().pool.elementBytes === 2 ? 'f16' : 'f32', this.Dh, key, value, length);
   }
 
   /** A buffer on the current device, in error scopes (`where`: the entry point that made it). */
@@ -64,7 +76,7 @@ export class WebGPUKvCache implements KvCacheStorage {
     const { pool, generation } = this.host.current();
     const scopes = new ErrorScopes(pool.device);
     try {
-      this.buffer = pool.allocate(this.bytes, Usage.STORAGE | Usage.COPY_DST | Usage.COPY_SRC, 'KvCache');
+      this.buffer = pool.allocate(this.bytesTotal, Usage.STORAGE | Usage.COPY_DST | Usage.COPY_SRC, 'KvCache');
     } finally {
       this.allocated = scopes.verdict(where);
     }

@@ -12,6 +12,8 @@ import { mergeResults } from './chunking.ts';
 import type { DeviceState } from './device.ts';
 import { forwardWebGPU } from './forward.ts';
 import { WebGPUKvCache } from './kv-cache.ts';
+import { unsupportedCacheDtype } from '../kv-cache.ts';
+import type { KvCacheDtype } from '../types.ts';
 import { type FormattedSpec, hasPacked } from './kernels/packed-weight.ts';
 import { padForwardPlan, paddedSpec, type Unpadded, unpaddedOf } from './padding.ts';
 import type { GpuRuntime } from './runtime.ts';
@@ -45,7 +47,13 @@ export class WebGPULayer implements BackendLayer {
     this.generation = generation;
   }
 
-  createCacheStorage(batchSize: number, maxSeqLen: number): WebGPUKvCache {
+  /** The engine's precision. */
+  get defaultCacheDtype(): KvCacheDtype {
+    return this.runtime.current().pool.elementBytes === 2 ? 'f16' : 'f32';
+  }
+
+  createCacheStorage(batchSize: number, maxSeqLen: number, dtype: KvCacheDtype): WebGPUKvCache {
+    if (dtype !== this.defaultCacheDtype) throw unsupportedCacheDtype('webgpu', dtype, [this.defaultCacheDtype]);
     return new WebGPUKvCache(this.runtime, batchSize, this.spec.numKvHeads, maxSeqLen, this.spec.headDim);
   }
 

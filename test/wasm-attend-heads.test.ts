@@ -52,7 +52,7 @@ describe('attendHeads gives, bit for bit, attend per head', () => {
     const pad = rule.padded ? kernels.putBytes(Uint8Array.from({ length: Skv }, (_, j) => (j % 3 === 1 ? 1 : 0))) : 0;
     const maskRow = Float32Array.from(uniform(Skv, 2, r), (x, j) => (j % 5 === 2 ? -Infinity : x));
     const mask = rule.masked ? kernels.put(maskRow) : 0;
-    k.setRule(1 / Math.sqrt(Dh), rule.softcap ?? 0, 0, 0, 0, rule.headScale ?? 1, rule.causal ? 1 : 0, rule.window ?? 0, pad, mask);
+    k.setRule(1 / Math.sqrt(Dh), rule.softcap ?? 0, 0, 0, 0, rule.headScale ?? 1, rule.causal ? 1 : 0, rule.window ?? 0, pad, mask, 0, 0, 0, 0);
     const scratch = kernels.alloc(SCRATCH_ROWS * (KEYS + Dh + 3 + 5));
     const together = kernels.alloc(heads * Dh);
     const alone = kernels.alloc(heads * Dh);

@@ -18,6 +18,17 @@
 // Row i sees key j when first(i) ≤ j ≤ last(i) (causal, window, as keyBand) and j is not padded.
 // scratch: ≥ RG·BC + RG·(Dh + 3) + 5·RG floats (16-byte aligned). A row that sees no key gets 0. The fast exp
 // (exp4, Cephes' exp2f polynomial) has a relative error of about 2e-7.
+//
+// A KV cache stored as 'f16', 'q8_0' or 'q4_0' (setRule's kind 1, 2, 3; src/wasm/kv-cache.ts writes it) is
+// read where it is: each block of 64 keys is decoded into a scratch (gDec: Kᵀ [Dh, 64] then V [64, Dh]
+// f32) just before its scores, and the scores and P·V run on that tile; nothing else of the cache is
+// ever copied. Its layouts, per (sequence, key/value head):
+//   kind 1  Kᵀ [⌈S/64⌉, Dh, 64] f16 bits;                      V [S, Dh] f16 bits (quant/kv.ts's rows)
+//   kind 2  Kᵀ [⌈S/64⌉, Dh, 64] i8, scales [⌈S/64⌉, Dh/32, 64] f16 (kt's, at gKs); V [S] ggml q8_0 rows
+//   kind 3  Kᵀ [⌈S/64⌉, Dh, 32 bytes]: keys 32h + i (i < 16) in the low nibble of byte 16h + i, keys
+//           32h + 16 + i in its high nibble (value = nibble − 8); scales as kind 2; V [S] ggml q4_0 rows
+// V rows are gVRow bytes apart. The decoded values are exactly quant/kv.ts's decodeKvRow's (f16 exact,
+// f16 scale × small integer exact in f32).
 
 const BC: i32 = 64; // keys per block
 const RG: i32 = 32; // query rows per pass over the keys (8 quads of the score micro-kernel): K and V blocks read once per 32 rows
@@ -34,8 +45,31 @@ let gWindow: i32 = 0;
 let gPad: usize = 0;
 let gMask: usize = 0;
 let gOnePosition: bool = false; // attendHeads: every row is the same query (the last position), of another head
+let gKind: i32 = 0; // how K and V are stored: 0 f32 (Kᵀ blocks, V rows of ldv floats), 1 f16, 2 q8_0, 3 q4_0 (see the top)
+let gKs: usize = 0; // kinds 2, 3: the K scales
+let gVRow: usize = 0; // kinds 1 … 3: bytes from one V row to the next
+let gDec: usize = 0; // kinds 1 … 3: scratch for a decoded block, 128·Dh floats (16-byte aligned)
 
-export function setRule(scale: f32, softcap: f32, slope: f32, sink: f32, hasSink: i32, headScale: f32, causal: i32, window: i32, pad: usize, mask: usize): void {
+export function setRule(
+  scale: f32,
+  softcap: f32,
+  slope: f32,
+  sink: f32,
+  hasSink: i32,
+  headScale: f32,
+  causal: i32,
+  window: i32,
+  pad: usize,
+  mask: usize,
+  kind: i32,
+  ks: usize,
+  vRow: usize,
+  dec: usize,
+): void {
+  gKind = kind;
+  gKs = ks;
+  gVRow = vRow;
+  gDec = dec;
   gScale = scale;
   gSoftcap = softcap;
   gSlope = slope;
@@ -85,9 +119,8 @@ function lastKey(ip: i32, Skv: i32): i32 {
   return gCausal || gWindow > 0 ? min(ip, Skv - 1) : Skv - 1;
 }
 
-/** Scores of 4 query rows (q0 … q3) × jn keys from j0: Σ_d q[r, d]·Kᵀ[d, j], 8 keys per step, into sc rows [4, BC]. */
-function scores4(q0: usize, q1: usize, q2: usize, q3: usize, kt: usize, j0: i32, jn: i32, Dh: i32, sc: usize): void {
-  const block = kt + ((<usize>(j0 >> 6) * <usize>Dh) << 8); // j0 is a multiple of BC = 64
+/** Scores of 4 query rows (q0 … q3) × jn keys of the Kᵀ block [Dh, 64] at `block`: Σ_d q[r, d]·Kᵀ[d, j], 8 keys per step, into sc rows [4, BC]. */
+function scores4(q0: usize, q1: usize, q2: usize, q3: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
   const rs = (<usize>BC) << 2;
   for (let c = 0; c < jn; c += 8) {
     let a00 = f32x4.splat(0);
@@ -133,8 +166,7 @@ function scores4(q0: usize, q1: usize, q2: usize, q3: usize, kt: usize, j0: i32,
  * scores4 for one query row. 16 keys per step where 16 are left (four sums that do not wait on each
  * other: one would wait a float add's latency per step), else 8; each key's sum runs over d in order.
  */
-function scores1(q0: usize, kt: usize, j0: i32, jn: i32, Dh: i32, sc: usize): void {
-  const block = kt + ((<usize>(j0 >> 6) * <usize>Dh) << 8);
+function scores1(q0: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
   const end = (jn + 7) & ~7; // as scores4: whole 8s of the zero-padded block
   let c = 0;
   for (; c + 16 <= end; c += 16) {
@@ -173,7 +205,7 @@ function scores1(q0: usize, kt: usize, j0: i32, jn: i32, Dh: i32, sc: usize): vo
 }
 
 /** pv4 for one row: acc ← alpha·acc + Σ_j p[j]·V[j]. */
-function pv1(sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, j0: i32, jn: i32, Dh: i32): void {
+function pv1(sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, jn: i32, Dh: i32): void {
   const al = f32x4.splat(alpha);
   const D4 = Dh >> 2;
   let d4 = 0;
@@ -184,7 +216,7 @@ function pv1(sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, j0: i3
     let a1 = f32x4.mul(v128.load(ad, 16), al);
     let a2 = f32x4.mul(v128.load(ad, 32), al);
     let a3 = f32x4.mul(v128.load(ad, 48), al);
-    let vp = v + <usize>j0 * vStride + ((<usize>d4) << 4);
+    let vp = v + ((<usize>d4) << 4);
     for (let jj = 0; jj < jn; jj++) {
       const p = v128.load32_splat(sc + ((<usize>jj) << 2));
       a0 = f32x4.add(a0, f32x4.mul(p, v128.load(vp)));
@@ -201,7 +233,7 @@ function pv1(sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, j0: i3
   for (; d4 < D4; d4++) {
     const ad = acc + ((<usize>d4) << 4);
     let a = f32x4.mul(v128.load(ad), al);
-    let vp = v + <usize>j0 * vStride + ((<usize>d4) << 4);
+    let vp = v + ((<usize>d4) << 4);
     for (let jj = 0; jj < jn; jj++) {
       a = f32x4.add(a, f32x4.mul(v128.load32_splat(sc + ((<usize>jj) << 2)), v128.load(vp)));
       vp += vStride;
@@ -211,13 +243,13 @@ function pv1(sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, j0: i3
   for (let d = D4 << 2; d < Dh; d++) {
     const ad = acc + ((<usize>d) << 2);
     let a = load<f32>(ad) * alpha;
-    for (let jj = 0; jj < jn; jj++) a += load<f32>(sc + ((<usize>jj) << 2)) * load<f32>(v + <usize>(j0 + jj) * vStride + ((<usize>d) << 2));
+    for (let jj = 0; jj < jn; jj++) a += load<f32>(sc + ((<usize>jj) << 2)) * load<f32>(v + <usize>jj * vStride + ((<usize>d) << 2));
     store<f32>(ad, a);
   }
 }
 
-/** acc[r] ← alpha[r]·acc[r] + Σ_j p[r, j]·V[j] for 4 rows: one V load serves the 4, f32x4 over Dh, scalar past the last whole 4. */
-function pv4(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vStride: usize, j0: i32, jn: i32, Dh: i32): void {
+/** acc[r] ← alpha[r]·acc[r] + Σ_j p[r, j]·V[j] for 4 rows (V's jn rows from v): one V load serves the 4, f32x4 over Dh, scalar past the last whole 4. */
+function pv4(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vStride: usize, jn: i32, Dh: i32): void {
   const rs = (<usize>BC) << 2;
   const al0 = v128.load32_splat(alpha);
   const al1 = v128.load32_splat(alpha, 4);
@@ -237,7 +269,7 @@ function pv4(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vSt
     let b1 = f32x4.mul(v128.load(ad + rowBytes, 16), al1);
     let b2 = f32x4.mul(v128.load(ad + 2 * rowBytes, 16), al2);
     let b3 = f32x4.mul(v128.load(ad + 3 * rowBytes, 16), al3);
-    let vp = v + <usize>j0 * vStride + ((<usize>d4) << 4);
+    let vp = v + ((<usize>d4) << 4);
     let pp = sc;
     for (let jj = 0; jj < jn; jj++) {
       const va = v128.load(vp);
@@ -272,7 +304,7 @@ function pv4(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vSt
     let a1 = f32x4.mul(v128.load(ad + rowBytes), al1);
     let a2 = f32x4.mul(v128.load(ad + 2 * rowBytes), al2);
     let a3 = f32x4.mul(v128.load(ad + 3 * rowBytes), al3);
-    let vp = v + <usize>j0 * vStride + ((<usize>d4) << 4);
+    let vp = v + ((<usize>d4) << 4);
     let pp = sc;
     for (let jj = 0; jj < jn; jj++) {
       const vv = v128.load(vp);
@@ -293,7 +325,7 @@ function pv4(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vSt
       const ad = acc + <usize>r * rowBytes + ((<usize>d) << 2);
       let a = load<f32>(ad) * load<f32>(alpha + ((<usize>r) << 2));
       for (let jj = 0; jj < jn; jj++) {
-        a += load<f32>(sc + <usize>r * rs + ((<usize>jj) << 2)) * load<f32>(v + <usize>(j0 + jj) * vStride + ((<usize>d) << 2));
+        a += load<f32>(sc + <usize>r * rs + ((<usize>jj) << 2)) * load<f32>(v + <usize>jj * vStride + ((<usize>d) << 2));
       }
       store<f32>(ad, a);
     }
@@ -374,6 +406,164 @@ function touchBlock(kt: usize, v: usize, vStride: usize, j0: i32, jn: i32, Dh: i
   gTouched = t;
 }
 
+/** Touches the stored K block (and its scales) and V rows of jn keys from j0 of a kind 1 … 3 cache: touchBlock's job. */
+function touchStored(kt: usize, v: usize, j0: i32, jn: i32, Dh: i32): void {
+  const blk = <usize>(j0 >> 6);
+  // Bytes of one stored Kᵀ block: Dh·64 values of 2, 1 or ½ bytes.
+  const kBytes = gKind === 1 ? (<usize>Dh) << 7 : gKind === 2 ? (<usize>Dh) << 6 : (<usize>Dh) << 5;
+  let t = gTouched;
+  const kb = kt + blk * kBytes;
+  for (let p = kb; p < kb + kBytes; p += 64) t ^= load<u32>(p);
+  if (gKind >= 2) {
+    const sBytes = (<usize>Dh) << 2; // Dh/32 · 64 scales of 2 bytes
+    const sb = gKs + blk * sBytes;
+    for (let p = sb; p < sb + sBytes; p += 64) t ^= load<u32>(p);
+  }
+  const vb = v + <usize>j0 * gVRow;
+  const vEnd = vb + <usize>jn * gVRow;
+  for (let p = vb; p < vEnd; p += 64) t ^= load<u32>(p);
+  gTouched = t;
+}
+
+/** Four f16s (the low 16 bits of each lane) as f32, exactly: normals, subnormals, ±0, ±∞, NaN. */
+function halfToFloat4(h: v128): v128 {
+  // The magnitude's bits moved into f32's place, then scaled by 2^112 (the bias 127 − 15): exact for
+  // normals and subnormals alike; exponent 31 (∞, NaN) gets f32's 255 instead; then the sign.
+  const t = i32x4.shl(v128.and(h, i32x4.splat(0x7fff)), 13);
+  const f = f32x4.mul(t, f32x4.splat(<f32>5.192296858534828e33)); // 2^112
+  const special = i32x4.gt_s(t, i32x4.splat(0x0f7fffff));
+  const m = v128.bitselect(v128.or(t, i32x4.splat(0x70000000)), f, special);
+  return v128.or(m, i32x4.shl(v128.and(h, i32x4.splat(0x8000)), 16));
+}
+
+/** One f16 as f32 (halfToFloat4's rule). */
+function halfToFloat1(h: u32): f32 {
+  const t = (h & 0x7fff) << 13;
+  const m = t > 0x0f7fffff ? reinterpret<f32>(t | 0x70000000) : reinterpret<f32>(t) * <f32>5.192296858534828e33;
+  return reinterpret<f32>(reinterpret<u32>(m) | ((h & 0x8000) << 16));
+}
+
+/** Eight f16s at p (16 bytes) as f32 at out (32 bytes). */
+@inline
+function halves8(p: usize, out: usize): void {
+  const x = v128.load(p);
+  v128.store(out, halfToFloat4(i32x4.extend_low_i16x8_u(x)));
+  v128.store(out, halfToFloat4(i32x4.extend_high_i16x8_u(x)), 16);
+}
+
+/** Sixteen int8s (lanes of x) · s0 … s3 (4 lanes each) as f32 at out (64 bytes). */
+@inline
+function int8x16Times(x: v128, s0: v128, s1: v128, s2: v128, s3: v128, out: usize): void {
+  const lo = i16x8.extend_low_i8x16_s(x);
+  const hi = i16x8.extend_high_i8x16_s(x);
+  v128.store(out, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(lo)), s0));
+  v128.store(out, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(lo)), s1), 16);
+  v128.store(out, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(hi)), s2), 32);
+  v128.store(out, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(hi)), s3), 48);
+}
+
+/** Kᵀ block `blk` [Dh, 64] of a kind 1 … 3 cache (kt: its (sequence, head)'s base) decoded as f32 into out. */
+function decodeKeys(kt: usize, blk: i32, Dh: i32, out: usize): void {
+  const n = <usize>Dh << 6; // values in the block
+  if (gKind === 1) {
+    const src = kt + <usize>blk * (n << 1);
+    for (let i: usize = 0; i < n; i += 8) halves8(src + (i << 1), out + (i << 2));
+    return;
+  }
+  const blocks = Dh >> 5; // blocks of 32 along Dh
+  const scales = gKs + <usize>blk * ((<usize>blocks) << 7); // [Dh/32, 64] f16
+  if (gKind === 2) {
+    const src = kt + <usize>blk * n;
+    for (let b = 0; b < blocks; b++) {
+      for (let c = 0; c < 64; c += 16) {
+        const sp = scales + ((<usize>(b * 64 + c)) << 1);
+        const x0 = v128.load(sp);
+        const x1 = v128.load(sp, 16);
+        const s0 = halfToFloat4(i32x4.extend_low_i16x8_u(x0));
+        const s1 = halfToFloat4(i32x4.extend_high_i16x8_u(x0));
+        const s2 = halfToFloat4(i32x4.extend_low_i16x8_u(x1));
+        const s3 = halfToFloat4(i32x4.extend_high_i16x8_u(x1));
+        for (let d = b << 5; d < (b + 1) << 5; d++) {
+          const at = (<usize>d << 6) + <usize>c;
+          int8x16Times(v128.load(src + at), s0, s1, s2, s3, out + (at << 2));
+        }
+      }
+    }
+    return;
+  }
+  // kind 3: 32 bytes a d, each half (keys 32h …) 16 bytes: low nibbles keys 32h + i, high 32h + 16 + i.
+  const src = kt + <usize>blk * (n >> 1);
+  const low = i8x16.splat(15);
+  const eight = i8x16.splat(8);
+  for (let b = 0; b < blocks; b++) {
+    for (let h = 0; h < 2; h++) {
+      const sp = scales + ((<usize>(b * 64 + 32 * h)) << 1);
+      let x = v128.load(sp);
+      const s0 = halfToFloat4(i32x4.extend_low_i16x8_u(x));
+      const s1 = halfToFloat4(i32x4.extend_high_i16x8_u(x));
+      x = v128.load(sp, 16);
+      const s2 = halfToFloat4(i32x4.extend_low_i16x8_u(x));
+      const s3 = halfToFloat4(i32x4.extend_high_i16x8_u(x));
+      x = v128.load(sp, 32);
+      const s4 = halfToFloat4(i32x4.extend_low_i16x8_u(x));
+      const s5 = halfToFloat4(i32x4.extend_high_i16x8_u(x));
+      x = v128.load(sp, 48);
+      const s6 = halfToFloat4(i32x4.extend_low_i16x8_u(x));
+      const s7 = halfToFloat4(i32x4.extend_high_i16x8_u(x));
+      for (let d = b << 5; d < (b + 1) << 5; d++) {
+        const q = v128.load(src + ((<usize>d) << 5) + ((<usize>h) << 4));
+        const o = out + ((((<usize>d) << 6) + ((<usize>h) << 5)) << 2);
+        int8x16Times(i8x16.sub(v128.and(q, low), eight), s0, s1, s2, s3, o);
+        int8x16Times(i8x16.sub(i8x16.shr_u(q, 4), eight), s4, s5, s6, s7, o + 64);
+      }
+    }
+  }
+}
+
+/** V rows j0 … j0 + jn − 1 of a kind 1 … 3 cache (v: its (sequence, head)'s row 0) decoded as f32 rows [jn, Dh] into out. */
+function decodeValues(v: usize, j0: i32, jn: i32, Dh: i32, out: usize): void {
+  const rowOut = (<usize>Dh) << 2;
+  const low = i8x16.splat(15);
+  const eight = i8x16.splat(8);
+  for (let j = 0; j < jn; j++) {
+    const src = v + <usize>(j0 + j) * gVRow;
+    const dst = out + <usize>j * rowOut;
+    if (gKind === 1) {
+      let d = 0;
+      for (; d + 8 <= Dh; d += 8) halves8(src + ((<usize>d) << 1), dst + ((<usize>d) << 2));
+      for (; d < Dh; d++) store<f32>(dst + ((<usize>d) << 2), halfToFloat1(load<u16>(src + ((<usize>d) << 1))));
+    } else if (gKind === 2) {
+      for (let b = 0; b < Dh >> 5; b++) {
+        const p = src + <usize>b * 34;
+        const s = f32x4.splat(halfToFloat1(load<u16>(p)));
+        const o = dst + ((<usize>b) << 7);
+        int8x16Times(v128.load(p + 2), s, s, s, s, o);
+        int8x16Times(v128.load(p + 18), s, s, s, s, o + 64);
+      }
+    } else {
+      for (let b = 0; b < Dh >> 5; b++) {
+        const p = src + <usize>b * 18;
+        const s = f32x4.splat(halfToFloat1(load<u16>(p)));
+        const q = v128.load(p + 2);
+        const o = dst + ((<usize>b) << 7);
+        int8x16Times(i8x16.sub(v128.and(q, low), eight), s, s, s, s, o);
+        int8x16Times(i8x16.sub(i8x16.shr_u(q, 4), eight), s, s, s, s, o + 64);
+      }
+    }
+  }
+}
+
+/** Key j's value d as f32, wherever the cache's kind keeps it (probabilities: a scalar read per score). */
+function keyAt(kt: usize, j: i32, d: i32, Dh: i32): f32 {
+  const cell = ((<usize>(j >> 6) * <usize>Dh + <usize>d) << 6) + <usize>(j & 63); // Kᵀ's index
+  if (gKind === 0) return load<f32>(kt + (cell << 2));
+  if (gKind === 1) return halfToFloat1(load<u16>(kt + (cell << 1)));
+  const s = halfToFloat1(load<u16>(gKs + ((((<usize>(j >> 6) * <usize>(Dh >> 5) + <usize>(d >> 5)) << 6) + <usize>(j & 63)) << 1)));
+  if (gKind === 2) return s * <f32>load<i8>(kt + cell);
+  const byte = load<u8>(kt + (((<usize>(j >> 6) * <usize>Dh + <usize>d) << 5) + ((<usize>(j & 32)) >> 1) + <usize>(j & 15)));
+  return s * <f32>(<i32>((j & 16) !== 0 ? byte >> 4 : byte & 15) - 8);
+}
+
 /** O [Sq, Dh] for one (sequence, head); see the top of this file. */
 export function attend(q: usize, ldq: i32, kt: usize, v: usize, ldv: i32, o: usize, ldo: i32, Sq: i32, Skv: i32, Dh: i32, stats: usize, scratch: usize): void {
   const Dp = (Dh + 3) & ~3;
@@ -409,11 +599,26 @@ export function attend(q: usize, ldq: i32, kt: usize, v: usize, ldv: i32, o: usi
     memory.fill(acc, 0, rowBytes * R4);
     for (let j0 = lo & ~(BC - 1); j0 <= hi; j0 += BC) {
       const jn = min(BC, hi + 1 - j0);
-      if (j0 + BC <= hi) touchBlock(kt, v, vStride, j0 + BC, min(BC, hi + 1 - j0 - BC), Dh);
-      // Each K block (Dh × 64 keys) and V block serve all RG rows while they are in cache.
+      // The block's Kᵀ [Dh, 64] and first V row: where they are (f32), or decoded into gDec (f16, q-dtypes).
+      let kb: usize;
+      let vb: usize;
+      let vs = vStride;
+      if (gKind === 0) {
+        if (j0 + BC <= hi) touchBlock(kt, v, vStride, j0 + BC, min(BC, hi + 1 - j0 - BC), Dh);
+        kb = kt + ((<usize>(j0 >> 6) * <usize>Dh) << 8); // j0 is a multiple of BC = 64
+        vb = v + <usize>j0 * vStride;
+      } else {
+        if (j0 + BC <= hi) touchStored(kt, v, j0 + BC, min(BC, hi + 1 - j0 - BC), Dh);
+        kb = gDec;
+        vb = gDec + ((<usize>Dh) << 8);
+        vs = (<usize>Dh) << 2;
+        decodeKeys(kt, j0 >> 6, Dh, kb);
+        decodeValues(v, j0, jn, Dh, vb);
+      }
+      // Each K and V block serves all RG rows while it is in cache.
       for (let r0 = 0; r0 < R4; r0 += 4) {
         if (R - r0 === 1) {
-          scores1(q + <usize>(i0 + r0) * qStride, kt, j0, jn, Dh, sc + <usize>r0 * rs); // a lone row (a decode step)
+          scores1(q + <usize>(i0 + r0) * qStride, kb, jn, Dh, sc + <usize>r0 * rs); // a lone row (a decode step)
           continue;
         }
         // Query rows past Sq repeat the last one (their results are dropped).
@@ -421,7 +626,7 @@ export function attend(q: usize, ldq: i32, kt: usize, v: usize, ldv: i32, o: usi
         const q1 = q + <usize>min(i0 + r0 + 1, Sq - 1) * qStride;
         const q2 = q + <usize>min(i0 + r0 + 2, Sq - 1) * qStride;
         const q3 = q + <usize>min(i0 + r0 + 3, Sq - 1) * qStride;
-        scores4(q0, q1, q2, q3, kt, j0, jn, Dh, sc + <usize>r0 * rs);
+        scores4(q0, q1, q2, q3, kb, jn, Dh, sc + <usize>r0 * rs);
       }
       for (let r = 0; r < R; r++) {
         const ro = (<usize>r) << 2;
@@ -430,8 +635,8 @@ export function attend(q: usize, ldq: i32, kt: usize, v: usize, ldv: i32, o: usi
         softmaxRow(sc + <usize>r * rs, (i0 + r) * step, ip0 + step * r, j0, jn, first, last, Skv, m + ro, l + ro, alpha + ro);
       }
       for (let r0 = 0; r0 < R4; r0 += 4) {
-        if (R - r0 === 1) pv1(sc + <usize>r0 * rs, acc + <usize>r0 * rowBytes, load<f32>(alpha + ((<usize>r0) << 2)), v, vStride, j0, jn, Dh);
-        else pv4(sc + <usize>r0 * rs, acc + <usize>r0 * rowBytes, rowBytes, alpha + ((<usize>r0) << 2), v, vStride, j0, jn, Dh);
+        if (R - r0 === 1) pv1(sc + <usize>r0 * rs, acc + <usize>r0 * rowBytes, load<f32>(alpha + ((<usize>r0) << 2)), vb, vs, jn, Dh);
+        else pv4(sc + <usize>r0 * rs, acc + <usize>r0 * rowBytes, rowBytes, alpha + ((<usize>r0) << 2), vb, vs, jn, Dh);
       }
     }
     // O = acc · headScale / l (0 for a row that saw nothing); (m, l) for probabilities().
@@ -475,7 +680,7 @@ export function probabilities(q: usize, ldq: i32, kt: usize, Sq: i32, Skv: i32, 
     const dst = out + ((<usize>i * <usize>ldp) << 2);
     for (let j = 0; j < Skv; j++) {
       let dot: f32 = 0;
-      for (let d = 0; d < Dh; d++) dot += load<f32>(qr + ((<usize>d) << 2)) * load<f32>(kt + ((((<usize>(j >> 6) * <usize>Dh + <usize>d) << 6) + <usize>(j & 63)) << 2));
+      for (let d = 0; d < Dh; d++) dot += load<f32>(qr + ((<usize>d) << 2)) * keyAt(kt, j, d, Dh);
       const s = score(dot, i, ip, j, first, last, Skv);
       store<f32>(dst + ((<usize>j) << 2), s === -Infinity ? 0 : Mathf.exp(s - m) * inv);
     }

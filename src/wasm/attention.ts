@@ -34,6 +34,23 @@ export function headSplit(ptr: number, rows: number, heads: number, Dh: number):
 /** Keys already in Kᵀ blocks [⌈Skv/64⌉, Dh, 64] (a KV cache's): the byte address of (batch b, key/value head g)'s. */
 export interface TransposedKeys {
   kt: (b: number, g: number) => number;
+  /**
+   * A cache stored as 'f16', 'q8_0' or 'q4_0' (wasm/attention.ts's kinds 1 … 3): kt's blocks hold that
+   * dtype, and V is read from here (the V view is not used); absent for float32 Kᵀ and V.
+   */
+  stored?: StoredKv;
+}
+
+/** How a KV cache of a dtype other than f32 lies in kernel memory (src/wasm/kv-cache.ts; wasm/attention.ts reads it). */
+export interface StoredKv {
+  /** wasm/attention.ts's kind: 1 f16, 2 q8_0, 3 q4_0. */
+  kind: number;
+  /** Byte address of (b, g)'s K scales (q-dtypes; 0 for f16). */
+  ks: (b: number, g: number) => number;
+  /** Byte address of (b, g)'s V row 0. */
+  v: (b: number, g: number) => number;
+  /** Bytes from one V row to the next. */
+  vRowBytes: number;
 }
 
 function at(v: HeadView, b: number, h: number, row: number): number {
@@ -65,11 +82,14 @@ export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: H
   const perKv = H / G;
   const grouped = perKv > 1 && !varlen && plan.seqLen === 1 && !plan.needWeights && !alibiSlopes && !sinks && !attnMaskPerHead;
   const threads = Math.min(threadsFor(kernels, work), grouped ? B * G : B * H); // one task a (sequence, head) or a group
-  // Each thread's own Kᵀ [⌈Skv/64⌉, Dh, 64], scratch and row statistics.
+  const stored = 'kt' in k ? k.stored : undefined;
+  // Each thread's own Kᵀ [⌈Skv/64⌉, Dh, 64], scratch and row statistics (and, for a cache of another
+  // dtype than f32, the tile one K and V block is decoded into: 2 · 64 · Dh floats).
   const own = Array.from({ length: threads }, () => ({
     kt: 'kt' in k ? 0 : kernels.alloc(Math.ceil(longest / KEYS_PER_BLOCK) * Dh * KEYS_PER_BLOCK),
     scratch: kernels.alloc(ROWS_PER_PASS * (KEYS_PER_BLOCK + Dh + 3 + 5)), // what attend() asks for
     stats: plan.needWeights ? kernels.alloc(2 * (varlen ? plan.geometry.longestSequence : plan.seqLen)) : 0,
+    dec: stored ? kernels.alloc(2 * KEYS_PER_BLOCK * Dh) : 0,
   }));
   const lists: KernelCall[][] = own.map(() => []);
 
@@ -80,7 +100,7 @@ export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: H
     const Sq = varlen ? plan.cuSeqlens![b + 1] - start : plan.seqLen;
     const Skv = varlen ? Sq : plan.kvSeqLen;
     const batch = varlen ? 0 : b;
-    const rule = (h: number) =>
+    const rule = (h: number, dec: number) =>
       [
         'setRule',
         scale,
@@ -93,22 +113,27 @@ export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: H
         window,
         pad ? pad + b * Skv : 0,
         mask ? mask + 4 * (attnMaskPerHead ? b * H + h : 0) * Sq * Skv : 0,
+        stored ? stored.kind : 0,
+        stored ? stored.ks(batch, Math.floor(h / perKv)) : 0,
+        stored ? stored.vRowBytes : 0,
+        dec,
       ] as KernelCall;
     for (let h = 0; h < H; ) {
       const t = task++ % threads;
-      const { scratch, stats } = own[t];
+      const { scratch, stats, dec } = own[t];
       const g = Math.floor(h / perKv);
+      const vAt = stored ? stored.v(batch, g) : at(v, batch, g, start);
       const qAt = at(q, batch, h, start);
       let kt = own[t].kt;
       if ('kt' in k) kt = k.kt(batch, g);
       else lists[t].push(['transpose', at(k, batch, g, start), k.ld, Skv, Dh, kt]);
       const together = grouped && h % perKv === 0 && (!headMask || headMask.slice(b * H + h, b * H + h + perKv).every((x) => x === headMask[b * H + h]));
       if (together) {
-        lists[t].push(rule(h), ['attendHeads', qAt, q.head, kt, at(v, batch, g, start), v.ld, at(o, batch, h, start), o.head, perKv, Skv, Dh, scratch]);
+        lists[t].push(rule(h, dec), ['attendHeads', qAt, q.head, kt, vAt, v.ld, at(o, batch, h, start), o.head, perKv, Skv, Dh, scratch]);
         h += perKv;
         continue;
       }
-      lists[t].push(rule(h), ['attend', qAt, q.ld, kt, at(v, batch, g, start), v.ld, at(o, batch, h, start), o.ld, Sq, Skv, Dh, stats, scratch]);
+      lists[t].push(rule(h, dec), ['attend', qAt, q.ld, kt, vAt, v.ld, at(o, batch, h, start), o.ld, Sq, Skv, Dh, stats, scratch]);
       if (probs) lists[t].push(['probabilities', qAt, q.ld, kt, Sq, Skv, Dh, stats, probs + 4 * (b * H + h) * Sq * Skv, Skv]);
       h++;
     }

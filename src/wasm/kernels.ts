@@ -42,6 +42,10 @@ interface KernelExports {
     window: number,
     pad: number,
     mask: number,
+    kind: number,
+    ks: number,
+    vRow: number,
+    dec: number,
   ): void;
   attend(q: number, ldq: number, kt: number, v: number, ldv: number, o: number, ldo: number, Sq: number, Skv: number, Dh: number, stats: number, scratch: number): void;
   attendHeads(q: number, ldq: number, kt: number, v: number, ldv: number, o: number, ldo: number, heads: number, Skv: number, Dh: number, scratch: number): void;

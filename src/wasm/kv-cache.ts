@@ -1,31 +1,47 @@
 // A KV cache on the 'wasm' backend: one block held in its layer's kernel memory (WasmKernels.hold:
-// outside each call's arena, shared with the workers) with
-//   Kᵀ [B, G, ⌈maxSeqLen/64⌉, Dh, 64]  the keys as the attention kernel reads them (wasm/attention.ts)
-//   V  [B, G, maxSeqLen, Dh]
-// both zero past the filled rows. A forward copies only its new rows in (each key into its column of
-// Kᵀ), and the attention reads rows 0 … Skv − 1 where they are: a decode step copies O(new rows).
+// outside each call's arena, shared with the workers), per (sequence b, key/value head g), as the
+// attention kernel (wasm/attention.ts) reads it in place:
+//   'f32'   Kᵀ [⌈maxSeqLen/64⌉, Dh, 64] f32                              V [maxSeqLen, Dh] f32
+//   'f16'   Kᵀ [⌈maxSeqLen/64⌉, Dh, 64] f16 bits                         V [maxSeqLen, Dh] f16 bits
+//   'q8_0'  Kᵀ [⌈maxSeqLen/64⌉, Dh, 64] int8, with its scales            V [maxSeqLen] rows of ggml
+//           [⌈maxSeqLen/64⌉, Dh/32, 64] f16 (key j's block of 32 along Dh)   q8_0 blocks (quant/kv.ts's rows)
+//   'q4_0'  Kᵀ [⌈maxSeqLen/64⌉, Dh, 32 bytes]: key 32h + i (i < 16) in the low nibble of byte 16h + i,
+//           key 32h + 16 + i in its high nibble; scales as q8_0's       V [maxSeqLen] rows of ggml q4_0 blocks
+// all zero past the filled rows. A row is rounded once, as it is written (quant/kv.ts's encodeKvRow, the
+// one rule: f16 round-to-nearest-even, ggml's quantize_row_q8_0_ref / q4_0_ref), then only moved:
+// readEncoded/writeEncoded, moveRows (acceptPath) and discard (truncate) work on the stored bytes.
+// A forward copies only its new rows in (each key into its column of Kᵀ), and the attention reads
+// rows 0 … Skv − 1 where they are: a decode step copies O(new rows).
 //
 // The block is taken when no forward of the layer is running (its arena lies above the held blocks):
 // at once when the cache is made between calls, else by the next forward (place()). Until then a
-// past it was made from waits here, and read() answers from it.
+// past it was made from waits here, as encoded rows, and read() answers from it.
 
-import { type KvCacheStorage, readEncodedFromFloats, writeEncodedAsFloats } from '../kv-cache.ts';
-import { type HeadView, headSplit, type TransposedKeys } from './attention.ts';
+import type { KvCacheStorage } from '../kv-cache.ts';
+import { decodeKvRow, encodeKvRow, kvRowBytes } from '../quant/kv.ts';
+import type { KvCacheDtype } from '../types.ts';
+import { type HeadView, headSplit, type StoredKv, type TransposedKeys } from './attention.ts';
 import type { WasmKernels } from './kernels.ts';
 
 const BLOCK = 64; // keys per Kᵀ block (wasm/attention.ts's BC)
 
+/** wasm/attention.ts's kind of each dtype. */
+const KIND: Record<KvCacheDtype, number> = { f32: 0, f16: 1, q8_0: 2, q4_0: 3 };
+
 export class WasmKvCache implements KvCacheStorage {
-  /** Byte address of K [B, G, maxSeqLen, Dh], then V likewise; 0 until placed. */
+  /** Byte address of the block (Kᵀ of every (b, g), then K scales, then V); 0 until placed. */
   private ptr = 0;
-  /** Rows written before the block was placed: [B, G, length, Dh] each. */
-  private pending: { key: Float32Array; value: Float32Array; length: number } | null = null;
+  /** Rows written before the block was placed: K and V [B, G, length] rows of rowBytes each (quant/kv.ts's encoding). */
+  private pending: { key: Uint8Array; value: Uint8Array; length: number } | null = null;
   private disposed = false;
-  /** Floats of Kᵀ (then V's start) and of V. */
-  private readonly kSize: number;
-  private readonly vSize: number;
-  /** Floats of one (b, g)'s Kᵀ: ⌈maxSeqLen/64⌉ blocks of Dh × 64. */
-  private readonly ktStride: number;
+  /** Bytes of one (b, g)'s Kᵀ, K scales and V. */
+  private readonly ktBytes: number;
+  private readonly ksBytes: number;
+  private readonly vBytes: number;
+  /** Bytes of one encoded row (quant/kv.ts's kvRowBytes): a stored V row too. */
+  private readonly rowBytes: number;
+  /** A row's bytes, for moving keys. */
+  private readonly row: Uint8Array;
 
   constructor(
     private readonly kernels: WasmKernels,
@@ -33,100 +49,180 @@ export class WasmKvCache implements KvCacheStorage {
     private readonly G: number,
     private readonly maxSeqLen: number,
     private readonly Dh: number,
+    readonly dtype: KvCacheDtype = 'f32',
   ) {
-    this.ktStride = Math.ceil(maxSeqLen / BLOCK) * BLOCK * Dh;
-    this.kSize = B * G * this.ktStride;
-    this.vSize = B * G * maxSeqLen * Dh;
+    const blocks = Math.ceil(maxSeqLen / BLOCK);
+    this.rowBytes = kvRowBytes(dtype, Dh);
+    // Kᵀ: Dh·64 values a block, of 4, 2, 1 or ½ bytes; scales: Dh/32 · 64 f16s a block.
+    this.ktBytes = blocks * Dh * BLOCK * { f32: 4, f16: 2, q8_0: 1, q4_0: 0.5 }[dtype];
+    this.ksBytes = dtype === 'q8_0' || dtype === 'q4_0' ? blocks * (Dh / 32) * BLOCK * 2 : 0;
+    this.vBytes = maxSeqLen * this.rowBytes;
+    this.row = new Uint8Array(this.rowBytes);
   }
 
+  /** What the block holds: K (and its scales) and V of every (b, g), all maxSeqLen positions. */
   get bytes(): number {
-    return 4 * (this.kSize + this.vSize);
-  }
-
-  readEncoded(length: number): Promise<{ key: Uint8Array; value: Uint8Array }> {
-    return readEncodedFromFloats(this, 'f32', this.Dh, length);
-  }
-
-  writeEncoded(key: Uint8Array, value: Uint8Array, length: number): void {
-    writeEncodedAsFloats(this, 'f32', this.Dh, key, value, length);
+    return this.B * this.G * (this.ktBytes + this.ksBytes + this.vBytes);
   }
 
   /** Takes the block (zeroed) and writes any pending rows; only while no forward of the layer runs. */
   place(): void {
     if (this.ptr !== 0 || this.disposed) return;
-    this.ptr = this.kernels.hold(this.kSize + this.vSize);
+    this.ptr = this.kernels.hold(Math.ceil(this.bytes / 4));
     this.zero();
     const pending = this.pending;
     this.pending = null;
-    if (pending) this.write(pending.key, pending.value, pending.length);
+    if (pending) this.writeEncoded(pending.key, pending.value, pending.length);
   }
 
-  /** Kᵀ and V where the attention reads them (V head-split with a row stride of maxSeqLen). */
+  /** Kᵀ and V where the attention reads them (f32: V head-split with a row stride of maxSeqLen; else `stored`). */
   views(): { k: TransposedKeys; v: HeadView } {
-    const { G, ktStride } = this;
-    return {
-      k: { kt: (b, g) => this.ptr + 4 * (b * G + g) * ktStride },
-      v: headSplit(this.ptr + 4 * this.kSize, this.maxSeqLen, G, this.Dh),
-    };
+    const { G, ksBytes } = this;
+    const k: TransposedKeys = { kt: (b, g) => this.ktAt(b * G + g) };
+    if (this.dtype !== 'f32') {
+      const stored: StoredKv = {
+        kind: KIND[this.dtype],
+        ks: (b, g) => (ksBytes ? this.ksAt(b * G + g) : 0),
+        v: (b, g) => this.vRow(b * G + g, 0),
+        vRowBytes: this.rowBytes,
+      };
+      k.stored = stored;
+    }
+    // f32: V [B, G, maxSeqLen, Dh] after every Kᵀ (no scales); for other dtypes the view is unused.
+    return { k, v: headSplit(this.vRow(0, 0), this.maxSeqLen, G, this.Dh) };
   }
 
-  /** Copies new K, V, token-major [B, n, G·Dh] at byte addresses k, v of the memory, into rows start … start + n − 1. */
+  /** Copies new K, V, token-major [B, n, G·Dh] f32 at byte addresses k, v of the memory, into rows start … start + n − 1 (rounded to the dtype). */
   append(k: number, v: number, start: number, n: number): void {
-    const { B, G, Dh } = this;
-    const f32 = this.kernels.f32;
+    const { B, G, Dh, dtype } = this;
     for (let b = 0; b < B; b++) {
       for (let s = 0; s < n; s++) {
         for (let g = 0; g < G; g++) {
           const from = ((b * n + s) * G + g) * Dh;
-          this.setKey(f32, b * G + g, start + s, f32, (k >> 2) + from);
-          const to = this.vRow(b * G + g, start + s);
-          f32.copyWithin(to, (v >> 2) + from, (v >> 2) + from + Dh);
+          const bg = b * G + g;
+          const f32 = this.kernels.f32;
+          if (dtype === 'f32') {
+            this.setKeyF32(f32, bg, start + s, f32, (k >> 2) + from);
+            const to = this.vRow(bg, start + s) >> 2;
+            f32.copyWithin(to, (v >> 2) + from, (v >> 2) + from + Dh);
+          } else {
+            encodeKvRow(dtype, f32.subarray((k >> 2) + from, (k >> 2) + from + Dh), this.row, 0);
+            this.putKey(bg, start + s, this.row, 0);
+            encodeKvRow(dtype, f32.subarray((v >> 2) + from, (v >> 2) + from + Dh), this.kernels.u8, this.vRow(bg, start + s));
+          }
         }
       }
     }
   }
 
   /**
-   * The keys of rows 0 … Skv − 1 in a new arena buffer, head-split [B, G, Skv, Dh] (for the float64
-   * reference's attention, which reads rows: scoreMod and linear layers).
+   * The keys of rows 0 … Skv − 1 as f32 in a new arena buffer, head-split [B, G, Skv, Dh] (for the
+   * float64 reference's attention, which reads rows: scoreMod and linear layers).
    */
   keyRows(Skv: number): HeadView {
     const { B, G, Dh } = this;
     const ptr = this.kernels.alloc(B * G * Skv * Dh);
     const f32 = this.kernels.f32;
-    for (let bg = 0; bg < B * G; bg++) for (let r = 0; r < Skv; r++) this.getKey(f32, bg, r, f32, (ptr >> 2) + (bg * Skv + r) * Dh);
+    for (let bg = 0; bg < B * G; bg++) {
+      for (let r = 0; r < Skv; r++) {
+        const at = (ptr >> 2) + (bg * Skv + r) * Dh;
+        if (this.dtype === 'f32') this.getKeyF32(f32, bg, r, f32, at);
+        else {
+          this.getKey(bg, r, this.row, 0);
+          decodeKvRow(this.dtype, this.row, 0, Dh, f32, at);
+        }
+      }
+    }
+    return headSplit(ptr, Skv, G, Dh);
+  }
+
+  /** The values of rows 0 … Skv − 1 as f32 in a new arena buffer, head-split [B, G, Skv, Dh] (keyRows' twin; f32 caches need none). */
+  valueRows(Skv: number): HeadView {
+    const { B, G, Dh, dtype } = this;
+    const ptr = this.kernels.alloc(B * G * Skv * Dh);
+    const f32 = this.kernels.f32;
+    const u8 = this.kernels.u8;
+    for (let bg = 0; bg < B * G; bg++) for (let r = 0; r < Skv; r++) decodeKvRow(dtype, u8, this.vRow(bg, r), Dh, f32, (ptr >> 2) + (bg * Skv + r) * Dh);
     return headSplit(ptr, Skv, G, Dh);
   }
 
   async read(length: number): Promise<{ key: Float32Array; value: Float32Array }> {
-    const { B, G, Dh } = this;
+    const { B, G, Dh, dtype } = this;
     const key = new Float32Array(B * G * length * Dh);
     const value = new Float32Array(B * G * length * Dh);
     if (this.ptr === 0) {
-      if (this.pending) {
-        key.set(this.pending.key.subarray(0, key.length));
-        value.set(this.pending.value.subarray(0, value.length));
+      const p = this.pending;
+      if (p) {
+        for (let bg = 0; bg < B * G; bg++) {
+          for (let r = 0; r < length; r++) {
+            const from = (bg * p.length + r) * this.rowBytes;
+            decodeKvRow(dtype, p.key, from, Dh, key, (bg * length + r) * Dh);
+            decodeKvRow(dtype, p.value, from, Dh, value, (bg * length + r) * Dh);
+          }
+        }
       }
       return { key, value };
     }
     const f32 = this.kernels.f32;
+    const u8 = this.kernels.u8;
     for (let bg = 0; bg < B * G; bg++) {
-      for (let r = 0; r < length; r++) this.getKey(f32, bg, r, key, (bg * length + r) * Dh);
-      value.set(f32.subarray(this.vRow(bg, 0), this.vRow(bg, length)), bg * length * Dh);
+      for (let r = 0; r < length; r++) {
+        const at = (bg * length + r) * Dh;
+        if (dtype === 'f32') this.getKeyF32(f32, bg, r, key, at);
+        else {
+          this.getKey(bg, r, this.row, 0);
+          decodeKvRow(dtype, this.row, 0, Dh, key, at);
+        }
+        decodeKvRow(dtype, u8, this.vRow(bg, r), Dh, value, at);
+      }
     }
     return { key, value };
   }
 
+  /** Rows 0 … length − 1 from float32 [B, G, length, Dh], each rounded to the dtype (encodeKvRow) as a forward's rows are. */
   write(key: Float32Array, value: Float32Array, length: number): void {
+    const { B, G, Dh, dtype, rowBytes } = this;
+    const ek = new Uint8Array(B * G * length * rowBytes);
+    const ev = new Uint8Array(B * G * length * rowBytes);
+    for (let i = 0; i < B * G * length; i++) {
+      encodeKvRow(dtype, key.subarray(i * Dh, (i + 1) * Dh), ek, i * rowBytes);
+      encodeKvRow(dtype, value.subarray(i * Dh, (i + 1) * Dh), ev, i * rowBytes);
+    }
+    this.writeEncoded(ek, ev, length);
+  }
+
+  async readEncoded(length: number): Promise<{ key: Uint8Array; value: Uint8Array }> {
+    const { B, G, rowBytes } = this;
+    const key = new Uint8Array(B * G * length * rowBytes);
+    const value = new Uint8Array(B * G * length * rowBytes);
     if (this.ptr === 0) {
-      this.pending = { key: Float32Array.from(key), value: Float32Array.from(value), length };
+      const p = this.pending;
+      if (p) {
+        for (let bg = 0; bg < B * G; bg++) {
+          key.set(p.key.subarray(bg * p.length * rowBytes, (bg * p.length + length) * rowBytes), bg * length * rowBytes);
+          value.set(p.value.subarray(bg * p.length * rowBytes, (bg * p.length + length) * rowBytes), bg * length * rowBytes);
+        }
+      }
+      return { key, value };
+    }
+    const u8 = this.kernels.u8;
+    for (let bg = 0; bg < B * G; bg++) {
+      for (let r = 0; r < length; r++) this.getKey(bg, r, key, (bg * length + r) * rowBytes);
+      value.set(u8.subarray(this.vRow(bg, 0), this.vRow(bg, length)), bg * length * rowBytes);
+    }
+    return { key, value };
+  }
+
+  writeEncoded(key: Uint8Array, value: Uint8Array, length: number): void {
+    const { B, G, rowBytes } = this;
+    if (this.ptr === 0) {
+      this.pending = { key: Uint8Array.from(key), value: Uint8Array.from(value), length };
       return;
     }
-    const { B, G, Dh } = this;
-    const f32 = this.kernels.f32;
+    const u8 = this.kernels.u8;
     for (let bg = 0; bg < B * G; bg++) {
-      for (let r = 0; r < length; r++) this.setKey(f32, bg, r, key, (bg * length + r) * Dh);
-      f32.set(value.subarray(bg * length * Dh, (bg + 1) * length * Dh), this.vRow(bg, 0));
+      for (let r = 0; r < length; r++) this.putKey(bg, r, key, (bg * length + r) * rowBytes);
+      u8.set(value.subarray(bg * length * rowBytes, (bg + 1) * length * rowBytes), this.vRow(bg, 0));
     }
   }
 
@@ -135,79 +231,148 @@ export class WasmKvCache implements KvCacheStorage {
     if (this.ptr !== 0) this.zero();
   }
 
+  /** Rows `rows` (ascending, each ≥ its target) to to, to + 1, …: the stored bytes, unchanged. */
   moveRows(rows: readonly number[], to: number): void {
-    const { B, G, Dh } = this;
+    const { B, G, rowBytes } = this;
     if (this.ptr === 0) {
       const p = this.pending;
       if (!p) return;
       for (let bg = 0; bg < B * G; bg++) {
         const base = bg * p.length;
         rows.forEach((r, i) => {
-          p.key.copyWithin((base + to + i) * Dh, (base + r) * Dh, (base + r + 1) * Dh);
-          p.value.copyWithin((base + to + i) * Dh, (base + r) * Dh, (base + r + 1) * Dh);
+          p.key.copyWithin((base + to + i) * rowBytes, (base + r) * rowBytes, (base + r + 1) * rowBytes);
+          p.value.copyWithin((base + to + i) * rowBytes, (base + r) * rowBytes, (base + r + 1) * rowBytes);
         });
       }
       return;
     }
-    const f32 = this.kernels.f32;
+    const u8 = this.kernels.u8;
     for (let bg = 0; bg < B * G; bg++) {
       rows.forEach((r, i) => {
-        const from = this.ktColumn(bg, r);
-        const into = this.ktColumn(bg, to + i);
-        for (let d = 0; d < Dh; d++) f32[into + d * BLOCK] = f32[from + d * BLOCK];
-        f32.copyWithin(this.vRow(bg, to + i), this.vRow(bg, r), this.vRow(bg, r) + Dh);
+        this.getKey(bg, r, this.row, 0);
+        this.putKey(bg, to + i, this.row, 0);
+        u8.copyWithin(this.vRow(bg, to + i), this.vRow(bg, r), this.vRow(bg, r) + rowBytes);
       });
     }
   }
 
   /** Zeroes rows length … end − 1 (the block is zero past the filled rows). */
   discard(length: number, end: number): void {
+    const { B, G, rowBytes } = this;
     const p = this.pending;
     if (this.ptr === 0 && p && length < p.length) {
-      const { B, G, Dh } = this;
-      const crop = (a: Float32Array) => {
-        const out = new Float32Array(B * G * length * Dh);
-        for (let bg = 0; bg < B * G; bg++) out.set(a.subarray(bg * p.length * Dh, (bg * p.length + length) * Dh), bg * length * Dh);
+      const crop = (a: Uint8Array) => {
+        const out = new Uint8Array(B * G * length * rowBytes);
+        for (let bg = 0; bg < B * G; bg++) out.set(a.subarray(bg * p.length * rowBytes, (bg * p.length + length) * rowBytes), bg * length * rowBytes);
         return out;
       };
       this.pending = { key: crop(p.key), value: crop(p.value), length };
     }
     if (this.ptr === 0 || end <= length) return;
-    const { B, G, Dh } = this;
-    const f32 = this.kernels.f32;
+    const zero = new Uint8Array(rowBytes);
     for (let bg = 0; bg < B * G; bg++) {
-      for (let r = length; r < end; r++) {
-        const col = this.ktColumn(bg, r);
-        for (let d = 0; d < Dh; d++) f32[col + d * BLOCK] = 0;
-      }
-      f32.fill(0, this.vRow(bg, length), this.vRow(bg, end));
+      for (let r = length; r < end; r++) this.putKey(bg, r, zero, 0);
+      this.kernels.u8.fill(0, this.vRow(bg, length), this.vRow(bg, end));
     }
   }
 
-  /** Key row r of (b, g) [Dh] ← from[at …] (Kᵀ's column r). */
-  private setKey(f32: Float32Array, bg: number, r: number, from: Float32Array, at: number): void {
-    const col = this.ktColumn(bg, r);
+  /** Key row r of (b, g) = bg from its encoded row at from[at …] (kvRowBytes bytes) into Kᵀ's column r (and its scales). */
+  private putKey(bg: number, r: number, from: Uint8Array, at: number): void {
+    const { Dh, dtype } = this;
+    const u8 = this.kernels.u8;
+    const base = this.ktAt(bg);
+    const blk = Math.floor(r / BLOCK);
+    const c = r % BLOCK;
+    if (dtype === 'f32' || dtype === 'f16') {
+      const size = dtype === 'f32' ? 4 : 2;
+      for (let d = 0; d < Dh; d++) {
+        const to = base + ((blk * Dh + d) * BLOCK + c) * size;
+        for (let i = 0; i < size; i++) u8[to + i] = from[at + size * d + i];
+      }
+      return;
+    }
+    const ks = this.ksAt(bg) + (blk * (Dh / 32) * BLOCK + c) * 2;
+    const bytes = dtype === 'q8_0' ? 34 : 18;
+    for (let b = 0; b < Dh / 32; b++) {
+      const p = at + b * bytes;
+      u8[ks + b * BLOCK * 2] = from[p];
+      u8[ks + b * BLOCK * 2 + 1] = from[p + 1];
+      for (let j = 0; j < 32; j++) {
+        const d = 32 * b + j;
+        if (dtype === 'q8_0') u8[base + (blk * Dh + d) * BLOCK + c] = from[p + 2 + j];
+        else {
+          const nibble = (from[p + 2 + (j & 15)] >> (j < 16 ? 0 : 4)) & 15;
+          const byte = base + (blk * Dh + d) * 32 + 16 * (c >> 5) + (c & 15);
+          u8[byte] = c & 16 ? (u8[byte] & 0x0f) | (nibble << 4) : (u8[byte] & 0xf0) | nibble;
+        }
+      }
+    }
+  }
+
+  /** to[at …] ← key row r of (b, g) = bg, encoded (putKey's inverse). */
+  private getKey(bg: number, r: number, to: Uint8Array, at: number): void {
+    const { Dh, dtype } = this;
+    const u8 = this.kernels.u8;
+    const base = this.ktAt(bg);
+    const blk = Math.floor(r / BLOCK);
+    const c = r % BLOCK;
+    if (dtype === 'f32' || dtype === 'f16') {
+      const size = dtype === 'f32' ? 4 : 2;
+      for (let d = 0; d < Dh; d++) {
+        const from = base + ((blk * Dh + d) * BLOCK + c) * size;
+        for (let i = 0; i < size; i++) to[at + size * d + i] = u8[from + i];
+      }
+      return;
+    }
+    const ks = this.ksAt(bg) + (blk * (Dh / 32) * BLOCK + c) * 2;
+    const bytes = dtype === 'q8_0' ? 34 : 18;
+    for (let b = 0; b < Dh / 32; b++) {
+      const p = at + b * bytes;
+      to[p] = u8[ks + b * BLOCK * 2];
+      to[p + 1] = u8[ks + b * BLOCK * 2 + 1];
+      if (dtype === 'q8_0') {
+        for (let j = 0; j < 32; j++) to[p + 2 + j] = u8[base + (blk * Dh + 32 * b + j) * BLOCK + c];
+      } else {
+        const nibble = (d: number) => (u8[base + (blk * Dh + d) * 32 + 16 * (c >> 5) + (c & 15)] >> (c & 16 ? 4 : 0)) & 15;
+        for (let j = 0; j < 16; j++) to[p + 2 + j] = nibble(32 * b + j) | (nibble(32 * b + 16 + j) << 4);
+      }
+    }
+  }
+
+  /** Key row r of (b, g) [Dh] ← from[at …] (an f32 cache's Kᵀ column r). */
+  private setKeyF32(f32: Float32Array, bg: number, r: number, from: Float32Array, at: number): void {
+    const col = this.ktColumnF32(bg, r);
     for (let d = 0; d < this.Dh; d++) f32[col + d * BLOCK] = from[at + d];
   }
 
-  /** to[at …] ← key row r of (b, g) [Dh]. */
-  private getKey(f32: Float32Array, bg: number, r: number, to: Float32Array, at: number): void {
-    const col = this.ktColumn(bg, r);
+  /** to[at …] ← key row r of (b, g) [Dh] (an f32 cache's). */
+  private getKeyF32(f32: Float32Array, bg: number, r: number, to: Float32Array, at: number): void {
+    const col = this.ktColumnF32(bg, r);
     for (let d = 0; d < this.Dh; d++) to[at + d] = f32[col + d * BLOCK];
   }
 
-  /** The float index of Kᵀ[d = 0, key r] of (b, g) = bg. */
-  private ktColumn(bg: number, r: number): number {
-    return (this.ptr >> 2) + bg * this.ktStride + Math.floor(r / BLOCK) * this.Dh * BLOCK + (r % BLOCK);
+  /** The float index of Kᵀ[d = 0, key r] of (b, g) = bg (f32 caches). */
+  private ktColumnF32(bg: number, r: number): number {
+    return (this.ktAt(bg) >> 2) + Math.floor(r / BLOCK) * this.Dh * BLOCK + (r % BLOCK);
   }
 
-  /** The float index of V row r of (b, g) = bg. */
+  /** Byte address of (b, g) = bg's Kᵀ. */
+  private ktAt(bg: number): number {
+    return this.ptr + bg * this.ktBytes;
+  }
+
+  /** Byte address of (b, g) = bg's K scales (q-dtypes). */
+  private ksAt(bg: number): number {
+    return this.ptr + this.B * this.G * this.ktBytes + bg * this.ksBytes;
+  }
+
+  /** Byte address of V row r of (b, g) = bg. */
   private vRow(bg: number, r: number): number {
-    return (this.ptr >> 2) + this.kSize + (bg * this.maxSeqLen + r) * this.Dh;
+    return this.ptr + this.B * this.G * (this.ktBytes + this.ksBytes) + bg * this.vBytes + r * this.rowBytes;
   }
 
   private zero(): void {
-    this.kernels.f32.fill(0, this.ptr >> 2, (this.ptr >> 2) + this.kSize + this.vSize);
+    this.kernels.u8.fill(0, this.ptr, this.ptr + this.bytes);
   }
 
   /** Gives the block back to the layer's memory, for its next cache. */

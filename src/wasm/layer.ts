@@ -9,7 +9,8 @@
 //   pass 3  gemm        O [T, H·Dh] · W_Oᵀ + b_O → Y [T, E]                       (or qgemv / qgemm)
 //
 // With a KV cache, the new tokens' K and V are copied into the cache's block, held in the same memory
-// below the arena (kv-cache.ts), and the attention reads rows 0 … Skv − 1 of it in place.
+// below the arena (kv-cache.ts; rounded to the cache's dtype: 'f32', 'f16', 'q8_0', 'q4_0'), and the
+// attention reads rows 0 … Skv − 1 of it in place (f16 and q-dtypes decoded a block of 64 keys at a time).
 
 import type { BackendLayer } from '../backend.ts';
 import { DisposedError } from '../errors.ts';
@@ -19,7 +20,6 @@ import type { ForwardResult } from '../types.ts';
 import { type HeadView, referenceAttention, runAttention, type TransposedKeys, tokenMajor } from './attention.ts';
 import type { WasmKernels } from './kernels.ts';
 import { WasmKvCache } from './kv-cache.ts';
-import { unsupportedCacheDtype } from '../kv-cache.ts';
 import type { KvCacheDtype } from '../types.ts';
 import { createProjection, type Projection, project } from './projection.ts';
 
@@ -53,9 +53,8 @@ export class WasmLayer implements BackendLayer {
   readonly defaultCacheDtype = 'f32' as const;
 
   createCacheStorage(batchSize: number, maxSeqLen: number, dtype: KvCacheDtype): WasmKvCache {
-    if (dtype !== 'f32') throw unsupportedCacheDtype('wasm', dtype, ['f32']);
     if (!this.kernels) throw new DisposedError('MultiHeadAttention.createKvCache: this layer', 'Create a new layer with engine.createMultiHeadAttention().');
-    const storage = new WasmKvCache(this.kernels, batchSize, this.spec.numKvHeads, maxSeqLen, this.spec.headDim);
+    const storage = new WasmKvCache(this.kernels, batchSize, this.spec.numKvHeads, maxSeqLen, this.spec.headDim, dtype);
     if (!this.running) storage.place(); // else the next forward places it
     return storage;
   }
@@ -106,7 +105,11 @@ export class WasmLayer implements BackendLayer {
       const store = plan.cache.cache.storage as WasmKvCache; // throws if it was disposed meanwhile
       store.append(k, v, plan.cache.start, qRows);
       ({ k: kView, v: vView } = store.views()); // rows 0 … Skv − 1 read where they are
-      if (!kernelAttention) kView = store.keyRows(plan.kvSeqLen); // the reference reads key rows
+      if (!kernelAttention) {
+        // The reference reads float rows: the keys (and a cache of another dtype's values) decoded into the arena.
+        kView = store.keyRows(plan.kvSeqLen);
+        if (store.dtype !== 'f32') vView = store.valueRows(plan.kvSeqLen);
+      }
     }
     const o = kernels.alloc(tokens * H * Dh); // O [T, H·Dh] = concat(heads)
     const [qView, oView] = [tokenMajor(q, qRows, H, Dh), tokenMajor(o, qRows, H, Dh)];

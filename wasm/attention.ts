@@ -610,10 +610,9 @@ export function attend(q: usize, ldq: i32, kt: usize, v: usize, ldv: i32, o: usi
       } else {
         if (j0 + BC <= hi) touchStored(kt, v, j0 + BC, min(BC, hi + 1 - j0 - BC), Dh);
         kb = gDec;
-        vb = gDec + ((<usize>Dh) << 8);
+        vb = gDec; // V's rows take K's place once the scores are out (one 32 KB tile at Dh 128: L1's size)
         vs = (<usize>Dh) << 2;
         decodeKeys(kt, j0 >> 6, Dh, kb);
-        decodeValues(v, j0, jn, Dh, vb);
       }
       // Each K and V block serves all RG rows while it is in cache.
       for (let r0 = 0; r0 < R4; r0 += 4) {
@@ -634,6 +633,7 @@ export function attend(q: usize, ldq: i32, kt: usize, v: usize, ldv: i32, o: usi
         const last = load<i32>(bands + ((<usize>r) << 3), 4);
         softmaxRow(sc + <usize>r * rs, (i0 + r) * step, ip0 + step * r, j0, jn, first, last, Skv, m + ro, l + ro, alpha + ro);
       }
+      if (gKind !== 0) decodeValues(v, j0, jn, Dh, vb);
       for (let r0 = 0; r0 < R4; r0 += 4) {
         if (R - r0 === 1) pv1(sc + <usize>r0 * rs, acc + <usize>r0 * rowBytes, load<f32>(alpha + ((<usize>r0) << 2)), vb, vs, jn, Dh);
         else pv4(sc + <usize>r0 * rs, acc + <usize>r0 * rowBytes, rowBytes, alpha + ((<usize>r0) << 2), vb, vs, jn, Dh);

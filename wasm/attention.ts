@@ -443,12 +443,32 @@ function halfToFloat1(h: u32): f32 {
   return reinterpret<f32>(reinterpret<u32>(m) | ((h & 0x8000) << 16));
 }
 
+/**
+ * halfToFloat4 where no lane is ±∞ or NaN (exponent < 31), of w = the f16 bits in each lane's high half:
+ * an arithmetic shift by 3 puts the magnitude in f32's place below the sign (the copies of the sign
+ * between them masked off), and 2^112 scales it, sign and all.
+ */
+@inline
+function finiteHighHalfToFloat4(w: v128): v128 {
+  return f32x4.mul(v128.and(i32x4.shr_s(w, 3), i32x4.splat(0x8fffe000)), f32x4.splat(<f32>5.192296858534828e33));
+}
+
 /** Eight f16s at p (16 bytes) as f32 at out (32 bytes). */
 @inline
 function halves8(p: usize, out: usize): void {
   const x = v128.load(p);
-  v128.store(out, halfToFloat4(i32x4.extend_low_i16x8_u(x)));
-  v128.store(out, halfToFloat4(i32x4.extend_high_i16x8_u(x)), 16);
+  const exp = i16x8.splat(0x7c00);
+  if (v128.any_true(i16x8.eq(v128.and(x, exp), exp))) {
+    // ±∞ or NaN among them (rare: the general rule)
+    v128.store(out, halfToFloat4(i32x4.extend_low_i16x8_u(x)));
+    v128.store(out, halfToFloat4(i32x4.extend_high_i16x8_u(x)), 16);
+  } else {
+    const zero = i32x4.splat(0);
+    const lo = i8x16.shuffle(zero, x, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+    const hi = i8x16.shuffle(zero, x, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+    v128.store(out, finiteHighHalfToFloat4(lo));
+    v128.store(out, finiteHighHalfToFloat4(hi), 16);
+  }
 }
 
 /** Sixteen int8s (lanes of x) · s0 … s3 (4 lanes each) as f32 at out (64 bytes). */

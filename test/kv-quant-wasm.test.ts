@@ -34,7 +34,17 @@ interface Shape {
  * The float64 output of a call of Sq new tokens x [B, Sq, E] (causal) against K, V [B, G, Skv, Dh]
  * (the cache after the call, dequantized): Q = x·W_qᵀ + b_q, softmax(Q·Kᵀ/√Dh)·V, then the output projection.
  */
-function reference(sd: StateDict, { E, H, G }: Shape, x: Float32Array, B: number, Sq: number, key: Float32Array, value: Float32Array, Skv: number): Float64Array {
+function reference(
+  sd: StateDict,
+  { E, H, G }: Shape,
+  x: Float32Array,
+  B: number,
+  Sq: number,
+  key: Float32Array,
+  value: Float32Array,
+  Skv: number,
+  probs?: Float64Array, // [B, H, Sq, Skv]
+): Float64Array {
   const Dh = E / H;
   const W = sd.in_proj_weight as Float32Array;
   const bias = sd.in_proj_bias as Float32Array;
@@ -69,6 +79,7 @@ function reference(sd: StateDict, { E, H, G }: Shape, x: Float32Array, B: number
           for (let j = 0; j <= ip; j++) acc += s[j] * value[((b * G + g) * Skv + j) * Dh + d];
           o[h * Dh + d] = acc / sum;
         }
+        if (probs) for (let j = 0; j <= ip; j++) probs[((b * H + h) * Sq + i) * Skv + j] = s[j] / sum;
       }
       for (let e = 0; e < E; e++) {
         let acc = bo[e];
@@ -289,6 +300,31 @@ test('bytes: f16 half of f32; q8_0 ≤ 0.56× and q4_0 ≤ 0.30× of f16 (the bl
   expect(bytes.q8_0 / bytes.f16).toBe(34 / 64);
   expect(bytes.q4_0 / bytes.f16).toBe(18 / 64);
   mha.dispose();
+});
+
+test.each(DTYPES)('%s: needWeights (the probabilities read the stored keys) and a scoreMod layer (the float64 pass over decoded rows)', async (dtype) => {
+  const shape = { E: 128, H: 4, G: 2 };
+  const config = { embedDim: shape.E, numHeads: shape.H, numKvHeads: shape.G };
+  const sd = randomStateDict(config, 14);
+  const x = uniform(2 * 71 * shape.E, 1, mulberry32(15));
+  const B = 2;
+  const weighted = wasm.createMultiHeadAttention(config, sd);
+  const identity = { wgsl: 'fn scoreMod(score: f32, b: u32, h: u32, i: u32, j: u32) -> f32 { return score; }', reference: (score: number) => score };
+  const modded = wasm.createMultiHeadAttention({ ...config, scoreMod: identity }, sd);
+  for (const mha of [weighted, modded]) {
+    const cache = mha.createKvCache({ batchSize: B, maxSeqLen: 71, dtype });
+    await step(mha, sd, shape, cache, rows(x, B, 71, shape.E, 0, 70), B, 70, 'prefill');
+    const last = rows(x, B, 71, shape.E, 70, 71);
+    const { output, attentionWeights } = await mha.forward(last, { batchSize: B, seqLen: 1, kvCache: cache, isCausal: true, needWeights: mha === weighted });
+    const { key, value } = await cache.read();
+    const probs = new Float64Array(B * shape.H * 71);
+    expectNear(output, reference(sd, shape, last, B, 1, key, value, 71, probs), 'a step');
+    if (mha === weighted) {
+      expect(attentionWeights).toBeDefined();
+      for (let i = 0; i < probs.length; i++) expect(Math.abs(attentionWeights![i] - probs[i])).toBeLessThanOrEqual(1e-5 + 1e-3 * probs[i]);
+    }
+    mha.dispose();
+  }
 });
 
 describe('bad input', () => {

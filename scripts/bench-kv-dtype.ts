@@ -4,13 +4,17 @@
 // token, then truncate() takes the cache back to `--length`, so every step sees the same length. The dtypes
 // alternate step by step (so drift hits all of them alike); median of `--runs` after `--warmup` warm-ups,
 // for each thread count of `--threads` ('wasm'). Also prints each cache's bytes and its ratio to f16's.
-// A dtype the backend refuses is reported as refused.
+// A dtype the backend refuses is reported as refused. With --kernel ('wasm'), the attention kernel alone
+// as well: wasm/attention.ts's attendHeads for each key/value head's group over a cache of each dtype, one
+// thread, the caches side by side in one kernel memory (what a dtype changes, without the projections).
 //
 //   node scripts/run-ts.mjs scripts/bench-kv-dtype.ts [--backend wasm|webgpu|cpu] [--threads 1,2] [--length 4096]
-//     [--embed 2048 --heads 16 --kv-heads 4] [--runs 9 --warmup 2] [--dtypes f32,f16,q8_0,q4_0]
+//     [--embed 2048 --heads 16 --kv-heads 4] [--runs 9 --warmup 2] [--dtypes f32,f16,q8_0,q4_0] [--kernel]
 
 import { createAttentionEngine, type KvCache, type KvCacheDtype } from '../src/index.ts';
 import { median } from '../src/util/stats.ts';
+import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
+import { WasmKvCache } from '../src/wasm/kv-cache.ts';
 import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 import { parseCli } from './cli.ts';
 
@@ -24,6 +28,7 @@ const { values } = parseCli(import.meta.url, {
   runs: { type: 'string', default: '9' },
   warmup: { type: 'string', default: '2' },
   dtypes: { type: 'string', default: 'f32,f16,q8_0,q4_0' },
+  kernel: { type: 'boolean', default: false },
 });
 const backend = values.backend;
 if (backend !== 'wasm' && backend !== 'webgpu' && backend !== 'cpu') throw new Error(`--backend must be wasm, webgpu or cpu; got ${backend}`);
@@ -81,4 +86,43 @@ for (const threads of backend === 'wasm' ? values.threads.split(',').map(Number)
   }
   mha.dispose();
   engine.dispose();
+}
+
+if (values.kernel && backend === 'wasm') {
+  // The attention pass alone: one query row of each of the H/G heads of every key/value head (a decode step's groups).
+  const kernels = new WasmKernels(await compileKernels('single'));
+  const caches = dtypes.map((dtype) => {
+    const cache = new WasmKvCache(kernels, 1, G, L, Dh, dtype);
+    cache.place();
+    cache.write(past.key, past.value, L);
+    return cache;
+  });
+  kernels.keep();
+  const q = kernels.put(uniform(H * Dh, 1, r));
+  const o = kernels.alloc(H * Dh);
+  const scratch = kernels.alloc(32 * (64 + Dh + 8)); // attend's
+  const dec = kernels.alloc(128 * Dh); // the decoded tile
+  const kind = { f32: 0, f16: 1, q8_0: 2, q4_0: 3 };
+  const times = caches.map(() => [] as number[]);
+  const perKv = H / G;
+  for (let i = 0; i < warmup + runs; i++) {
+    caches.forEach((cache, c) => {
+      const { k, v } = cache.views();
+      const st = k.stored;
+      const t0 = performance.now();
+      for (let g = 0; g < G; g++) {
+        kernels.k.setRule(1 / Math.sqrt(Dh), 0, 0, 0, 0, 1, 1, 0, 0, 0, kind[cache.dtype], st ? st.ks(0, g) : 0, st ? st.vRowBytes : 0, dec);
+        const vAt = st ? st.v(0, g) : v.ptr + 4 * g * v.head;
+        kernels.k.attendHeads(q + 4 * g * perKv * Dh, Dh, k.kt(0, g), vAt, Dh, o + 4 * g * perKv * Dh, Dh, perKv, L, Dh, scratch);
+      }
+      if (i >= warmup) times[c].push(performance.now() - t0);
+    });
+  }
+  console.log(`the attention kernel alone (attendHeads, ${G} groups of ${perKv} heads over ${L} keys, Dh ${Dh}), 1 thread: median of ${runs} after ${warmup} warm-ups`);
+  const f16 = dtypes.indexOf('f16');
+  caches.forEach((cache, c) => {
+    const t = median(times[c]);
+    const vs = f16 >= 0 ? ` (${(t / median(times[f16])).toFixed(2)}× f16's)` : '';
+    console.log(`  ${cache.dtype.padEnd(5)} ${t.toFixed(3)} ms${vs}, best ${Math.min(...times[c]).toFixed(3)} ms`);
+  });
 }

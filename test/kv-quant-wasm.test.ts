@@ -4,11 +4,12 @@
 // against the cache's own dequantized values (cache.read()): what the kernel must compute whatever the
 // rounding. The bytes are checked against quant/kv.ts's encodeKvRows (ggml's rule) bit for bit.
 
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { type AttentionEngine, createAttentionEngine, InvalidArgumentError, type KvCache, type KvCacheDtype, type MultiHeadAttention } from '../src/index.ts';
 import { decodeKvRows, encodeKvRows, kvRowBytes } from '../src/quant/kv.ts';
 import type { StateDict } from '../src/types.ts';
 import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
+import { ThreadPool } from '../src/wasm/threads.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 
 let wasm: AttentionEngine;
@@ -147,24 +148,29 @@ describe('prefill, then decode steps, against the float64 reference over the deq
   });
 });
 
-test.each(DTYPES)('%s: 2 threads, a past of 1100 positions (each decode step splits the heads over the threads), chunks, = 1 thread bit for bit', async (dtype) => {
+test.each(DTYPES)('%s: 2 threads, B 2, a past of 600 positions (each decode step splits the heads over the threads), chunks, = 1 thread bit for bit', async (dtype) => {
   const shape = { E: 512, H: 8, G: 2 };
   const config = { embedDim: shape.E, numHeads: shape.H, numKvHeads: shape.G };
   const sd = randomStateDict(config, 5);
-  const [B, past, Dh] = [1, 1100, 64];
+  const [B, past, Dh] = [2, 600, 64]; // a step: B·H·Skv·Dh ≥ 2^19 multiply-adds, split over the threads
   const r = mulberry32(6);
   const key = uniform(B * shape.G * past * Dh, 1, r);
   const value = uniform(B * shape.G * past * Dh, 1, r);
-  const x = uniform(40 * shape.E, 1, r);
+  const x = uniform(B * 40 * shape.E, 1, r);
   const outputs: Float32Array[][] = [];
+  const run = vi.spyOn(ThreadPool.prototype, 'run');
   for (const engine of [threaded, wasm]) {
     const mha = engine.createMultiHeadAttention(config, sd);
     const cache = mha.createKvCache({ batchSize: B, maxSeqLen: past + 40, key, value, dtype });
-    const outs = [await step(mha, sd, shape, cache, x.subarray(0, 37 * shape.E), B, 37, 'a chunk of 37')];
-    for (let t = 37; t < 40; t++) outs.push(await step(mha, sd, shape, cache, x.subarray(t * shape.E, (t + 1) * shape.E), B, 1, `step ${t}`));
+    const outs = [await step(mha, sd, shape, cache, rows(x, B, 40, shape.E, 0, 37), B, 37, 'a chunk of 37')];
+    for (let t = 37; t < 40; t++) outs.push(await step(mha, sd, shape, cache, rows(x, B, 40, shape.E, t, t + 1), B, 1, `step ${t}`));
     outputs.push(outs);
     mha.dispose();
   }
+  // The decode steps' attendHeads went to both threads.
+  const split = run.mock.calls.filter(([, lists]) => lists.filter((l) => l.some(([name]) => name === 'attendHeads')).length === 2);
+  run.mockRestore();
+  expect(split.length).toBe(3);
   for (const [i, o] of outputs[0].entries()) expect(o).toEqual(outputs[1][i]);
 });
 

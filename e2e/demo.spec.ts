@@ -435,6 +435,42 @@ test('decode timeline: prefill 8, decode to maxSeqLen 64, a median ms per token 
   await demo.expectClean(mark);
 });
 
+test("decode timeline: a q8_0 cache holds 0.53× an f16 cache's memory; paged, 3 sequences stepped in one call match their causal forwards", async ({ demo }) => {
+  test.setTimeout(120_000);
+  await demo.requireWebGPU();
+  const { page } = demo;
+  const mark = demo.mark();
+  await page.fill('#decode-e', '256');
+  await page.fill('#decode-h', '4');
+  await page.fill('#decode-g', '2');
+  await page.fill('#decode-b', '1');
+  await page.fill('#decode-max', '40');
+  await page.fill('#decode-prefill', '8');
+  await page.selectOption('#decode-dtype', 'q8_0');
+  await expect(page.locator('#decode-info')).toContainText('as q8_0');
+  await page.click('#decode-run');
+  expect(await demo.settled('decode', 100_000)).toBe('done');
+  // Dh 64: two blocks of 34 bytes a row against 128 bytes of f16.
+  await expect(page.locator('#decode-memory-ratio')).toHaveText('0.53×');
+  await expect(page.locator('#decode-verdict')).toHaveText('Q8_0');
+  const rounded = Number(await page.locator('#decode-maxdiff').textContent());
+  expect(Number.isFinite(rounded) && rounded > 0 && rounded < 0.05, `q8_0's difference ${rounded}`).toBe(true);
+
+  // Paged: 3 sequences of a PagedKvCache, one call a step; each one's last step against its causal forward.
+  await page.selectOption('#decode-dtype', '');
+  await page.fill('#decode-b', '3');
+  await page.check('#decode-paged');
+  await expect(page.locator('#decode-info')).toContainText('3 sequences in blocks of 16 (one call a step)');
+  await page.click('#decode-run');
+  expect(await demo.settled('decode', 100_000)).toBe('done');
+  await expect(page.locator('#decode-prefill-time')).toContainText('one paged call');
+  await expect(page.locator('#decode-steps')).toHaveText('32');
+  await expect(page.locator('#decode-verdict')).toHaveText('PASS');
+  expect(Number(await page.locator('#decode-maxdiff').textContent())).toBeLessThan(1e-4);
+  await page.uncheck('#decode-paged');
+  await demo.expectClean(mark);
+});
+
 test('no console errors, page errors or uncaptured WebGPU errors over the whole session', async ({ demo }) => {
   await demo.expectClean(0);
   await expect(demo.page.locator('#gpu-errors')).toHaveAttribute('data-count', '0');

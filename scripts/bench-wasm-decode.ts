@@ -5,10 +5,17 @@
 // backend by default; `--backend webgpu` runs the WebGPU kernels of the adapter's built-in choice
 // (tuning off: no sweep, nothing remembered), `--attention VARIANT` forces its attention kernel.
 //
-//   node scripts/run-ts.mjs scripts/bench-wasm-decode.ts [--runs 30] [--threads 1] [--embed 512 --heads 8] [--lengths 128,4096]
-//     [--backend wasm|webgpu] [--attention rows64-keys32-r4]
+// `--dtypes f16,q8_0,q4_0` measures caches of those dtypes side by side (rounds alternate between them,
+// one step each, so a noisy stretch of the machine touches all alike), with each one's time and memory
+// (cache.bytes; on WebGPU also engine.stats' bytes once the cache is made and a first step written)
+// against the first dtype's. `--paged 8` measures instead 8 sequences with contexts 100, 200, … 800
+// each adding one token: one call on a PagedKvCache against 8 calls on 8 plain caches, alternating,
+// median of `--runs` after 2 warm-ups.
+//
+//   node scripts/run-ts.mjs scripts/bench-wasm-decode.ts [--runs 30] [--threads 1] [--embed 512 --heads 8 --kv-heads 8]
+//     [--lengths 128,4096] [--backend wasm|webgpu] [--attention rows64-keys32-r4] [--dtypes f16,q8_0,q4_0] [--paged 8]
 
-import { type AttentionVariant, createAttentionEngine } from '../src/index.ts';
+import { type AttentionVariant, createAttentionEngine, type KvCache, type KvCacheDtype } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 import { median } from '../src/util/stats.ts';
 import { parseCli } from './cli.ts';
@@ -18,12 +25,16 @@ const { values } = parseCli(import.meta.url, {
   threads: { type: 'string', default: '1' },
   embed: { type: 'string', default: '512' },
   heads: { type: 'string', default: '8' },
+  'kv-heads': { type: 'string' },
   lengths: { type: 'string', default: '128,4096' },
   backend: { type: 'string', default: 'wasm' },
   attention: { type: 'string' },
+  dtypes: { type: 'string' },
+  paged: { type: 'string' },
 });
 const E = Number(values.embed);
 const H = Number(values.heads);
+const G = Number(values['kv-heads'] ?? values.heads);
 const runs = Number(values.runs);
 const lengths = values.lengths.split(',').map(Number);
 if (values.backend !== 'wasm' && values.backend !== 'webgpu') throw new Error(`--backend must be wasm or webgpu; got ${values.backend}`);
@@ -35,25 +46,102 @@ const engine =
         // The built-in choice of the adapter (no sweep, nothing remembered from earlier runs), or the forced kernel.
         tuning: { mode: 'off', ...(values.attention ? { kernels: { flash_attention: values.attention as AttentionVariant } } : {}) },
       });
-const config = { embedDim: E, numHeads: H };
+const config = { embedDim: E, numHeads: H, numKvHeads: G };
 const mha = engine.createMultiHeadAttention(config, randomStateDict(config, 1));
 const Dh = E / H;
 const x = uniform(E, 1, mulberry32(2));
 const where = engine.backend === 'wasm' ? `${engine.threads} thread(s)` : `WebGPU, ${engine.adapterInfo?.description || engine.adapterInfo?.vendor}`;
-console.log(`decode step, E=${E} H=${H}, ${where}, median of ${runs}`);
-for (const length of lengths) {
-  const r = mulberry32(length);
-  const past = { key: uniform(H * length * Dh, 1, r), value: uniform(H * length * Dh, 1, r) };
-  const cache = mha.createKvCache({ batchSize: 1, maxSeqLen: length + runs + 3, ...past });
-  const times: number[] = [];
-  for (let i = 0; i < runs + 3; i++) {
-    const t0 = performance.now();
-    await mha.forward(x, { batchSize: 1, seqLen: 1, kvCache: cache, isCausal: true });
-    if (i === 2) await engine.settled(); // WebGPU: the final kernels from here on (tier 0 before)
-    if (i >= 3) times.push(performance.now() - t0);
-  }
-  console.log(`  cache length ${length}: ${median(times).toFixed(3)} ms (best ${Math.min(...times).toFixed(3)} ms)`);
-  cache.dispose();
-}
+const mib = (n: number) => `${(n / 2 ** 20).toFixed(2)} MiB`;
+const step = (kvCache: KvCache) => mha.forward(x, { batchSize: 1, seqLen: 1, kvCache, isCausal: true });
+
+if (values.paged) await pagedRounds(Number(values.paged));
+else if (values.dtypes) await dtypeRounds(values.dtypes.split(',') as KvCacheDtype[]);
+else await plainRuns();
 mha.dispose();
 engine.dispose();
+
+/** The original measurement: one cache at a time, `runs` steps each. */
+async function plainRuns(): Promise<void> {
+  console.log(`decode step, E=${E} H=${H} G=${G}, ${where}, median of ${runs}`);
+  for (const length of lengths) {
+    const cache = mha.createKvCache({ batchSize: 1, maxSeqLen: length + runs + 3, ...past(length) });
+    const times: number[] = [];
+    for (let i = 0; i < runs + 3; i++) {
+      const t0 = performance.now();
+      await step(cache);
+      if (i === 2) await engine.settled(); // WebGPU: the final kernels from here on (tier 0 before)
+      if (i >= 3) times.push(performance.now() - t0);
+    }
+    console.log(`  cache length ${length}: ${median(times).toFixed(3)} ms (best ${Math.min(...times).toFixed(3)} ms)`);
+    cache.dispose();
+  }
+}
+
+/** Caches of each dtype at each length, stepped in alternation: time and memory side by side. */
+async function dtypeRounds(dtypes: KvCacheDtype[]): Promise<void> {
+  console.log(`decode step by cache dtype, E=${E} H=${H} G=${G} (Dh ${Dh}), ${where}, median of ${runs} alternating rounds after 3`);
+  for (const length of lengths) {
+    const caches = dtypes.map((dtype) => {
+      const before = engine.stats().bytes;
+      return { dtype, cache: mha.createKvCache({ batchSize: 1, maxSeqLen: length + runs + 3, dtype, ...past(length) }), before, statsBytes: 0 };
+    });
+    const times = dtypes.map(() => [] as number[]);
+    for (let i = 0; i < runs + 3; i++) {
+      for (const [k, c] of caches.entries()) {
+        const t0 = performance.now();
+        await step(c.cache);
+        if (i === 0) c.statsBytes = engine.stats().bytes; // after it was made and a first step written
+        if (i === 2 && k === caches.length - 1) await engine.settled();
+        if (i >= 3) times[k].push(performance.now() - t0);
+      }
+    }
+    const base = { ms: median(times[0]), bytes: caches[0].cache.bytes };
+    console.log(`  cache length ${length}:`);
+    for (const [k, c] of caches.entries()) {
+      const ms = median(times[k]);
+      const stats = engine.backend === 'webgpu' ? `, engine.stats ${mib(c.statsBytes)}` : '';
+      console.log(
+        `    ${c.dtype.padEnd(5)} ${ms.toFixed(3)} ms (${(ms / base.ms).toFixed(2)}× ${dtypes[0]}), cache.bytes ${mib(c.cache.bytes)} (${(c.cache.bytes / base.bytes).toFixed(3)}×)${stats}`,
+      );
+    }
+    for (const c of caches) c.cache.dispose();
+  }
+}
+
+/** n sequences with contexts 100, 200, … each adding a token: one paged call against n calls on n plain caches. */
+async function pagedRounds(n: number): Promise<void> {
+  const contexts = Array.from({ length: n }, (_, i) => 100 * (i + 1));
+  const steps = runs + 2;
+  const xs = uniform(n * E, 1, mulberry32(3));
+  const plains = contexts.map((length) => mha.createKvCache({ batchSize: 1, maxSeqLen: length + steps, ...past(length) }));
+  const blockSize = 16;
+  const paged = mha.createPagedKvCache({ blockSize, maxBlocks: contexts.reduce((a, l) => a + Math.ceil((l + steps) / blockSize), 0) });
+  const ids = contexts.map(() => paged.addSequence());
+  // Each sequence's context prefilled through the paged cache in one call (a mixed prefill).
+  const ctx = new Float32Array(contexts.reduce((a, l) => a + l, 0) * E);
+  for (let i = 0; i < ctx.length; i++) ctx[i] = Math.sin(i);
+  await mha.forward(ctx, { kvCache: paged, sequences: ids.map((id, i) => ({ id, length: contexts[i] })) });
+  const pagedTimes: number[] = [];
+  const separateTimes: number[] = [];
+  for (let i = 0; i < steps; i++) {
+    let t0 = performance.now();
+    await mha.forward(xs, { kvCache: paged, sequences: ids.map((id) => ({ id, length: 1 })) });
+    if (i >= 2) pagedTimes.push(performance.now() - t0);
+    t0 = performance.now();
+    for (const [k, cache] of plains.entries()) await mha.forward(xs.subarray(k * E, (k + 1) * E), { batchSize: 1, seqLen: 1, kvCache: cache, isCausal: true });
+    if (i >= 2) separateTimes.push(performance.now() - t0);
+    if (i === 1) await engine.settled();
+  }
+  const one = median(pagedTimes);
+  const many = median(separateTimes);
+  console.log(`${n} sequences (contexts ${contexts[0]} … ${contexts[n - 1]}) each adding a token, E=${E} H=${H} G=${G}, ${where}, median of ${runs} alternating after 2`);
+  console.log(`  one paged call: ${one.toFixed(3)} ms; ${n} calls on ${n} caches: ${many.toFixed(3)} ms; ${(many / one).toFixed(2)}× faster`);
+  for (const cache of plains) cache.dispose();
+  paged.dispose();
+}
+
+/** A past of `length` random positions, [1, G, length, Dh]. */
+function past(length: number): { key: Float32Array; value: Float32Array } {
+  const r = mulberry32(length);
+  return { key: uniform(G * length * Dh, 1, r), value: uniform(G * length * Dh, 1, r) };
+}

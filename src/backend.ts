@@ -4,7 +4,8 @@
 // elsewhere, never a stub; the engine answers for a backend without it (engine.ts).
 
 import type { KvCacheStorage } from './kv-cache.ts';
-import type { ForwardPlan, LayerSpec, LayerWeights } from './plan/index.ts';
+import type { PagedKvStorage } from './paged-kv-cache.ts';
+import type { ForwardPlan, LayerSpec, LayerWeights, PagedPlan } from './plan/index.ts';
 import type { AdapterInfo, BackendKind, KvCacheDtype, BufferForwardResult, EngineStats, ForwardResult, TuningReport, WarmupOptions } from './types.ts';
 
 export interface BackendLayer {
@@ -14,6 +15,14 @@ export interface BackendLayer {
   createCacheStorage(batchSize: number, maxSeqLen: number, dtype: KvCacheDtype): KvCacheStorage;
   /** A cache's dtype when createKvCache is not told one ('f32' on the CPU, the engine's precision on WebGPU). */
   readonly defaultCacheDtype: KvCacheDtype;
+  /** A PagedKvCache's pool for this layer: K and V of maxBlocks blocks [G, blockSize, Dh], stored as `dtype`. Absent: the backend has no paged kernels (refused). */
+  createPagedStorage?(blockSize: number, maxBlocks: number, dtype: KvCacheDtype): PagedKvStorage;
+  /**
+   * A call on a PagedKvCache: each sequence's new K and V written into its blocks (plan.sequences[i].blocks,
+   * reserved), then its queries attending over its positions 0 … start + length − 1 as plan.sequences[i].plan
+   * says. Resolves to the output [T, E].
+   */
+  forwardPaged?(plan: PagedPlan): Promise<ForwardResult>;
   /** Releases what the layer holds (GPU weights) at once. */
   dispose(): void;
 }

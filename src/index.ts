@@ -4,6 +4,7 @@ export { AttentionEngine, createAttentionEngine } from './engine.ts';
 export type { AdapterInfo, WarmupCall } from './engine.ts';
 export { MultiHeadAttention } from './layer.ts';
 export { KvCache } from './kv-cache.ts';
+export { PagedKvCache } from './paged-kv-cache.ts';
 export {
   AttentionError,
   ArgumentError,
@@ -26,6 +27,9 @@ export type {
   ForwardOptions,
   BatchedForwardOptions,
   PackedForwardOptions,
+  PagedForwardOptions,
+  PagedKvCacheOptions,
+  PagedSequence,
   MaskOptions,
   RotaryOptions,
   ScoreMod,

@@ -3,8 +3,7 @@
 // WebGPU, arrays on the CPU), the bookkeeping is here and the same for both.
 
 import { DisposedError, InvalidArgumentError, UnsupportedError } from './errors.ts';
-import { decodeKvRows, encodeKvRows } from './quant/kv.ts';
-import type { KvCacheDtype } from './types.ts';
+import { decodeKvRows, encodeKvRows, type KvCacheDtype } from './quant/kv.ts';
 import { describe } from './validate.ts';
 
 /** What a backend keeps for a cache: K and V [B, G, maxSeqLen, Dh], stored as the cache's dtype. */
@@ -145,42 +144,15 @@ export class KvCache {
       });
     }
     const { parents, start } = tree;
-    const k = parents.length;
-    if (!isArrayLike(indices)) {
-      throw new InvalidArgumentError({
-        where,
-        argument: 'indices',
-        expected: 'an array of node indices (a root-to-node path of the last tree)',
-        given: describe(indices),
-      });
-    }
-    if (indices.length > k) {
-      throw new InvalidArgumentError({ where, argument: 'indices', expected: `a path of the last tree: at most its ${k} node(s)`, given: `length ${indices.length}` });
-    }
-    for (let j = 0; j < indices.length; j++) {
-      const i = indices[j];
-      if (typeof i !== 'number' || !Number.isInteger(i) || i < 0 || i >= k) {
-        throw new InvalidArgumentError({ where, argument: `indices[${j}]`, expected: `a node of the last tree: an integer in [0, ${k})`, given: describe(i) });
-      }
-      const want = j === 0 ? -1 : indices[j - 1];
-      if (parents[i] !== want) {
-        throw new InvalidArgumentError({
-          where,
-          argument: `indices[${j}]`,
-          expected: j === 0 ? 'a root of the last tree (treeParents[i] = −1)' : `a child of indices[${j - 1}] = ${want} (treeParents[i] = ${want})`,
-          given: `${i}, whose parent is ${parents[i] === -1 ? 'the cached context (a root)' : parents[i]}`,
-          fix: 'List a root-to-node path of the tree in order, root first.',
-        });
-      }
-    }
+    const path = checkPath(where, parents, indices);
     const rows: number[] = [];
     let moved = false;
-    for (let j = 0; j < indices.length; j++) {
-      rows.push(start + indices[j]);
-      if (indices[j] !== j) moved = true;
+    for (let j = 0; j < path.length; j++) {
+      rows.push(start + path[j]);
+      if (path[j] !== j) moved = true;
     }
     if (moved) storage.moveRows(rows, start);
-    const length = start + indices.length;
+    const length = start + path.length;
     storage.discard(length, this.filled);
     this.filled = length;
     this.tree = null;
@@ -250,6 +222,32 @@ export function unsupportedCacheDtype(backend: string, dtype: KvCacheDtype, supp
   });
 }
 
-function isArrayLike(value: unknown): value is ArrayLike<number> {
-  return Array.isArray(value) || (ArrayBuffer.isView(value) && !(value instanceof DataView));
+/** `indices` checked as a root-to-node path of the tree `parents` (in order, root first); returns them as numbers. */
+export function checkPath(where: string, parents: Int32Array, indices: ArrayLike<number>): number[] {
+  const k = parents.length;
+  if (!(Array.isArray(indices) || (ArrayBuffer.isView(indices) && !(indices instanceof DataView)))) {
+    throw new InvalidArgumentError({ where, argument: 'indices', expected: 'an array of node indices (a root-to-node path of the last tree)', given: describe(indices) });
+  }
+  if (indices.length > k) {
+    throw new InvalidArgumentError({ where, argument: 'indices', expected: `a path of the last tree: at most its ${k} node(s)`, given: `length ${indices.length}` });
+  }
+  const out: number[] = [];
+  for (let j = 0; j < indices.length; j++) {
+    const i = indices[j];
+    if (typeof i !== 'number' || !Number.isInteger(i) || i < 0 || i >= k) {
+      throw new InvalidArgumentError({ where, argument: `indices[${j}]`, expected: `a node of the last tree: an integer in [0, ${k})`, given: describe(i) });
+    }
+    const want = j === 0 ? -1 : indices[j - 1];
+    if (parents[i] !== want) {
+      throw new InvalidArgumentError({
+        where,
+        argument: `indices[${j}]`,
+        expected: j === 0 ? 'a root of the last tree (treeParents[i] = −1)' : `a child of indices[${j - 1}] = ${want} (treeParents[i] = ${want})`,
+        given: `${i}, whose parent is ${parents[i] === -1 ? 'the cached context (a root)' : parents[i]}`,
+        fix: 'List a root-to-node path of the tree in order, root first.',
+      });
+    }
+    out.push(i);
+  }
+  return out;
 }

@@ -2,11 +2,22 @@
 // resolves a plan, and hands it to the backend.
 
 import type { BackendLayer } from './backend.ts';
-import { DisposedError } from './errors.ts';
+import { DisposedError, UnsupportedError } from './errors.ts';
 import { KvCache } from './kv-cache.ts';
-import { type LayerSpec, resolveForwardPlan } from './plan/index.ts';
+import { isPagedCall, type LayerSpec, resolveForwardPlan, resolvePagedCacheOptions, resolvePagedPlan } from './plan/index.ts';
+import { PagedKvCache } from './paged-kv-cache.ts';
 import { resolveKvCacheOptions } from './plan/index.ts';
-import type { BatchedForwardOptions, BufferForwardResult, ForwardOptions, ForwardResult, HalfForwardResult, KvCacheOptions, TensorArray } from './types.ts';
+import type {
+  BatchedForwardOptions,
+  BufferForwardResult,
+  ForwardOptions,
+  ForwardResult,
+  HalfForwardResult,
+  KvCacheOptions,
+  PagedForwardOptions,
+  PagedKvCacheOptions,
+  TensorArray,
+} from './types.ts';
 import { toF16 } from './util/f16.ts';
 
 /** The result as options.outputType asks (checked with the plan): 'f16' narrows the output to binary16 bits. */
@@ -60,11 +71,14 @@ export class MultiHeadAttention {
     query: TensorArray | GPUBuffer,
     options: BatchedForwardOptions & { needWeights: true; returnBuffer?: false },
   ): Promise<ForwardResult & { attentionWeights: Float32Array }>;
+  forward(query: TensorArray, options: PagedForwardOptions & { outputType: 'f16' }): Promise<HalfForwardResult>;
+  forward(query: TensorArray, options: PagedForwardOptions): Promise<ForwardResult>;
   forward(query: TensorArray | GPUBuffer, options: ForwardOptions): Promise<ForwardResult>;
-  async forward(query: TensorArray | GPUBuffer, options: ForwardOptions): Promise<ForwardResult | HalfForwardResult | BufferForwardResult> {
+  async forward(query: TensorArray | GPUBuffer, options: ForwardOptions | PagedForwardOptions): Promise<ForwardResult | HalfForwardResult | BufferForwardResult> {
     if (!this.impl) {
       throw new DisposedError('MultiHeadAttention.forward: this layer', 'Create a new layer with engine.createMultiHeadAttention().');
     }
+    if (isPagedCall(options)) return this.forwardPaged(this.impl, query, options);
     const plan = resolveForwardPlan(this.spec, query, options, this);
     if (!plan.cache) return withOutputType(await this.impl.forward(plan), options);
     const cache = plan.cache.cache;
@@ -97,6 +111,53 @@ export class MultiHeadAttention {
       cache.advance(past.length);
     }
     return cache;
+  }
+
+  /**
+   * A paged KV cache for serving many sequences at once (continuous batching, parallel sampling,
+   * speculative decoding per sequence): `blockSize` positions a block, `maxBlocks` blocks in a pool,
+   * every sequence's positions in blocks of it. `paged.addSequence()` gives an id; then
+   * `forward(x, { kvCache: paged, sequences: [{ id, length }, …] })`. For a model's further layers,
+   * `createPagedKvCache({ sharing: first })` joins the first layer's block table (docs/DECODING.md).
+   */
+  createPagedKvCache(options: PagedKvCacheOptions): PagedKvCache {
+    const where = 'MultiHeadAttention.createPagedKvCache';
+    const impl = this.impl;
+    if (!impl) throw new DisposedError(`${where}: this layer`, 'Create a new layer with engine.createMultiHeadAttention().');
+    const { blockSize, maxBlocks, dtype: asked, sharing } = resolvePagedCacheOptions(this.spec, options);
+    if (!impl.createPagedStorage) {
+      throw new UnsupportedError({
+        where,
+        argument: 'this layer',
+        expected: 'a layer on a backend with paged attention',
+        given: 'a backend without it',
+        fix: 'Use mha.createKvCache per sequence.',
+      });
+    }
+    const dtype = asked ?? impl.defaultCacheDtype;
+    return new PagedKvCache(sharing ?? { blockSize, maxBlocks, dtype }, impl.createPagedStorage(blockSize, maxBlocks, dtype), this);
+  }
+
+  private async forwardPaged(impl: BackendLayer, query: TensorArray | GPUBuffer, options: PagedForwardOptions): Promise<ForwardResult | HalfForwardResult> {
+    if (!impl.forwardPaged) {
+      throw new UnsupportedError({
+        where: 'MultiHeadAttention.forward',
+        argument: 'options.sequences',
+        expected: 'a layer on a backend with paged attention',
+        given: 'a backend without it',
+        fix: 'Run each sequence on a plain KvCache.',
+      });
+    }
+    const plan = resolvePagedPlan(this.spec, query, options, this);
+    const cache = plan.cache;
+    cache.busy = true;
+    try {
+      const result = await impl.forwardPaged(plan);
+      cache.advance(plan.sequences);
+      return withOutputType(result, options) as ForwardResult | HalfForwardResult;
+    } finally {
+      cache.busy = false;
+    }
   }
 
   /** Releases the layer's GPU memory at once. Calling it twice is harmless; forward() afterwards throws. */

@@ -13,6 +13,9 @@ import type {
   LinearAttentionOptions,
   MultiHeadAttentionConfig,
   PackedForwardOptions,
+  PagedForwardOptions,
+  PagedKvCacheOptions,
+  PagedSequence,
   RotaryOptions,
   ScaledDotProductAttentionOptions,
   TuningOptions,
@@ -44,6 +47,7 @@ export const FORWARD_KEYS = knownKeys<ForwardOptions>({
   positionIds: true,
   outputType: true,
   treeParents: true,
+  sequences: true,
 });
 
 /** The batched form's options that the packed form (cuSeqlens) has not: refused beside cuSeqlens, in this order. */
@@ -122,6 +126,27 @@ export const QK_NORM_KEYS = knownKeys<NonNullable<MultiHeadAttentionConfig['qkNo
 
 /** config.vNorm (when an object). */
 export const V_NORM_KEYS = knownKeys<{ eps?: number }>({ eps: true });
+
+/** What a call on a PagedKvCache (sequences) takes: refused there are the other options, named in this order. */
+export const PAGED_KEYS = knownKeys<PagedForwardOptions>({
+  kvCache: true,
+  sequences: true,
+  isCausal: true,
+  window: true,
+  dropout: true,
+  scale: true,
+  softcap: true,
+  sinks: true,
+  alibiSlopes: true,
+  outputType: true,
+  cuSeqlens: true,
+});
+
+/** One entry of PagedForwardOptions.sequences. */
+export const PAGED_SEQUENCE_KEYS = knownKeys<PagedSequence>({ id: true, length: true, treeParents: true });
+
+/** mha.createPagedKvCache's options. */
+export const PAGED_CACHE_KEYS = knownKeys<PagedKvCacheOptions>({ blockSize: true, maxBlocks: true, dtype: true, sharing: true });
 
 /** mha.createKvCache's options. */
 export const KV_CACHE_KEYS = knownKeys<KvCacheOptions>({ batchSize: true, maxSeqLen: true, dtype: true, key: true, value: true, length: true });

@@ -1,6 +1,7 @@
 // The public nouns' shapes. Names follow PyTorch's nn.MultiheadAttention (batch_first=True).
 
 import type { KvCache } from './kv-cache.ts';
+import type { PagedKvCache } from './paged-kv-cache.ts';
 import type { RotaryOptions, ScoreMod } from './layer-config.ts';
 import type { TuningOptions } from './tuning-types.ts';
 
@@ -178,6 +179,8 @@ export interface BatchedForwardOptions extends MaskOptions, ScoreOptions, Output
   treeParents?: Int32Array;
   /** Left out here: a packed batch is PackedForwardOptions. */
   cuSeqlens?: undefined;
+  /** Left out here: a call on a PagedKvCache is PagedForwardOptions. */
+  sequences?: undefined;
 }
 
 /**
@@ -190,9 +193,56 @@ export interface PackedForwardOptions extends Pick<MaskOptions, 'isCausal' | 'wi
   cuSeqlens: Int32Array;
   /** Refused unless 0: this engine is inference only. */
   dropout?: number;
+  /** Left out here: a call on a PagedKvCache is PagedForwardOptions. */
+  sequences?: undefined;
 }
 
-/** MultiHeadAttention.forward's options: a batch of sequences of one length, or a packed batch (cuSeqlens). */
+/** One sequence of a call on a PagedKvCache (PagedForwardOptions.sequences). */
+export interface PagedSequence {
+  /** The sequence's id (PagedKvCache.addSequence or fork). */
+  id: number;
+  /** Its new tokens in this call (≥ 1): the next `length` rows of x. */
+  length: number;
+  /**
+   * Its new tokens are a tree of drafts (speculative decoding), as BatchedForwardOptions.treeParents:
+   * Int32Array [length], −1 for a root, else the index (< i) of the parent. Then paged.acceptPath(id, path).
+   */
+  treeParents?: Int32Array;
+}
+
+/**
+ * A call on a PagedKvCache (continuous batching): x [T, E] packs the new tokens of several sequences in
+ * the order of `sequences` (T = Σ length). Each sequence's tokens are appended to its own blocks, sit at
+ * rotary positions lengthOf(id) + i, and attend causally to its own past and themselves; the output is
+ * [T, E], each sequence's rows equal to its run alone. Prefills and single-token steps mix in one call.
+ */
+export interface PagedForwardOptions extends Pick<MaskOptions, 'isCausal' | 'window'>, ScoreOptions, OutputTypeOption {
+  /** From mha.createPagedKvCache (this layer's). */
+  kvCache: PagedKvCache;
+  /** The sequences whose new tokens x holds, in row order; each id at most once. */
+  sequences: readonly PagedSequence[];
+  /** Refused unless 0: this engine is inference only. */
+  dropout?: number;
+  /** Left out here: a packed batch is PackedForwardOptions. */
+  cuSeqlens?: undefined;
+}
+
+/** mha.createPagedKvCache's options. */
+export interface PagedKvCacheOptions {
+  /** Positions per block (16 is usual; a power of two from 1 to 1024). Taken from `sharing` when given. */
+  blockSize?: number;
+  /** Blocks in the pool (every sequence's positions together, rounded up to whole blocks per sequence). Taken from `sharing` when given. */
+  maxBlocks?: number;
+  /** How K and V are stored (KvCacheDtype), default the engine's precision. Taken from `sharing` when given. */
+  dtype?: KvCacheDtype;
+  /**
+   * Another layer's paged cache: this layer's pool joins its block table (one table serves every layer
+   * of a model; its sequences, blocks and free list are shared, each layer keeps its own K and V).
+   */
+  sharing?: PagedKvCache;
+}
+
+/** MultiHeadAttention.forward's options: a batch of sequences of one length, or a packed batch (cuSeqlens). A call on a PagedKvCache takes PagedForwardOptions. */
 export type ForwardOptions = BatchedForwardOptions | PackedForwardOptions;
 
 /** The sizes of projected tensors: query [B, H, Sq, Dh], key and value [B, G, Skv, Dh]. */
@@ -246,12 +296,9 @@ export interface ScaledDotProductAttentionOptions extends MaskOptions, ScoreOpti
   scoreMod?: ScoreMod;
 }
 
-/**
- * How a KV cache stores its keys and values. 'f32' and 'f16': floats. 'q8_0' and 'q4_0': blocks of 32
- * along the head dimension exactly as ggml's reference quantizers write them (quantize_row_q8_0_ref,
- * quantize_row_q4_0_ref: their rounding, the scale an f16), read in place by the attention.
- */
-export type KvCacheDtype = 'f32' | 'f16' | 'q8_0' | 'q4_0';
+import type { KvCacheDtype } from './quant/kv.ts';
+
+export type { KvCacheDtype } from './quant/kv.ts';
 
 /** mha.createKvCache's options. */
 export interface KvCacheOptions {

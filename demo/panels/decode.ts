@@ -1,14 +1,16 @@
 // Decode-timeline panel: a layer (E, H, G, B) and a KV cache (mha.createKvCache({ batchSize,
-// maxSeqLen })); prefill a prompt in one causal forward, then decode one token at a time until the
-// cache is full, timing each step (wall clock of `await forward`, readback included). Draws ms per
-// token against the cache length, summarises the steps, and checks the last step's output against one
-// causal forward over the whole sequence on the same engine.
+// maxSeqLen, dtype })), or with "paged" B sequences of a PagedKvCache stepped in one call each;
+// prefill a prompt in one causal forward, then decode one token at a time until the cache is full,
+// timing each step (wall clock of `await forward`, readback included). Draws ms per token against the
+// cache length, summarises the steps and the cache's memory beside an f16 cache's, and checks the last
+// step's output against one causal forward over the whole sequence on the same engine.
 
 import { CategoryScale, Chart, Legend, LinearScale, LineController, LineElement, PointElement, Tooltip } from 'chart.js';
-import type { AttentionEngine, KvCache, MultiHeadAttention } from 'webgpu-attention';
+import type { AttentionEngine, KvCache, KvCacheDtype, MultiHeadAttention, PagedKvCache } from 'webgpu-attention';
+import { isBlockDtype, kvRowBytes } from '../../src/quant/kv.ts';
 import { randomLayerInputs } from '../../test/helpers/random.ts';
 import { isSoftware } from './adapter.ts';
-import { errorMessage, h, numberField, readInt, setState } from './dom.ts';
+import { checkboxField, errorMessage, h, numberField, readInt, setState } from './dom.ts';
 import { median } from '../../src/util/stats.ts';
 
 Chart.register(LineController, LineElement, PointElement, CategoryScale, LinearScale, Legend, Tooltip);
@@ -31,7 +33,14 @@ interface DecodeSettings {
   maxSeqLen: number;
   prefill: number;
   seed: number;
+  /** The cache's dtype; null: the engine's default. */
+  dtype: KvCacheDtype | null;
+  /** B sequences of a PagedKvCache, stepped in one call (sequences), instead of one cache of batch B. */
+  paged: boolean;
 }
+
+/** Positions a block of the paged cache. */
+const PAGED_BLOCK = 16;
 
 type Point = { x: number; y: number };
 type DecodeChart = Chart<'line', Point[]>;
@@ -60,6 +69,7 @@ function rows(x: Float32Array, B: number, S: number, E: number, s0: number, s1: 
 export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine): void {
   const body = section.querySelector<HTMLElement>('.panel-body')!;
   const webgpu = engine.backend === 'webgpu';
+  const defaultDtype: KvCacheDtype = webgpu ? engine.precision : 'f32';
   // Defaults that show the switch to split-KV at SPLIT_KV_MIN_KEYS with many steps on either side:
   // on software a prompt of 256 and a cache of 768 (255 one-pass steps, then 257 split-KV ones, about
   // as many steps as a short run), elsewhere 16 and 2048.
@@ -80,6 +90,18 @@ export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine):
   const maxSeq = numberField('maxSeqLen', 'decode-max', defaultMax, { min: 2, max: MAX_SEQ_LIMIT, title: 'the cache size: decoding stops when it is full' });
   const prefill = numberField('prefill tokens', 'decode-prefill', defaultPrefill, { max: MAX_SEQ_LIMIT - 1 });
   const seed = numberField('seed', 'decode-seed', 1, { min: 0 });
+  const dtypeSelect = h(
+    'select',
+    { id: 'decode-dtype', title: "the cache's storage: floats, or ggml's q8_0 / q4_0 blocks of 32 read in place" },
+    h('option', { value: '' }, `default (${engine.backend === 'webgpu' ? engine.precision : 'f32'})`),
+    ...(['f32', 'f16', 'q8_0', 'q4_0'] as const).map((d) => h('option', { value: d }, d)),
+  );
+  const paged = checkboxField(
+    'paged: B sequences, one call a step',
+    'decode-paged',
+    false,
+    'B sequences of a PagedKvCache stepped together: forward(x, { kvCache, sequences })',
+  );
   const info = h('p', { class: 'muted', id: 'decode-info' });
 
   const run = h('button', { type: 'button', id: 'decode-run', class: 'primary' }, 'Run decode');
@@ -102,6 +124,8 @@ export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine):
       maxSeq.field,
       prefill.field,
       seed.field,
+      h('label', { class: 'field', for: 'decode-dtype' }, h('span', {}, 'cache dtype'), dtypeSelect),
+      paged.field,
     ),
     info,
     h('div', { class: 'actions' }, run, stop),
@@ -119,7 +143,11 @@ export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine):
       maxSeqLen: readInt(maxSeq.input, 'maxSeqLen', 2, MAX_SEQ_LIMIT),
       prefill: readInt(prefill.input, 'prefill tokens', 1, MAX_SEQ_LIMIT - 1),
       seed: readInt(seed.input, 'seed', 0, 2 ** 32 - 1),
+      dtype: (dtypeSelect.value || null) as KvCacheDtype | null,
+      paged: paged.input.checked,
     };
+    const Dh = s.embedDim / s.numHeads;
+    if (s.dtype && isBlockDtype(s.dtype) && Dh % 32) throw new Error(`A ${s.dtype} cache stores blocks of 32 along the head: Dh (${Dh}) must be a multiple of 32.`);
     if (s.embedDim % s.numHeads) throw new Error(`E (${s.embedDim}) must be divisible by H (${s.numHeads}).`);
     if (s.numHeads % s.numKvHeads) throw new Error(`H (${s.numHeads}) must be divisible by G (${s.numKvHeads}): each KV head serves H / G query heads.`);
     if (s.prefill >= s.maxSeqLen) throw new Error(`prefill (${s.prefill}) must be below maxSeqLen (${s.maxSeqLen}), leaving room to decode.`);
@@ -132,10 +160,14 @@ export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine):
       const steps = s.maxSeqLen - s.prefill;
       const splitSteps = webgpu ? Math.max(0, s.maxSeqLen - Math.max(s.prefill + 1, SPLIT_KV_MIN_KEYS) + 1) : 0;
       const kind = s.numKvHeads === s.numHeads ? 'multi-head' : s.numKvHeads === 1 ? 'multi-query' : 'grouped-query';
-      const cacheBytes = 2 * s.batchSize * s.numKvHeads * s.maxSeqLen * (s.embedDim / s.numHeads) * 4;
+      const Dh = s.embedDim / s.numHeads;
+      const dtype = s.dtype ?? defaultDtype;
+      const cacheBytes = 2 * s.batchSize * s.numKvHeads * s.maxSeqLen * kvRowBytes(dtype, Dh);
+      const f16Bytes = 2 * s.batchSize * s.numKvHeads * s.maxSeqLen * kvRowBytes('f16', Dh);
       info.textContent =
-        `Dh = ${s.embedDim / s.numHeads}, ${kind} attention; the cache holds K and V [${s.batchSize}, ${s.numKvHeads}, ${s.maxSeqLen}, ${s.embedDim / s.numHeads}] ` +
-        `(${(cacheBytes / 2 ** 20).toPrecision(3)} MiB). ${steps} decode step${steps === 1 ? '' : 's'}` +
+        `Dh = ${Dh}, ${kind} attention; the cache holds K and V [${s.batchSize}, ${s.numKvHeads}, ${s.maxSeqLen}, ${Dh}] ` +
+        `as ${dtype} (${(cacheBytes / 2 ** 20).toPrecision(3)} MiB${dtype === 'f16' ? '' : `; f16: ${(f16Bytes / 2 ** 20).toPrecision(3)} MiB`})` +
+        `${s.paged ? `, ${s.batchSize} sequence${s.batchSize === 1 ? '' : 's'} in blocks of ${PAGED_BLOCK} (one call a step)` : ''}. ${steps} decode step${steps === 1 ? '' : 's'}` +
         (webgpu ? `, ${splitSteps} of them split-KV.` : ' (CPU backend: no split-KV).');
       info.classList.remove('error-text');
       run.disabled = running;
@@ -159,6 +191,8 @@ export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine):
     describe();
   });
   for (const f of [e, hh, g, b, prefill, seed]) f.input.addEventListener('input', describe);
+  dtypeSelect.addEventListener('change', describe);
+  paged.input.addEventListener('change', describe);
   syncPreset();
 
   let running = false;
@@ -286,15 +320,49 @@ export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine):
     );
   }
 
-  function checkLine(check: { maxDiff: number; length: number }): HTMLElement {
+  function checkLine(check: { maxDiff: number; length: number; rounded: KvCacheDtype | null }): HTMLElement {
     const pass = check.maxDiff <= DIFF_PASS;
+    const line = (cls: string, badge: string, verdict: string, ...tail: (string | HTMLElement)[]) =>
+      h(
+        'p',
+        { class: `note ${cls}`, id: 'decode-check' },
+        h('span', { class: `badge ${badge}`, id: 'decode-verdict' }, verdict),
+        ` The last step's output against one causal forward over all ${check.length} positions (same engine, no cache): max |diff| = `,
+        h('strong', { id: 'decode-maxdiff' }, check.maxDiff === 0 ? '0' : check.maxDiff.toExponential(2)),
+        ...tail,
+      );
+    if (check.rounded && Number.isFinite(check.maxDiff)) {
+      // The cache rounds K and V to its dtype: the difference is that rounding, not a pass or a failure (the tests check these caches against the float64 reference over their own values).
+      return line('', 'info', check.rounded.toUpperCase(), ` (K and V stored as ${check.rounded}: the cache's rounding, beyond float32's).`);
+    }
+    return line(
+      pass ? 'ok' : 'error',
+      pass ? 'pass' : 'fail',
+      pass ? 'PASS' : 'FAIL',
+      check.maxDiff === 0 ? ' (bit-identical).' : pass ? ' (float32 rounding).' : ` (more than ${DIFF_PASS.toExponential(0)}).`,
+    );
+  }
+
+  /** The cache's bytes beside an f16 cache's of the same size (made and disposed here), as a line. */
+  function memoryLine(s: DecodeSettings, bytes: number, dtype: KvCacheDtype, layer: MultiHeadAttention): HTMLElement {
+    let f16: number | null = null;
+    try {
+      const probe = s.paged
+        ? layer.createPagedKvCache({ blockSize: PAGED_BLOCK, maxBlocks: s.batchSize * Math.ceil(s.maxSeqLen / PAGED_BLOCK), dtype: 'f16' })
+        : layer.createKvCache({ batchSize: s.batchSize, maxSeqLen: s.maxSeqLen, dtype: 'f16' });
+      f16 = probe.bytes;
+      probe.dispose();
+    } catch {
+      f16 = null; // a backend without f16 caches
+    }
+    const mib = (n: number) => `${(n / 2 ** 20).toPrecision(3)} MiB`;
     return h(
       'p',
-      { class: `note ${pass ? 'ok' : 'error'}`, id: 'decode-check' },
-      h('span', { class: `badge ${pass ? 'pass' : 'fail'}`, id: 'decode-verdict' }, pass ? 'PASS' : 'FAIL'),
-      ` The last step's output against one causal forward over all ${check.length} positions (same engine, no cache): max |diff| = `,
-      h('strong', { id: 'decode-maxdiff' }, check.maxDiff === 0 ? '0' : check.maxDiff.toExponential(2)),
-      check.maxDiff === 0 ? ' (bit-identical).' : pass ? ' (float32 rounding).' : ` (more than ${DIFF_PASS.toExponential(0)}).`,
+      { class: 'muted', id: 'decode-memory' },
+      `Cache memory (cache.bytes): ${mib(bytes)} as ${dtype}`,
+      ...(f16 !== null && dtype !== 'f16'
+        ? [`; an f16 cache of the same size: ${mib(f16)} (`, h('strong', { id: 'decode-memory-ratio' }, `${(bytes / f16).toFixed(2)}×`), ').']
+        : ['.']),
     );
   }
 
@@ -316,7 +384,7 @@ export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine):
     const { embedDim: E, numHeads: H, numKvHeads: G, batchSize: B, maxSeqLen: M, prefill: P } = s;
     const total = M - P;
     let layer: MultiHeadAttention | null = null;
-    let cache: KvCache | null = null;
+    let cache: KvCache | PagedKvCache | null = null;
     const steps: Step[] = [];
     let c: DecodeChart | null = null;
     try {
@@ -326,12 +394,28 @@ export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine):
       const config = { embedDim: E, numHeads: H, numKvHeads: G };
       const { stateDict, query: x } = randomLayerInputs(config, B * M, s.seed);
       layer = engine.createMultiHeadAttention(config, stateDict);
-      cache = layer.createKvCache({ batchSize: B, maxSeqLen: M });
+      const dtype = s.dtype ?? undefined;
+      let ids: number[] = [];
+      let pagedCache: PagedKvCache | null = null;
+      let plainCache: KvCache | null = null;
+      if (s.paged) {
+        pagedCache = layer.createPagedKvCache({ blockSize: PAGED_BLOCK, maxBlocks: B * Math.ceil(M / PAGED_BLOCK), dtype });
+        ids = Array.from({ length: B }, () => pagedCache!.addSequence());
+        cache = pagedCache;
+      } else {
+        plainCache = layer.createKvCache({ batchSize: B, maxSeqLen: M, dtype });
+        cache = plainCache;
+      }
+      /** One call over rows of x [B, n, E]: the batch on the plain cache, or B sequences of n tokens on the paged one. */
+      const step = (xs: Float32Array, n: number) =>
+        pagedCache
+          ? layer!.forward(xs, { kvCache: pagedCache, sequences: ids.map((id) => ({ id, length: n })) })
+          : layer!.forward(xs, { batchSize: B, seqLen: n, kvCache: plainCache!, isCausal: true });
 
       progressText.textContent = `Prefilling ${P} tokens…`;
       await yieldToPage();
       const t0 = performance.now();
-      await layer.forward(rows(x, B, M, E, 0, P), { batchSize: B, seqLen: P, kvCache: cache, isCausal: true });
+      await step(rows(x, B, M, E, 0, P), P);
       const prefillMs = performance.now() - t0;
 
       let last: Float32Array | null = null;
@@ -343,7 +427,7 @@ export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine):
       for (let pos = P; pos < M && !stopRequested; pos++) {
         const token = rows(x, B, M, E, pos, pos + 1);
         const t = performance.now();
-        last = (await layer.forward(token, { batchSize: B, seqLen: 1, kvCache: cache, isCausal: true })).output;
+        last = (await step(token, 1)).output;
         const ms = performance.now() - t;
         const keys = pos + 1;
         const split = webgpu && keys >= SPLIT_KV_MIN_KEYS;
@@ -363,7 +447,7 @@ export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine):
 
       // The check: one causal forward (no cache) over every position decoded so far; its last row of
       // each batch element is what the last decode step computed.
-      let check: { maxDiff: number; length: number } | null = null;
+      let check: { maxDiff: number; length: number; rounded: KvCacheDtype | null } | null = null;
       if (last) {
         const L = P + steps.length;
         progressText.textContent = `Checking: one causal forward over ${L} positions…`;
@@ -376,7 +460,8 @@ export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine):
             maxDiff = Number.isNaN(d) ? Infinity : Math.max(maxDiff, d);
           }
         }
-        check = { maxDiff, length: L };
+        const stored = cache.dtype;
+        check = { maxDiff, length: L, rounded: stored === 'f32' || stored === defaultDtype ? null : stored };
       }
       progress.value = steps.length / total;
       progressText.textContent = stopped ? `Stopped after ${steps.length} of ${total} decode steps.` : `Done: ${total} decode steps, cache full (${M}).`;
@@ -384,13 +469,14 @@ export function mountDecodePanel(section: HTMLElement, engine: AttentionEngine):
         h(
           'p',
           { class: 'muted', id: 'decode-prefill-time' },
-          `Prefill: ${P} token${P === 1 ? '' : 's'}${B > 1 ? ` × ${B} sequences` : ''} in one causal forward, ${fmtMs(prefillMs)} ms ` +
+          `Prefill: ${P} token${P === 1 ? '' : 's'}${B > 1 ? ` × ${B} sequences` : ''} in one ${s.paged ? 'paged call' : 'causal forward'}, ${fmtMs(prefillMs)} ms ` +
             '(a new layer shape’s first forward includes compiling its pipelines).',
         ),
         ...(steps.length ? [stepsTable(s, steps, stopped)] : []),
         ...(webgpu && steps.some((st) => st.keys >= SPLIT_KV_MIN_KEYS)
           ? [h('p', { class: 'muted small' }, 'The first split-KV step of a new layer shape may include building the split and merge pipelines.')]
           : []),
+        memoryLine(s, cache.bytes, cache.dtype, layer),
         ...(check ? [checkLine(check)] : []),
       );
       setState(section, check && check.maxDiff > DIFF_PASS ? 'error' : 'done');

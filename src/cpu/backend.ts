@@ -4,7 +4,8 @@ import type { Backend, BackendLayer } from '../backend.ts';
 import { UnsupportedError } from '../errors.ts';
 import { copyWeights, floatLayerWeights, type ForwardPlan, isFloat, geometryOf, type LayerSpec, type LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
-import { type KvCacheStorage, readEncodedFromFloats, writeEncodedAsFloats } from '../kv-cache.ts';
+import { type KvCacheStorage, readEncodedFromFloats, unsupportedCacheDtype, writeEncodedAsFloats } from '../kv-cache.ts';
+import type { PagedKvStorage } from '../paged-kv-cache.ts';
 import { decodeKvRow, decodeKvRows, encodeKvRow, encodeKvRows, kvRowBytes } from '../quant/kv.ts';
 import { halfToFloat } from '../util/f16.ts';
 import { denseRows, type KvRows } from './kv-rows.ts';
@@ -246,6 +247,84 @@ class CpuEncodedKvCache implements CpuCacheStorage {
   }
 }
 
+/** A paged cache's pool on the CPU backend: K and V [maxBlocks, G, blockSize, Dh] in float64, as the reference computes them. */
+class CpuPagedStorage implements PagedKvStorage {
+  k: Float64Array;
+  v: Float64Array;
+
+  constructor(
+    private readonly blockSize: number,
+    maxBlocks: number,
+    private readonly G: number,
+    private readonly Dh: number,
+  ) {
+    this.k = new Float64Array(maxBlocks * G * blockSize * Dh);
+    this.v = new Float64Array(maxBlocks * G * blockSize * Dh);
+  }
+
+  get bytes(): number {
+    return this.k.byteLength + this.v.byteLength;
+  }
+
+  /** The index of position p of key/value head g of a sequence with these blocks. */
+  at(blocks: Int32Array, g: number, p: number): number {
+    const { blockSize, G, Dh } = this;
+    return ((blocks[Math.floor(p / blockSize)] * G + g) * blockSize + (p % blockSize)) * Dh;
+  }
+
+  /** Writes a sequence's new K, V [G, n, Dh] at positions start … start + n − 1. */
+  append(blocks: Int32Array, k: Float64Array, v: Float64Array, start: number, n: number): void {
+    const { G, Dh } = this;
+    for (let g = 0; g < G; g++) {
+      for (let i = 0; i < n; i++) {
+        const to = this.at(blocks, g, start + i);
+        this.k.set(k.subarray((g * n + i) * Dh, (g * n + i + 1) * Dh), to);
+        this.v.set(v.subarray((g * n + i) * Dh, (g * n + i + 1) * Dh), to);
+      }
+    }
+  }
+
+  /** A sequence's positions 0 … length − 1 of `store`, [G, length, Dh] (float64 rows, as the plain cache's rows()). */
+  rows(store: Float64Array, blocks: Int32Array, length: number): Float64Array {
+    const { G, Dh } = this;
+    const out = new Float64Array(G * length * Dh);
+    for (let g = 0; g < G; g++) {
+      for (let p = 0; p < length; p++) {
+        const from = this.at(blocks, g, p);
+        out.set(store.subarray(from, from + Dh), (g * length + p) * Dh);
+      }
+    }
+    return out;
+  }
+
+  copyBlock(from: number, to: number): void {
+    const n = this.G * this.blockSize * this.Dh;
+    this.k.copyWithin(to * n, from * n, (from + 1) * n);
+    this.v.copyWithin(to * n, from * n, (from + 1) * n);
+  }
+
+  async read(blocks: Int32Array, length: number): Promise<{ key: Float32Array; value: Float32Array }> {
+    return { key: Float32Array.from(this.rows(this.k, blocks, length)), value: Float32Array.from(this.rows(this.v, blocks, length)) };
+  }
+
+  moveRows(blocks: Int32Array, rows: readonly number[], to: number): void {
+    const { G, Dh } = this;
+    for (let g = 0; g < G; g++) {
+      rows.forEach((r, i) => {
+        const from = this.at(blocks, g, r);
+        const into = this.at(blocks, g, to + i);
+        this.k.copyWithin(into, from, from + Dh);
+        this.v.copyWithin(into, from, from + Dh);
+      });
+    }
+  }
+
+  dispose(): void {
+    this.k = new Float64Array(0);
+    this.v = new Float64Array(0);
+  }
+}
+
 export class CpuBackend implements Backend {
   readonly kind = 'cpu' as const;
   /** The CPU computes in float64 and returns float32. */
@@ -265,6 +344,25 @@ export class CpuBackend implements Backend {
       defaultCacheDtype: 'f32',
       // Every dtype (the option checked by plan/kv-cache.ts: known, and Dh % 32 = 0 for the blocks).
       createCacheStorage: (B, maxSeqLen, dtype) => (dtype === 'f32' ? new CpuKvCache(B, G, maxSeqLen, Dh) : new CpuEncodedKvCache(dtype, B, G, maxSeqLen, Dh)),
+      createPagedStorage: (blockSize, maxBlocks, dtype) => {
+        if (dtype !== 'f32') throw unsupportedCacheDtype('cpu', dtype, ['f32']);
+        return new CpuPagedStorage(blockSize, maxBlocks, G, Dh);
+      },
+      forwardPaged: async (paged) => {
+        // Each sequence as a plain cached call of it alone: project its tokens, write their K and V into its blocks, attend over its positions.
+        const store = paged.cache.storage as CpuPagedStorage;
+        const E = spec.embedDim;
+        const output = new Float32Array(paged.tokens * E);
+        for (const s of paged.sequences) {
+          const plan = s.plan;
+          const { q, k, v } = qkvProjection({ ...plan, kvSeqLen: s.length, geometry: geometryOf('self', 1, s.length, s.length) }, own);
+          store.append(s.blocks, k, v, s.start, s.length);
+          const Skv = s.start + s.length;
+          const o = attention(plan, q, store.rows(store.k, s.blocks, Skv), store.rows(store.v, s.blocks, Skv));
+          output.set(outputProjection(plan, own, o), s.row * E);
+        }
+        return { output };
+      },
       forward: async (plan) => {
         refuseGpuBuffers('MultiHeadAttention.forward', plan);
         if (plan.cache) {

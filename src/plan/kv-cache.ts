@@ -100,22 +100,7 @@ export function resolveCachedPlan(
 function resolveTreeParents(where: string, spec: LayerSpec, o: Record<string, unknown>, batchSize: number, seqLen: number): Int32Array | null {
   const value = o.treeParents;
   if (value === undefined) return null;
-  if (!(value instanceof Int32Array)) {
-    throw new InvalidArgumentError({
-      where,
-      argument: 'options.treeParents',
-      expected: `an Int32Array [seqLen] = [${seqLen}]: −1 for a root, else the index (< i) of token i's parent`,
-      given: describe(value),
-    });
-  }
-  if (value.length !== seqLen) {
-    throw new ShapeMismatchError({
-      where,
-      argument: 'options.treeParents',
-      expected: `of length seqLen = ${seqLen} (one parent per new token)`,
-      given: `length ${value.length}`,
-    });
-  }
+  checkTreeParents(where, 'options.treeParents', value, seqLen, 'seqLen');
   if (batchSize !== 1) {
     throw new InvalidArgumentError({
       where,
@@ -124,18 +109,6 @@ function resolveTreeParents(where: string, spec: LayerSpec, o: Record<string, un
       given: String(batchSize),
       fix: 'Verify each sequence’s tree in a call of its own, on a cache of batchSize 1.',
     });
-  }
-  for (let i = 0; i < value.length; i++) {
-    const p = value[i];
-    if (p < -1 || p >= i) {
-      throw new InvalidArgumentError({
-        where,
-        argument: `options.treeParents[${i}]`,
-        expected: `in [−1, ${i}): −1 for a root, else the index of an earlier token (parents come before their children)`,
-        given: String(p),
-        fix: 'Order the tree so that every node follows its parent (breadth- or depth-first).',
-      });
-    }
   }
   if (o.isCausal === false) {
     throw new InvalidArgumentError({
@@ -164,8 +137,40 @@ function resolveTreeParents(where: string, spec: LayerSpec, o: Record<string, un
   return value.slice();
 }
 
+/** A tree of drafts' parents, checked: an Int32Array [seqLen] whose entry i is −1 or in [0, i). */
+export function checkTreeParents(where: string, argument: string, value: unknown, seqLen: number, lengthName: string): asserts value is Int32Array {
+  if (!(value instanceof Int32Array)) {
+    throw new InvalidArgumentError({
+      where,
+      argument,
+      expected: `an Int32Array [${lengthName}] = [${seqLen}]: −1 for a root, else the index (< i) of token i's parent`,
+      given: describe(value),
+    });
+  }
+  if (value.length !== seqLen) {
+    throw new ShapeMismatchError({
+      where,
+      argument,
+      expected: `of length ${lengthName} = ${seqLen} (one parent per new token)`,
+      given: `length ${value.length}`,
+    });
+  }
+  for (let i = 0; i < value.length; i++) {
+    const p = value[i];
+    if (p < -1 || p >= i) {
+      throw new InvalidArgumentError({
+        where,
+        argument: `${argument}[${i}]`,
+        expected: `in [−1, ${i}): −1 for a root, else the index of an earlier token (parents come before their children)`,
+        given: String(p),
+        fix: 'Order the tree so that every node follows its parent (breadth- or depth-first).',
+      });
+    }
+  }
+}
+
 /** The mask [k, start + k] (1 = not seen) of a tree of k tokens after `start` cached positions, and each token's depth. */
-function treeMask(parents: Int32Array, start: number): { mask: Uint8Array; depths: Int32Array } {
+export function treeMask(parents: Int32Array, start: number): { mask: Uint8Array; depths: Int32Array } {
   const k = parents.length;
   const Skv = start + k;
   const mask = new Uint8Array(k * Skv);

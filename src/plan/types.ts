@@ -4,6 +4,7 @@
 // defaults); nothing below them checks arguments again.
 
 import type { KvCache } from '../kv-cache.ts';
+import type { PagedKvCache } from '../paged-kv-cache.ts';
 import type { ScoreMod } from '../types.ts';
 import type { WeightTensor } from '../quant/types.ts';
 
@@ -188,4 +189,39 @@ export interface ForwardPlan {
   gpu: { query: GPUBuffer | null; key: GPUBuffer | null; value: GPUBuffer | null } | null;
   /** Leave the output (and weights) in new GPU buffers the caller owns, without a readback. */
   returnBuffer: boolean;
+}
+
+/** One sequence's part of a call on a PagedKvCache. */
+export interface PagedSequencePlan {
+  id: number;
+  /** Its first row in the call's query [T, E] (and output). */
+  row: number;
+  /** Positions this layer held of it before the call: its new tokens go to start … start + length − 1. */
+  start: number;
+  /** New tokens. */
+  length: number;
+  /**
+   * Its blocks after the call's reservation: position p is row p mod blockSize of block blocks[⌊p / blockSize⌋]
+   * in the layer's pool; enough for start + length positions, none shared where the call writes.
+   */
+  blocks: Int32Array;
+  /** Its treeParents, or null. */
+  tree: Int32Array | null;
+  /**
+   * The sequence run alone on a plain cache of `start` positions: B 1, Sq length, Skv start + length,
+   * isCausal, its rotary positions, its tree's mask (masks.attnMask [length, Skv]), the call's window and
+   * score options; query = its rows of the call's query; cache null (the pool is the cache).
+   */
+  plan: ForwardPlan;
+}
+
+/** A call on a PagedKvCache (forward with sequences), resolved and its blocks reserved. Output [T, E]. */
+export interface PagedPlan {
+  layer: LayerSpec;
+  cache: PagedKvCache;
+  /** [T, E]: the sequences' new tokens back to back, in the order of `sequences`. */
+  query: Float32Array;
+  /** T = Σ length. */
+  tokens: number;
+  sequences: PagedSequencePlan[];
 }

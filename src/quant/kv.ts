@@ -6,9 +6,15 @@
 // A backend may lay the blocks out its own way (scales apart from the quants), never round differently:
 // these functions are the rule its reads and writes are tested against.
 
-import type { KvCacheDtype } from '../types.ts';
 import { floatToHalfBits, halfToFloat } from '../util/f16.ts';
-import { quantizeBlockQ4_0, quantizeBlockQ8_0 } from './quantize.ts';
+import { quantizeBlockQ4_0, quantizeBlockQ8_0 } from './blocks.ts';
+
+/**
+ * How a KV cache stores its keys and values. 'f32' and 'f16': floats. 'q8_0' and 'q4_0': blocks of 32
+ * along the head dimension exactly as ggml's reference quantizers write them (quantize_row_q8_0_ref,
+ * quantize_row_q4_0_ref: their rounding, the scale an f16), read in place by the attention.
+ */
+export type KvCacheDtype = 'f32' | 'f16' | 'q8_0' | 'q4_0';
 
 /** The cache dtypes, in the order the docs list them. */
 export const KV_CACHE_DTYPES: readonly KvCacheDtype[] = ['f32', 'f16', 'q8_0', 'q4_0'];

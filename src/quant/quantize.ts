@@ -18,6 +18,9 @@ import { expectedWeights, resolveLayerSpec } from '../plan/layer.ts';
 import type { MultiHeadAttentionConfig, QuantizedStateDict } from '../types.ts';
 import { describe, rejectUnknownKeys, requireObject } from '../validate.ts';
 import { floatToHalfBits, halfToFloat } from '../util/f16.ts';
+import { quantizeBlockQ4_0, quantizeBlockQ8_0, roundf } from './blocks.ts';
+
+export { quantizeBlockQ4_0, quantizeBlockQ8_0 } from './blocks.ts';
 import { GGUF_BLOCKS } from './pack.ts';
 import { quantizeRowQ4K, quantizeRowQ6K } from './quantize-k.ts';
 import type { GgufQuantType, NBitsTensor, QuantizedDtype, QuantizedTensor } from './types.ts';
@@ -186,46 +189,6 @@ function quantizeGguf(w: Float32Array, N: number, K: number, dtype: GgufQuantTyp
     else for (let b = 0; b < K / 32; b++) (dtype === 'q4_0' ? quantizeBlockQ4_0 : quantizeBlockQ8_0)(row.subarray(32 * b, 32 * b + 32), data, n * rowBytes + b * bytes);
   }
   return { dtype, shape: [N, K], data };
-}
-
-/** quantize_row_q4_0_ref on one block of 32: { f16 d; u8 qs[16] } at `at`. */
-export function quantizeBlockQ4_0(x: Float32Array, out: Uint8Array, at: number): void {
-  let amax = 0;
-  let max = 0;
-  for (let j = 0; j < 32; j++) {
-    if (amax < Math.abs(x[j])) {
-      amax = Math.abs(x[j]);
-      max = x[j];
-    }
-  }
-  const d = f(max / -8);
-  const id = d ? f(1 / d) : 0;
-  const bits = floatToHalfBits(d);
-  out[at] = bits & 0xff;
-  out[at + 1] = bits >> 8;
-  for (let j = 0; j < 16; j++) {
-    // (int8_t)(x·id + 8.5f) truncates; the sum is ≥ 0.5 (|x·id| ≤ 8), so truncation is floor
-    const xi0 = Math.min(15, Math.trunc(f(f(x[j] * id) + 8.5)));
-    const xi1 = Math.min(15, Math.trunc(f(f(x[j + 16] * id) + 8.5)));
-    out[at + 2 + j] = xi0 | (xi1 << 4);
-  }
-}
-
-/** C roundf: half away from zero. */
-function roundf(v: number): number {
-  return Math.sign(v) * Math.floor(Math.abs(v) + 0.5);
-}
-
-/** quantize_row_q8_0_ref on one block of 32: { f16 d; i8 qs[32] } at `at`. */
-export function quantizeBlockQ8_0(x: Float32Array, out: Uint8Array, at: number): void {
-  let amax = 0;
-  for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(x[j]));
-  const d = f(amax / 127);
-  const id = d ? f(1 / d) : 0;
-  const bits = floatToHalfBits(d);
-  out[at] = bits & 0xff;
-  out[at + 1] = bits >> 8;
-  for (let j = 0; j < 32; j++) out[at + 2 + j] = roundf(f(x[j] * id)) & 0xff;
 }
 
 /** MatMulNBits RTN (ONNX Runtime's MlasQuantizeBlockwise), one weight [N, K]. */

@@ -17,7 +17,8 @@ magnitude at both signs (the first one counts); tiny values (the f16 scale subno
 a full one; random normal rows at several scales.
 
 Written to test/fixtures/kv-quant/rows.json:
-  { Dh, rows, input (float32 LE, base64, [rows, Dh]), f16, q8_0, q4_0 (the encoded rows, base64) }
+  { Dh, rows, input (float32 LE, base64, [rows, Dh]), f16, q8_0, q4_0 (the encoded rows, base64),
+    q8_0_values, q4_0_values (gguf's dequantize of those rows, float32 [rows, Dh]) }
 """
 
 import base64
@@ -26,7 +27,7 @@ import os
 
 import numpy as np
 from gguf import GGMLQuantizationType
-from gguf.quants import quantize
+from gguf.quants import dequantize, quantize
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'test', 'fixtures', 'kv-quant')
 F32 = np.float32
@@ -72,6 +73,10 @@ with np.errstate(over='ignore'):  # the huge row overflows f16 on purpose
         'q8_0': b64(quantize(x, GGMLQuantizationType.Q8_0)),
         'q4_0': b64(quantize(x, GGMLQuantizationType.Q4_0)),
     }
+    # What the rows hold back (gguf's dequantize; an Inf scale gives ±Inf and NaN at 0·Inf, as ggml's).
+    for name, t in (('q8_0', GGMLQuantizationType.Q8_0), ('q4_0', GGMLQuantizationType.Q4_0)):
+        with np.errstate(invalid='ignore'):
+            out[name + '_values'] = b64(dequantize(quantize(x, t), t).astype(F32))
 assert len(base64.b64decode(out['q8_0'])) == x.shape[0] * 2 * 34
 assert len(base64.b64decode(out['q4_0'])) == x.shape[0] * 2 * 18
 os.makedirs(OUT, exist_ok=True)

@@ -4,9 +4,9 @@ import type { Backend, BackendLayer } from '../backend.ts';
 import { UnsupportedError } from '../errors.ts';
 import { copyWeights, floatLayerWeights, type ForwardPlan, isFloat, geometryOf, type LayerSpec, type LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
-import { type KvCacheStorage, readEncodedFromFloats, unsupportedCacheDtype, writeEncodedAsFloats } from '../kv-cache.ts';
+import { type KvCacheStorage, readEncodedFromFloats, writeEncodedAsFloats } from '../kv-cache.ts';
 import type { PagedKvStorage } from '../paged-kv-cache.ts';
-import { decodeKvRow, decodeKvRows, encodeKvRow, encodeKvRows, kvRowBytes } from '../quant/kv.ts';
+import { decodeKvRow, decodeKvRows, encodeKvRow, encodeKvRows, type KvCacheDtype, kvRowBytes } from '../quant/kv.ts';
 import { halfToFloat } from '../util/f16.ts';
 import { denseRows, type KvRows } from './kv-rows.ts';
 import { transformHeads } from './head-transform.ts';
@@ -247,81 +247,135 @@ class CpuEncodedKvCache implements CpuCacheStorage {
   }
 }
 
-/** A paged cache's pool on the CPU backend: K and V [maxBlocks, G, blockSize, Dh] in float64, as the reference computes them. */
+/**
+ * A paged cache's pool on the CPU backend: K and V [maxBlocks, G, blockSize] rows, as its plain caches
+ * hold them: 'f32' float64 rows (the reference's numbers), other dtypes encoded rows (quant/kv.ts),
+ * the float64 row rounded to float32 then encoded. The attention reads a sequence's rows in place through
+ * its block table (reader()).
+ */
 class CpuPagedStorage implements PagedKvStorage {
-  k: Float64Array;
-  v: Float64Array;
+  /** 'f32': float64 [maxBlocks, G, blockSize, Dh]; else null. */
+  private k64: Float64Array | null = null;
+  private v64: Float64Array | null = null;
+  /** Other dtypes: bytes [maxBlocks, G, blockSize] rows of rowBytes; else null. */
+  private k8: Uint8Array | null = null;
+  private v8: Uint8Array | null = null;
+  private readonly rowBytes: number;
+  private readonly row32: Float32Array;
 
   constructor(
+    private readonly dtype: KvCacheDtype,
     private readonly blockSize: number,
     maxBlocks: number,
     private readonly G: number,
     private readonly Dh: number,
   ) {
-    this.k = new Float64Array(maxBlocks * G * blockSize * Dh);
-    this.v = new Float64Array(maxBlocks * G * blockSize * Dh);
+    const rows = maxBlocks * G * blockSize;
+    this.rowBytes = kvRowBytes(dtype, Dh);
+    this.row32 = new Float32Array(Dh);
+    if (dtype === 'f32') {
+      this.k64 = new Float64Array(rows * Dh);
+      this.v64 = new Float64Array(rows * Dh);
+    } else {
+      this.k8 = new Uint8Array(rows * this.rowBytes);
+      this.v8 = new Uint8Array(rows * this.rowBytes);
+    }
   }
 
   get bytes(): number {
-    return this.k.byteLength + this.v.byteLength;
+    return (this.k64?.byteLength ?? 0) + (this.v64?.byteLength ?? 0) + (this.k8?.byteLength ?? 0) + (this.v8?.byteLength ?? 0);
   }
 
-  /** The index of position p of key/value head g of a sequence with these blocks. */
-  at(blocks: Int32Array, g: number, p: number): number {
-    const { blockSize, G, Dh } = this;
-    return ((blocks[Math.floor(p / blockSize)] * G + g) * blockSize + (p % blockSize)) * Dh;
+  /** The row index of position p of key/value head g of a sequence with these blocks. */
+  private at(blocks: Int32Array, g: number, p: number): number {
+    const { blockSize, G } = this;
+    return (blocks[Math.floor(p / blockSize)] * G + g) * blockSize + (p % blockSize);
   }
 
   /** Writes a sequence's new K, V [G, n, Dh] at positions start … start + n − 1. */
   append(blocks: Int32Array, k: Float64Array, v: Float64Array, start: number, n: number): void {
-    const { G, Dh } = this;
+    const { G, Dh, rowBytes, row32, dtype } = this;
     for (let g = 0; g < G; g++) {
       for (let i = 0; i < n; i++) {
-        const to = this.at(blocks, g, start + i);
-        this.k.set(k.subarray((g * n + i) * Dh, (g * n + i + 1) * Dh), to);
-        this.v.set(v.subarray((g * n + i) * Dh, (g * n + i + 1) * Dh), to);
+        const row = this.at(blocks, g, start + i);
+        const from = (g * n + i) * Dh;
+        if (this.k64 && this.v64) {
+          this.k64.set(k.subarray(from, from + Dh), row * Dh);
+          this.v64.set(v.subarray(from, from + Dh), row * Dh);
+        } else {
+          row32.set(k.subarray(from, from + Dh)); // float64 → float32, as every backend holds it
+          encodeKvRow(dtype, row32, this.k8!, row * rowBytes);
+          row32.set(v.subarray(from, from + Dh));
+          encodeKvRow(dtype, row32, this.v8!, row * rowBytes);
+        }
       }
     }
   }
 
-  /** A sequence's positions 0 … length − 1 of `store`, [G, length, Dh] (float64 rows, as the plain cache's rows()). */
-  rows(store: Float64Array, blocks: Int32Array, length: number): Float64Array {
-    const { G, Dh } = this;
-    const out = new Float64Array(G * length * Dh);
-    for (let g = 0; g < G; g++) {
-      for (let p = 0; p < length; p++) {
-        const from = this.at(blocks, g, p);
-        out.set(store.subarray(from, from + Dh), (g * length + p) * Dh);
-      }
-    }
-    return out;
+  /** A sequence's keys or values as KvRows [1, G, positions] (bg = g), read in place through its blocks. */
+  reader(which: 'key' | 'value', blocks: Int32Array): KvRows {
+    const { Dh, rowBytes, dtype } = this;
+    const dense = which === 'key' ? this.k64 : this.v64;
+    if (dense) return { data: dense, row: (g, p) => this.at(blocks, g, p) * Dh };
+    const bytes = (which === 'key' ? this.k8 : this.v8)!;
+    const data = new Float64Array(Dh);
+    return {
+      data,
+      row: (g, p) => {
+        decodeKvRow(dtype, bytes, this.at(blocks, g, p) * rowBytes, Dh, data, 0);
+        return 0;
+      },
+    };
   }
 
   copyBlock(from: number, to: number): void {
-    const n = this.G * this.blockSize * this.Dh;
-    this.k.copyWithin(to * n, from * n, (from + 1) * n);
-    this.v.copyWithin(to * n, from * n, (from + 1) * n);
+    const rows = this.G * this.blockSize;
+    for (const [store, size] of [
+      [this.k64, this.Dh],
+      [this.v64, this.Dh],
+      [this.k8, this.rowBytes],
+      [this.v8, this.rowBytes],
+    ] as const) {
+      store?.copyWithin(to * rows * size, from * rows * size, (from + 1) * rows * size);
+    }
   }
 
   async read(blocks: Int32Array, length: number): Promise<{ key: Float32Array; value: Float32Array }> {
-    return { key: Float32Array.from(this.rows(this.k, blocks, length)), value: Float32Array.from(this.rows(this.v, blocks, length)) };
+    const { G, Dh } = this;
+    const out = (which: 'key' | 'value') => {
+      const rows = this.reader(which, blocks);
+      const values = new Float32Array(G * length * Dh);
+      for (let g = 0; g < G; g++) {
+        for (let p = 0; p < length; p++) {
+          const at = rows.row(g, p);
+          for (let d = 0; d < Dh; d++) values[(g * length + p) * Dh + d] = rows.data[at + d];
+        }
+      }
+      return values;
+    };
+    return { key: out('key'), value: out('value') };
   }
 
   moveRows(blocks: Int32Array, rows: readonly number[], to: number): void {
-    const { G, Dh } = this;
-    for (let g = 0; g < G; g++) {
+    for (let g = 0; g < this.G; g++) {
       rows.forEach((r, i) => {
         const from = this.at(blocks, g, r);
         const into = this.at(blocks, g, to + i);
-        this.k.copyWithin(into, from, from + Dh);
-        this.v.copyWithin(into, from, from + Dh);
+        for (const [store, size] of [
+          [this.k64, this.Dh],
+          [this.v64, this.Dh],
+          [this.k8, this.rowBytes],
+          [this.v8, this.rowBytes],
+        ] as const) {
+          store?.copyWithin(into * size, from * size, (from + 1) * size);
+        }
       });
     }
   }
 
   dispose(): void {
-    this.k = new Float64Array(0);
-    this.v = new Float64Array(0);
+    this.k64 = this.v64 = null;
+    this.k8 = this.v8 = null;
   }
 }
 
@@ -344,10 +398,7 @@ export class CpuBackend implements Backend {
       defaultCacheDtype: 'f32',
       // Every dtype (the option checked by plan/kv-cache.ts: known, and Dh % 32 = 0 for the blocks).
       createCacheStorage: (B, maxSeqLen, dtype) => (dtype === 'f32' ? new CpuKvCache(B, G, maxSeqLen, Dh) : new CpuEncodedKvCache(dtype, B, G, maxSeqLen, Dh)),
-      createPagedStorage: (blockSize, maxBlocks, dtype) => {
-        if (dtype !== 'f32') throw unsupportedCacheDtype('cpu', dtype, ['f32']);
-        return new CpuPagedStorage(blockSize, maxBlocks, G, Dh);
-      },
+      createPagedStorage: (blockSize, maxBlocks, dtype) => new CpuPagedStorage(dtype, blockSize, maxBlocks, G, Dh),
       forwardPaged: async (paged) => {
         // Each sequence as a plain cached call of it alone: project its tokens, write their K and V into its blocks, attend over its positions.
         const store = paged.cache.storage as CpuPagedStorage;
@@ -357,8 +408,7 @@ export class CpuBackend implements Backend {
           const plan = s.plan;
           const { q, k, v } = qkvProjection({ ...plan, kvSeqLen: s.length, geometry: geometryOf('self', 1, s.length, s.length) }, own);
           store.append(s.blocks, k, v, s.start, s.length);
-          const Skv = s.start + s.length;
-          const o = attention(plan, q, store.rows(store.k, s.blocks, Skv), store.rows(store.v, s.blocks, Skv));
+          const o = attention(plan, q, store.reader('key', s.blocks), store.reader('value', s.blocks));
           output.set(outputProjection(plan, own, o), s.row * E);
         }
         return { output };

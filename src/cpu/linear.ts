@@ -8,16 +8,17 @@
 // by in order (O(Skv·Dh²), an RNN's view); the GPU kernels sum chunks in parallel instead.
 
 import type { ForwardPlan } from '../plan/index.ts';
+import type { KvRows } from './kv-rows.ts';
 
 /** elu(x) + 1: x + 1 above 0, eˣ below. */
 export function linearFeature(x: number): number {
   return x > 0 ? x + 1 : Math.exp(x);
 }
 
-/** The attention output [batches, H, Sq, Dh] of a linear-attention plan from head-split Q, K, V (as reference.ts's attention()). */
-export function linearAttention(plan: ForwardPlan, q: Float64Array, k: Float64Array, v: Float64Array): Float64Array {
+/** The attention output [batches, H, Sq, Dh] of a linear-attention plan from head-split Q and K, V read row by row (as reference.ts's attention()). */
+export function linearAttention(plan: ForwardPlan, q: Float64Array, k: KvRows, v: KvRows): Float64Array {
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
-  const { qRows, kvRows } = plan.geometry;
+  const { qRows } = plan.geometry;
   const { seqLen: Sq, kvSeqLen: Skv, isCausal } = plan;
   const padding = plan.masks.keyPaddingMask;
   const eps = plan.score.eps;
@@ -28,18 +29,20 @@ export function linearAttention(plan: ForwardPlan, q: Float64Array, k: Float64Ar
   const fk = new Float64Array(Dh);
   for (let b = 0; b < plan.batchSize; b++) {
     for (let h = 0; h < H; h++) {
-      const kvBase = (b * G + Math.floor(h / (H / G))) * kvRows * Dh;
+      const bg = b * G + Math.floor(h / (H / G)); // the (batch, kv head) block
       kv.fill(0);
       z.fill(0);
       let added = 0; // keys 0 … added − 1 are in the sums
       const addUpTo = (last: number) => {
         for (; added <= last; added++) {
           if (padding?.[b * Skv + added]) continue;
-          const row = kvBase + added * Dh;
-          for (let a = 0; a < Dh; a++) fk[a] = linearFeature(k[row + a]);
+          const kAt = k.row(bg, added);
+          for (let a = 0; a < Dh; a++) fk[a] = linearFeature(k.data[kAt + a]);
+          const vAt = v.row(bg, added);
+          const vd = v.data;
           for (let a = 0; a < Dh; a++) {
             z[a] += fk[a];
-            for (let d = 0; d < Dh; d++) kv[a * Dh + d] += fk[a] * v[row + d];
+            for (let d = 0; d < Dh; d++) kv[a * Dh + d] += fk[a] * vd[vAt + d];
           }
         }
       };

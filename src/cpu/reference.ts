@@ -9,6 +9,7 @@
 // scores either. Ask for `keepScores` to get the scores and probabilities [B, H, Sq, Skv] as well
 // (tests and learners do; the backend does not).
 
+import { asKvRows, type KvRows } from './kv-rows.ts';
 import { linearAttention } from './linear.ts';
 import { type ForwardPlan, floatLayerWeights, type LayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../plan/index.ts';
 import { normValues, transformHeads } from './head-transform.ts';
@@ -78,11 +79,21 @@ export function qkvProjection(plan: ForwardPlan, layerWeights: LayerWeights): { 
  * and o = 0. Varlen sequences attend within themselves. NaN and ±Infinity propagate as in PyTorch (masking adds −∞ to a computed score; P·V
  * multiplies zeros too). The fused kernel skips masked keys instead; WGSL may assume no NaN anyway.
  * `keep` (not for varlen plans) receives the scores (−Infinity where masked) and p.
+ * K and V are head-split arrays [batches, G, kvRows, Dh], or KvRows that hand one row at a time (a CPU
+ * KV cache read in place, its f16 / q8_0 / q4_0 rows decoded row by row: kv-rows.ts); the arithmetic is the same.
  */
-export function attention(plan: ForwardPlan, q: Float64Array, k: Float64Array, v: Float64Array, keep?: { scores: Float64Array; probs: Float64Array }): Float64Array {
-  if (plan.layer.attention === 'linear') return linearAttention(plan, q, k, v); // linear.ts: no scores, no softmax
+export function attention(
+  plan: ForwardPlan,
+  q: Float64Array,
+  k: Float64Array | KvRows,
+  v: Float64Array | KvRows,
+  keep?: { scores: Float64Array; probs: Float64Array },
+): Float64Array {
   const { numHeads: H, numKvHeads: G, headDim: Dh } = plan.layer;
   const { qRows, kvRows, longestSequence } = plan.geometry;
+  const kr = asKvRows(k, kvRows, Dh);
+  const vr = asKvRows(v, kvRows, Dh);
+  if (plan.layer.attention === 'linear') return linearAttention(plan, q, kr, vr); // linear.ts: no scores, no softmax
   const varlen = plan.mode === 'varlen';
   const { scale, sinks } = plan.score;
   const out = new Float64Array(q.length);
@@ -95,8 +106,7 @@ export function attention(plan: ForwardPlan, q: Float64Array, k: Float64Array, v
     const Skv = varlen ? Sq : plan.kvSeqLen;
     const batch = varlen ? 0 : b;
     for (let h = 0; h < H; h++) {
-      const kvHead = Math.floor(h / (H / G));
-      const kvBase = ((batch * G + kvHead) * kvRows + start) * Dh;
+      const bg = batch * G + Math.floor(h / (H / G)); // the (batch, kv head) block
       const hm = headScale(plan, b, h);
       for (let i = 0; i < Sq; i++) {
         const qBase = ((batch * H + h) * qRows + start + i) * Dh;
@@ -105,8 +115,10 @@ export function attention(plan: ForwardPlan, q: Float64Array, k: Float64Array, v
         for (let j = 0; j < Skv; j++) {
           // As PyTorch does: every score is computed and a masked one gets −∞ added, so a NaN or
           // ±Infinity in a masked key still poisons the row (NaN + −∞ = NaN).
+          const kAt = kr.row(bg, start + j);
+          const kd = kr.data;
           let dot = 0;
-          for (let d = 0; d < Dh; d++) dot += q[qBase + d] * k[kvBase + j * Dh + d];
+          for (let d = 0; d < Dh; d++) dot += q[qBase + d] * kd[kAt + d];
           const s = modifyScore(plan, dot * scale, b, h, i + Skv - Sq, j) + keyBias(plan, band, b, h, i, j, Sq, Skv);
           row[j] = s;
           seen[j] = s === -Infinity ? 0 : 1;
@@ -128,8 +140,9 @@ export function attention(plan: ForwardPlan, q: Float64Array, k: Float64Array, v
         if (keep) keep.probs.set(row.subarray(0, Skv), rowBase);
         for (let j = 0; j < Skv; j++) {
           const p = row[j]; // all keys, zeros included: 0·NaN in V is NaN, as in PyTorch's P·V
-          const vRow = kvBase + j * Dh;
-          for (let d = 0; d < Dh; d++) out[qBase + d] += p * v[vRow + d];
+          const vAt = vr.row(bg, start + j);
+          const vd = vr.data;
+          for (let d = 0; d < Dh; d++) out[qBase + d] += p * vd[vAt + d];
         }
       }
     }

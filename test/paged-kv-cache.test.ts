@@ -322,6 +322,26 @@ describe.each(BACKENDS)('trees on paged sequences (%s)', (backend) => {
     mha.dispose();
   });
 
+  test('after acceptPath, truncate(id, lengthOf(id)) leaves ⌈length / blockSize⌉ blocks; the next steps equal the path alone', async () => {
+    const mha = layer(backend, ROTARY, 17);
+    const paged = mha.createPagedKvCache({ blockSize: 4, maxBlocks: 8 });
+    const m = new SoloMirror(mha, paged, {}, 32, 19);
+    const a = m.add();
+    await m.call([{ id: a, length: 4 }]);
+    await m.call([{ id: a, length: 9, treeParents: Int32Array.from({ length: 9 }, (_, i) => i - 1) }]); // a chain over three blocks
+    expect(paged.freeBlocks).toBe(4);
+    m.acceptPath(a, [0]);
+    expect(paged.lengthOf(a)).toBe(5);
+    m.truncate(a, 5);
+    expect(paged.maxBlocks - paged.freeBlocks).toBe(2);
+    await m.call([{ id: a, length: 1 }]);
+    await m.call([{ id: a, length: 6 }]);
+    await m.checkContents(a, true);
+    m.dispose();
+    paged.dispose();
+    mha.dispose();
+  });
+
   test('a tree pending is ended by the next call or truncate (acceptPath then refused, nothing changed)', async () => {
     const mha = layer(backend, ROTARY, 14);
     const paged = mha.createPagedKvCache({ blockSize: 4, maxBlocks: 16 });
@@ -752,6 +772,11 @@ describe.each(BACKENDS)('bad input: typed errors naming the argument, nothing ch
       ['positionIds', Int32Array.of(6)],
       ['cuSeqlens', Int32Array.of(0, 1)],
       ['keyPaddingMask', new Uint8Array(7)],
+      ['headMask', new Float32Array(4)],
+      ['key', new Float32Array(E)],
+      ['kvSeqLen', 1],
+      ['returnBuffer', true],
+      ['treeParents', Int32Array.of(-1)],
     ] as const) {
       await refuses(call(1, { sequences: one, [name]: value }), InvalidArgumentError, new RegExp(`options\\.${name} must be left out with sequences`));
     }

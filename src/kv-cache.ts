@@ -212,9 +212,14 @@ export function writeEncodedAsFloats(storage: KvCacheStorage, dtype: KvCacheDtyp
 }
 
 /** A backend's refusal of a cache dtype its kernels do not read (createCacheStorage). */
-export function unsupportedCacheDtype(backend: string, dtype: KvCacheDtype, supported: readonly KvCacheDtype[]): UnsupportedError {
+export function unsupportedCacheDtype(
+  backend: string,
+  dtype: KvCacheDtype,
+  supported: readonly KvCacheDtype[],
+  where = 'MultiHeadAttention.createKvCache',
+): UnsupportedError {
   return new UnsupportedError({
-    where: 'MultiHeadAttention.createKvCache',
+    where,
     argument: 'options.dtype',
     expected: `on the ${backend} backend: ${supported.map((d) => `'${d}'`).join(', ')}`,
     given: `'${dtype}'`,

@@ -156,6 +156,15 @@ export class PagedKvCache {
     const where = 'PagedKvCache.fork';
     this.refuseBusy(where);
     const blocks = this.blocksOf(where, 'id', id);
+    if ([...this.table.members].some((member) => member.trees.has(id))) {
+      throw new InvalidArgumentError({
+        where,
+        argument: 'id',
+        expected: 'a sequence without a tree pending (its last call had no treeParents, or the tree was accepted or truncated)',
+        given: `sequence ${id}, with a tree of drafts pending in ${this.table.members.size > 1 ? 'a layer' : 'this cache'}`,
+        fix: 'acceptPath (or truncate) first, in every layer: a fork shares the blocks that acceptPath rearranges.',
+      });
+    }
     const child = this.table.newId();
     for (const block of blocks) this.table.refs[block]++;
     this.table.sequences.set(child, [...blocks]);
@@ -239,6 +248,14 @@ export class PagedKvCache {
     if (rows.some((r, j) => r !== tree.start + j)) this.storage.moveRows(Int32Array.from(blocks), rows, tree.start);
     this.lengths.set(id, tree.start + rows.length);
     this.trees.delete(id);
+    // Blocks past what every layer still holds of the sequence go back (the last layer to accept frees the dropped nodes' blocks).
+    const held = Math.max(...[...this.table.members].map((member) => member.lengths.get(id) ?? 0));
+    for (const block of blocks.splice(Math.ceil(held / this.table.blockSize))) this.table.release(block);
+  }
+
+  /** @internal Whether a forward of any layer sharing the block table is under way. */
+  get tableBusy(): boolean {
+    return [...this.table.members].some((member) => member.busy);
   }
 
   /** Releases this layer's pool at once (the table stays with the other layers); using it afterwards throws. */

@@ -67,13 +67,13 @@ export function resolvePagedPlan(spec: LayerSpec, query: unknown, options: unkno
       fix: "Each layer keeps its own keys and values: create its cache with this layer's createPagedKvCache({ sharing }) to share the block table.",
     });
   }
-  if (cache.busy) {
+  if (cache.tableBusy) {
     throw new InvalidArgumentError({
       where,
       argument: 'options.kvCache',
-      expected: 'not in use by another forward',
-      given: 'a cache a forward is still appending to',
-      fix: 'Await each forward on a cache before the next one.',
+      expected: 'not in use by another forward (of this layer or of one sharing its block table)',
+      given: cache.busy ? 'a cache a forward is still appending to' : "a cache whose block table another layer's forward is using",
+      fix: 'Await each forward before the next one: the layers of a step run one after another.',
     });
   }
   if (spec.attention === 'linear' || spec.scoreMod) {

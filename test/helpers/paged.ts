@@ -195,6 +195,7 @@ export class SoloMirror {
     const start = this.history.get(id)!.length;
     this.paged.acceptPath(id, path);
     this.plain.get(id)!.acceptPath(path);
+    this.model?.truncate(id, start + path.length); // the dropped nodes' whole blocks go back
     for (const n of path) this.history.get(id)!.push(tree.rows.slice(n * this.E, (n + 1) * this.E));
     this.trees.delete(id);
     expect(this.paged.lengthOf(id)).toBe(start + path.length);

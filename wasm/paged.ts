@@ -58,64 +58,100 @@ function hsum(a: v128): f32 {
   return f32x4.extract_lane(a, 0) + f32x4.extract_lane(a, 1) + (f32x4.extract_lane(a, 2) + f32x4.extract_lane(a, 3));
 }
 
-/** Scores of one query row × jn keys (addresses at kAddr): q·k into sc[jj]. */
-function scoresOne(q0: usize, kAddr: usize, jn: i32, Dh: i32, sc: usize): void {
-  const D4 = Dh >> 2;
-  for (let jj = 0; jj < jn; jj++) {
-    const kp = <usize>load<u32>(kAddr + ((<usize>jj) << 2));
-    let a0 = f32x4.splat(0);
-    let a1 = a0;
-    let d4 = 0;
-    for (; d4 + 2 <= D4; d4 += 2) {
-      const off = (<usize>d4) << 4;
-      a0 = f32x4.add(a0, f32x4.mul(v128.load(q0 + off), v128.load(kp + off)));
-      a1 = f32x4.add(a1, f32x4.mul(v128.load(q0 + off, 16), v128.load(kp + off, 16)));
-    }
-    if (d4 < D4) {
-      const off = (<usize>d4) << 4;
-      a0 = f32x4.add(a0, f32x4.mul(v128.load(q0 + off), v128.load(kp + off)));
-    }
-    let s = hsum(f32x4.add(a0, a1));
-    for (let d = D4 << 2; d < Dh; d++) s += load<f32>(q0 + ((<usize>d) << 2)) * load<f32>(kp + ((<usize>d) << 2));
-    store<f32>(sc + ((<usize>jj) << 2), s);
-  }
+/** [Σ a, Σ b, Σ c, Σ d]: the lanes of four vectors summed, each into its lane. */
+function sum4(a: v128, b: v128, c: v128, d: v128): v128 {
+  const ab = f32x4.add(v128.shuffle<f32>(a, b, 0, 4, 1, 5), v128.shuffle<f32>(a, b, 2, 6, 3, 7)); // [a0+a2, b0+b2, a1+a3, b1+b3]
+  const cd = f32x4.add(v128.shuffle<f32>(c, d, 0, 4, 1, 5), v128.shuffle<f32>(c, d, 2, 6, 3, 7));
+  return f32x4.add(v128.shuffle<f32>(ab, cd, 0, 1, 4, 5), v128.shuffle<f32>(ab, cd, 2, 3, 6, 7));
 }
 
-/** Scores of 4 query rows × jn keys: one load of each key serves the 4; into sc rows [4, CH]. */
-function scoresFour(q0: usize, q1: usize, q2: usize, q3: usize, kAddr: usize, jn: i32, Dh: i32, sc: usize): void {
+/** q·k of keys jj … jj + 3 for one row, over whole 4s of Dh (the rest: the caller's scalar tail). */
+function dots1x4(q0: usize, k0: usize, k1: usize, k2: usize, k3: usize, D4: i32): v128 {
+  let a0 = f32x4.splat(0);
+  let a1 = a0;
+  let a2 = a0;
+  let a3 = a0;
+  for (let d4 = 0; d4 < D4; d4++) {
+    const off = (<usize>d4) << 4;
+    const q = v128.load(q0 + off);
+    a0 = f32x4.add(a0, f32x4.mul(q, v128.load(k0 + off)));
+    a1 = f32x4.add(a1, f32x4.mul(q, v128.load(k1 + off)));
+    a2 = f32x4.add(a2, f32x4.mul(q, v128.load(k2 + off)));
+    a3 = f32x4.add(a3, f32x4.mul(q, v128.load(k3 + off)));
+  }
+  return sum4(a0, a1, a2, a3);
+}
+
+/**
+ * Scores of `rows` query rows (1, 2 or 4; row r at q0 + r·qStride) × jn keys (addresses at kAddr) into
+ * sc rows [rows, CH]: 4 keys at a time, two rows together (8 sums that do not wait on each other), the
+ * four keys' sums of a row reduced into one vector.
+ */
+function scores(q0: usize, qStride: usize, rows: i32, kAddr: usize, jn: i32, Dh: i32, sc: usize): void {
   const D4 = Dh >> 2;
   const rs = (<usize>CH) << 2;
-  for (let jj = 0; jj < jn; jj++) {
+  let jj = 0;
+  for (; jj + 4 <= jn; jj += 4) {
+    const ka = kAddr + ((<usize>jj) << 2);
+    const k0 = <usize>load<u32>(ka);
+    const k1 = <usize>load<u32>(ka, 4);
+    const k2 = <usize>load<u32>(ka, 8);
+    const k3 = <usize>load<u32>(ka, 12);
+    for (let r = 0; r + 2 <= rows; r += 2) {
+      const qa = q0 + <usize>r * qStride;
+      const qb = qa + qStride;
+      let a0 = f32x4.splat(0);
+      let a1 = a0;
+      let a2 = a0;
+      let a3 = a0;
+      let b0 = a0;
+      let b1 = a0;
+      let b2 = a0;
+      let b3 = a0;
+      for (let d4 = 0; d4 < D4; d4++) {
+        const off = (<usize>d4) << 4;
+        const x = v128.load(qa + off);
+        const y = v128.load(qb + off);
+        let k = v128.load(k0 + off);
+        a0 = f32x4.add(a0, f32x4.mul(x, k));
+        b0 = f32x4.add(b0, f32x4.mul(y, k));
+        k = v128.load(k1 + off);
+        a1 = f32x4.add(a1, f32x4.mul(x, k));
+        b1 = f32x4.add(b1, f32x4.mul(y, k));
+        k = v128.load(k2 + off);
+        a2 = f32x4.add(a2, f32x4.mul(x, k));
+        b2 = f32x4.add(b2, f32x4.mul(y, k));
+        k = v128.load(k3 + off);
+        a3 = f32x4.add(a3, f32x4.mul(x, k));
+        b3 = f32x4.add(b3, f32x4.mul(y, k));
+      }
+      v128.store(sc + <usize>r * rs + ((<usize>jj) << 2), sum4(a0, a1, a2, a3));
+      v128.store(sc + <usize>(r + 1) * rs + ((<usize>jj) << 2), sum4(b0, b1, b2, b3));
+    }
+    if (rows & 1) v128.store(sc + ((<usize>jj) << 2), dots1x4(q0, k0, k1, k2, k3, D4));
+  }
+  // The last keys (fewer than 4), one at a time.
+  for (; jj < jn; jj++) {
     const kp = <usize>load<u32>(kAddr + ((<usize>jj) << 2));
-    let a0 = f32x4.splat(0);
-    let a1 = a0;
-    let a2 = a0;
-    let a3 = a0;
-    for (let d4 = 0; d4 < D4; d4++) {
-      const off = (<usize>d4) << 4;
-      const k = v128.load(kp + off);
-      a0 = f32x4.add(a0, f32x4.mul(v128.load(q0 + off), k));
-      a1 = f32x4.add(a1, f32x4.mul(v128.load(q1 + off), k));
-      a2 = f32x4.add(a2, f32x4.mul(v128.load(q2 + off), k));
-      a3 = f32x4.add(a3, f32x4.mul(v128.load(q3 + off), k));
+    for (let r = 0; r < rows; r++) {
+      const qr = q0 + <usize>r * qStride;
+      let a = f32x4.splat(0);
+      for (let d4 = 0; d4 < D4; d4++) a = f32x4.add(a, f32x4.mul(v128.load(qr + ((<usize>d4) << 4)), v128.load(kp + ((<usize>d4) << 4))));
+      store<f32>(sc + <usize>r * rs + ((<usize>jj) << 2), f32x4.extract_lane(a, 0) + f32x4.extract_lane(a, 1) + (f32x4.extract_lane(a, 2) + f32x4.extract_lane(a, 3)));
     }
-    let s0 = hsum(a0);
-    let s1 = hsum(a1);
-    let s2 = hsum(a2);
-    let s3 = hsum(a3);
-    for (let d = D4 << 2; d < Dh; d++) {
-      const dd = (<usize>d) << 2;
-      const k = load<f32>(kp + dd);
-      s0 += load<f32>(q0 + dd) * k;
-      s1 += load<f32>(q1 + dd) * k;
-      s2 += load<f32>(q2 + dd) * k;
-      s3 += load<f32>(q3 + dd) * k;
+  }
+  // Dh past the last whole 4: scalar.
+  if (Dh & 3) {
+    for (let j = 0; j < jn; j++) {
+      const kp = <usize>load<u32>(kAddr + ((<usize>j) << 2));
+      for (let r = 0; r < rows; r++) {
+        const qr = q0 + <usize>r * qStride;
+        const at = sc + <usize>r * rs + ((<usize>j) << 2);
+        let s = load<f32>(at);
+        for (let d = D4 << 2; d < Dh; d++) s += load<f32>(qr + ((<usize>d) << 2)) * load<f32>(kp + ((<usize>d) << 2));
+        store<f32>(at, s);
+      }
     }
-    const at = sc + ((<usize>jj) << 2);
-    store<f32>(at, s0);
-    store<f32>(at + rs, s1);
-    store<f32>(at + 2 * rs, s2);
-    store<f32>(at + 3 * rs, s3);
   }
 }
 
@@ -240,7 +276,19 @@ function pvFour(sc: usize, acc: usize, rowBytes: usize, alpha: usize, vAddr: usi
  */
 function softmaxRow(row: usize, maskRow: i32, ip: i32, j0: i32, jn: i32, first: i32, last: i32, Skv: i32, mp: usize, lp: usize, ap: usize): void {
   let mx: f32 = -Infinity;
-  for (let jj = 0; jj < jn; jj++) {
+  let jj = 0;
+  // Where the rule is a scale alone (every key of the chunk in the row's band, no mask, softcap or ALiBi): four scores a step.
+  if (pMask === 0 && pSoftcap <= 0 && pSlope === 0 && j0 >= first && j0 + jn - 1 <= last) {
+    const scale = f32x4.splat(pScale);
+    let mv = f32x4.splat(-Infinity);
+    for (; jj + 4 <= jn; jj += 4) {
+      const s = f32x4.mul(v128.load(row + ((<usize>jj) << 2)), scale);
+      v128.store(row + ((<usize>jj) << 2), s);
+      mv = f32x4.max(mv, s);
+    }
+    mx = max(max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
+  }
+  for (; jj < jn; jj++) {
     const j = j0 + jj;
     let s: f32 = -Infinity;
     if (j >= first && j <= last) {
@@ -326,11 +374,8 @@ export function attendPaged(
       store<f32>(alpha + ((<usize>r) << 2), 0);
     }
     memory.fill(acc, 0, 4 * rowBytes);
-    // Rows past Sq repeat the last one (their results are dropped).
     const q0 = q + <usize>i0 * qStride;
-    const q1 = q + <usize>min(i0 + 1, Sq - 1) * qStride;
-    const q2 = q + <usize>min(i0 + 2, Sq - 1) * qStride;
-    const q3 = q + <usize>min(i0 + 3, Sq - 1) * qStride;
+    const q2 = q0 + 2 * qStride;
     for (let j0 = lo; j0 <= hi; j0 += CH) {
       const jn = min(CH, hi + 1 - j0);
       for (let jj = 0; jj < jn; jj++) {
@@ -340,8 +385,8 @@ export function attendPaged(
         store<u32>(kAddr + ((<usize>jj) << 2), <u32>(kPool + off));
         store<u32>(vAddr + ((<usize>jj) << 2), <u32>(vPool + off));
       }
-      if (R === 1) scoresOne(q0, kAddr, jn, Dh, sc);
-      else scoresFour(q0, q1, q2, q3, kAddr, jn, Dh, sc);
+      scores(q0, qStride, R === 3 ? 2 : R, kAddr, jn, Dh, sc);
+      if (R === 3) scores(q2, qStride, 1, kAddr, jn, Dh, sc + 2 * rs);
       for (let r = 0; r < R; r++) {
         const ro = (<usize>r) << 2;
         const ip = onePosition !== 0 ? Skv - 1 : i0 + r + Skv - Sq;

@@ -68,10 +68,13 @@ export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedPr
   for (const s of plan.sequences) store.append(s.blocks, k + 4 * s.row * G * Dh, v + 4 * s.row * G * Dh, s.start, s.length);
 
   // Each sequence's block table and tree mask in the arena.
+  const table = kernels.alloc(plan.sequences.reduce((n, s) => n + s.blocks.length, 0));
+  const i32 = new Int32Array(kernels.memory.buffer);
+  let next = table;
   const tables = plan.sequences.map((s) => {
-    const ptr = kernels.alloc(s.blocks.length);
-    new Int32Array(kernels.memory.buffer, ptr, s.blocks.length).set(s.blocks);
-    return ptr;
+    i32.set(s.blocks, next >> 2);
+    next += 4 * s.blocks.length;
+    return next - 4 * s.blocks.length;
   });
   const masks = plan.sequences.map((s) => (s.plan.masks.attnMask ? kernels.put(s.plan.masks.attnMask) : 0));
   const o = kernels.alloc(T * H * Dh); // O [T, H·Dh]

@@ -10,7 +10,7 @@
 //     [--embed 256 --heads 8 --kv-heads 2 --sequences 8 --ctx-step 100 --block-size 16 --runs 9 --warmup 2] [--json out.json]
 
 import { writeFileSync } from 'node:fs';
-import { createAttentionEngine, type BackendKind, type KvCache } from '../src/index.ts';
+import { type BackendKind, createAttentionEngine, type KvCache, type PagedKvCache, UnsupportedError } from '../src/index.ts';
 import { median } from '../src/util/stats.ts';
 import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 import { parseCli } from './cli.ts';
@@ -54,7 +54,15 @@ const rng = mulberry32(2);
 
 // The contexts: each sequence's prefill, once on the paged cache (one call) and once on its own plain cache.
 const maxBlocks = contexts.reduce((s, c) => s + Math.ceil((c + 1) / blockSize), 0);
-const paged = mha.createPagedKvCache({ blockSize, maxBlocks });
+let paged: PagedKvCache;
+try {
+  paged = mha.createPagedKvCache({ blockSize, maxBlocks });
+} catch (e) {
+  if (!(e instanceof UnsupportedError)) throw e;
+  console.log(`${backend}: no paged KV cache on this backend yet (${e.message.split('\n')[0]})`);
+  engine.dispose();
+  process.exit(2);
+}
 const ids = contexts.map(() => paged.addSequence());
 const caches: KvCache[] = contexts.map((c) => mha.createKvCache({ batchSize: 1, maxSeqLen: c + 1 }));
 const prompt = uniform(contexts.reduce((a, b) => a + b, 0) * E, 1, rng);

@@ -358,6 +358,74 @@ test('2 threads: the workers attend over the pool in place; the outputs equal 1 
   expect(outputs[1]).toEqual(outputs[0]);
 });
 
+test('random interleavings of add, fork, step, truncate, remove and trees equal solo runs (2 threads)', async () => {
+  const m = new Mirror(wasm2, { embedDim: 32, numHeads: 4, numKvHeads: 2, rotary: {} }, 41, { blockSize: 4, maxBlocks: 120 });
+  const rand = mulberry32(42);
+  const pick = <T>(a: T[]): T => a[Math.floor(rand() * a.length)];
+  const live = () => [...m.solo.keys()];
+  const pending = new Map<number, number>(); // id → tree size, until acceptPath
+  for (let op = 0; op < 40; op++) {
+    const ids = live();
+    const r = rand();
+    if (ids.length === 0 || r < 0.15) m.add();
+    else if (r < 0.25) await m.fork(pick(ids));
+    else if (r < 0.35) {
+      const id = pick(ids);
+      m.truncate(id, Math.floor(rand() * (m.paged.lengthOf(id) + 1)));
+      pending.delete(id);
+    } else if (r < 0.42 && ids.length > 1) {
+      const id = pick(ids);
+      m.remove(id);
+      pending.delete(id);
+    } else if (r < 0.5) {
+      const id = pick(ids);
+      if (pending.has(id)) {
+        m.acceptPath(id, [0, 1]);
+        pending.delete(id);
+      } else if (m.paged.lengthOf(id) + 3 <= MAX_SEQ) {
+        await m.step([{ id, length: 3, treeParents: Int32Array.from([-1, 0, 0]) }]);
+        pending.set(id, 3);
+      }
+    } else {
+      const chosen = ids.filter(() => rand() < 0.6);
+      const entries = (chosen.length > 0 ? chosen : [ids[0]])
+        .map((id) => ({ id, length: rand() < 0.5 ? 1 : 1 + Math.floor(rand() * 12) }))
+        .filter((e) => m.paged.lengthOf(e.id) + e.length <= MAX_SEQ);
+      const need = entries.reduce((n, e) => n + Math.ceil((m.paged.lengthOf(e.id) + e.length) / 4) - Math.floor(m.paged.lengthOf(e.id) / 4), 0);
+      if (entries.length > 0 && need <= m.paged.freeBlocks) {
+        for (const e of entries) pending.delete(e.id);
+        await m.step(entries);
+      }
+    }
+  }
+  await m.checkContents();
+});
+
+test('a pool made while a forward runs is placed by the next paged call; disposed pools give their memory back', async () => {
+  const config = { embedDim: 32, numHeads: 4, numKvHeads: 2 };
+  const mha = wasm1.createMultiHeadAttention(config, randomStateDict(config, 51));
+  const x = uniform(40 * 32, 1, mulberry32(52));
+  const running = mha.forward(x, { batchSize: 1, seqLen: 40, isCausal: true });
+  const paged = mha.createPagedKvCache({ blockSize: 8, maxBlocks: 16 });
+  const id = paged.addSequence();
+  await running;
+  const { output } = await mha.forward(x.subarray(0, 10 * 32), { kvCache: paged, sequences: [{ id, length: 10 }] });
+  const plain = mha.createKvCache({ batchSize: 1, maxSeqLen: 16 });
+  const alone = (await mha.forward(x.subarray(0, 10 * 32), { batchSize: 1, seqLen: 10, kvCache: plain, isCausal: true })).output;
+  expectClose(output, alone, f32Tolerance([32, 10, 32]), 'first call on a pool placed late');
+  const memory = (mha as unknown as { impl: { kernels: { memory: WebAssembly.Memory } } }).impl.kernels.memory;
+  paged.dispose();
+  const bytes = memory.buffer.byteLength;
+  for (let i = 0; i < 5; i++) {
+    const p = mha.createPagedKvCache({ blockSize: 8, maxBlocks: 16 });
+    const s = p.addSequence();
+    await mha.forward(x.subarray(0, 10 * 32), { kvCache: p, sequences: [{ id: s, length: 10 }] });
+    p.dispose();
+  }
+  expect(memory.buffer.byteLength).toBe(bytes);
+  expect(paged.bytes).toBe(0);
+});
+
 test("a paged cache of dtype 'f16' (or q-dtypes) is refused on 'wasm'; nothing is made", () => {
   const mha = wasm1.createMultiHeadAttention({ embedDim: 64, numHeads: 2 }, randomStateDict({ embedDim: 64, numHeads: 2 }, 1));
   for (const dtype of ['f16', 'q8_0', 'q4_0'] as const) {

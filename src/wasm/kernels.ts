@@ -50,6 +50,25 @@ interface KernelExports {
   attend(q: number, ldq: number, kt: number, v: number, ldv: number, o: number, ldo: number, Sq: number, Skv: number, Dh: number, stats: number, scratch: number): void;
   attendHeads(q: number, ldq: number, kt: number, v: number, ldv: number, o: number, ldo: number, heads: number, Skv: number, Dh: number, scratch: number): void;
   probabilities(q: number, ldq: number, kt: number, Sq: number, Skv: number, Dh: number, stats: number, out: number, ldp: number): void;
+  /** wasm/paged.ts: a PagedKvCache's attention, K and V read in place through a block table (src/wasm/paged-attention.ts). */
+  setPagedRule(scale: number, softcap: number, slope: number, sink: number, hasSink: number, window: number, mask: number): void;
+  attendPaged(
+    q: number,
+    ldq: number,
+    Sq: number,
+    onePosition: number,
+    kPool: number,
+    vPool: number,
+    table: number,
+    shift: number,
+    blockBytes: number,
+    headBytes: number,
+    o: number,
+    ldo: number,
+    Skv: number,
+    Dh: number,
+    scratch: number,
+  ): void;
 }
 
 const compiled: Partial<Record<'single' | 'shared', Promise<WebAssembly.Module>>> = {};

@@ -11,17 +11,22 @@
 // With a KV cache, the new tokens' K and V are copied into the cache's block, held in the same memory
 // below the arena (kv-cache.ts; rounded to the cache's dtype: 'f32', 'f16', 'q8_0', 'q4_0'), and the
 // attention reads rows 0 … Skv − 1 of it in place (f16 and q-dtypes decoded a block of 64 keys at a time).
+// A call on a PagedKvCache runs the same passes once for all its sequences (paged-attention.ts), the
+// pool held likewise (paged-kv-cache.ts) and read in place through each sequence's block table.
 
 import type { BackendLayer } from '../backend.ts';
 import { DisposedError } from '../errors.ts';
 import { normAcrossHeads, normValues, transformHead } from '../cpu/head-transform.ts';
-import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
+import type { ForwardPlan, LayerSpec, LayerWeights, PagedPlan } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import { type HeadView, referenceAttention, runAttention, type TransposedKeys, tokenMajor } from './attention.ts';
 import type { WasmKernels } from './kernels.ts';
 import { WasmKvCache } from './kv-cache.ts';
+import { unsupportedCacheDtype } from '../kv-cache.ts';
 import type { KvCacheDtype } from '../types.ts';
 import { createProjection, type Projection, project } from './projection.ts';
+import { runPaged } from './paged-attention.ts';
+import { WasmPagedStorage } from './paged-kv-cache.ts';
 
 export class WasmLayer implements BackendLayer {
   private readonly q: Projection;
@@ -57,6 +62,32 @@ export class WasmLayer implements BackendLayer {
     const storage = new WasmKvCache(this.kernels, batchSize, this.spec.numKvHeads, maxSeqLen, this.spec.headDim, dtype);
     if (!this.running) storage.place(); // else the next forward places it
     return storage;
+  }
+
+  /** A PagedKvCache's pool: K and V [maxBlocks, G, blockSize, Dh] f32 in this layer's memory (paged-kv-cache.ts). */
+  createPagedStorage(blockSize: number, maxBlocks: number, dtype: KvCacheDtype): WasmPagedStorage {
+    if (dtype !== 'f32') throw unsupportedCacheDtype('wasm', dtype, ['f32'], 'MultiHeadAttention.createPagedKvCache');
+    if (!this.kernels) throw new DisposedError('MultiHeadAttention.createPagedKvCache: this layer', 'Create a new layer with engine.createMultiHeadAttention().');
+    const storage = new WasmPagedStorage(this.kernels, blockSize, maxBlocks, this.spec.numKvHeads, this.spec.headDim);
+    if (!this.running) storage.place(); // else the next forward places it
+    return storage;
+  }
+
+  /** A call on a PagedKvCache: all sequences in one pass (paged-attention.ts), queued behind the layer's other calls. */
+  async forwardPaged(plan: PagedPlan): Promise<ForwardResult> {
+    const run = this.last.then(async () => {
+      const kernels = this.kernels;
+      if (!kernels) throw new DisposedError('MultiHeadAttention.forward: this layer', 'It was disposed while this call waited for the one before it.');
+      (plan.cache.storage as WasmPagedStorage).place(); // before the arena is in use
+      this.running = true;
+      try {
+        return await runPaged(kernels, this.spec, { q: this.q, k: this.k, v: this.v, out: this.out, gate: this.gate }, plan);
+      } finally {
+        this.running = false;
+      }
+    });
+    this.last = run.catch(() => {});
+    return run;
   }
 
   /** The forward before this one: a layer's calls run one at a time (they share its arena). */

@@ -1,0 +1,145 @@
+// A call on a PagedKvCache on the 'wasm' backend (WasmLayer.forwardPaged), ONE pass for all sequences:
+//
+//   pass 1  gemm ×3     X [T, E] · W_qᵀ, W_kᵀ, W_vᵀ + b → Q [T, H·Dh], K, V [T, G·Dh]   (all T rows at once)
+//   pass 1½ QK-norm, rotary: each row at its own sequence's position (the sequence's plan.positions)
+//   append  each sequence's new K, V rows copied into its blocks (O(new rows); paged-kv-cache.ts)
+//   pass 2  attendPaged per (sequence, head), or per (sequence, key/value head) for a decode step's
+//           query heads of one key/value head, reading K and V in place through the sequence's block
+//           table (wasm/paged.ts), with its plan's score rule; the tasks spread over the threads
+//   pass 3  gemm        O [T, H·Dh] · W_Oᵀ + b_O → Y [T, E]
+//
+// Every sequence's rows equal its run alone on a plain KvCache within float32 rounding: the same
+// projections of its rows, the same rule, the keys summed in order with an online softmax.
+
+import { normAcrossHeads, normValues, transformHead } from '../cpu/head-transform.ts';
+import type { LayerSpec, PagedPlan } from '../plan/index.ts';
+import type { ForwardResult } from '../types.ts';
+import { threadsFor, type WasmKernels } from './kernels.ts';
+import type { WasmPagedStorage } from './paged-kv-cache.ts';
+import { type Projection, project } from './projection.ts';
+import type { KernelCall } from './threads.ts';
+
+/** A layer's projections, as WasmLayer holds them. */
+export interface PagedProjections {
+  q: Projection;
+  k: Projection;
+  v: Projection;
+  out: Projection;
+  gate: Projection | null;
+}
+
+/** Floats of attendPaged's scratch (wasm/paged.ts) for head size Dh. */
+function scratchFloats(Dh: number): number {
+  return 512 + 4 * ((Dh + 3) & ~3);
+}
+
+/** Runs `plan` on the layer's kernels; the pool must be placed and the arena free (WasmLayer's queue). */
+export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedProjections, plan: PagedPlan): Promise<ForwardResult> {
+  kernels.release(0); // the previous call's buffers
+  const store = plan.cache.storage as WasmPagedStorage;
+  const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E } = spec;
+  const T = plan.tokens;
+  const x = kernels.put(plan.query);
+  const [q, k, v] = await project(kernels, [
+    [x, T, p.q],
+    [x, T, p.k],
+    [x, T, p.v],
+  ]);
+
+  // QK-norm and rotary, each row at its sequence's position; vNorm before V is cached.
+  if (spec.rotary || spec.qkNorm) {
+    const f32 = kernels.f32;
+    for (const s of plan.sequences) {
+      for (let i = 0; i < s.length; i++) {
+        const m = s.row + i;
+        const position = spec.rotary ? s.plan.positions![i] : 0;
+        for (const [ptr, heads, kind] of [
+          [q, H, 'query'],
+          [k, G, 'key'],
+        ] as const) {
+          const base = (ptr >> 2) + m * heads * Dh;
+          normAcrossHeads(spec, f32, (h) => base + h * Dh, heads, kind); // qkNorm.over 'all' only
+          for (let h = 0; h < heads; h++) transformHead(spec, f32, base + h * Dh, kind, position);
+        }
+      }
+    }
+  }
+  normValues(spec, kernels.f32, v >> 2, T * G * Dh);
+  for (const s of plan.sequences) store.append(s.blocks, k + 4 * s.row * G * Dh, v + 4 * s.row * G * Dh, s.start, s.length);
+
+  // Each sequence's block table and tree mask in the arena.
+  const table = kernels.alloc(plan.sequences.reduce((n, s) => n + s.blocks.length, 0));
+  const i32 = new Int32Array(kernels.memory.buffer);
+  let next = table;
+  const tables = plan.sequences.map((s) => {
+    i32.set(s.blocks, next >> 2);
+    next += 4 * s.blocks.length;
+    return next - 4 * s.blocks.length;
+  });
+  const masks = plan.sequences.map((s) => (s.plan.masks.attnMask ? kernels.put(s.plan.masks.attnMask) : 0));
+  const o = kernels.alloc(T * H * Dh); // O [T, H·Dh]
+
+  // Tasks: a decode step of a sequence takes the query heads of one key/value head together where their rule is the same.
+  const perKv = H / G;
+  const tasks: { cost: number; calls: KernelCall[] }[] = [];
+  const blockBytes = 4 * store.blockFloats;
+  let work = 0;
+  plan.sequences.forEach((s, n) => {
+    const Skv = s.start + s.length;
+    const { scale, softcap, sinks, alibiSlopes } = s.plan.score;
+    const window = s.plan.masks.window;
+    const rule = (h: number): KernelCall => ['setPagedRule', scale, softcap, alibiSlopes ? alibiSlopes[h] : 0, sinks ? sinks[h] : 0, sinks ? 1 : 0, window, masks[n]];
+    const keys = window > 0 ? Math.min(Skv, window + s.length) : Skv; // keys a head reads (a bound)
+    work += H * s.length * keys * Dh;
+    const grouped = s.length === 1 && perKv > 1 && !sinks && !alibiSlopes;
+    for (let h = 0; h < H; h += grouped ? perKv : 1) {
+      const g = Math.floor(h / perKv);
+      const at = 4 * (s.row * H + h) * Dh;
+      const call: KernelCall = grouped
+        ? ['attendPaged', q + at, Dh, perKv, 1, store.keys, store.values, tables[n], store.shift, blockBytes, 4 * g * store.blockSize * Dh, o + at, Dh, Skv, Dh, 0]
+        : [
+            'attendPaged',
+            q + at,
+            H * Dh,
+            s.length,
+            0,
+            store.keys,
+            store.values,
+            tables[n],
+            store.shift,
+            blockBytes,
+            4 * g * store.blockSize * Dh,
+            o + at,
+            H * Dh,
+            Skv,
+            Dh,
+            0,
+          ];
+      tasks.push({ cost: (grouped ? perKv : s.length) * keys, calls: [rule(h), call] });
+    }
+  });
+  const threads = Math.min(threadsFor(kernels, work), tasks.length);
+  const lists: KernelCall[][] = Array.from({ length: threads }, () => []);
+  const scratch = lists.map(() => kernels.alloc(scratchFloats(Dh)));
+  // The costliest first, each to the least loaded thread.
+  const load = new Float64Array(threads);
+  for (const task of [...tasks].sort((a, b) => b.cost - a.cost)) {
+    let t = 0;
+    for (let u = 1; u < threads; u++) if (load[u] < load[t]) t = u;
+    load[t] += task.cost;
+    const [rule, call] = task.calls;
+    call[call.length - 1] = scratch[t];
+    lists[t].push(rule, call);
+  }
+  await kernels.run(lists);
+
+  if (p.gate) {
+    // config.outputGate: O ⊙ sigmoid(x·W_gᵀ + b_g) before the output projection.
+    const [gp] = await project(kernels, [[x, T, p.gate]]);
+    const f32 = kernels.f32;
+    const [o0, g0] = [o >> 2, gp >> 2];
+    for (let i = 0; i < T * H * Dh; i++) f32[o0 + i] *= 1 / (1 + Math.exp(-f32[g0 + i]));
+  }
+  const [y] = await project(kernels, [[o, T, p.out]]);
+  return { output: kernels.take(y, T * E) };
+}

@@ -1,0 +1,414 @@
+// AssemblyScript, compiled with the other kernels by scripts/build-wasm.mjs. The attention of a call on a
+// PagedKvCache ('wasm' backend), for one (sequence, head), or one sequence's decode step of the query
+// heads of one key/value head, reading the keys and values IN PLACE through the sequence's block table:
+//
+//   setPagedRule   the score rule of the sequence's plan (src/cpu/score-rule.ts, the float64 twin): scale,
+//                  softcap, ALiBi slope, sink, window, attnMask (a tree's); always causal
+//   attendPaged    O [Sq, Dh] = softmax(rule(Q·Kᵀ)) · V over keys 0 … Skv − 1, online softmax (running
+//                  max m and sum l per row), 4 query rows × 64 keys at a time, never an Sq × Skv buffer
+//
+// The pool (src/wasm/paged-kv-cache.ts): K, then V, each [maxBlocks, G, blockSize, Dh] f32; key j of
+// key/value head g lives in block table[j >> shift], row j & (blockSize − 1): byte
+// pool + table[j >> shift]·blockBytes + headBytes + (j & (blockSize − 1))·4·Dh. A chunk of 64 keys may
+// span several blocks (blockSize < 64) or part of one; the kernel takes each key's address from the table
+// once per chunk (kAddr, vAddr) and reads the rows where they are: no copy of a sequence's past.
+// Q [Sq, Dh] row stride ldq; O likewise ldo. onePosition: every row is the last position (Skv − 1) and
+// attnMask row 0 (the rows are the query heads of a decode step); else row i is at Skv − Sq + i.
+// scratch: ≥ 512 + 4·(Dh + 3) floats (16-byte aligned). The fast exp has a relative error of about 2e-7.
+
+const CH: i32 = 64; // keys per chunk
+const LOG2E: f32 = <f32>Math.LOG2E;
+
+let pScale: f32 = 1;
+let pSoftcap: f32 = 0;
+let pSlope: f32 = 0;
+let pSink: f32 = 0;
+let pHasSink: bool = false;
+let pWindow: i32 = 0;
+let pMask: usize = 0;
+
+export function setPagedRule(scale: f32, softcap: f32, slope: f32, sink: f32, hasSink: i32, window: i32, mask: usize): void {
+  pScale = scale;
+  pSoftcap = softcap;
+  pSlope = slope;
+  pSink = sink;
+  pHasSink = hasSink !== 0;
+  pWindow = window;
+  pMask = mask;
+}
+
+/** eˣ on four lanes (wasm/attention.ts's exp4): 2^n · p(f), t = x·log2e = n + f; x ≤ −88 gives 0 (−∞ included). */
+function exp4(x: v128): v128 {
+  let t = f32x4.mul(x, f32x4.splat(LOG2E));
+  t = f32x4.min(f32x4.max(t, f32x4.splat(-127)), f32x4.splat(127));
+  const n = f32x4.nearest(t);
+  const f = f32x4.sub(t, n);
+  let p = f32x4.splat(1.5353361883195e-4);
+  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(1.339887440266574e-3));
+  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(9.61843735767464e-3));
+  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(5.550332471162809e-2));
+  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(2.402264791363012e-1));
+  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(6.931472028550421e-1));
+  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(1));
+  const scale = i32x4.shl(i32x4.add(i32x4.trunc_sat_f32x4_s(n), i32x4.splat(127)), 23);
+  return f32x4.mul(p, scale);
+}
+
+function hsum(a: v128): f32 {
+  return f32x4.extract_lane(a, 0) + f32x4.extract_lane(a, 1) + (f32x4.extract_lane(a, 2) + f32x4.extract_lane(a, 3));
+}
+
+/** [Σ a, Σ b, Σ c, Σ d]: the lanes of four vectors summed, each into its lane. */
+function sum4(a: v128, b: v128, c: v128, d: v128): v128 {
+  const ab = f32x4.add(v128.shuffle<f32>(a, b, 0, 4, 1, 5), v128.shuffle<f32>(a, b, 2, 6, 3, 7)); // [a0+a2, b0+b2, a1+a3, b1+b3]
+  const cd = f32x4.add(v128.shuffle<f32>(c, d, 0, 4, 1, 5), v128.shuffle<f32>(c, d, 2, 6, 3, 7));
+  return f32x4.add(v128.shuffle<f32>(ab, cd, 0, 1, 4, 5), v128.shuffle<f32>(ab, cd, 2, 3, 6, 7));
+}
+
+/** q·k of keys jj … jj + 3 for one row, over whole 4s of Dh (the rest: the caller's scalar tail). */
+function dots1x4(q0: usize, k0: usize, k1: usize, k2: usize, k3: usize, D4: i32): v128 {
+  let a0 = f32x4.splat(0);
+  let a1 = a0;
+  let a2 = a0;
+  let a3 = a0;
+  for (let d4 = 0; d4 < D4; d4++) {
+    const off = (<usize>d4) << 4;
+    const q = v128.load(q0 + off);
+    a0 = f32x4.add(a0, f32x4.mul(q, v128.load(k0 + off)));
+    a1 = f32x4.add(a1, f32x4.mul(q, v128.load(k1 + off)));
+    a2 = f32x4.add(a2, f32x4.mul(q, v128.load(k2 + off)));
+    a3 = f32x4.add(a3, f32x4.mul(q, v128.load(k3 + off)));
+  }
+  return sum4(a0, a1, a2, a3);
+}
+
+/**
+ * Scores of `rows` query rows (1, 2 or 4; row r at q0 + r·qStride) × jn keys (addresses at kAddr) into
+ * sc rows [rows, CH]: 4 keys at a time, two rows together (8 sums that do not wait on each other), the
+ * four keys' sums of a row reduced into one vector.
+ */
+function scores(q0: usize, qStride: usize, rows: i32, kAddr: usize, jn: i32, Dh: i32, sc: usize): void {
+  const D4 = Dh >> 2;
+  const rs = (<usize>CH) << 2;
+  let jj = 0;
+  for (; jj + 4 <= jn; jj += 4) {
+    const ka = kAddr + ((<usize>jj) << 2);
+    const k0 = <usize>load<u32>(ka);
+    const k1 = <usize>load<u32>(ka, 4);
+    const k2 = <usize>load<u32>(ka, 8);
+    const k3 = <usize>load<u32>(ka, 12);
+    for (let r = 0; r + 2 <= rows; r += 2) {
+      const qa = q0 + <usize>r * qStride;
+      const qb = qa + qStride;
+      let a0 = f32x4.splat(0);
+      let a1 = a0;
+      let a2 = a0;
+      let a3 = a0;
+      let b0 = a0;
+      let b1 = a0;
+      let b2 = a0;
+      let b3 = a0;
+      for (let d4 = 0; d4 < D4; d4++) {
+        const off = (<usize>d4) << 4;
+        const x = v128.load(qa + off);
+        const y = v128.load(qb + off);
+        let k = v128.load(k0 + off);
+        a0 = f32x4.add(a0, f32x4.mul(x, k));
+        b0 = f32x4.add(b0, f32x4.mul(y, k));
+        k = v128.load(k1 + off);
+        a1 = f32x4.add(a1, f32x4.mul(x, k));
+        b1 = f32x4.add(b1, f32x4.mul(y, k));
+        k = v128.load(k2 + off);
+        a2 = f32x4.add(a2, f32x4.mul(x, k));
+        b2 = f32x4.add(b2, f32x4.mul(y, k));
+        k = v128.load(k3 + off);
+        a3 = f32x4.add(a3, f32x4.mul(x, k));
+        b3 = f32x4.add(b3, f32x4.mul(y, k));
+      }
+      v128.store(sc + <usize>r * rs + ((<usize>jj) << 2), sum4(a0, a1, a2, a3));
+      v128.store(sc + <usize>(r + 1) * rs + ((<usize>jj) << 2), sum4(b0, b1, b2, b3));
+    }
+    if (rows & 1) v128.store(sc + ((<usize>jj) << 2), dots1x4(q0, k0, k1, k2, k3, D4));
+  }
+  // The last keys (fewer than 4), one at a time.
+  for (; jj < jn; jj++) {
+    const kp = <usize>load<u32>(kAddr + ((<usize>jj) << 2));
+    for (let r = 0; r < rows; r++) {
+      const qr = q0 + <usize>r * qStride;
+      let a = f32x4.splat(0);
+      for (let d4 = 0; d4 < D4; d4++) a = f32x4.add(a, f32x4.mul(v128.load(qr + ((<usize>d4) << 4)), v128.load(kp + ((<usize>d4) << 4))));
+      store<f32>(sc + <usize>r * rs + ((<usize>jj) << 2), f32x4.extract_lane(a, 0) + f32x4.extract_lane(a, 1) + (f32x4.extract_lane(a, 2) + f32x4.extract_lane(a, 3)));
+    }
+  }
+  // Dh past the last whole 4: scalar.
+  if (Dh & 3) {
+    for (let j = 0; j < jn; j++) {
+      const kp = <usize>load<u32>(kAddr + ((<usize>j) << 2));
+      for (let r = 0; r < rows; r++) {
+        const qr = q0 + <usize>r * qStride;
+        const at = sc + <usize>r * rs + ((<usize>j) << 2);
+        let s = load<f32>(at);
+        for (let d = D4 << 2; d < Dh; d++) s += load<f32>(qr + ((<usize>d) << 2)) * load<f32>(kp + ((<usize>d) << 2));
+        store<f32>(at, s);
+      }
+    }
+  }
+}
+
+/** acc ← alpha·acc + Σ_j p[j]·V[j] for one row (V rows at vAddr). */
+function pvOne(sc: usize, acc: usize, alpha: f32, vAddr: usize, jn: i32, Dh: i32): void {
+  const al = f32x4.splat(alpha);
+  const D4 = Dh >> 2;
+  let d4 = 0;
+  for (; d4 + 2 <= D4; d4 += 2) {
+    const off = (<usize>d4) << 4;
+    let a0 = f32x4.mul(v128.load(acc + off), al);
+    let a1 = f32x4.mul(v128.load(acc + off, 16), al);
+    for (let jj = 0; jj < jn; jj++) {
+      const vp = <usize>load<u32>(vAddr + ((<usize>jj) << 2)) + off;
+      const p = v128.load32_splat(sc + ((<usize>jj) << 2));
+      a0 = f32x4.add(a0, f32x4.mul(p, v128.load(vp)));
+      a1 = f32x4.add(a1, f32x4.mul(p, v128.load(vp, 16)));
+    }
+    v128.store(acc + off, a0);
+    v128.store(acc + off, a1, 16);
+  }
+  for (; d4 < D4; d4++) {
+    const off = (<usize>d4) << 4;
+    let a = f32x4.mul(v128.load(acc + off), al);
+    for (let jj = 0; jj < jn; jj++) {
+      const vp = <usize>load<u32>(vAddr + ((<usize>jj) << 2)) + off;
+      a = f32x4.add(a, f32x4.mul(v128.load32_splat(sc + ((<usize>jj) << 2)), v128.load(vp)));
+    }
+    v128.store(acc + off, a);
+  }
+  for (let d = D4 << 2; d < Dh; d++) {
+    const dd = (<usize>d) << 2;
+    let a = load<f32>(acc + dd) * alpha;
+    for (let jj = 0; jj < jn; jj++) a += load<f32>(sc + ((<usize>jj) << 2)) * load<f32>(<usize>load<u32>(vAddr + ((<usize>jj) << 2)) + dd);
+    store<f32>(acc + dd, a);
+  }
+}
+
+/** acc[r] ← alpha[r]·acc[r] + Σ_j p[r, j]·V[j] for 4 rows: one V load serves the 4. */
+function pvFour(sc: usize, acc: usize, rowBytes: usize, alpha: usize, vAddr: usize, jn: i32, Dh: i32): void {
+  const rs = (<usize>CH) << 2;
+  const al0 = v128.load32_splat(alpha);
+  const al1 = v128.load32_splat(alpha, 4);
+  const al2 = v128.load32_splat(alpha, 8);
+  const al3 = v128.load32_splat(alpha, 12);
+  const D4 = Dh >> 2;
+  let d4 = 0;
+  for (; d4 + 2 <= D4; d4 += 2) {
+    const off = (<usize>d4) << 4;
+    const ad = acc + off;
+    let a0 = f32x4.mul(v128.load(ad), al0);
+    let a1 = f32x4.mul(v128.load(ad + rowBytes), al1);
+    let a2 = f32x4.mul(v128.load(ad + 2 * rowBytes), al2);
+    let a3 = f32x4.mul(v128.load(ad + 3 * rowBytes), al3);
+    let b0 = f32x4.mul(v128.load(ad, 16), al0);
+    let b1 = f32x4.mul(v128.load(ad + rowBytes, 16), al1);
+    let b2 = f32x4.mul(v128.load(ad + 2 * rowBytes, 16), al2);
+    let b3 = f32x4.mul(v128.load(ad + 3 * rowBytes, 16), al3);
+    for (let jj = 0; jj < jn; jj++) {
+      const vp = <usize>load<u32>(vAddr + ((<usize>jj) << 2)) + off;
+      const va = v128.load(vp);
+      const vb = v128.load(vp, 16);
+      const pp = sc + ((<usize>jj) << 2);
+      let p = v128.load32_splat(pp);
+      a0 = f32x4.add(a0, f32x4.mul(p, va));
+      b0 = f32x4.add(b0, f32x4.mul(p, vb));
+      p = v128.load32_splat(pp + rs);
+      a1 = f32x4.add(a1, f32x4.mul(p, va));
+      b1 = f32x4.add(b1, f32x4.mul(p, vb));
+      p = v128.load32_splat(pp + 2 * rs);
+      a2 = f32x4.add(a2, f32x4.mul(p, va));
+      b2 = f32x4.add(b2, f32x4.mul(p, vb));
+      p = v128.load32_splat(pp + 3 * rs);
+      a3 = f32x4.add(a3, f32x4.mul(p, va));
+      b3 = f32x4.add(b3, f32x4.mul(p, vb));
+    }
+    v128.store(ad, a0);
+    v128.store(ad + rowBytes, a1);
+    v128.store(ad + 2 * rowBytes, a2);
+    v128.store(ad + 3 * rowBytes, a3);
+    v128.store(ad, b0, 16);
+    v128.store(ad + rowBytes, b1, 16);
+    v128.store(ad + 2 * rowBytes, b2, 16);
+    v128.store(ad + 3 * rowBytes, b3, 16);
+  }
+  for (; d4 < D4; d4++) {
+    const off = (<usize>d4) << 4;
+    const ad = acc + off;
+    let a0 = f32x4.mul(v128.load(ad), al0);
+    let a1 = f32x4.mul(v128.load(ad + rowBytes), al1);
+    let a2 = f32x4.mul(v128.load(ad + 2 * rowBytes), al2);
+    let a3 = f32x4.mul(v128.load(ad + 3 * rowBytes), al3);
+    for (let jj = 0; jj < jn; jj++) {
+      const vv = v128.load(<usize>load<u32>(vAddr + ((<usize>jj) << 2)) + off);
+      const pp = sc + ((<usize>jj) << 2);
+      a0 = f32x4.add(a0, f32x4.mul(v128.load32_splat(pp), vv));
+      a1 = f32x4.add(a1, f32x4.mul(v128.load32_splat(pp + rs), vv));
+      a2 = f32x4.add(a2, f32x4.mul(v128.load32_splat(pp + 2 * rs), vv));
+      a3 = f32x4.add(a3, f32x4.mul(v128.load32_splat(pp + 3 * rs), vv));
+    }
+    v128.store(ad, a0);
+    v128.store(ad + rowBytes, a1);
+    v128.store(ad + 2 * rowBytes, a2);
+    v128.store(ad + 3 * rowBytes, a3);
+  }
+  for (let d = D4 << 2; d < Dh; d++) {
+    const dd = (<usize>d) << 2;
+    for (let r = 0; r < 4; r++) {
+      const ad = acc + <usize>r * rowBytes + dd;
+      let a = load<f32>(ad) * load<f32>(alpha + ((<usize>r) << 2));
+      for (let jj = 0; jj < jn; jj++) {
+        a += load<f32>(sc + <usize>r * rs + ((<usize>jj) << 2)) * load<f32>(<usize>load<u32>(vAddr + ((<usize>jj) << 2)) + dd);
+      }
+      store<f32>(ad, a);
+    }
+  }
+}
+
+/**
+ * The rule and the online softmax of one row's chunk of jn scores (keys j0 …): p replaces the score in
+ * `row`; m, l (at mp, lp) are updated and the factor the row's accumulator must be scaled by is stored at ap.
+ */
+function softmaxRow(row: usize, maskRow: i32, ip: i32, j0: i32, jn: i32, first: i32, last: i32, Skv: i32, mp: usize, lp: usize, ap: usize): void {
+  let mx: f32 = -Infinity;
+  let jj = 0;
+  // Where the rule is a scale alone (every key of the chunk in the row's band, no mask, softcap or ALiBi): four scores a step.
+  if (pMask === 0 && pSoftcap <= 0 && pSlope === 0 && j0 >= first && j0 + jn - 1 <= last) {
+    const scale = f32x4.splat(pScale);
+    let mv = f32x4.splat(-Infinity);
+    for (; jj + 4 <= jn; jj += 4) {
+      const s = f32x4.mul(v128.load(row + ((<usize>jj) << 2)), scale);
+      v128.store(row + ((<usize>jj) << 2), s);
+      mv = f32x4.max(mv, s);
+    }
+    mx = max(max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
+  }
+  for (; jj < jn; jj++) {
+    const j = j0 + jj;
+    let s: f32 = -Infinity;
+    if (j >= first && j <= last) {
+      s = load<f32>(row + ((<usize>jj) << 2)) * pScale;
+      if (pSoftcap > 0) s = pSoftcap * Mathf.tanh(s / pSoftcap);
+      if (pSlope !== 0) s -= pSlope * <f32>abs(ip - j);
+      if (pMask !== 0) s += load<f32>(pMask + ((<usize>maskRow * <usize>Skv + <usize>j) << 2));
+    }
+    store<f32>(row + ((<usize>jj) << 2), s);
+    mx = max(mx, s);
+  }
+  for (let jj = jn; jj < ((jn + 3) & ~3); jj++) store<f32>(row + ((<usize>jj) << 2), -Infinity);
+  const mOld = load<f32>(mp);
+  const mNew = max(mOld, mx);
+  if (mNew === -Infinity) {
+    store<f32>(ap, 1);
+    memory.fill(row, 0, (<usize>CH) << 2);
+    return;
+  }
+  const a = Mathf.exp(mOld - mNew);
+  store<f32>(ap, a);
+  store<f32>(mp, mNew);
+  const mv = f32x4.splat(mNew);
+  let sum = f32x4.splat(0);
+  for (let jj = 0; jj < jn; jj += 4) {
+    const p = exp4(f32x4.sub(v128.load(row + ((<usize>jj) << 2)), mv));
+    v128.store(row + ((<usize>jj) << 2), p);
+    sum = f32x4.add(sum, p);
+  }
+  store<f32>(lp, load<f32>(lp) * a + hsum(sum));
+}
+
+/** O [Sq, Dh] for one (sequence, head) or a decode step's heads of one key/value head; see the top of this file. */
+export function attendPaged(
+  q: usize,
+  ldq: i32,
+  Sq: i32,
+  onePosition: i32,
+  kPool: usize,
+  vPool: usize,
+  table: usize,
+  shift: i32,
+  blockBytes: i32,
+  headBytes: i32,
+  o: usize,
+  ldo: i32,
+  Skv: i32,
+  Dh: i32,
+  scratch: usize,
+): void {
+  const Dp = (Dh + 3) & ~3;
+  const rowBytes = (<usize>Dp) << 2;
+  const rs = (<usize>CH) << 2;
+  const sc = scratch; // p [4, CH]
+  const acc = sc + 4 * rs; // [4, Dp]
+  const m = acc + 4 * rowBytes; // [4] running max
+  const l = m + 16; // [4] running sum
+  const alpha = l + 16; // [4] this chunk's rescale factor
+  const bands = alpha + 16; // [4, 2] i32: first, last key
+  const kAddr = bands + 32; // [CH] u32: each key's address
+  const vAddr = kAddr + rs; // [CH] u32: each value's address
+  const qStride = (<usize>ldq) << 2;
+  const within = (1 << shift) - 1;
+  const keyBytes = (<usize>Dh) << 2;
+  for (let i0 = 0; i0 < Sq; i0 += 4) {
+    const R = min(4, Sq - i0);
+    let lo = Skv;
+    let hi = -1;
+    for (let r = 0; r < 4; r++) {
+      let first = Skv;
+      let last = -1;
+      if (r < R) {
+        const ip = onePosition !== 0 ? Skv - 1 : i0 + r + Skv - Sq;
+        first = pWindow > 0 ? max(ip - pWindow + 1, 0) : 0;
+        last = ip;
+      }
+      store<i32>(bands + ((<usize>r) << 3), first);
+      store<i32>(bands + ((<usize>r) << 3), last, 4);
+      lo = min(lo, first);
+      hi = max(hi, last);
+      store<f32>(m + ((<usize>r) << 2), pHasSink ? pSink : -Infinity);
+      store<f32>(l + ((<usize>r) << 2), pHasSink ? 1 : 0);
+      store<f32>(alpha + ((<usize>r) << 2), 0);
+    }
+    memory.fill(acc, 0, 4 * rowBytes);
+    const q0 = q + <usize>i0 * qStride;
+    const q2 = q0 + 2 * qStride;
+    for (let j0 = lo; j0 <= hi; j0 += CH) {
+      const jn = min(CH, hi + 1 - j0);
+      for (let jj = 0; jj < jn; jj++) {
+        const j = j0 + jj;
+        const block = <usize>load<i32>(table + ((<usize>(j >> shift)) << 2));
+        const off = block * <usize>blockBytes + <usize>headBytes + <usize>(j & within) * keyBytes;
+        store<u32>(kAddr + ((<usize>jj) << 2), <u32>(kPool + off));
+        store<u32>(vAddr + ((<usize>jj) << 2), <u32>(vPool + off));
+      }
+      scores(q0, qStride, R === 3 ? 2 : R, kAddr, jn, Dh, sc);
+      if (R === 3) scores(q2, qStride, 1, kAddr, jn, Dh, sc + 2 * rs);
+      for (let r = 0; r < R; r++) {
+        const ro = (<usize>r) << 2;
+        const ip = onePosition !== 0 ? Skv - 1 : i0 + r + Skv - Sq;
+        const maskRow = onePosition !== 0 ? 0 : i0 + r;
+        const first = load<i32>(bands + ((<usize>r) << 3));
+        const last = load<i32>(bands + ((<usize>r) << 3), 4);
+        softmaxRow(sc + <usize>r * rs, maskRow, ip, j0, jn, first, last, Skv, m + ro, l + ro, alpha + ro);
+      }
+      if (R === 1) {
+        pvOne(sc, acc, load<f32>(alpha), vAddr, jn, Dh);
+      } else {
+        for (let r = R; r < 4; r++) memory.fill(sc + <usize>r * rs, 0, rs); // dropped rows: p = 0
+        pvFour(sc, acc, rowBytes, alpha, vAddr, jn, Dh);
+      }
+    }
+    // O = acc / l (0 for a row that saw nothing).
+    for (let r = 0; r < R; r++) {
+      const lr = load<f32>(l + ((<usize>r) << 2));
+      const inv: f32 = lr > 0 ? 1 / lr : 0;
+      const src = acc + <usize>r * rowBytes;
+      const dst = o + ((<usize>(i0 + r) * <usize>ldo) << 2);
+      for (let d = 0; d < Dh; d++) store<f32>(dst + ((<usize>d) << 2), load<f32>(src + ((<usize>d) << 2)) * inv);
+    }
+  }
+}

@@ -23,11 +23,8 @@ import { FAST_COMPILING, useEngines } from './helpers/engines.ts';
 import { BlockModel, type MirrorPart, PAGED_TOLERANCE, type PagedScoreOptions, SoloMirror } from './helpers/paged.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 
-/**
- * The backends with paged caches (createPagedStorage and forwardPaged). 'wasm' and 'webgpu' join
- * this list when they implement them: every test below then runs on them unchanged.
- */
-const BACKENDS = ['cpu'] as const;
+/** The backends with paged caches (createPagedStorage and forwardPaged): every test below runs on each. */
+const BACKENDS = ['cpu', 'wasm'] as const;
 type Backend = (typeof BACKENDS)[number];
 
 const engines = useEngines({ webgpu: FAST_COMPILING }, ...BACKENDS);

@@ -123,13 +123,24 @@ async function pagedRounds(n: number): Promise<void> {
   await mha.forward(ctx, { kvCache: paged, sequences: ids.map((id, i) => ({ id, length: contexts[i] })) });
   const pagedTimes: number[] = [];
   const separateTimes: number[] = [];
-  for (let i = 0; i < steps; i++) {
-    let t0 = performance.now();
+  const pagedStep = async () => {
+    const t0 = performance.now();
     await mha.forward(xs, { kvCache: paged, sequences: ids.map((id) => ({ id, length: 1 })) });
-    if (i >= 2) pagedTimes.push(performance.now() - t0);
-    t0 = performance.now();
+    return performance.now() - t0;
+  };
+  const separateSteps = async () => {
+    const t0 = performance.now();
     for (const [k, cache] of plains.entries()) await mha.forward(xs.subarray(k * E, (k + 1) * E), { batchSize: 1, seqLen: 1, kvCache: cache, isCausal: true });
-    if (i >= 2) separateTimes.push(performance.now() - t0);
+    return performance.now() - t0;
+  };
+  for (let i = 0; i < steps; i++) {
+    // Alternate which way goes first, so that neither always follows the other.
+    const [a, b] = i % 2 ? [await separateSteps(), await pagedStep()] : [await pagedStep(), await separateSteps()];
+    const [p, q] = i % 2 ? [b, a] : [a, b];
+    if (i >= 2) {
+      pagedTimes.push(p);
+      separateTimes.push(q);
+    }
     if (i === 1) await engine.settled();
   }
   const one = median(pagedTimes);

@@ -44,8 +44,8 @@ fn pagedSequence(index: u32) -> PagedSequence {
 
 // The pool row of position p of key/value head g of a sequence whose block table starts at `table`.
 fn poolRow(table: u32, g: u32, p: u32) -> u32 {
-  let block = info[params.tableBase + table + p / params.blockSize];
-  return (block * params.G + g) * params.blockSize + p % params.blockSize;
+  let block = info[params.tableBase + table + (p >> params.blockShift)];
+  return (block * params.G + g) * params.blockSize + (p & (params.blockSize - 1u));
 }
 
 // What the score rule adds for key j of new token i of `seq` (MASKED when it does not see j), its tree's mask joined.

@@ -1,9 +1,12 @@
 // Paged attention's body for decode steps (and small trees), appended to paged_attention.wgsl: a
-// workgroup per (query row, head h = wid.y), the row info[workBase + 2·wid.x] (its sequence) and
-// info[workBase + 2·wid.x + 1] (which of its new tokens); the row's keys spread over the WG invocations
-// (key j to invocation j mod WG), each keeping its own online softmax (m, l, acc), merged at the end in
-// workgroup memory: max of the m's, then each part's l and acc rescaled by 2^(m − M) and summed.
-// Host guarantees: prepends DH4, WG (WG·Dh·4 bytes fit workgroup memory); dispatch = (rows in the work list, H, 1).
+// workgroup per (query row, HPW query heads h0 … h0 + HPW − 1 of one key/value head, h0 = wid.y·HPW), the
+// row meta's work entry wid.x: info[workBase + 2·wid.x] (its sequence) and info[workBase + 2·wid.x + 1]
+// (which of its new tokens). The row's keys are spread over the WG invocations (key j to invocation
+// j mod WG); each K and V row loaded serves the HPW heads (GQA: the heads sharing a key/value head),
+// each head with its own online softmax (m, l, acc) per invocation, merged at the end in workgroup
+// memory head by head: the max of the m's, then each part's l and acc rescaled by 2^(m − M) and summed.
+// Host guarantees: prepends DH4, WG, HPW (HPW divides H / G; WG·Dh·4 bytes fit workgroup memory);
+// dispatch = (rows in the work list, H / HPW, 1).
 
 var<workgroup> partM: array<f32, WG>;
 var<workgroup> partL: array<f32, WG>;
@@ -13,63 +16,84 @@ var<workgroup> partAcc: array<vec4<f32>, WG * DH4>;
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
   let seq = pagedSequence(info[params.workBase + 2u * wid.x]);
   let i = info[params.workBase + 2u * wid.x + 1u];
-  let h = wid.y;
-  let g = h / (params.H / params.G);
+  let h0 = wid.y * HPW;
+  let g = h0 / (params.H / params.G);
   let Skv = seq.start + seq.length;
   let band = keyBand(i, seq.length, Skv);
   let ip = i32(seq.start + i);
 
-  var q: array<vec4<f32>, DH4>;
-  var acc: array<vec4<f32>, DH4>;
-  for (var d = 0u; d < DH4; d++) {
-    q[d] = pagedQuery(h, seq.row + i, d);
-    acc[d] = vec4<f32>(0.0);
+  var q: array<vec4<f32>, HPW * DH4>;
+  var acc: array<vec4<f32>, HPW * DH4>;
+  var m: array<f32, HPW>;
+  var l: array<f32, HPW>;
+  for (var hh = 0u; hh < HPW; hh++) {
+    for (var d = 0u; d < DH4; d++) {
+      q[hh * DH4 + d] = pagedQuery(h0 + hh, seq.row + i, d);
+      acc[hh * DH4 + d] = vec4<f32>(0.0);
+    }
+    m[hh] = NO_SCORE;
+    l[hh] = 0.0;
   }
-  var m = NO_SCORE;
-  var l = 0.0;
+  var k: array<vec4<f32>, DH4>;
   for (var j = band.x + lid.x; j < band.y; j += WG) {
     let bias = pagedBias(seq, i, j, band);
     if (bias > MASKED_BELOW) {
       let at = poolRow(seq.table, g, j) * DH4;
-      var dotv = vec4<f32>(0.0);
       for (var d = 0u; d < DH4; d++) {
-        dotv += q[d] * vec4<f32>(pool[at + d]);
+        k[d] = vec4<f32>(pool[at + d]);
       }
-      let score = modifyScore(dotv.x + dotv.y + dotv.z + dotv.w, 0u, h, ip, j) + bias * LOG2E;
-      let mNew = max(m, score);
-      let alpha = exp2(m - mNew);
-      let p = exp2(score - mNew);
-      l = l * alpha + p;
+      var p: array<f32, HPW>;
+      for (var hh = 0u; hh < HPW; hh++) {
+        var dotv = vec4<f32>(0.0);
+        for (var d = 0u; d < DH4; d++) {
+          dotv += q[hh * DH4 + d] * k[d];
+        }
+        let score = modifyScore(dotv.x + dotv.y + dotv.z + dotv.w, 0u, h0 + hh, ip, j) + bias * LOG2E;
+        let mNew = max(m[hh], score);
+        let alpha = exp2(m[hh] - mNew);
+        p[hh] = exp2(score - mNew);
+        l[hh] = l[hh] * alpha + p[hh];
+        m[hh] = mNew;
+        for (var d = 0u; d < DH4; d++) {
+          acc[hh * DH4 + d] *= alpha;
+        }
+      }
       for (var d = 0u; d < DH4; d++) {
-        acc[d] = acc[d] * alpha + p * vec4<f32>(pool[params.poolV4 + at + d]);
+        let v = vec4<f32>(pool[params.poolV4 + at + d]);
+        for (var hh = 0u; hh < HPW; hh++) {
+          acc[hh * DH4 + d] += p[hh] * v;
+        }
       }
-      m = mNew;
     }
   }
-  partM[lid.x] = m;
-  workgroupBarrier();
-  var M = NO_SCORE;
-  for (var w = 0u; w < WG; w++) {
-    M = max(M, partM[w]);
-  }
-  let alpha = select(exp2(m - M), 0.0, m <= NO_SCORE);
-  partL[lid.x] = l * alpha;
-  for (var d = 0u; d < DH4; d++) {
-    partAcc[lid.x * DH4 + d] = acc[d] * alpha;
-  }
-  workgroupBarrier();
-  var L = 0.0;
-  for (var w = 0u; w < WG; w++) {
-    L += partL[w];
-  }
-  let stats = withSink(M, L, h);
-  let scale = select(0.0, stats.z / stats.y, stats.y > 0.0);
-  let o = (h * params.T + seq.row + i) * DH4;
-  for (var d = lid.x; d < DH4; d += WG) {
-    var sum = vec4<f32>(0.0);
+  for (var hh = 0u; hh < HPW; hh++) {
+    let h = h0 + hh;
+    partM[lid.x] = m[hh];
+    workgroupBarrier();
+    var M = NO_SCORE;
     for (var w = 0u; w < WG; w++) {
-      sum += partAcc[w * DH4 + d];
+      M = max(M, partM[w]);
     }
-    out[o + d] = ST4(sum * scale);
+    let alpha = select(exp2(m[hh] - M), 0.0, m[hh] <= NO_SCORE);
+    partL[lid.x] = l[hh] * alpha;
+    for (var d = 0u; d < DH4; d++) {
+      partAcc[lid.x * DH4 + d] = acc[hh * DH4 + d] * alpha;
+    }
+    workgroupBarrier();
+    var L = 0.0;
+    for (var w = 0u; w < WG; w++) {
+      L += partL[w];
+    }
+    let stats = withSink(M, L, h);
+    let scale = select(0.0, stats.z / stats.y, stats.y > 0.0);
+    let o = (h * params.T + seq.row + i) * DH4;
+    for (var d = lid.x; d < DH4; d += WG) {
+      var sum = vec4<f32>(0.0);
+      for (var w = 0u; w < WG; w++) {
+        sum += partAcc[w * DH4 + d];
+      }
+      out[o + d] = ST4(sum * scale);
+    }
+    workgroupBarrier();  // before the next head's parts overwrite these
   }
 }

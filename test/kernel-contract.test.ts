@@ -60,9 +60,10 @@ const SAMPLES = new Map<Kernel<Specialisation, never>, Specialisation[]>([
   [
     PAGED_ATTENTION,
     [
-      { body: 'rows', headDim: 64, BR: 32, BC: 32, WG: 0 },
-      { body: 'keys', headDim: 64, BR: 0, BC: 0, WG: 32 },
-      { body: 'keys', headDim: 24, BR: 0, BC: 0, WG: 64 },
+      { body: 'rows', headDim: 64, BR: 32, BC: 32, WG: 0, HPW: 1 },
+      { body: 'keys', headDim: 64, BR: 0, BC: 0, WG: 32, HPW: 1 },
+      { body: 'keys', headDim: 64, BR: 0, BC: 0, WG: 32, HPW: 4 },
+      { body: 'keys', headDim: 24, BR: 0, BC: 0, WG: 64, HPW: 2 },
     ],
   ],
   [COPY_TENSOR, [{}]],

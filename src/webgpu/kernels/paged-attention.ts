@@ -69,7 +69,8 @@ export const PAGED_PARAMS = defineParams([
   ['H', 'u32', 'query heads'],
   ['G', 'u32', 'key/value heads'],
   ['T', 'u32', "the call's tokens (rows of Q and O per head)"],
-  ['blockSize', 'u32', 'positions per block'],
+  ['blockSize', 'u32', 'positions per block (a power of two)'],
+  ['blockShift', 'u32', 'log2(blockSize)'],
   ['poolV4', 'u32', 'where V starts in the pool, in vec4s'],
   ['seqBase', 'u32', "where the sequences' records start in meta"],
   ['tableBase', 'u32', 'where the block tables start in meta'],
@@ -98,7 +99,15 @@ export function keysWorkgroup(headDim: number): number {
   return wg;
 }
 
-type PagedSpecialisation = { body: 'rows' | 'keys'; headDim: number; BR: number; BC: number; WG: number };
+/** The keys body's query heads per workgroup: the largest divisor of H / G whose q and accumulators (HPW·Dh floats each) stay within 256 floats. */
+export function headsPerWorkgroup(numHeads: number, numKvHeads: number, headDim: number): number {
+  const group = numHeads / numKvHeads;
+  let best = 1;
+  for (let n = 1; n <= group; n++) if (group % n === 0 && n * headDim <= 256) best = n;
+  return best;
+}
+
+type PagedSpecialisation = { body: 'rows' | 'keys'; headDim: number; BR: number; BC: number; WG: number; HPW: number };
 
 /** One dispatch of a body: the call's plan, the buffers, the meta offsets, the work list's offset and size. */
 interface PagedArgs {
@@ -122,11 +131,18 @@ export const PAGED_ATTENTION = defineKernel({
   label: (s) => `PagedAttention.${s.body}`,
   specialise: (args: PagedArgs, device: GPUDevice): PagedSpecialisation =>
     args.body === 'rows'
-      ? { body: args.body, headDim: args.headDim, BR: ROWS_BR, BC: keysPerTile(args.headDim, device.limits.maxComputeWorkgroupStorageSize), WG: 0 }
-      : { body: args.body, headDim: args.headDim, BR: 0, BC: 0, WG: keysWorkgroup(args.headDim) },
+      ? { body: args.body, headDim: args.headDim, BR: ROWS_BR, BC: keysPerTile(args.headDim, device.limits.maxComputeWorkgroupStorageSize), WG: 0, HPW: 1 }
+      : {
+          body: args.body,
+          headDim: args.headDim,
+          BR: 0,
+          BC: 0,
+          WG: keysWorkgroup(args.headDim),
+          HPW: headsPerWorkgroup(args.plan.layer.numHeads, args.plan.layer.numKvHeads, args.headDim),
+        },
   shader: (s) => {
     const mod = scoreModParts(undefined); // paged calls refuse config.scoreMod (plan/paged.ts)
-    const sizes: Record<string, number> = s.body === 'rows' ? { DH4: s.headDim / 4, BR: s.BR, BC: s.BC } : { DH4: s.headDim / 4, WG: s.WG };
+    const sizes: Record<string, number> = s.body === 'rows' ? { DH4: s.headDim / 4, BR: s.BR, BC: s.BC } : { DH4: s.headDim / 4, WG: s.WG, HPW: s.HPW };
     return { sizes: { ...sizes, HAS_SCORE_MOD: mod.HAS_SCORE_MOD }, sources: [mod.source, scoreRule, attentionSource, s.body === 'rows' ? rowsSource : keysSource] };
   },
   run({ plan, meta, buffers, masks, work, body }, _scratch, s) {
@@ -139,6 +155,7 @@ export const PAGED_ATTENTION = defineKernel({
         G,
         T: plan.tokens,
         blockSize: cache.blockSize,
+        blockShift: Math.log2(cache.blockSize),
         poolV4: buffers.pool.vBase / 4,
         seqBase: meta.seqBase,
         tableBase: meta.tableBase,
@@ -148,7 +165,7 @@ export const PAGED_ATTENTION = defineKernel({
         scaleLog2e: score.scale * Math.LOG2E,
       },
       buffers: { qkv: buffers.q, pool: buffers.pool.buffer, out: buffers.out, info: buffers.meta, ...scoreBuffers(masks) },
-      groups: body === 'rows' ? [Math.ceil(work.longest / s.BR), H, work.count] : [work.count, H, 1],
+      groups: body === 'rows' ? [Math.ceil(work.longest / s.BR), H, work.count] : [work.count, H / s.HPW, 1],
     };
   },
 });

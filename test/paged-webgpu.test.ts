@@ -5,7 +5,7 @@
 // padded heads, an f16 engine, trees with acceptPath, two layers sharing a table, refusals.
 
 import { describe, expect, test } from 'vitest';
-import { type AttentionEngine, InvalidArgumentError, type KvCache, type MultiHeadAttention, type PagedKvCache, UnsupportedError } from '../src/index.ts';
+import { type AttentionEngine, DeviceLostError, InvalidArgumentError, type KvCache, type MultiHeadAttention, type PagedKvCache, UnsupportedError } from '../src/index.ts';
 import { expectClose, f16Tolerance, f32Tolerance, type Tolerance } from '../src/util/tolerance.ts';
 import { FAST_COMPILING, useEngines } from './helpers/engines.ts';
 import { createGpuEngine } from './helpers/gpu.ts';
@@ -260,6 +260,41 @@ describe('webgpu paged calls equal each sequence run alone and the cpu paged cal
     h.dispose();
   });
 
+  test('QK-norm, value norm and an output gate (Qwen3 / Gemma / Qwen3-Next heads)', async () => {
+    const config = {
+      embedDim: 64,
+      numHeads: 4,
+      numKvHeads: 2,
+      rotary: { base: 10000 },
+      qkNorm: { query: uniform(16, 1, mulberry32(30)), key: uniform(16, 1, mulberry32(31)) },
+      vNorm: true,
+      outputGate: true,
+    };
+    const sd = { ...randomStateDict(config, 16), gate_proj_weight: uniform(64 * 64, 0.2, mulberry32(32)), gate_proj_bias: uniform(64, 0.1, mulberry32(33)) };
+    const E = 64;
+    const h = new Harness(
+      engines.gpu.createMultiHeadAttention(config, sd),
+      engines.cpu.createMultiHeadAttention(config, sd),
+      E,
+      { blockSize: 4, maxBlocks: 40 },
+      (Skv) => f32Tolerance([E, Skv, E]),
+      17,
+    );
+    const ids = [h.add(), h.add()];
+    await h.call(
+      ids.map((id, i) => ({ id, length: [2, 19][i] })),
+      {},
+      'prefill',
+    );
+    await h.call(
+      ids.map((id) => ({ id, length: 1 })),
+      {},
+      'step',
+    );
+    await h.checkContents();
+    h.dispose();
+  });
+
   test.each([
     ['window', { window: 5 }],
     ['softcap and scale', { softcap: 3, scale: 0.5 }],
@@ -401,6 +436,36 @@ describe('webgpu paged calls equal each sequence run alone and the cpu paged cal
     wide.dispose();
     wideCpu.dispose();
     h.dispose();
+  });
+});
+
+describe('device loss', () => {
+  test('a pool lost with its device says so (forward and read); a new pool on the new device works', async () => {
+    const gpu = await createGpuEngine(FAST_COMPILING);
+    try {
+      const sd = randomStateDict(GQA_ROTARY, 18);
+      const mha = gpu.createMultiHeadAttention(GQA_ROTARY, sd);
+      const paged = mha.createPagedKvCache({ blockSize: 4, maxBlocks: 20 });
+      const id = paged.addSequence();
+      const x = uniform(6 * 64, 1, mulberry32(19));
+      await mha.forward(x, { kvCache: paged, sequences: [{ id, length: 6 }] });
+      gpu.device!.destroy();
+      await expect(mha.forward(x.subarray(0, 64), { kvCache: paged, sequences: [{ id, length: 1 }] })).rejects.toThrow(DeviceLostError);
+      expect(paged.lengthOf(id)).toBe(6);
+      await expect(paged.read(id)).rejects.toThrow(DeviceLostError);
+      const fresh = mha.createPagedKvCache({ blockSize: 4, maxBlocks: 20 });
+      const again = fresh.addSequence();
+      const got = (await mha.forward(x, { kvCache: fresh, sequences: [{ id: again, length: 6 }] })).output;
+      const ref = engines.cpu.createMultiHeadAttention(GQA_ROTARY, sd);
+      const refCache = ref.createPagedKvCache({ blockSize: 4, maxBlocks: 20 });
+      const refId = refCache.addSequence();
+      expectClose(got, (await ref.forward(x, { kvCache: refCache, sequences: [{ id: refId, length: 6 }] })).output, f32Tolerance([64, 6, 64]));
+      for (const c of [paged, fresh, refCache]) c.dispose();
+      mha.dispose();
+      ref.dispose();
+    } finally {
+      gpu.dispose();
+    }
   });
 });
 

@@ -13,7 +13,7 @@ import type { DeviceState } from './device.ts';
 import { forwardWebGPU } from './forward.ts';
 import { WebGPUKvCache } from './kv-cache.ts';
 import { WebGPUPagedStorage } from './paged-kv-cache.ts';
-import { forwardPagedWebGPU, pagedProjectionPlan } from './paged.ts';
+import { forwardPagedWebGPU, pagedCallTooBig, pagedProjectionPlan } from './paged.ts';
 import { unsupportedCacheDtype } from '../kv-cache.ts';
 import type { KvCacheDtype } from '../types.ts';
 import { type FormattedSpec, hasPacked } from './kernels/packed-weight.ts';
@@ -71,7 +71,8 @@ export class WebGPULayer implements BackendLayer {
     const formats = this.padded.projectionFormats;
     const plan = formats ? { ...projection, layer: { ...projection.layer, projectionFormats: formats } } : projection;
     const kernels = ['qkv_projection', 'output_projection'] as const;
-    const call = this.runtime.prepare(WHERE, { ...plan, returnBuffer: true }, kernels, { mod: null, argument: 'config.scoreMod' }); // refused when it would need pieces
+    const call = this.runtime.prepare(WHERE, plan, kernels, { mod: null, argument: 'config.scoreMod' });
+    if (call.parts.length > 1) throw pagedCallTooBig(call.parts.length);
     const state = await this.runtime.begin(call);
     try {
       const choice = await this.runtime.chooseKernels(state, plan, kernels);

@@ -55,6 +55,17 @@ export function pagedProjectionPlan(paged: PagedPlan): ForwardPlan {
   return padForwardPlan(plan);
 }
 
+/** A paged call whose buffers would exceed the device's limits (the prepare step would split it): refused, as calls with a KV cache are. */
+export function pagedCallTooBig(pieces: number): DeviceLimitError {
+  return new DeviceLimitError({
+    where: WHERE,
+    argument: 'options.sequences',
+    expected: "new tokens whose projections fit the device's buffer limits in one piece",
+    given: `a call that would need ${pieces} pieces`,
+    fix: 'Split the call: fewer new tokens per paged call (a long prefill in several calls).',
+  });
+}
+
 /** Encodes, submits and reads one paged call (`plan`: pagedProjectionPlan's, its layer with the weights' formats). */
 export function forwardPagedWebGPU(
   state: DeviceState,

@@ -10,6 +10,10 @@ var<workgroup> vTile: array<vec4<f32>, BC * DH4>;
 
 @compute @workgroup_size(BR)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
+  // Loops run to values the compiler does not unroll (fast to compile at any head size: q and acc live
+  // across the tile loop's barriers, which makes unrolled bodies slow to compile on CPU rasterizers).
+  let dh4 = params.Dh4;
+  let bc = params.loopBC;
   let seq = pagedSequence(info[params.workBase + wid.z]);
   let h = wid.y;
   let g = h / (params.H / params.G);
@@ -28,7 +32,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
 
   var q: array<vec4<f32>, DH4>;
   var acc: array<vec4<f32>, DH4>;
-  for (var d = 0u; d < DH4; d++) {
+  for (var d = 0u; d < dh4; d++) {
     q[d] = pagedQuery(h, seq.row + iq, d);
     acc[d] = vec4<f32>(0.0);
   }
@@ -50,13 +54,13 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     }
     workgroupBarrier();
     var tileMax = NO_SCORE;
-    for (var c = 0u; c < BC; c++) {
+    for (var c = 0u; c < bc; c++) {
       let j = j0 + c;
       var score = NO_SCORE;
       let bias = pagedBias(seq, iq, j, band);
       if (bias > MASKED_BELOW) {
         var dotv = vec4<f32>(0.0);
-        for (var d = 0u; d < DH4; d++) {
+        for (var d = 0u; d < dh4; d++) {
           dotv += q[d] * kTile[c * DH4 + d];
         }
         score = modifyScore(dotv.x + dotv.y + dotv.z + dotv.w, 0u, h, ip, j) + bias * LOG2E;
@@ -68,14 +72,14 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
       let mNew = max(m, tileMax);
       let alpha = exp2(m - mNew);
       l *= alpha;
-      for (var d = 0u; d < DH4; d++) {
+      for (var d = 0u; d < dh4; d++) {
         acc[d] *= alpha;
       }
-      for (var c = 0u; c < BC; c++) {
+      for (var c = 0u; c < bc; c++) {
         if (s[c] > NO_SCORE) {
           let p = exp2(s[c] - mNew);
           l += p;
-          for (var d = 0u; d < DH4; d++) {
+          for (var d = 0u; d < dh4; d++) {
             acc[d] += p * vTile[c * DH4 + d];
           }
         }
@@ -88,7 +92,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     let stats = withSink(m, l, h);
     let scale = select(0.0, stats.z / stats.y, stats.y > 0.0);
     let o = (h * params.T + seq.row + i) * DH4;
-    for (var d = 0u; d < DH4; d++) {
+    for (var d = 0u; d < dh4; d++) {
       out[o + d] = ST4(acc[d] * scale);
     }
   }

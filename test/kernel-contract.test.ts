@@ -60,10 +60,11 @@ const SAMPLES = new Map<Kernel<Specialisation, never>, Specialisation[]>([
   [
     PAGED_ATTENTION,
     [
-      { body: 'rows', headDim: 64, BR: 32, BC: 32, WG: 0, HPW: 1 },
-      { body: 'keys', headDim: 64, BR: 0, BC: 0, WG: 32, HPW: 1 },
-      { body: 'keys', headDim: 64, BR: 0, BC: 0, WG: 32, HPW: 4 },
-      { body: 'keys', headDim: 24, BR: 0, BC: 0, WG: 64, HPW: 2 },
+      { body: 'rows', headDim: 64, BR: 32, BC: 32, WG: 0, HPW: 1, LOOP: 1 },
+      { body: 'keys', headDim: 64, BR: 0, BC: 0, WG: 32, HPW: 1, LOOP: 1 },
+      { body: 'keys', headDim: 64, BR: 0, BC: 0, WG: 32, HPW: 1, LOOP: 0 },
+      { body: 'keys', headDim: 32, BR: 0, BC: 0, WG: 16, HPW: 4, LOOP: 1 },
+      { body: 'keys', headDim: 24, BR: 0, BC: 0, WG: 64, HPW: 2, LOOP: 1 },
     ],
   ],
   [COPY_TENSOR, [{}]],

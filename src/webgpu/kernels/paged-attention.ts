@@ -11,7 +11,8 @@ import writeSource from '../../../shaders/paged_write.wgsl?raw';
 import scoreRule from '../../../shaders/score_rule.wgsl?raw';
 import type { PagedPlan } from '../../plan/index.ts';
 import { kernelBindings } from '../bindings.ts';
-import { defineKernel, encodeKernel } from '../kernel.ts';
+import { defineKernel, encodeKernel, kernelSpec } from '../kernel.ts';
+import { compilePipeline } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, scoreModParts } from '../shader.ts';
 import { SCALE_FIELD } from './attention-fields.ts';
@@ -76,6 +77,10 @@ export const PAGED_PARAMS = defineParams([
   ['tableBase', 'u32', 'where the block tables start in meta'],
   ['treeBase', 'u32', "where the trees' masks start in meta"],
   ['workBase', 'u32', "where this dispatch's work list starts in meta"],
+  ['Dh4', 'u32', 'head size / 4 (DH4, as a value the compiler does not unroll loops over)'],
+  ['loopWG', 'u32', 'keys body: WG, as a value'],
+  ['loopHPW', 'u32', 'keys body: HPW, as a value'],
+  ['loopBC', 'u32', 'rows body: BC, as a value'],
   ...SCORE_FIELDS,
   SCALE_FIELD,
 ]);
@@ -92,26 +97,29 @@ export const PAGED_BINDINGS = kernelBindings('PagedAttention', [
 /** Rows of a sequence up to which each row gets a workgroup of its own, the keys spread over it (decode steps, small trees). */
 export const KEYS_BODY_MAX_ROWS = 4;
 
-/** The keys body's invocations: a power of two up to 64 whose parts (WG·Dh·4 bytes) fit in 8 KiB. */
-export function keysWorkgroup(headDim: number): number {
+/** The keys body's invocations: a power of two up to 64 whose parts (WG·HPW·(Dh + 2) floats) fit `workgroupBytes`. */
+export function keysWorkgroup(headDim: number, headsPerGroup: number, workgroupBytes: number): number {
   let wg = 64;
-  while (wg > 1 && wg * headDim * 4 > 8192) wg /= 2;
+  while (wg > 1 && wg * headsPerGroup * (headDim + 2) * 4 > workgroupBytes) wg /= 2;
   return wg;
 }
 
-/** The keys body's query heads per workgroup: the largest divisor of H / G whose q and accumulators (HPW·Dh floats each) stay within 256 floats. */
+/** The keys body's query heads per workgroup: the largest divisor of H / G whose q and accumulators (HPW·Dh floats each) stay within 128 floats. */
 export function headsPerWorkgroup(numHeads: number, numKvHeads: number, headDim: number): number {
   const group = numHeads / numKvHeads;
   let best = 1;
-  for (let n = 1; n <= group; n++) if (group % n === 0 && n * headDim <= 256) best = n;
+  for (let n = 1; n <= group; n++) if (group % n === 0 && n * headDim <= 128) best = n;
   return best;
 }
 
-type PagedSpecialisation = { body: 'rows' | 'keys'; headDim: number; BR: number; BC: number; WG: number; HPW: number };
+/** LOOP: 1 where the loops over the head size stay loops (fast to compile: the first tier, and the rows body always), 0 where unrolled. */
+type PagedSpecialisation = { body: 'rows' | 'keys'; headDim: number; BR: number; BC: number; WG: number; HPW: number; LOOP: number };
 
 /** One dispatch of a body: the call's plan, the buffers, the meta offsets, the work list's offset and size. */
 interface PagedArgs {
   body: 'rows' | 'keys';
+  /** keys body: its unrolled pipeline (LOOP = 0), once compiled; else the loop one. */
+  unrolled?: boolean;
   headDim: number;
   plan: PagedPlan;
   meta: PagedMeta;
@@ -123,6 +131,12 @@ interface PagedArgs {
 
 const ROWS_BR = 32;
 
+function keysSpecialisation(args: PagedArgs, device: GPUDevice): PagedSpecialisation {
+  const HPW = headsPerWorkgroup(args.plan.layer.numHeads, args.plan.layer.numKvHeads, args.headDim);
+  const WG = keysWorkgroup(args.headDim, HPW, device.limits.maxComputeWorkgroupStorageSize);
+  return { body: 'keys', headDim: args.headDim, BR: 0, BC: 0, WG, HPW, LOOP: args.unrolled ? 0 : 1 };
+}
+
 /** Paged attention as a kernel (kernel.ts): the shared part and a body (rows or keys), specialised by the head size and the tiles. */
 export const PAGED_ATTENTION = defineKernel({
   name: 'PagedAttention',
@@ -131,18 +145,11 @@ export const PAGED_ATTENTION = defineKernel({
   label: (s) => `PagedAttention.${s.body}`,
   specialise: (args: PagedArgs, device: GPUDevice): PagedSpecialisation =>
     args.body === 'rows'
-      ? { body: args.body, headDim: args.headDim, BR: ROWS_BR, BC: keysPerTile(args.headDim, device.limits.maxComputeWorkgroupStorageSize), WG: 0, HPW: 1 }
-      : {
-          body: args.body,
-          headDim: args.headDim,
-          BR: 0,
-          BC: 0,
-          WG: keysWorkgroup(args.headDim),
-          HPW: headsPerWorkgroup(args.plan.layer.numHeads, args.plan.layer.numKvHeads, args.headDim),
-        },
+      ? { body: args.body, headDim: args.headDim, BR: ROWS_BR, BC: keysPerTile(args.headDim, device.limits.maxComputeWorkgroupStorageSize), WG: 0, HPW: 1, LOOP: 1 }
+      : keysSpecialisation(args, device),
   shader: (s) => {
     const mod = scoreModParts(undefined); // paged calls refuse config.scoreMod (plan/paged.ts)
-    const sizes: Record<string, number> = s.body === 'rows' ? { DH4: s.headDim / 4, BR: s.BR, BC: s.BC } : { DH4: s.headDim / 4, WG: s.WG, HPW: s.HPW };
+    const sizes: Record<string, number> = s.body === 'rows' ? { DH4: s.headDim / 4, BR: s.BR, BC: s.BC } : { DH4: s.headDim / 4, WG: s.WG, HPW: s.HPW, LOOP: s.LOOP };
     return { sizes: { ...sizes, HAS_SCORE_MOD: mod.HAS_SCORE_MOD }, sources: [mod.source, scoreRule, attentionSource, s.body === 'rows' ? rowsSource : keysSource] };
   },
   run({ plan, meta, buffers, masks, work, body }, _scratch, s) {
@@ -161,6 +168,10 @@ export const PAGED_ATTENTION = defineKernel({
         tableBase: meta.tableBase,
         treeBase: meta.treeBase,
         workBase: work.base,
+        Dh4: s.headDim / 4,
+        loopWG: s.WG,
+        loopHPW: s.HPW,
+        loopBC: s.BC,
         ...masks.fields,
         scaleLog2e: score.scale * Math.LOG2E,
       },
@@ -245,6 +256,29 @@ export function encodePagedWrite(pass: GPUComputePassEncoder, scratch: CallScrat
   encodeKernel(pass, scratch, PAGED_WRITE, args);
 }
 
+// The keys body's unrolled pipelines ready on each device (by key): a call uses the loop pipeline (fast to
+// compile) until its unrolled twin, compiled in the background from the first call on, is ready: the
+// tiers of flash_attention_row.wgsl's "-loop" variant, in small.
+const unrolledReady = new WeakMap<GPUDevice, Set<string>>();
+
+/** Whether the keys body's unrolled pipeline for these arguments is ready; if not, its compile is started. */
+function unrolledKeys(scratch: CallScratch, args: PagedArgs): boolean {
+  const device = scratch.device;
+  const spec = kernelSpec(PAGED_ATTENTION, scratch.precision, keysSpecialisation({ ...args, unrolled: true }, device));
+  let ready = unrolledReady.get(device);
+  if (!ready) {
+    ready = new Set();
+    unrolledReady.set(device, ready);
+  }
+  if (ready.has(spec.key)) return true;
+  const set = ready;
+  compilePipeline(device, spec).then(
+    () => set.add(spec.key),
+    () => {}, // a lost device: the loop pipeline goes on serving
+  );
+  return false;
+}
+
 /** Both bodies' dispatches of a call (those with work): O [H, T, Dh] written for every token. */
 export function encodePagedAttention(
   pass: GPUComputePassEncoder,
@@ -255,6 +289,9 @@ export function encodePagedAttention(
   buffers: PagedArgs['buffers'],
   masks: MaskBuffers,
 ): void {
-  if (meta.keys.count > 0) encodeKernel(pass, scratch, PAGED_ATTENTION, { body: 'keys', headDim, plan, meta, buffers, masks, work: meta.keys });
+  if (meta.keys.count > 0) {
+    const args: PagedArgs = { body: 'keys', headDim, plan, meta, buffers, masks, work: meta.keys };
+    encodeKernel(pass, scratch, PAGED_ATTENTION, { ...args, unrolled: unrolledKeys(scratch, args) });
+  }
   if (meta.rows.count > 0) encodeKernel(pass, scratch, PAGED_ATTENTION, { body: 'rows', headDim, plan, meta, buffers, masks, work: meta.rows });
 }

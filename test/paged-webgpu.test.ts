@@ -6,6 +6,7 @@
 
 import { describe, expect, test } from 'vitest';
 import { type AttentionEngine, DeviceLostError, InvalidArgumentError, type KvCache, type MultiHeadAttention, type PagedKvCache, UnsupportedError } from '../src/index.ts';
+import { pagedKeysCompiled } from '../src/webgpu/kernels/paged-attention.ts';
 import { expectClose, f16Tolerance, f32Tolerance, type Tolerance } from '../src/util/tolerance.ts';
 import { FAST_COMPILING, useEngines } from './helpers/engines.ts';
 import { createGpuEngine } from './helpers/gpu.ts';
@@ -166,6 +167,28 @@ describe('webgpu paged calls equal each sequence run alone and the cpu paged cal
       'prefills beside steps',
     );
     await h.checkContents();
+    h.dispose();
+  });
+
+  test("decode steps on the keys body's loop pipeline, then on its unrolled one once compiled", async () => {
+    const h = harness(GQA_ROTARY, { blockSize: 8, maxBlocks: 60 }, 20);
+    const ids = [h.add(), h.add(), h.add()];
+    await h.call(
+      ids.map((id, i) => ({ id, length: [30, 1, 60][i] })),
+      {},
+      'prefill',
+    );
+    await h.call(
+      ids.map((id) => ({ id, length: 1 })),
+      {},
+      'step (the loop pipeline, or the unrolled one if another test compiled it)',
+    );
+    await pagedKeysCompiled(engines.gpu.device!);
+    await h.call(
+      ids.map((id) => ({ id, length: 1 })),
+      {},
+      'step on the unrolled pipeline',
+    );
     h.dispose();
   });
 

@@ -1,7 +1,8 @@
 // Host side of a call on a PagedKvCache's kernels: shaders/paged_write.wgsl (the call's new K and V rows
 // into their sequences' blocks of the pool) and shaders/paged_attention.wgsl with one of its bodies
 // (paged_attention_rows.wgsl for prefills, paged_attention_keys.wgsl for decode steps and small trees),
-// which read every sequence's keys in place through its block table. The call's metadata (per sequence
+// which read every sequence's keys in place through its block table; the keys body in two tiers (its loop
+// pipeline until the unrolled one, compiled in the background, is ready). The call's metadata (per sequence
 // its row, start, length, block table and tree) is one u32 buffer (pagedMeta), uploaded per call.
 
 import attentionSource from '../../../shaders/paged_attention.wgsl?raw';
@@ -260,6 +261,12 @@ export function encodePagedWrite(pass: GPUComputePassEncoder, scratch: CallScrat
 // compile) until its unrolled twin, compiled in the background from the first call on, is ready: the
 // tiers of flash_attention_row.wgsl's "-loop" variant, in small.
 const unrolledReady = new WeakMap<GPUDevice, Set<string>>();
+const unrolledCompiling = new WeakMap<GPUDevice, Promise<unknown>[]>();
+
+/** @internal Resolves when every unrolled keys pipeline whose compile has started on `device` is ready (tests). */
+export async function pagedKeysCompiled(device: GPUDevice): Promise<void> {
+  await Promise.all(unrolledCompiling.get(device) ?? []);
+}
 
 /** Whether the keys body's unrolled pipeline for these arguments is ready; if not, its compile is started. */
 function unrolledKeys(scratch: CallScratch, args: PagedArgs): boolean {
@@ -272,10 +279,13 @@ function unrolledKeys(scratch: CallScratch, args: PagedArgs): boolean {
   }
   if (ready.has(spec.key)) return true;
   const set = ready;
-  compilePipeline(device, spec).then(
+  const compiling = compilePipeline(device, spec).then(
     () => set.add(spec.key),
     () => {}, // a lost device: the loop pipeline goes on serving
   );
+  const list = unrolledCompiling.get(device) ?? [];
+  list.push(compiling);
+  unrolledCompiling.set(device, list);
   return false;
 }
 

@@ -40,7 +40,7 @@ for (const p of prompts) {
 }
 await mha.forward(all, { kvCache: paged, sequences: ids.map((id, i) => ({ id, length: contexts[i] })) });
 const stepX = new Float32Array(8 * E);
-steps.forEach((s, i) => stepX.set(s, i * E));
+for (const [i, s] of steps.entries()) stepX.set(s, i * E);
 const stepSequences = ids.map((id) => ({ id, length: 1 }));
 
 // Plain: a cache per sequence, prefilled alone.
@@ -53,12 +53,12 @@ for (let r = 0; r < runs + 2; r++) {
   let t0 = performance.now();
   await mha.forward(stepX, { kvCache: paged, sequences: stepSequences });
   const tPaged = performance.now() - t0;
-  ids.forEach((id, i) => paged.truncate(id, contexts[i]));
+  for (const [i, id] of ids.entries()) paged.truncate(id, contexts[i]);
 
   t0 = performance.now();
   for (const [i, cache] of caches.entries()) await mha.forward(steps[i], { batchSize: 1, seqLen: 1, kvCache: cache, isCausal: true });
   const tSeparate = performance.now() - t0;
-  caches.forEach((cache, i) => cache.truncate(contexts[i]));
+  for (const [i, cache] of caches.entries()) cache.truncate(contexts[i]);
 
   if (r >= 2) {
     pagedTimes.push(tPaged);

@@ -2,28 +2,28 @@
 // BR rows, head h = wid.y, sequence info[workBase + wid.z]), a row per invocation; the tile's keys are
 // staged BC at a time into workgroup memory through the block table (the same for every invocation, so
 // the loop and its barriers are uniform: info is read-only storage, read at uniform indices).
-// Host guarantees: prepends DH4, BR, BC (2·BC·Dh·4 bytes fit workgroup memory);
-// dispatch = (ceil(longest length / BR), H, sequences in the work list).
+// Host guarantees: prepends DH4, BR, BC, HPW, LOOP (HPW divides H / G; BR·HPW invocations a workgroup) (2·BC·Dh·4 bytes fit workgroup memory);
+// dispatch = (ceil(longest length / BR), H / HPW, sequences in the work list).
 
 var<workgroup> kTile: array<vec4<f32>, BC * DH4>;
 var<workgroup> vTile: array<vec4<f32>, BC * DH4>;
 
-@compute @workgroup_size(BR)
+@compute @workgroup_size(BR * HPW)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
-  // Loops run to values the compiler does not unroll (fast to compile at any head size: q and acc live
-  // across the tile loop's barriers, which makes unrolled bodies slow to compile on CPU rasterizers).
-  let dh4 = params.Dh4;
-  let bc = params.loopBC;
+  // LOOP = 1: loops run to values the compiler does not unroll (fast to compile at any head size; the
+  // first tier); LOOP = 0: to the constants DH4 and BC, unrolled (fast code, slow to compile on CPU rasterizers).
+  let dh4 = select(DH4, params.Dh4, LOOP == 1u);
+  let bc = select(BC, params.loopBC, LOOP == 1u);
   let seq = pagedSequence(info[params.workBase + wid.z]);
-  let h = wid.y;
-  let g = h / (params.H / params.G);
+  let h = wid.y * HPW + lid.x / BR;  // this invocation's head: the workgroup's HPW heads share a key/value head
+  let g = (wid.y * HPW) / (params.H / params.G);
   let Sq = seq.length;
   let Skv = seq.start + seq.length;
   let firstRow = wid.x * BR;
   if (firstRow >= Sq) {
     return;  // a tile past a short sequence: the whole workgroup leaves, uniformly
   }
-  let i = firstRow + lid.x;
+  let i = firstRow + lid.x % BR;
   let iq = min(i, Sq - 1u);  // rows past Sq compute a copy of the last row, never stored
   let band = keyBand(iq, Sq, Skv);
   let ip = i32(seq.start + iq);
@@ -40,7 +40,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   var l = 0.0;
   var s: array<f32, BC>;
   for (var j0 = tileStart; j0 < tileEnd; j0 += BC) {
-    for (var t = lid.x; t < BC * DH4; t += BR) {
+    for (var t = lid.x; t < BC * DH4; t += BR * HPW) {
       let j = j0 + t / DH4;
       var kk = vec4<f32>(0.0);
       var vv = vec4<f32>(0.0);

@@ -61,6 +61,8 @@ const SAMPLES = new Map<Kernel<Specialisation, never>, Specialisation[]>([
     PAGED_ATTENTION,
     [
       { body: 'rows', headDim: 64, BR: 32, BC: 32, WG: 0, HPW: 1, LOOP: 1 },
+      { body: 'rows', headDim: 64, BR: 32, BC: 32, WG: 0, HPW: 1, LOOP: 0 },
+      { body: 'rows', headDim: 32, BR: 32, BC: 32, WG: 0, HPW: 4, LOOP: 1 },
       { body: 'keys', headDim: 64, BR: 0, BC: 0, WG: 32, HPW: 1, LOOP: 1 },
       { body: 'keys', headDim: 64, BR: 0, BC: 0, WG: 32, HPW: 1, LOOP: 0 },
       { body: 'keys', headDim: 32, BR: 0, BC: 0, WG: 16, HPW: 4, LOOP: 1 },

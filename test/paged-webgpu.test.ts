@@ -6,7 +6,7 @@
 
 import { describe, expect, test } from 'vitest';
 import { type AttentionEngine, DeviceLostError, InvalidArgumentError, type KvCache, type MultiHeadAttention, type PagedKvCache, UnsupportedError } from '../src/index.ts';
-import { pagedKeysCompiled } from '../src/webgpu/kernels/paged-attention.ts';
+import { pagedPipelinesCompiled } from '../src/webgpu/kernels/paged-attention.ts';
 import { expectClose, f16Tolerance, f32Tolerance, type Tolerance } from '../src/util/tolerance.ts';
 import { FAST_COMPILING, useEngines } from './helpers/engines.ts';
 import { createGpuEngine } from './helpers/gpu.ts';
@@ -170,7 +170,7 @@ describe('webgpu paged calls equal each sequence run alone and the cpu paged cal
     h.dispose();
   });
 
-  test("decode steps on the keys body's loop pipeline, then on its unrolled one once compiled", async () => {
+  test("steps and prefills on the bodies' loop pipelines, then on their unrolled ones once compiled", async () => {
     const h = harness(GQA_ROTARY, { blockSize: 8, maxBlocks: 60 }, 20);
     const ids = [h.add(), h.add(), h.add()];
     await h.call(
@@ -183,12 +183,24 @@ describe('webgpu paged calls equal each sequence run alone and the cpu paged cal
       {},
       'step (the loop pipeline, or the unrolled one if another test compiled it)',
     );
-    await pagedKeysCompiled(engines.gpu.device!);
+    await pagedPipelinesCompiled(engines.gpu.device!);
     await h.call(
       ids.map((id) => ({ id, length: 1 })),
       {},
       'step on the unrolled pipeline',
     );
+    await h.call(
+      ids.map((id, i) => ({ id, length: [9, 1, 6][i] })),
+      {},
+      "prefills beside a step (the rows body's unrolled pipeline, its compile started by the first prefill)",
+    );
+    await pagedPipelinesCompiled(engines.gpu.device!);
+    await h.call(
+      ids.map((id, i) => ({ id, length: [1, 33, 7][i] })),
+      {},
+      'prefills beside a step on the unrolled pipelines',
+    );
+    await h.checkContents();
     h.dispose();
   });
 

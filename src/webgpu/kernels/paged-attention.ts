@@ -1,7 +1,7 @@
 // Host side of a call on a PagedKvCache's kernels: shaders/paged_write.wgsl (the call's new K and V rows
 // into their sequences' blocks of the pool) and shaders/paged_attention.wgsl with one of its bodies
 // (paged_attention_rows.wgsl for prefills, paged_attention_keys.wgsl for decode steps and small trees),
-// which read every sequence's keys in place through its block table; the keys body in two tiers (its loop
+// which read every sequence's keys in place through its block table; each body in two tiers (its loop
 // pipeline until the unrolled one, compiled in the background, is ready). The call's metadata (per sequence
 // its row, start, length, block table and tree) is one u32 buffer (pagedMeta), uploaded per call.
 
@@ -113,13 +113,21 @@ export function headsPerWorkgroup(numHeads: number, numKvHeads: number, headDim:
   return best;
 }
 
+/** The rows body's query heads per workgroup (BR·HPW invocations, at most 128): the largest divisor of H / G up to 4. */
+export function rowsHeadsPerWorkgroup(numHeads: number, numKvHeads: number): number {
+  const group = numHeads / numKvHeads;
+  let best = 1;
+  for (let n = 1; n <= Math.min(group, 128 / ROWS_BR); n++) if (group % n === 0) best = n;
+  return best;
+}
+
 /** LOOP: 1 where the loops over the head size stay loops (fast to compile: the first tier, and the rows body always), 0 where unrolled. */
 type PagedSpecialisation = { body: 'rows' | 'keys'; headDim: number; BR: number; BC: number; WG: number; HPW: number; LOOP: number };
 
 /** One dispatch of a body: the call's plan, the buffers, the meta offsets, the work list's offset and size. */
 interface PagedArgs {
   body: 'rows' | 'keys';
-  /** keys body: its unrolled pipeline (LOOP = 0), once compiled; else the loop one. */
+  /** Its unrolled pipeline (LOOP = 0), once compiled; else the loop one. */
   unrolled?: boolean;
   headDim: number;
   plan: PagedPlan;
@@ -146,11 +154,20 @@ export const PAGED_ATTENTION = defineKernel({
   label: (s) => `PagedAttention.${s.body}`,
   specialise: (args: PagedArgs, device: GPUDevice): PagedSpecialisation =>
     args.body === 'rows'
-      ? { body: args.body, headDim: args.headDim, BR: ROWS_BR, BC: keysPerTile(args.headDim, device.limits.maxComputeWorkgroupStorageSize), WG: 0, HPW: 1, LOOP: 1 }
+      ? {
+          body: args.body,
+          headDim: args.headDim,
+          BR: ROWS_BR,
+          BC: keysPerTile(args.headDim, device.limits.maxComputeWorkgroupStorageSize),
+          WG: 0,
+          HPW: rowsHeadsPerWorkgroup(args.plan.layer.numHeads, args.plan.layer.numKvHeads),
+          LOOP: args.unrolled ? 0 : 1,
+        }
       : keysSpecialisation(args, device),
   shader: (s) => {
     const mod = scoreModParts(undefined); // paged calls refuse config.scoreMod (plan/paged.ts)
-    const sizes: Record<string, number> = s.body === 'rows' ? { DH4: s.headDim / 4, BR: s.BR, BC: s.BC } : { DH4: s.headDim / 4, WG: s.WG, HPW: s.HPW, LOOP: s.LOOP };
+    const sizes: Record<string, number> =
+      s.body === 'rows' ? { DH4: s.headDim / 4, BR: s.BR, BC: s.BC, HPW: s.HPW, LOOP: s.LOOP } : { DH4: s.headDim / 4, WG: s.WG, HPW: s.HPW, LOOP: s.LOOP };
     return { sizes: { ...sizes, HAS_SCORE_MOD: mod.HAS_SCORE_MOD }, sources: [mod.source, scoreRule, attentionSource, s.body === 'rows' ? rowsSource : keysSource] };
   },
   run({ plan, meta, buffers, masks, work, body }, _scratch, s) {
@@ -177,7 +194,7 @@ export const PAGED_ATTENTION = defineKernel({
         scaleLog2e: score.scale * Math.LOG2E,
       },
       buffers: { qkv: buffers.q, pool: buffers.pool.buffer, out: buffers.out, info: buffers.meta, ...scoreBuffers(masks) },
-      groups: body === 'rows' ? [Math.ceil(work.longest / s.BR), H, work.count] : [work.count, H / s.HPW, 1],
+      groups: body === 'rows' ? [Math.ceil(work.longest / s.BR), H / s.HPW, work.count] : [work.count, H / s.HPW, 1],
     };
   },
 });
@@ -257,21 +274,21 @@ export function encodePagedWrite(pass: GPUComputePassEncoder, scratch: CallScrat
   encodeKernel(pass, scratch, PAGED_WRITE, args);
 }
 
-// The keys body's unrolled pipelines ready on each device (by key): a call uses the loop pipeline (fast to
+// The bodies' unrolled pipelines ready on each device (by key): a call uses a body's loop pipeline (fast to
 // compile) until its unrolled twin, compiled in the background from the first call on, is ready: the
 // tiers of flash_attention_row.wgsl's "-loop" variant, in small.
 const unrolledReady = new WeakMap<GPUDevice, Set<string>>();
 const unrolledCompiling = new WeakMap<GPUDevice, Promise<unknown>[]>();
 
-/** @internal Resolves when every unrolled keys pipeline whose compile has started on `device` is ready (tests). */
-export async function pagedKeysCompiled(device: GPUDevice): Promise<void> {
+/** @internal Resolves when every unrolled pipeline whose compile has started on `device` is ready (tests, benchmarks). */
+export async function pagedPipelinesCompiled(device: GPUDevice): Promise<void> {
   await Promise.all(unrolledCompiling.get(device) ?? []);
 }
 
-/** Whether the keys body's unrolled pipeline for these arguments is ready; if not, its compile is started. */
-function unrolledKeys(scratch: CallScratch, args: PagedArgs): boolean {
+/** Whether the unrolled pipeline for these arguments is ready; if not, its compile is started. */
+function unrolledPipeline(scratch: CallScratch, args: PagedArgs): boolean {
   const device = scratch.device;
-  const spec = kernelSpec(PAGED_ATTENTION, scratch.precision, keysSpecialisation({ ...args, unrolled: true }, device));
+  const spec = kernelSpec(PAGED_ATTENTION, scratch.precision, PAGED_ATTENTION.specialise({ ...args, unrolled: true }, device));
   let ready = unrolledReady.get(device);
   if (!ready) {
     ready = new Set();
@@ -299,9 +316,10 @@ export function encodePagedAttention(
   buffers: PagedArgs['buffers'],
   masks: MaskBuffers,
 ): void {
-  if (meta.keys.count > 0) {
-    const args: PagedArgs = { body: 'keys', headDim, plan, meta, buffers, masks, work: meta.keys };
-    encodeKernel(pass, scratch, PAGED_ATTENTION, { ...args, unrolled: unrolledKeys(scratch, args) });
+  for (const body of ['keys', 'rows'] as const) {
+    const work = meta[body];
+    if (work.count === 0) continue;
+    const args: PagedArgs = { body, headDim, plan, meta, buffers, masks, work };
+    encodeKernel(pass, scratch, PAGED_ATTENTION, { ...args, unrolled: unrolledPipeline(scratch, args) });
   }
-  if (meta.rows.count > 0) encodeKernel(pass, scratch, PAGED_ATTENTION, { body: 'rows', headDim, plan, meta, buffers, masks, work: meta.rows });
 }

@@ -276,6 +276,7 @@ describe('webgpu paged calls equal each sequence run alone and the cpu paged cal
     ['MQA', { embedDim: 64, numHeads: 4, numKvHeads: 1 }],
     ['MHA, Dh 64', { embedDim: 256, numHeads: 4 }],
     ['GQA, Dh 40', { embedDim: 160, numHeads: 4, numKvHeads: 2, rotary: { base: 10000 } }],
+    ['H·Dh ≠ E (Qwen3-like), GQA 4:1', { embedDim: 64, numHeads: 8, numKvHeads: 2, headDim: 32, rotary: { base: 10000 } }],
     ['padded heads, Dh 21', { embedDim: 42, numHeads: 2 }],
     ['padded heads with rotary, Dh 22, GQA', { embedDim: 88, numHeads: 4, numKvHeads: 2, rotary: { base: 10000 } }],
   ] as [string, Config][])('%s', async (_name, config) => {

@@ -121,7 +121,7 @@ export function rowsHeadsPerWorkgroup(numHeads: number, numKvHeads: number): num
   return best;
 }
 
-/** LOOP: 1 where the loops over the head size stay loops (fast to compile: the first tier, and the rows body always), 0 where unrolled. */
+/** LOOP: 1 where the loops over the head size (and the tiles) stay loops (fast to compile: the first tier), 0 where unrolled (compiled in the background). */
 type PagedSpecialisation = { body: 'rows' | 'keys'; headDim: number; BR: number; BC: number; WG: number; HPW: number; LOOP: number };
 
 /** One dispatch of a body: the call's plan, the buffers, the meta offsets, the work list's offset and size. */

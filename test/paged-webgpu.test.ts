@@ -5,7 +5,16 @@
 // padded heads, an f16 engine, trees with acceptPath, two layers sharing a table, refusals.
 
 import { describe, expect, test } from 'vitest';
-import { type AttentionEngine, DeviceLostError, InvalidArgumentError, type KvCache, type MultiHeadAttention, type PagedKvCache, UnsupportedError } from '../src/index.ts';
+import {
+  type AttentionEngine,
+  DeviceLostError,
+  InvalidArgumentError,
+  quantizeWeights,
+  type KvCache,
+  type MultiHeadAttention,
+  type PagedKvCache,
+  UnsupportedError,
+} from '../src/index.ts';
 import { pagedPipelinesCompiled } from '../src/webgpu/kernels/paged-attention.ts';
 import { expectClose, f16Tolerance, f32Tolerance, type Tolerance } from '../src/util/tolerance.ts';
 import { FAST_COMPILING, useEngines } from './helpers/engines.ts';
@@ -328,6 +337,31 @@ describe('webgpu paged calls equal each sequence run alone and the cpu paged cal
       'step',
     );
     await h.checkContents();
+    h.dispose();
+  });
+
+  test('quantized weights (q8_0 in_proj and out_proj: the projections read them packed)', async () => {
+    const sd = quantizeWeights(randomStateDict(GQA_ROTARY, 21), { dtype: 'q8_0' });
+    const E = 64;
+    const h = new Harness(
+      engines.gpu.createMultiHeadAttention(GQA_ROTARY, sd),
+      engines.cpu.createMultiHeadAttention(GQA_ROTARY, sd),
+      E,
+      { blockSize: 8, maxBlocks: 30 },
+      (Skv) => f32Tolerance([E, Skv, E]),
+      22,
+    );
+    const ids = [h.add(), h.add()];
+    await h.call(
+      ids.map((id, i) => ({ id, length: [11, 1][i] })),
+      {},
+      'prefill',
+    );
+    await h.call(
+      ids.map((id) => ({ id, length: 1 })),
+      {},
+      'step',
+    );
     h.dispose();
   });
 

@@ -6,12 +6,14 @@
 // never the backend, and hands nothing down to run later.
 
 import type { BackendLayer } from '../backend.ts';
-import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
+import type { ForwardPlan, LayerSpec, LayerWeights, PagedPlan } from '../plan/index.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import { mergeResults } from './chunking.ts';
 import type { DeviceState } from './device.ts';
 import { forwardWebGPU } from './forward.ts';
 import { WebGPUKvCache } from './kv-cache.ts';
+import { WebGPUPagedStorage } from './paged-kv-cache.ts';
+import { forwardPagedWebGPU, pagedCallTooBig, pagedProjectionPlan } from './paged.ts';
 import { unsupportedCacheDtype } from '../kv-cache.ts';
 import type { KvCacheDtype } from '../types.ts';
 import { type FormattedSpec, hasPacked } from './kernels/packed-weight.ts';
@@ -55,6 +57,32 @@ export class WebGPULayer implements BackendLayer {
   createCacheStorage(batchSize: number, maxSeqLen: number, dtype: KvCacheDtype): WebGPUKvCache {
     if (dtype !== this.defaultCacheDtype) throw unsupportedCacheDtype('webgpu', dtype, [this.defaultCacheDtype]);
     return new WebGPUKvCache(this.runtime, batchSize, this.spec.numKvHeads, maxSeqLen, this.spec.headDim);
+  }
+
+  /** A PagedKvCache's pool for this layer (paged-kv-cache.ts), at the engine's precision. */
+  createPagedStorage(blockSize: number, maxBlocks: number, dtype: KvCacheDtype): WebGPUPagedStorage {
+    if (dtype !== this.defaultCacheDtype) throw unsupportedCacheDtype('webgpu', dtype, [this.defaultCacheDtype]);
+    return new WebGPUPagedStorage(this.runtime, blockSize, maxBlocks, this.spec.numKvHeads, this.spec.headDim);
+  }
+
+  /** A call on a PagedKvCache: every sequence in one submission (paged.ts). */
+  async forwardPaged(paged: PagedPlan): Promise<ForwardResult> {
+    const projection = pagedProjectionPlan(paged);
+    const formats = this.padded.projectionFormats;
+    const plan = formats ? { ...projection, layer: { ...projection.layer, projectionFormats: formats } } : projection;
+    const kernels = ['qkv_projection', 'output_projection'] as const;
+    const call = this.runtime.prepare(WHERE, plan, kernels, { mod: null, argument: 'config.scoreMod' });
+    if (call.parts.length > 1) throw pagedCallTooBig(call.parts.length);
+    const state = await this.runtime.begin(call);
+    try {
+      const choice = await this.runtime.chooseKernels(state, plan, kernels);
+      const storage = paged.cache.storage as WebGPUPagedStorage;
+      return await forwardPagedWebGPU(state, this.weightsOn(state), paged, plan, storage, choice, this.unpadded);
+    } catch (e) {
+      throw await this.runtime.lostDuring(WHERE, state, e);
+    } finally {
+      this.runtime.end();
+    }
   }
 
   async forward(callPlan: ForwardPlan): Promise<ForwardResult | BufferForwardResult> {

@@ -16,6 +16,7 @@ import { HEAD_TRANSFORM } from './head-transform.ts';
 import { LINEAR_ATTENTION } from './linear-attention.ts';
 import { OUTPUT_GATE } from './output-gate.ts';
 import { OUTPUT_PROJECTION, outputProjectionPipeline } from './output-projection.ts';
+import { PAGED_ATTENTION, PAGED_WRITE } from './paged-attention.ts';
 import { distinctFormats, formatsOf } from './packed-weight.ts';
 import { QKV_PROJECTION, qkvProjectionPipeline } from './qkv-projection.ts';
 
@@ -29,6 +30,8 @@ export const KERNELS: readonly Kernel<Specialisation, never>[] = [
   LINEAR_ATTENTION,
   OUTPUT_GATE,
   OUTPUT_PROJECTION,
+  PAGED_WRITE,
+  PAGED_ATTENTION,
   COPY_TENSOR,
   COPY_ROWS,
 ];

@@ -24,7 +24,7 @@ import { BlockModel, type MirrorPart, PAGED_TOLERANCE, type PagedScoreOptions, S
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 
 /** The backends with paged caches (createPagedStorage and forwardPaged): every test below runs on each. */
-const BACKENDS = ['cpu', 'wasm'] as const;
+const BACKENDS = ['cpu', 'wasm', 'webgpu'] as const;
 type Backend = (typeof BACKENDS)[number];
 
 const engines = useEngines({ webgpu: FAST_COMPILING }, ...BACKENDS);

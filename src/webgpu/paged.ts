@@ -30,6 +30,7 @@ const WHERE = 'MultiHeadAttention.forward';
  */
 export function pagedProjectionPlan(paged: PagedPlan): ForwardPlan {
   const first = paged.sequences[0].plan;
+  const window = pagedWindow(paged);
   const T = paged.tokens;
   const positions = paged.layer.rotary ? new Int32Array(T) : null;
   if (positions) for (const s of paged.sequences) positions.set(s.plan.positions!, s.row);
@@ -41,7 +42,7 @@ export function pagedProjectionPlan(paged: PagedPlan): ForwardPlan {
     kvSeqLen: T,
     isCausal: true,
     needWeights: false,
-    masks: { ...first.masks, attnMask: null, attnMaskPerHead: false, keyPaddingMask: null, headMask: null },
+    masks: { ...first.masks, window, attnMask: null, attnMaskPerHead: false, keyPaddingMask: null, headMask: null },
     positions,
     cuSeqlens: null,
     geometry: geometryOf('self', 1, T, T),
@@ -53,6 +54,14 @@ export function pagedProjectionPlan(paged: PagedPlan): ForwardPlan {
     returnBuffer: false,
   };
   return padForwardPlan(plan);
+}
+
+/**
+ * The call's window for every sequence: each sequence's plan clamps it to its own Sq + Skv (plan/checks.ts
+ * clampWindow), so the largest of them is the call's own window, or one no sequence's keys reach past.
+ */
+function pagedWindow(paged: PagedPlan): number {
+  return Math.max(...paged.sequences.map((s) => s.plan.masks.window));
 }
 
 /** A paged call whose buffers would exceed the device's limits (the prepare step would split it): refused, as calls with a KV cache are. */
@@ -104,7 +113,11 @@ export function forwardPagedWebGPU(
     const metaBuffer = upload(meta.words, 'PagedAttention.meta');
     const dest = upload(meta.dest.length >= 4 ? meta.dest : Uint32Array.from({ length: 4 }, (_, i) => meta.dest[i] ?? 0), 'PagedWrite.dest');
     const first = paged.sequences[0].plan;
-    const masks = uploadMasks(scratch, { ...first, masks: { ...first.masks, attnMask: null, keyPaddingMask: null, headMask: null }, cuSeqlens: null });
+    const masks = uploadMasks(scratch, {
+      ...first,
+      masks: { ...first.masks, window: pagedWindow(paged), attnMask: null, keyPaddingMask: null, headMask: null },
+      cuSeqlens: null,
+    });
     const attention = scratch.storage(H * T * Dh * scratch.elementBytes, 'attention'); // O [H, T, Dp]
     const y = scratch.storage(T * E * scratch.elementBytes, 'y');
     encodeQkvProjection(call.stage('qkv_projection'), scratch, plan, { query, key: query, value: query }, weights.projection, targets, choice.qkv_projection);

@@ -161,8 +161,8 @@ fn stageTile(j0: u32, Skv: u32, kvOffset: u32, invocation: u32, count: u32) {
     var kk = vec4<f32>(0.0);
     var vv = vec4<f32>(0.0);
     if (j < Skv) {
-      kk = vec4<f32>(kv[params.kBase4 + kvOffset + j0 * DH4 + t]);
-      vv = vec4<f32>(kv[params.vBase4 + kvOffset + j0 * DH4 + t]);
+      kk = loadKey(params.kBase4 + kvOffset + j0 * DH4 + t);
+      vv = loadValue(params.vBase4 + kvOffset + j0 * DH4 + t);
     }
     kTile[t] = kk;
     vTile[t] = vv;

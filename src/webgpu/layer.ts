@@ -12,7 +12,6 @@ import { mergeResults } from './chunking.ts';
 import type { DeviceState } from './device.ts';
 import { forwardWebGPU } from './forward.ts';
 import { WebGPUKvCache } from './kv-cache.ts';
-import { unsupportedCacheDtype } from '../kv-cache.ts';
 import type { KvCacheDtype } from '../types.ts';
 import { type FormattedSpec, hasPacked } from './kernels/packed-weight.ts';
 import { padForwardPlan, paddedSpec, type Unpadded, unpaddedOf } from './padding.ts';
@@ -52,9 +51,9 @@ export class WebGPULayer implements BackendLayer {
     return this.runtime.current().pool.elementBytes === 2 ? 'f16' : 'f32';
   }
 
+  /** Any dtype (src/plan/kv-cache.ts checked it: q-dtypes need headDim % 32 = 0): kv-cache.ts keeps each its own way. */
   createCacheStorage(batchSize: number, maxSeqLen: number, dtype: KvCacheDtype): WebGPUKvCache {
-    if (dtype !== this.defaultCacheDtype) throw unsupportedCacheDtype('webgpu', dtype, [this.defaultCacheDtype]);
-    return new WebGPUKvCache(this.runtime, batchSize, this.spec.numKvHeads, maxSeqLen, this.spec.headDim);
+    return new WebGPUKvCache(this.runtime, batchSize, this.spec.numKvHeads, maxSeqLen, this.spec.headDim, dtype);
   }
 
   async forward(callPlan: ForwardPlan): Promise<ForwardResult | BufferForwardResult> {

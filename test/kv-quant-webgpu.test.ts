@@ -13,10 +13,21 @@
 
 import { describe, expect, test } from 'vitest';
 import { attention, outputProjection, qkvProjection } from '../src/cpu/reference.ts';
-import { type AttentionEngine, InvalidArgumentError, type KvCache, type KvCacheDtype, type MultiHeadAttention, type MultiHeadAttentionConfig } from '../src/index.ts';
+import {
+  type AttentionEngine,
+  createAttentionEngine,
+  InvalidArgumentError,
+  type KvCache,
+  type KvCacheDtype,
+  type MultiHeadAttention,
+  type MultiHeadAttentionConfig,
+  type TuningChoice,
+} from '../src/index.ts';
 import { geometryOf, type LayerSpec, type LayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../src/plan/index.ts';
 import { encodeKvRows, kvRowBytes } from '../src/quant/kv.ts';
 import { compareArrays, f16Tolerance, maxAbsFinite, type Tolerance } from '../src/util/tolerance.ts';
+import { ATTENTION_VARIANTS } from '../src/webgpu/variants.ts';
+import { gateVariant } from '../src/webgpu/tuning/gate.ts';
 import { FAST_COMPILING, useEngines } from './helpers/engines.ts';
 import { createGpuEngine } from './helpers/gpu.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
@@ -295,5 +306,33 @@ describe('an f16 engine', () => {
     const tolerance = (ref: Float64Array) => f16Tolerance([layer.E, 40, layer.E], maxAbsFinite(ref), 4);
     (await prefillThenDecode(layer, dtype, 2, 33, 3, 22, tolerance)).dispose();
     layer.mha.dispose();
+  });
+});
+
+describe('every attention body reads every cache format in place; the tuner gates and sweeps on them', () => {
+  test.each(['q8_0', 'q4_0', 'f16x2'] as const)('the gate (prefill and decode through a %s cache) passes every variant', async (kvFormat) => {
+    const pool = (engines.gpu as unknown as { impl: { pool: Parameters<typeof gateVariant>[0] } }).impl.pool;
+    for (const variant of ATTENTION_VARIANTS) {
+      expect(await gateVariant(pool, 'unrolling-cpu', 'flash_attention', variant, 32, null, kvFormat), `${variant} ${kvFormat}`).toBeNull();
+    }
+  });
+
+  test('a call over a q8_0 cache is its own shape class: swept, every candidate gated through such a cache', async () => {
+    const engine = await createAttentionEngine({ device: engines.gpu.device!, tuning: { mode: 'auto' } });
+    const layer = makeLayer(engine, { embedDim: 64, numHeads: 2, headDim: 32 }, 30);
+    const cache = await prefillThenDecode(layer, 'q8_0', 1, 12, 1, 31);
+    await engine.settled();
+    expect(engine.tuning!.failures).toEqual([]);
+    const flash = engine.tuning!.choices.filter((c: TuningChoice) => c.kernel === 'flash_attention');
+    expect(flash.length).toBeGreaterThan(0);
+    for (const c of flash) {
+      expect(c.shapeClass).toContain('kv:q8_0');
+      expect(c.refused).toBeUndefined();
+    }
+    // the swept choice reads the cache right
+    await checkedStep(layer, cache, uniform(layer.E, 1, mulberry32(32)), 1, 'after the sweep');
+    cache.dispose();
+    layer.mha.dispose();
+    engine.dispose();
   });
 });

@@ -127,6 +127,31 @@ describe('every dtype against the float64 reference over the cache’s own value
   });
 });
 
+describe('padded heads and attention weights', () => {
+  test('Dh 10 (padded to 12 lanes): f16 and f32 caches', async () => {
+    const layer = makeLayer(engines.gpu, { embedDim: 20, numHeads: 2 }, 10);
+    for (const dtype of ['f16', 'f32'] as const) (await prefillThenDecode(layer, dtype, 2, 7, 2, 11)).dispose();
+    layer.mha.dispose();
+  });
+
+  test.each(Q_DTYPES)('%s: needWeights reads the cache through its loader (attention_probs.wgsl)', async (dtype) => {
+    const layer = makeLayer(engines.gpu, { embedDim: 128, numHeads: 4, numKvHeads: 2, headDim: 32 }, 23);
+    const B = 2;
+    const cache = await prefillThenDecode(layer, dtype, B, 9, 0, 24);
+    const x = uniform(B * 2 * layer.E, 1, mulberry32(25));
+    const options = { batchSize: B, seqLen: 2, kvCache: cache, isCausal: true, needWeights: true };
+    const plan = resolveForwardPlan(layer.spec, x, options);
+    const { attentionWeights } = await layer.mha.forward(x, options);
+    const { key, value } = await cache.read();
+    const own = { ...plan, kvSeqLen: 2, geometry: geometryOf('self', B, 2, 2), cache: null };
+    const keep = { scores: new Float64Array(B * 4 * 2 * 11), probs: new Float64Array(B * 4 * 2 * 11) };
+    attention(plan, qkvProjection(own, layer.weights).q, Float64Array.from(key), Float64Array.from(value), keep);
+    expect(compareArrays(attentionWeights!, keep.probs, F32_RULE, 1).ok).toBe(true);
+    cache.dispose();
+    layer.mha.dispose();
+  });
+});
+
 describe('split-KV decode (flash-decoding) over a long quantized cache', () => {
   test.each(Q_DTYPES)('%s: 600 positions, then steps that split', async (dtype) => {
     const layer = makeLayer(engines.gpu, { embedDim: 128, numHeads: 4, numKvHeads: 2, headDim: 32 }, 9);

@@ -55,8 +55,12 @@ console.log(`decode step over ${length} positions, E 2048 H 16 G 4 B 1, ${where}
 const base = median(wall[0]);
 for (const [i, dtype] of dtypes.entries()) {
   const bytes = caches[i].bytes;
-  const a = attention[i].length ? ` | GPU ${median(gpu[i]).toFixed(2)} ms, attention (+store) ${median(attention[i]).toFixed(2)} ms (${(median(attention[i]) / median(attention[0])).toFixed(2)}×)` : '';
-  console.log(`  ${dtype.padEnd(5)} ${(bytes / 2 ** 20).toFixed(2)} MiB (${(bytes / caches[0].bytes).toFixed(3)}×): step ${median(wall[i]).toFixed(2)} ms (${(median(wall[i]) / base).toFixed(2)}×)${a}`);
+  const a = attention[i].length
+    ? ` | GPU ${median(gpu[i]).toFixed(2)} ms, attention (+store) ${median(attention[i]).toFixed(2)} ms (${(median(attention[i]) / median(attention[0])).toFixed(2)}×)`
+    : '';
+  console.log(
+    `  ${dtype.padEnd(5)} ${(bytes / 2 ** 20).toFixed(2)} MiB (${(bytes / caches[0].bytes).toFixed(3)}×): step ${median(wall[i]).toFixed(2)} ms (${(median(wall[i]) / base).toFixed(2)}×)${a}`,
+  );
 }
 for (const cache of caches) cache.dispose();
 mha.dispose();

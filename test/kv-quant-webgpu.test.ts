@@ -309,7 +309,7 @@ describe('pasts, bytes, truncate, acceptPath and reset', () => {
     const expected = (all: Uint8Array, past: Uint8Array) => {
       const out = new Uint8Array((8 + path.length) * rowBytes);
       out.set(past.subarray(0, 8 * rowBytes));
-      path.forEach((p, i) => out.set(all.subarray((8 + p) * rowBytes, (9 + p) * rowBytes), (8 + i) * rowBytes));
+      for (const [i, p] of path.entries()) out.set(all.subarray((8 + p) * rowBytes, (9 + p) * rowBytes), (8 + i) * rowBytes);
       return out;
     };
     expect(Buffer.from(after.key).equals(Buffer.from(expected(tree.key, before.key)))).toBe(true);

@@ -38,7 +38,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     let kOffset = params.kBase4 + ((b * params.G + kvHead) * params.kvStride + j) * params.Dh4;
     var dotv = vec4<f32>(0.0);
     for (var d = 0u; d < params.Dh4; d++) {
-      dotv += (vec4<f32>(qkv[qOffset + d]) * params.scaleLog2e) * vec4<f32>(kv[kOffset + d]);
+      dotv += (vec4<f32>(qkv[qOffset + d]) * params.scaleLog2e) * loadKey(kOffset + d);
     }
     let ip = i32(i) + i32(params.Skv) - i32(params.Sq);
     let score = modifyScore(dotv.x + dotv.y + dotv.z + dotv.w, b, h, ip, j) + bias * LOG2E;

@@ -51,8 +51,10 @@
 // to split x's slice of `out` and `rowStats` [splits, B, H, Sq]; decode_merge.wgsl combines them with
 // their log-sum-exp into O and the row statistics.
 //
-// Storage of Q, K, V and O is ST4 (f32, or f16 with precision f16); tiles, scores, the softmax
-// statistics and the accumulator are f32.
+// Storage of Q and O is ST4 (f32, or f16 with precision f16); K and V are read only through
+// loadKey/loadValue (the kv loader the host prepends, shaders/kv_*.wgsl: ST4, or a KV cache's own
+// type: f32, packed halves, ggml's q8_0/q4_0 blocks dequantized as loaded), by the index of a vec4 of
+// values; tiles, scores, the softmax statistics and the accumulator are f32.
 //
 // Host guarantees: prepends `const DH4: u32` (Dh / 4, 1…64), `const BC: u32` (keys per tile) and,
 // for the row body, `const LOOP: u32` (1: loops over Dh stay loops), for the bodies of several rows
@@ -161,8 +163,8 @@ fn stageTile(j0: u32, Skv: u32, kvOffset: u32, invocation: u32, count: u32) {
     var kk = vec4<f32>(0.0);
     var vv = vec4<f32>(0.0);
     if (j < Skv) {
-      kk = vec4<f32>(kv[params.kBase4 + kvOffset + j0 * DH4 + t]);
-      vv = vec4<f32>(kv[params.vBase4 + kvOffset + j0 * DH4 + t]);
+      kk = loadKey(params.kBase4 + kvOffset + j0 * DH4 + t);
+      vv = loadValue(params.vBase4 + kvOffset + j0 * DH4 + t);
     }
     kTile[t] = kk;
     vTile[t] = vv;

@@ -72,7 +72,7 @@ fn main(@builtin(workgroup_id) wid: vec3u) {
         let kRow = params.kBase4 + wg.kvOffset + j * DH4;
         var dotv = vec4<f32>(0.0);
         for (var d = 0u; d < DH4; d++) {
-          dotv += q[d] * vec4<f32>(kv[kRow + d]);
+          dotv += q[d] * loadKey(kRow + d);
         }
         let score = modifyScore(dotv.x + dotv.y + dotv.z + dotv.w, wg.b, wg.h, ip, j) + bias * LOG2E;
         let mNew = max(m, score);
@@ -81,7 +81,7 @@ fn main(@builtin(workgroup_id) wid: vec3u) {
         l = l * alpha + p;
         let vRow = params.vBase4 + wg.kvOffset + j * DH4;
         for (var d = 0u; d < DH4; d++) {
-          acc[d] = acc[d] * alpha + p * vec4<f32>(kv[vRow + d]);
+          acc[d] = acc[d] * alpha + p * loadValue(vRow + d);
         }
         m = mNew;
       }

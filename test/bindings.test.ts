@@ -7,7 +7,9 @@
 import { describe, expect, test } from 'vitest';
 import { type BindingKind, type Bindings, defineBindings, PARAMS_BINDING } from '../src/webgpu/bindings.ts';
 import { ATTENTION_VARIANTS } from '../src/webgpu/variants.ts';
-import { attentionProbsPipeline, PROBS_BINDINGS } from '../src/webgpu/kernels/attention-probs.ts';
+import { ATTENTION_PROBS, attentionProbsPipeline, PROBS_BINDINGS } from '../src/webgpu/kernels/attention-probs.ts';
+import { KV_MOVE_SCALES, KV_STORE } from '../src/webgpu/kernels/kv-store.ts';
+import { kernelSpec } from '../src/webgpu/kernel.ts';
 import { COPY_BINDINGS, COPY_ROWS_BINDINGS, copyRowsPipeline, copyTensorPipeline } from '../src/webgpu/kernels/copy-tensor.ts';
 import { decodeMergePipeline, MERGE_BINDINGS } from '../src/webgpu/kernels/decode-merge.ts';
 import { FLASH_BINDINGS, flashAttentionPipeline } from '../src/webgpu/kernels/flash-attention.ts';
@@ -29,6 +31,8 @@ function declared(code: string): [number, BindingKind, string, string][] {
     return [Number(m[2]), KIND_OF_VAR[m[3]], m[4], m[5]];
   });
 }
+
+const KV_FORMATS = ['f32', 'f16x2', 'q8_0', 'q4_0'] as const;
 
 /** A device with the limits the flash kernel's tiles read, that builds nothing. */
 const tilesDevice = {
@@ -119,7 +123,13 @@ test('on a device, every kernel and variant is valid WGSL, and a pipeline with t
       ...ATTENTION_VARIANTS.flatMap((v) => [
         flashAttentionPipeline(device, 'f16', 128, v),
         flashAttentionPipeline(device, 'f32', 8, v, 'fn scoreMod(s: f32, b: u32, h: u32, i: u32, j: u32) -> f32 { return s; }'),
+        // KV caches kept as another type: each body with each loader (shaders/kv_*.wgsl)
+        ...KV_FORMATS.map((format) => flashAttentionPipeline(device, 'f32', 64, v, undefined, format)),
+        flashAttentionPipeline(device, 'f16', 128, v, undefined, 'q4_0'),
       ]),
+      ...KV_FORMATS.flatMap((format) => [kernelSpec(KV_STORE, 'f32', { format }), kernelSpec(KV_STORE, 'f16', { format })]),
+      kernelSpec(ATTENTION_PROBS, 'f32', { scoreMod: undefined, kvFormat: 'q8_0' }),
+      kernelSpec(KV_MOVE_SCALES, 'f32', {}),
     ];
     const errors: string[] = [];
     await withErrorScopes(device, async () => {

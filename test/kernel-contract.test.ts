@@ -13,6 +13,7 @@ import { COPY_PARAMS, COPY_ROWS, COPY_TENSOR } from '../src/webgpu/kernels/copy-
 import { DECODE_MERGE } from '../src/webgpu/kernels/decode-merge.ts';
 import { FLASH_ATTENTION } from '../src/webgpu/kernels/flash-attention.ts';
 import { HEAD_TRANSFORM } from '../src/webgpu/kernels/head-transform.ts';
+import { KV_MOVE_SCALES, KV_STORE } from '../src/webgpu/kernels/kv-store.ts';
 import { KERNELS } from '../src/webgpu/kernels/index.ts';
 import { LINEAR_ATTENTION } from '../src/webgpu/kernels/linear-attention.ts';
 import { OUTPUT_GATE } from '../src/webgpu/kernels/output-gate.ts';
@@ -23,7 +24,7 @@ import type { CallScratch } from '../src/webgpu/scratch.ts';
 import { subgroupEmulation } from '../src/webgpu/variants.ts';
 
 const MOD = 'fn scoreMod(s: f32, b: u32, h: u32, i: u32, j: u32) -> f32 { return s; }';
-const flash = (variant: string, headDim: number, scoreMod?: string) => ({ variant, headDim, BR: 32, BC: 32, RPI: 1, scoreMod });
+const flash = (variant: string, headDim: number, scoreMod?: string, kvFormat?: string) => ({ variant, headDim, BR: 32, BC: 32, RPI: 1, scoreMod, kvFormat });
 
 /** Specialisations of each kernel, pairwise different (one for a kernel that has a single one). */
 const SAMPLES = new Map<Kernel<Specialisation, never>, Specialisation[]>([
@@ -42,8 +43,30 @@ const SAMPLES = new Map<Kernel<Specialisation, never>, Specialisation[]>([
       { variant: 'gemv', bits: 4 },
     ],
   ],
-  [FLASH_ATTENTION, [flash('rows32-keys32', 64), flash('rows32-keys32', 32), flash('rows32-keys32', 64, MOD), flash('rows64-keys32', 64)]],
-  [ATTENTION_PROBS, [{ scoreMod: undefined }, { scoreMod: MOD }]],
+  [
+    FLASH_ATTENTION,
+    [
+      flash('rows32-keys32', 64),
+      flash('rows32-keys32', 32),
+      flash('rows32-keys32', 64, MOD),
+      flash('rows64-keys32', 64),
+      // a KV cache kept as another type: its loader (shaders/kv_*.wgsl) and the kv binding's type
+      flash('rows32-keys32', 64, undefined, 'q8_0'),
+      flash('rows32-keys32', 64, undefined, 'q4_0'),
+      flash('rows32-keys32', 64, undefined, 'f16x2'),
+      flash('rows32-keys32', 64, undefined, 'f32'),
+    ],
+  ],
+  [
+    ATTENTION_PROBS,
+    [
+      { scoreMod: undefined, kvFormat: undefined },
+      { scoreMod: MOD, kvFormat: undefined },
+      { scoreMod: undefined, kvFormat: 'q8_0' },
+    ],
+  ],
+  [KV_STORE, [{ format: 'q8_0' }, { format: 'q4_0' }, { format: 'f16x2' }, { format: 'f32' }]],
+  [KV_MOVE_SCALES, [{}]],
   [HEAD_TRANSFORM, [{ headDim: 32 }, { headDim: 64 }]],
   [
     LINEAR_ATTENTION,

@@ -99,8 +99,8 @@ fn main(
     let kRow = params.kBase4 + wg.kvOffset + jm * DH4;
     let vRow = params.vBase4 + wg.kvOffset + jm * DH4;
     for (var d = 0u; d < DH4; d++) {
-      kr[d] = vec4<f32>(kv[kRow + d]);
-      vr[d] = vec4<f32>(kv[vRow + d]);
+      kr[d] = loadKey(kRow + d);
+      vr[d] = loadValue(vRow + d);
     }
     for (var c0 = 0u; c0 < n; c0 += KC) {
       // q·k of each row for keys j0 + c0 + c, c < KC (from lane base + c0 + c), in component c of s[r].

@@ -89,7 +89,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
         dots[r] = vec4<f32>(0.0);
       }
       for (var d = 0u; d < DH4; d++) {
-        let kk = vec4<f32>(kv[kRow + d]);
+        let kk = loadKey(kRow + d);
         for (var r = 0u; r < RPI; r++) {
           dots[r] += q[r * DH4 + d] * kk;
         }
@@ -110,10 +110,10 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     }
     let vRow = params.vBase4 + kvOffset + j * DH4;
     for (var d = 0u; d < DH4; d++) {
-      let v0 = vec4<f32>(kv[vRow + d]);
-      let v1 = vec4<f32>(kv[vRow + DH4 + d]);
-      let v2 = vec4<f32>(kv[vRow + 2u * DH4 + d]);
-      let v3 = vec4<f32>(kv[vRow + 3u * DH4 + d]);
+      let v0 = loadValue(vRow + d);
+      let v1 = loadValue(vRow + DH4 + d);
+      let v2 = loadValue(vRow + 2u * DH4 + d);
+      let v3 = loadValue(vRow + 3u * DH4 + d);
       for (var r = 0u; r < RPI; r++) {
         acc[r * DH4 + d] = acc[r * DH4 + d] * alpha[r] + p[r].x * v0 + p[r].y * v1 + p[r].z * v2 + p[r].w * v3;
       }
@@ -137,7 +137,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
       alpha[r] = 1.0;
     }
     for (var d = 0u; d < params.Dh4; d++) {
-      let kk = vec4<f32>(kv[kRow + d]);
+      let kk = loadKey(kRow + d);
       for (var r = 0u; r < RPI; r++) {
         dots[r] += q[r * DH4 + d] * kk;
       }
@@ -156,7 +156,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     }
     let vRow = params.vBase4 + kvOffset + j * DH4;
     for (var d = 0u; d < params.Dh4; d++) {
-      let vv = vec4<f32>(kv[vRow + d]);
+      let vv = loadValue(vRow + d);
       for (var r = 0u; r < RPI; r++) {
         acc[r * DH4 + d] = acc[r * DH4 + d] * alpha[r] + p[r] * vv;
       }

@@ -17,7 +17,9 @@ import { encodeHeadTransform } from './kernels/head-transform.ts';
 import { encodeLinearAttention } from './kernels/linear-attention.ts';
 import { type MaskBuffers, uploadMasks } from './kernels/masks.ts';
 import { encodeOutputProjection } from './kernels/output-projection.ts';
-import { encodeQkvProjection, type QkvTargets, qkvBufferTargets, qkvLayout } from './kernels/qkv-projection.ts';
+import type { KvFormat } from './kernels/attention-fields.ts';
+import { encodeKvStore } from './kernels/kv-store.ts';
+import { encodeQkvProjection, type KvTarget, type QkvTargets, qkvBufferTargets, qkvLayout } from './kernels/qkv-projection.ts';
 import type { Unpadded } from './padding.ts';
 import type { CallScratch } from './scratch.ts';
 import type { Verdict } from './scopes.ts';
@@ -48,8 +50,12 @@ export interface GpuKvCache {
   buffer: GPUBuffer;
   /** Positions each (b, g) block holds. */
   capacity: number;
-  /** Elements from the start of the buffer to V. */
+  /** Elements from the start of the buffer to V (q-dtypes: values, as the kernels index them). */
   vBase: number;
+  /** How it is stored when not as the engine's tensors (attention-fields.ts KvFormat): the projection then writes the call's rows to scratch, and kv-store.ts stores them. */
+  format?: KvFormat;
+  /** q8_0/q4_0: the word where the block scales start. */
+  scales?: number;
   /** Whether WebGPU accepted the cache's allocation and its last write (kv-cache.ts): a call reading it awaits them. */
   after: readonly Verdict[];
 }
@@ -62,13 +68,15 @@ export interface GpuKvCache {
 export function encodeAttention(
   call: GpuCall,
   plan: ForwardPlan,
-  buffers: { q: GPUBuffer; kv: QkvTargets['kv']; attention: GPUBuffer; rowStats: GPUBuffer; probs: GPUBuffer | null },
+  buffers: { q: GPUBuffer; kv: QkvTargets['kv']; attention: GPUBuffer; rowStats: GPUBuffer; probs: GPUBuffer | null; cache?: KvTarget & { format: KvFormat } },
   masks: MaskBuffers,
   variant: AttentionVariant,
 ): void {
   const { scratch } = call;
-  const { q, kv, attention, rowStats, probs } = buffers;
-  if (plan.layer.rotary || plan.layer.qkNorm || plan.layer.vNorm) encodeHeadTransform(call.stage('head_transform'), scratch, plan, { q, kv });
+  const { q, attention, rowStats, probs } = buffers;
+  if (plan.layer.rotary || plan.layer.qkNorm || plan.layer.vNorm) encodeHeadTransform(call.stage('head_transform'), scratch, plan, { q, kv: buffers.kv });
+  // A cache kept as another type: the new rows (in the scratch kv) stored into it, then read there.
+  const kv = buffers.cache ? encodeKvStore(call.stage('kv_store'), scratch, plan, buffers.kv, buffers.cache) : buffers.kv;
   if (plan.layer.attention === 'linear') encodeLinearAttention(call.stage('linear_attention'), scratch, plan, { q, kv, attention }, masks);
   else encodeFlashAttention(call.stage('flash_attention'), scratch, plan, { q, kv, attention, rowStats }, masks, variant);
   if (probs) encodeAttentionProbs(call.stage('attention_probs'), scratch, plan, { q, kv, rowStats, probs }, masks);
@@ -126,14 +134,28 @@ export function forwardWebGPU(
       else value = scratch.tensor(plan.value, 'value');
     }
     const { numHeads: H, headDim: Dh } = plan.layer;
-    // Q ++ K ++ V head-split in one scratch buffer; with a KV cache, Q alone, and K, V in the cache.
-    const targets: QkvTargets =
+    // Q ++ K ++ V head-split in one scratch buffer; with a KV cache, Q alone, and K, V in the cache
+    // (a cache kept as another type: K, V [B, G, Sq, Dh] in scratch, stored into it after the head transform).
+    const cacheKv: KvTarget | null =
       cache && plan.cache
-        ? {
-            q: scratch.storage(plan.batchSize * H * plan.seqLen * Dh * scratch.elementBytes, 'q'),
-            kv: { buffer: cache.buffer, kBase: 0, vBase: cache.vBase, stride: cache.capacity, row0: plan.cache.start },
-          }
-        : qkvBufferTargets(plan, scratch.storage(qkvLayout(plan).total * scratch.elementBytes, 'qkv'));
+        ? { buffer: cache.buffer, kBase: 0, vBase: cache.vBase, stride: cache.capacity, row0: plan.cache.start, format: cache.format, scales: cache.scales }
+        : null;
+    const rows = plan.batchSize * plan.seqLen * Dh;
+    const stored = cacheKv?.format ? { ...cacheKv, format: cacheKv.format } : undefined;
+    const targets: QkvTargets = cacheKv
+      ? {
+          q: scratch.storage(rows * H * scratch.elementBytes, 'q'),
+          kv: stored
+            ? {
+                buffer: scratch.storage(2 * rows * plan.layer.numKvHeads * scratch.elementBytes, 'newKv'),
+                kBase: 0,
+                vBase: rows * plan.layer.numKvHeads,
+                stride: plan.seqLen,
+                row0: 0,
+              }
+            : cacheKv,
+        }
+      : qkvBufferTargets(plan, scratch.storage(qkvLayout(plan).total * scratch.elementBytes, 'qkv'));
     const masks = uploadMasks(scratch, plan);
     // Y [B, Sq, E] at the engine's precision; with returnBuffer (and nothing to crop) the caller's new buffer.
     const y = call.resultTarget(batches * qRows, E, userE, 'y');
@@ -141,7 +163,7 @@ export function forwardWebGPU(
     const { probs, probsBytes } = probsBuffer(scratch, plan);
     const { q, kv } = targets;
     encodeQkvProjection(call.stage('qkv_projection'), scratch, plan, { query, key, value }, weights.projection, targets, choice.qkv_projection);
-    encodeAttention(call, plan, { q, kv, attention, rowStats, probs }, masks, choice.flash_attention);
+    encodeAttention(call, plan, { q, kv, attention, rowStats, probs, cache: stored }, masks, choice.flash_attention);
     if (weights.gate) encodeOutputGate(call.stage('output_gate'), scratch, plan, { attention, query, gate: weights.gate }); // config.outputGate
     const output = { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y };
     encodeOutputProjection(call.stage('output_projection'), scratch, plan, output, choice.output_projection);

@@ -54,14 +54,14 @@ export class WebGPULayer implements BackendLayer {
     return this.runtime.current().pool.elementBytes === 2 ? 'f16' : 'f32';
   }
 
+  /** Any dtype (src/plan/kv-cache.ts checked it: q-dtypes need headDim % 32 = 0): kv-cache.ts keeps each its own way. */
   createCacheStorage(batchSize: number, maxSeqLen: number, dtype: KvCacheDtype): WebGPUKvCache {
-    if (dtype !== this.defaultCacheDtype) throw unsupportedCacheDtype('webgpu', dtype, [this.defaultCacheDtype]);
-    return new WebGPUKvCache(this.runtime, batchSize, this.spec.numKvHeads, maxSeqLen, this.spec.headDim);
+    return new WebGPUKvCache(this.runtime, batchSize, this.spec.numKvHeads, maxSeqLen, this.spec.headDim, dtype);
   }
 
   /** A PagedKvCache's pool for this layer (paged-kv-cache.ts), at the engine's precision. */
   createPagedStorage(blockSize: number, maxBlocks: number, dtype: KvCacheDtype): WebGPUPagedStorage {
-    if (dtype !== this.defaultCacheDtype) throw unsupportedCacheDtype('webgpu', dtype, [this.defaultCacheDtype]);
+    if (dtype !== this.defaultCacheDtype) throw unsupportedCacheDtype('webgpu', dtype, [this.defaultCacheDtype], 'MultiHeadAttention.createPagedKvCache');
     return new WebGPUPagedStorage(this.runtime, blockSize, maxBlocks, this.spec.numKvHeads, this.spec.headDim);
   }
 

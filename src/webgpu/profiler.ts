@@ -1,15 +1,16 @@
 // The timings of one call's stages (createAttentionEngine({ profile: true }) on an adapter with
 // 'timestamp-query'): with profiling, each stage of a call (call.ts GpuCall.stage) is a compute pass of
 // its own whose beginning and end write a timestamp into one query set, made with the call, with room
-// for MAX_STAGES stages (a forward encodes at most six: copy_inputs, qkv_projection, head_transform,
-// flash_attention or linear_attention, attention_probs, output_projection); the stages used are
+// for MAX_STAGES stages (a forward encodes at most nine: copy_inputs, qkv_projection, head_transform,
+// kv_store, flash_attention or linear_attention, attention_probs, output_gate, output_projection,
+// crop_output); the stages used are
 // resolved into a buffer read back with the output.
 
 import { Usage } from './buffers.ts';
 import type { CallScratch } from './scratch.ts';
 
 /** The most stages one call times; a call encoding more is a fault here, reported as such. */
-export const MAX_STAGES = 8;
+export const MAX_STAGES = 10;
 
 export class StageTimestamps {
   private readonly querySet: GPUQuerySet;

@@ -10,21 +10,27 @@ import { defineKernel, encodeKernel, kernelSpec } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, omit, scoreModParts } from '../shader.ts';
-import { ATTENTION_FIELDS, attentionFields, KV_BINDING, QKV_BINDING, SCALE_FIELD } from './attention-fields.ts';
+import { ATTENTION_FIELDS, attentionFields, type KvFormat, kvBinding, kvLoader, QKV_BINDING, SCALE_FIELD } from './attention-fields.ts';
 import { SCORE_BINDINGS, SCORE_FIELDS, scoreBuffers, type MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
 
 /** attention_probs.wgsl's uniforms. */
 export const PROBS_PARAMS = defineParams([...omit(ATTENTION_FIELDS, 'vBase4'), ...SCORE_FIELDS, SCALE_FIELD]); // P reads no V
 
-/** attention_probs.wgsl's bindings. */
-export const PROBS_BINDINGS = kernelBindings('AttentionProbs', [
-  QKV_BINDING,
-  ['rowStats', 'read-only-storage', 'array<vec2<f32>>', '(m, l) per row [B, H, Sq]'],
-  ['probs', 'storage', 'array<f32>', 'P [B, H, Sq, Skv]'],
-  ...SCORE_BINDINGS,
-  KV_BINDING,
-]);
+/** attention_probs.wgsl's bindings, K stored as `format` (attention-fields.ts kvBinding). */
+function probsBindings(format: KvFormat | undefined) {
+  return kernelBindings('AttentionProbs', [
+    QKV_BINDING,
+    ['rowStats', 'read-only-storage', 'array<vec2<f32>>', '(m, l) per row [B, H, Sq]'],
+    ['probs', 'storage', 'array<f32>', 'P [B, H, Sq, Skv]'],
+    ...SCORE_BINDINGS,
+    kvBinding(format),
+  ]);
+}
+
+/** attention_probs.wgsl's bindings with K of the engine's storage type; PROBS_KV_BINDINGS[format] for a cache stored otherwise. */
+export const PROBS_BINDINGS = probsBindings(undefined);
+const PROBS_KV_BINDINGS = { f32: probsBindings('f32'), f16x2: probsBindings('f16x2'), q8_0: probsBindings('q8_0'), q4_0: probsBindings('q4_0') } as const;
 
 const TILE = 16; // the shader's @workgroup_size(16, 16): 16 keys × 16 query rows
 
@@ -42,11 +48,14 @@ interface ProbsArgs {
 export const ATTENTION_PROBS = defineKernel({
   name: 'AttentionProbs',
   params: PROBS_PARAMS,
-  specialise: (args: ProbsArgs) => ({ scoreMod: args.plan.layer.scoreMod?.wgsl }),
-  bindings: () => PROBS_BINDINGS,
+  specialise: (args: ProbsArgs): { scoreMod: string | undefined; kvFormat: KvFormat | undefined } => ({
+    scoreMod: args.plan.layer.scoreMod?.wgsl,
+    kvFormat: args.kv.format,
+  }),
+  bindings: (s) => (s.kvFormat ? PROBS_KV_BINDINGS[s.kvFormat] : PROBS_BINDINGS),
   shader: (s) => {
     const mod = scoreModParts(s.scoreMod);
-    return { sizes: { HAS_SCORE_MOD: mod.HAS_SCORE_MOD }, sources: [mod.source, scoreRule, source] };
+    return { sizes: { HAS_SCORE_MOD: mod.HAS_SCORE_MOD }, sources: [mod.source, scoreRule, kvLoader(s.kvFormat), source] };
   },
   run({ plan, kv, masks, ...args }) {
     const { batchSize: B, seqLen: Sq, kvSeqLen: Skv } = plan;
@@ -66,7 +75,7 @@ export const ATTENTION_PROBS = defineKernel({
 });
 
 export function attentionProbsPipeline(precision: Precision, scoreMod?: string): PipelineSpec {
-  return kernelSpec(ATTENTION_PROBS, precision, { scoreMod });
+  return kernelSpec(ATTENTION_PROBS, precision, { scoreMod, kvFormat: undefined });
 }
 
 export function encodeAttentionProbs(

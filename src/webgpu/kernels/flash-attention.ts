@@ -16,7 +16,7 @@ import { defineParams, scoreModParts, shaderCode } from '../shader.ts';
 import type { AttentionVariant } from '../../types.ts';
 import { largestSubgroup } from '../variant-record.ts';
 import { attentionRecord, attentionShape } from '../variants.ts';
-import { ATTENTION_FIELDS, attentionFields, KV_BINDING, QKV_BINDING, SCALE_FIELD } from './attention-fields.ts';
+import { ATTENTION_FIELDS, attentionFields, type KvFormat, kvBinding, kvLoader, QKV_BINDING, SCALE_FIELD } from './attention-fields.ts';
 import { encodeDecodeMerge } from './decode-merge.ts';
 import { SCORE_BINDINGS, SCORE_FIELDS, scoreBuffers, type MaskBuffers } from './masks.ts';
 import type { KvTarget } from './qkv-projection.ts';
@@ -32,15 +32,21 @@ export const FLASH_PARAMS = defineParams([
   ['splitRows', 'u32', "split-KV: B·H·Sq, the rows of one split's slice of out and rowStats"],
 ]);
 
-/** flash_attention.wgsl's bindings (every body's). */
-export const FLASH_BINDINGS = kernelBindings('FlashAttention', [
-  QKV_BINDING,
-  ['out', 'storage', 'array<ST4>', "O [B, H, Sq, Dh/4], or the splits' partial accumulators [splits, B, H, Sq, Dh/4]"],
-  ['rowStats', 'storage', 'array<vec2<f32>>', '(m, l) per row [B, H, Sq], or per split'],
-  ...SCORE_BINDINGS,
-  ['cuSeqlens', 'read-only-storage', 'array<u32>', 'varlen: [B + 1]'],
-  KV_BINDING,
-]);
+/** flash_attention.wgsl's bindings (every body's), K and V stored as `format` (attention-fields.ts kvBinding). */
+function flashBindings(format: KvFormat | undefined) {
+  return kernelBindings('FlashAttention', [
+    QKV_BINDING,
+    ['out', 'storage', 'array<ST4>', "O [B, H, Sq, Dh/4], or the splits' partial accumulators [splits, B, H, Sq, Dh/4]"],
+    ['rowStats', 'storage', 'array<vec2<f32>>', '(m, l) per row [B, H, Sq], or per split'],
+    ...SCORE_BINDINGS,
+    ['cuSeqlens', 'read-only-storage', 'array<u32>', 'varlen: [B + 1]'],
+    kvBinding(format),
+  ]);
+}
+
+/** flash_attention.wgsl's bindings with K and V of the engine's storage type; FLASH_KV_BINDINGS[format] for a cache stored otherwise. */
+export const FLASH_BINDINGS = flashBindings(undefined);
+const FLASH_KV_BINDINGS = { f32: flashBindings('f32'), f16x2: flashBindings('f16x2'), q8_0: flashBindings('q8_0'), q4_0: flashBindings('q4_0') } as const;
 
 /** Split-KV: keys per split, roughly, and the most splits. */
 const SPLIT_KEYS = 256;
@@ -81,11 +87,28 @@ export function flashTiles(device: GPUDevice, Dh: number, variant: AttentionVari
   return { BR, BC: keysPerTile(Dh, device.limits.maxComputeWorkgroupStorageSize, keys), RPI };
 }
 
-/** What a flash attention pipeline is specialised for: the body, the head size, the tiles on the device (flashTiles), the layer's scoreMod. */
-type FlashSpecialisation = { variant: AttentionVariant; headDim: number; BR: number; BC: number; RPI: number; scoreMod: string | undefined };
+/**
+ * What a flash attention pipeline is specialised for: the body, the head size, the tiles on the device
+ * (flashTiles), the layer's scoreMod, how K and V are stored (undefined: ST4, as the engine's tensors).
+ */
+type FlashSpecialisation = {
+  variant: AttentionVariant;
+  headDim: number;
+  BR: number;
+  BC: number;
+  RPI: number;
+  scoreMod: string | undefined;
+  kvFormat: KvFormat | undefined;
+};
 
-function flashSpecialisation(device: GPUDevice, headDim: number, variant: AttentionVariant, scoreMod: string | undefined): FlashSpecialisation {
-  return { variant, headDim, ...flashTiles(device, headDim, variant), scoreMod };
+function flashSpecialisation(
+  device: GPUDevice,
+  headDim: number,
+  variant: AttentionVariant,
+  scoreMod: string | undefined,
+  kvFormat: KvFormat | undefined,
+): FlashSpecialisation {
+  return { variant, headDim, ...flashTiles(device, headDim, variant), scoreMod, kvFormat };
 }
 
 /** One dispatch: the plan, the variant, Q, K and V, where O and the row statistics go (a split's scratch under split-KV), the masks. */
@@ -105,13 +128,21 @@ interface FlashArgs {
 export const FLASH_ATTENTION = defineKernel({
   name: 'FlashAttention',
   params: FLASH_PARAMS,
-  specialise: (args: FlashArgs, device: GPUDevice) => flashSpecialisation(device, args.plan.layer.headDim, args.variant, args.plan.layer.scoreMod?.wgsl),
-  bindings: () => FLASH_BINDINGS,
+  specialise: (args: FlashArgs, device: GPUDevice) => flashSpecialisation(device, args.plan.layer.headDim, args.variant, args.plan.layer.scoreMod?.wgsl, args.kv.format),
+  bindings: (s) => (s.kvFormat ? FLASH_KV_BINDINGS[s.kvFormat] : FLASH_BINDINGS),
   label: (s) => `FlashAttention.${s.variant}`,
   shader: (s, precision) => {
+    const bindings = (format: KvFormat | undefined) => (format ? FLASH_KV_BINDINGS[format] : FLASH_BINDINGS);
     const mod = scoreModParts(s.scoreMod);
     const code = (body: string, sizes: Record<string, number>, subgroups: boolean) =>
-      shaderCode({ precision, subgroups, params: FLASH_PARAMS, bindings: FLASH_BINDINGS, sizes, sources: [mod.source, scoreRule, source, body] });
+      shaderCode({
+        precision,
+        subgroups,
+        params: FLASH_PARAMS,
+        bindings: bindings(s.kvFormat),
+        sizes,
+        sources: [mod.source, scoreRule, kvLoader(s.kvFormat), source, body],
+      });
     return attentionRecord(s.variant).build({ precision, headDim: s.headDim, BR: s.BR, BC: s.BC, RPI: s.RPI, hasScoreMod: mod.HAS_SCORE_MOD, code });
   },
   run({ plan, kv, masks, split, ...args }, _scratch, s) {
@@ -135,9 +166,16 @@ export const FLASH_ATTENTION = defineKernel({
   },
 });
 
-/** The pipeline of `variant` for head size Dh at this precision on this device (built once per variant and shape class). */
-export function flashAttentionPipeline(device: GPUDevice, precision: Precision, headDim: number, variant: AttentionVariant, scoreMod?: string): PipelineSpec {
-  return kernelSpec(FLASH_ATTENTION, precision, flashSpecialisation(device, headDim, variant, scoreMod));
+/** The pipeline of `variant` for head size Dh at this precision on this device, K and V stored as `kvFormat` (built once per variant and shape class). */
+export function flashAttentionPipeline(
+  device: GPUDevice,
+  precision: Precision,
+  headDim: number,
+  variant: AttentionVariant,
+  scoreMod?: string,
+  kvFormat?: KvFormat,
+): PipelineSpec {
+  return kernelSpec(FLASH_ATTENTION, precision, flashSpecialisation(device, headDim, variant, scoreMod, kvFormat));
 }
 
 export function encodeFlashAttention(

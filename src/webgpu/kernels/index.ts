@@ -12,7 +12,9 @@ import { ATTENTION_PROBS } from './attention-probs.ts';
 import { COPY_ROWS, COPY_TENSOR } from './copy-tensor.ts';
 import { DECODE_MERGE } from './decode-merge.ts';
 import { FLASH_ATTENTION, flashAttentionPipeline } from './flash-attention.ts';
+import { type KvFormat, kvFormatOf } from './attention-fields.ts';
 import { HEAD_TRANSFORM } from './head-transform.ts';
+import { KV_MOVE_SCALES, KV_STORE } from './kv-store.ts';
 import { LINEAR_ATTENTION } from './linear-attention.ts';
 import { OUTPUT_GATE } from './output-gate.ts';
 import { OUTPUT_PROJECTION, outputProjectionPipeline } from './output-projection.ts';
@@ -24,6 +26,7 @@ import { QKV_PROJECTION, qkvProjectionPipeline } from './qkv-projection.ts';
 export const KERNELS: readonly Kernel<Specialisation, never>[] = [
   QKV_PROJECTION,
   HEAD_TRANSFORM,
+  KV_STORE,
   FLASH_ATTENTION,
   DECODE_MERGE,
   ATTENTION_PROBS,
@@ -34,6 +37,7 @@ export const KERNELS: readonly Kernel<Specialisation, never>[] = [
   PAGED_ATTENTION,
   COPY_TENSOR,
   COPY_ROWS,
+  KV_MOVE_SCALES,
 ];
 
 /**
@@ -49,6 +53,11 @@ export function pipelinesOf(device: GPUDevice, precision: Precision, plan: Forwa
     case 'output_projection':
       return [outputProjectionPipeline(precision, variant as ProjectionVariant, formats.out)];
     case 'flash_attention':
-      return [flashAttentionPipeline(device, precision, plan.layer.headDim, variant as AttentionVariant, plan.layer.scoreMod?.wgsl)];
+      return [flashAttentionPipeline(device, precision, plan.layer.headDim, variant as AttentionVariant, plan.layer.scoreMod?.wgsl, cacheFormat(plan, precision))];
   }
+}
+
+/** How the plan's KV cache keeps K and V, where not as the engine's tensors (attention-fields.ts KvFormat): the attention kernels are specialised by it. */
+export function cacheFormat(plan: ForwardPlan, precision: Precision): KvFormat | undefined {
+  return plan.cache ? kvFormatOf(plan.cache.cache.dtype, precision) : undefined;
 }

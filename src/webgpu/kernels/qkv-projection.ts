@@ -12,7 +12,7 @@ import { encodeKernel, kernelSpec } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { CallScratch } from '../scratch.ts';
 import { defineParams, omit } from '../shader.ts';
-import { ATTENTION_FIELDS, attentionFields } from './attention-fields.ts';
+import { ATTENTION_FIELDS, attentionFields, type KvFormat } from './attention-fields.ts';
 import { type GpuWeight, type WeightFormat, weightEntries } from './packed-weight.ts';
 import { GEMM_FIELDS, projectionBindings, projectionKernel, projectionSpecialisation } from './projection.ts';
 
@@ -54,6 +54,10 @@ export interface KvTarget {
   stride: number;
   /** First row written by this call: 0, or the cache's length. */
   row0: number;
+  /** How K and V are stored when not as the engine's ST4 (a KV cache of another dtype: attention-fields.ts KvFormat); the projection never writes such a target. */
+  format?: KvFormat;
+  /** q8_0/q4_0: the word where the block scales start. */
+  scales?: number;
 }
 
 /** Where the projection writes: Q (and, without a cache, K and V) into `q`; K and V into `kv`. */

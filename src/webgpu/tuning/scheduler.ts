@@ -36,7 +36,8 @@
 
 import type { ForwardPlan } from '../../plan/index.ts';
 import { compilesInLine, type DeviceAdapter, type DeviceState } from '../device.ts';
-import { pipelinesOf } from '../kernels/index.ts';
+import type { KvFormat } from '../kernels/attention-fields.ts';
+import { cacheFormat, pipelinesOf } from '../kernels/index.ts';
 import { formatsOf, hasPacked, type WeightFormat } from '../kernels/packed-weight.ts';
 import { compilePipeline, hasRun, markRun, type PipelineSpec } from '../pipelines.ts';
 import { type CallSize, defaultChoice, inLineChoice, type KernelChoice, type KernelName, kernelsOf, TIER0 } from '../variants.ts';
@@ -52,7 +53,7 @@ export interface DeviceWork {
   /** Runs `kernel` as `variant`, `repeat` times, alone, on buffers shaped like the plan's; milliseconds (trial.ts timeKernel). */
   time(state: DeviceState, plan: ForwardPlan, kernel: KernelName, variant: string, repeat?: number): Promise<number>;
   /** Null when the variant matches the float64 reference on a small layer (gate.ts gateVariant); else why not. */
-  gate(state: DeviceState, kernel: KernelName, variant: string, headDim: number, format?: WeightFormat | null): Promise<string | null>;
+  gate(state: DeviceState, kernel: KernelName, variant: string, headDim: number, format?: WeightFormat | null, kvFormat?: KvFormat): Promise<string | null>;
   /** How `time` measures on this device (trial.ts trialClock). */
   clock(state: DeviceState): TrialClock;
   /** The WebGPU implementation when it compiles on the thread that serves the device (device.ts compilesInLine), else null. */
@@ -63,7 +64,7 @@ export interface DeviceWork {
 export const DEVICE_WORK: DeviceWork = {
   pipelinesOf: (state, plan, kernel, variant) => pipelinesOf(state.device, state.pool.precision, plan, kernel, variant),
   time: (state, plan, kernel, variant, repeat) => timeKernel(state.pool, plan, kernel, variant, repeat),
-  gate: (state, kernel, variant, headDim, format) => gateVariant(state.pool, state.adapter.kind, kernel, variant, headDim, format),
+  gate: (state, kernel, variant, headDim, format, kvFormat) => gateVariant(state.pool, state.adapter.kind, kernel, variant, headDim, format, kvFormat),
   clock: (state) => trialClock(state.device),
   compilesInLine,
 };
@@ -261,9 +262,10 @@ export class KernelScheduler {
     await this.tuner.sweep(state.adapter, kernel, cls, plan.layer.headDim, state.pool.precision, {
       call,
       formats: formatsOf(plan.layer),
+      kvFormat: cacheFormat(plan, state.pool.precision),
       clock: this.work.clock(state),
       idle: () => this.idle(),
-      gate: (k, variant, headDim, format) => this.work.gate(state, k, variant, headDim, format),
+      gate: (k, variant, headDim, format, kvFormat) => this.work.gate(state, k, variant, headDim, format, kvFormat),
       // Each trial waits until no call is under way: a call that arrives during a sweep waits for the
       // one trial on the GPU at most, not for the rest of the sweep.
       time: async (k, variant, repeat) => {

@@ -11,7 +11,9 @@ import { encodeFlashAttention } from '../kernels/flash-attention.ts';
 import { uploadMasks } from '../kernels/masks.ts';
 import { encodeOutputProjection } from '../kernels/output-projection.ts';
 import { formatsOf, type GpuWeight, type WeightFormat } from '../kernels/packed-weight.ts';
-import { encodeQkvProjection, type ProjectionWeights, qkvBufferTargets, qkvLayout } from '../kernels/qkv-projection.ts';
+import { encodeQkvProjection, type KvTarget, type ProjectionWeights, qkvBufferTargets, qkvLayout } from '../kernels/qkv-projection.ts';
+import type { KvFormat } from '../kernels/attention-fields.ts';
+import { cacheFormat } from '../kernels/index.ts';
 import { completionInfo, NUDGE_MAX_INTERVAL_MS } from '../completion.ts';
 import { CallScratch } from '../scratch.ts';
 import { ErrorScopes } from '../scopes.ts';
@@ -112,6 +114,18 @@ export async function timeKernel(pool: BufferPool, plan: ForwardPlan, kernel: Ke
   }
 }
 
+/** K and V [blocks, stride, Dh] stored as `format`, laid out as kv-cache.ts keeps a cache of `stride` positions. */
+function trialKv(scratch: CallScratch, format: KvFormat, blocks: number, stride: number, Dh: number): KvTarget {
+  const rows = blocks * stride;
+  if (format === 'q8_0' || format === 'q4_0') {
+    const halfWords = (rows * Dh) / (format === 'q8_0' ? 4 : 8);
+    const words = 2 * halfWords + (rows * Dh) / 32;
+    return { buffer: scratch.storage(4 * words, 'tuning.kv'), kBase: 0, vBase: rows * Dh, stride, row0: 0, format, scales: 2 * halfWords };
+  }
+  const el = format === 'f32' ? 4 : 2;
+  return { buffer: scratch.storage(2 * rows * Dh * el, 'tuning.kv'), kBase: 0, vBase: rows * Dh, stride, row0: 0, format };
+}
+
 /** The pass's duration from its two timestamps (ns). */
 function gpuMs(bytes: ArrayBuffer): number {
   const [begin, end] = new BigUint64Array(bytes);
@@ -158,7 +172,10 @@ function encodeTrial(pass: GPUComputePassEncoder, scratch: CallScratch, plan: Fo
   if (kernel === 'flash_attention') {
     const masks = uploadMasks(scratch, p);
     const rowStats = scratch.storage(batches * H * p.geometry.qRows * 8, 'tuning.rowStats');
-    const buffers = { q: qkv.q, kv: qkv.kv, attention, rowStats };
+    // A KV cache kept as another type: the variant reads K and V of that format (kv-cache.ts's layout; contents left as the pool had them).
+    const format = cacheFormat(p, scratch.precision);
+    const kv = format ? trialKv(scratch, format, batches * G, kvRows, Dh) : qkv.kv;
+    const buffers = { q: qkv.q, kv, attention, rowStats };
     for (let i = 0; i < repeat; i++) encodeFlashAttention(pass, scratch, p, buffers, masks, variant as AttentionVariant, TRIAL_ROWS);
     return;
   }

@@ -25,6 +25,8 @@ import type { Precision } from '../buffers.ts';
 import type { DeviceAdapter } from '../device.ts';
 import { type CallSize, candidates, defaultChoice, type KernelChoice, type KernelName, VARIANTS } from '../variants.ts';
 import { distinctFormats, formatClass, formatKey, formatsOf, type ProjectionFormats, type WeightFormat } from '../kernels/packed-weight.ts';
+import type { KvFormat } from '../kernels/attention-fields.ts';
+import { cacheFormat } from '../kernels/index.ts';
 import { decide, interleave, type TrialClock } from './measure.ts';
 
 /** Bump when variants, what they compute or how they are chosen change: remembered choices from before are ignored. */
@@ -54,6 +56,8 @@ export interface Trial {
   call?: CallSize;
   /** The layer's weight formats (packed-weight.ts): a projection variant is gated on each format its kernel reads. */
   formats?: ProjectionFormats;
+  /** How the call's KV cache keeps K and V where not as the engine's tensors (attention-fields.ts KvFormat): an attention variant is gated reading such a cache. */
+  kvFormat?: KvFormat;
   /** How `time` measures (trial.ts trialClock); without it, nothing is known of the clock's step. */
   clock?: TrialClock;
   /** Resolves when no call is under way: each gate waits for it, as each timed run does. */
@@ -65,7 +69,12 @@ const SAMPLE_MS = 8;
 const MAX_REPEAT = 32;
 
 /** Null when `variant` of `kernel` matches the float64 reference on a small layer of this head size; else why not. */
-export type Gate = (kernel: KernelName, variant: string, headDim: number, format?: WeightFormat | null) => Promise<string | null>;
+export type Gate = (kernel: KernelName, variant: string, headDim: number, format?: WeightFormat | null, kvFormat?: KvFormat) => Promise<string | null>;
+
+/** A shape class's mark for a KV cache kept as another type (its variants read K and V through that format's loader). */
+function kvClass(format: KvFormat | undefined): string {
+  return format ? ` kv:${format}` : '';
+}
 
 /** Powers of 4: 1…4, …16, …64, …256, …1024, …4096, then "large". Few classes, so few sweeps. */
 function bucket(n: number): string {
@@ -83,7 +92,7 @@ export function shapeClass(kernel: KernelName, plan: ForwardPlan, precision: Pre
     case 'output_projection':
       return `${precision} m${bucket(batches * qRows)} k${bucket(H * Dh)} n${bucket(E)}${formatClass([formatsOf(plan.layer).out])}`; // K = H·Dh
     case 'flash_attention':
-      return `${precision} dh${Dh} bh${bucket(batches * H)} q${bucket(longestSequence)} kv${bucket(kvRows)}${plan.isCausal ? ' causal' : ''}`;
+      return `${precision} dh${Dh} bh${bucket(batches * H)} q${bucket(longestSequence)} kv${bucket(kvRows)}${plan.isCausal ? ' causal' : ''}${kvClass(cacheFormat(plan, precision))}`;
   }
 }
 
@@ -169,11 +178,17 @@ export class Tuner {
     for (const variant of this.candidatesOf(adapter, kernel, call)) {
       let why: string | null = null;
       for (const format of formats) {
-        const gateKey = `${adapter.key}|${precision}|dh${headDim}|${kernel}|${variant}${formatKey(format)}`;
+        const kvFormat = kernel === 'flash_attention' ? trial.kvFormat : undefined;
+        const gateKey = `${adapter.key}|${precision}|dh${headDim}|${kernel}|${variant}${formatKey(format)}${kvClass(kvFormat)}`;
         let verdict = this.gates.get(gateKey);
         if (!verdict) {
           await trial.idle?.();
-          verdict = (format ? trial.gate(kernel, variant, headDim, format) : trial.gate(kernel, variant, headDim)).catch((e) => `failed to run: ${(e as Error).message}`);
+          const gated = kvFormat
+            ? trial.gate(kernel, variant, headDim, null, kvFormat)
+            : format
+              ? trial.gate(kernel, variant, headDim, format)
+              : trial.gate(kernel, variant, headDim);
+          verdict = gated.catch((e) => `failed to run: ${(e as Error).message}`);
           this.gates.set(gateKey, verdict);
         }
         why ??= await verdict;

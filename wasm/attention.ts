@@ -444,50 +444,57 @@ function halfToFloat1(h: u32): f32 {
 }
 
 /**
- * halfToFloat4 where no lane is ±∞ or NaN (exponent < 31), of w = the f16 bits in each lane's high half:
- * an arithmetic shift by 3 puts the magnitude in f32's place below the sign (the copies of the sign
- * between them masked off), and 2^112 scales it, sign and all.
+ * The cache decoders AssemblyScript inlines (`@inline`): static methods, because the linter does not
+ * parse a decorator on a plain function (as qgemm.ts's Q).
  */
-@inline
-function finiteHighHalfToFloat4(w: v128): v128 {
-  return f32x4.mul(v128.and(i32x4.shr_s(w, 3), i32x4.splat(0x8fffe000)), f32x4.splat(<f32>5.192296858534828e33));
-}
-
-/** Eight f16s at p (16 bytes) as f32 at out (32 bytes). */
-@inline
-function halves8(p: usize, out: usize): void {
-  const x = v128.load(p);
-  const exp = i16x8.splat(0x7c00);
-  if (v128.any_true(i16x8.eq(v128.and(x, exp), exp))) {
-    // ±∞ or NaN among them (rare: the general rule)
-    v128.store(out, halfToFloat4(i32x4.extend_low_i16x8_u(x)));
-    v128.store(out, halfToFloat4(i32x4.extend_high_i16x8_u(x)), 16);
-  } else {
-    const zero = i32x4.splat(0);
-    const lo = i8x16.shuffle(zero, x, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
-    const hi = i8x16.shuffle(zero, x, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
-    v128.store(out, finiteHighHalfToFloat4(lo));
-    v128.store(out, finiteHighHalfToFloat4(hi), 16);
+// biome-ignore lint/complexity/noStaticOnlyClass: @inline needs a method here (see above)
+class KvDecode {
+  /**
+   * halfToFloat4 where no lane is ±∞ or NaN (exponent < 31), of w = the f16 bits in each lane's high half:
+   * an arithmetic shift by 3 puts the magnitude in f32's place below the sign (the copies of the sign
+   * between them masked off), and 2^112 scales it, sign and all.
+   */
+  @inline
+  static finiteHighHalfToFloat4(w: v128): v128 {
+    return f32x4.mul(v128.and(i32x4.shr_s(w, 3), i32x4.splat(0x8fffe000)), f32x4.splat(<f32>5.192296858534828e33));
   }
-}
 
-/** Sixteen int8s (lanes of x) · s0 … s3 (4 lanes each) as f32 at out (64 bytes). */
-@inline
-function int8x16Times(x: v128, s0: v128, s1: v128, s2: v128, s3: v128, out: usize): void {
-  const lo = i16x8.extend_low_i8x16_s(x);
-  const hi = i16x8.extend_high_i8x16_s(x);
-  v128.store(out, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(lo)), s0));
-  v128.store(out, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(lo)), s1), 16);
-  v128.store(out, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(hi)), s2), 32);
-  v128.store(out, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(hi)), s3), 48);
+  /** Eight f16s at p (16 bytes) as f32 at out (32 bytes). */
+  @inline
+  static halves8(p: usize, out: usize): void {
+    const x = v128.load(p);
+    const exp = i16x8.splat(0x7c00);
+    if (v128.any_true(i16x8.eq(v128.and(x, exp), exp))) {
+      // ±∞ or NaN among them (rare: the general rule)
+      v128.store(out, halfToFloat4(i32x4.extend_low_i16x8_u(x)));
+      v128.store(out, halfToFloat4(i32x4.extend_high_i16x8_u(x)), 16);
+    } else {
+      const zero = i32x4.splat(0);
+      const lo = i8x16.shuffle(zero, x, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const hi = i8x16.shuffle(zero, x, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      v128.store(out, KvDecode.finiteHighHalfToFloat4(lo));
+      v128.store(out, KvDecode.finiteHighHalfToFloat4(hi), 16);
+    }
+  }
+
+  /** Sixteen int8s (lanes of x) · s0 … s3 (4 lanes each) as f32 at out (64 bytes). */
+  @inline
+  static int8x16Times(x: v128, s0: v128, s1: v128, s2: v128, s3: v128, out: usize): void {
+    const lo = i16x8.extend_low_i8x16_s(x);
+    const hi = i16x8.extend_high_i8x16_s(x);
+    v128.store(out, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(lo)), s0));
+    v128.store(out, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(lo)), s1), 16);
+    v128.store(out, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(hi)), s2), 32);
+    v128.store(out, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(hi)), s3), 48);
+  }
 }
 
 /** Kᵀ block `blk` [Dh, 64] of a kind 1 … 3 cache (kt: its (sequence, head)'s base) decoded as f32 into out. */
 function decodeKeys(kt: usize, blk: i32, Dh: i32, out: usize): void {
-  const n = <usize>Dh << 6; // values in the block
+  const n = (<usize>Dh) << 6; // values in the block
   if (gKind === 1) {
     const src = kt + <usize>blk * (n << 1);
-    for (let i: usize = 0; i < n; i += 8) halves8(src + (i << 1), out + (i << 2));
+    for (let i: usize = 0; i < n; i += 8) KvDecode.halves8(src + (i << 1), out + (i << 2));
     return;
   }
   const blocks = Dh >> 5; // blocks of 32 along Dh
@@ -504,8 +511,8 @@ function decodeKeys(kt: usize, blk: i32, Dh: i32, out: usize): void {
         const s2 = halfToFloat4(i32x4.extend_low_i16x8_u(x1));
         const s3 = halfToFloat4(i32x4.extend_high_i16x8_u(x1));
         for (let d = b << 5; d < (b + 1) << 5; d++) {
-          const at = (<usize>d << 6) + <usize>c;
-          int8x16Times(v128.load(src + at), s0, s1, s2, s3, out + (at << 2));
+          const at = ((<usize>d) << 6) + <usize>c;
+          KvDecode.int8x16Times(v128.load(src + at), s0, s1, s2, s3, out + (at << 2));
         }
       }
     }
@@ -533,8 +540,8 @@ function decodeKeys(kt: usize, blk: i32, Dh: i32, out: usize): void {
       for (let d = b << 5; d < (b + 1) << 5; d++) {
         const q = v128.load(src + ((<usize>d) << 5) + ((<usize>h) << 4));
         const o = out + ((((<usize>d) << 6) + ((<usize>h) << 5)) << 2);
-        int8x16Times(i8x16.sub(v128.and(q, low), eight), s0, s1, s2, s3, o);
-        int8x16Times(i8x16.sub(i8x16.shr_u(q, 4), eight), s4, s5, s6, s7, o + 64);
+        KvDecode.int8x16Times(i8x16.sub(v128.and(q, low), eight), s0, s1, s2, s3, o);
+        KvDecode.int8x16Times(i8x16.sub(i8x16.shr_u(q, 4), eight), s4, s5, s6, s7, o + 64);
       }
     }
   }
@@ -550,15 +557,15 @@ function decodeValues(v: usize, j0: i32, jn: i32, Dh: i32, out: usize): void {
     const dst = out + <usize>j * rowOut;
     if (gKind === 1) {
       let d = 0;
-      for (; d + 8 <= Dh; d += 8) halves8(src + ((<usize>d) << 1), dst + ((<usize>d) << 2));
+      for (; d + 8 <= Dh; d += 8) KvDecode.halves8(src + ((<usize>d) << 1), dst + ((<usize>d) << 2));
       for (; d < Dh; d++) store<f32>(dst + ((<usize>d) << 2), halfToFloat1(load<u16>(src + ((<usize>d) << 1))));
     } else if (gKind === 2) {
       for (let b = 0; b < Dh >> 5; b++) {
         const p = src + <usize>b * 34;
         const s = f32x4.splat(halfToFloat1(load<u16>(p)));
         const o = dst + ((<usize>b) << 7);
-        int8x16Times(v128.load(p + 2), s, s, s, s, o);
-        int8x16Times(v128.load(p + 18), s, s, s, s, o + 64);
+        KvDecode.int8x16Times(v128.load(p + 2), s, s, s, s, o);
+        KvDecode.int8x16Times(v128.load(p + 18), s, s, s, s, o + 64);
       }
     } else {
       for (let b = 0; b < Dh >> 5; b++) {
@@ -566,8 +573,8 @@ function decodeValues(v: usize, j0: i32, jn: i32, Dh: i32, out: usize): void {
         const s = f32x4.splat(halfToFloat1(load<u16>(p)));
         const q = v128.load(p + 2);
         const o = dst + ((<usize>b) << 7);
-        int8x16Times(i8x16.sub(v128.and(q, low), eight), s, s, s, s, o);
-        int8x16Times(i8x16.sub(i8x16.shr_u(q, 4), eight), s, s, s, s, o + 64);
+        KvDecode.int8x16Times(i8x16.sub(v128.and(q, low), eight), s, s, s, s, o);
+        KvDecode.int8x16Times(i8x16.sub(i8x16.shr_u(q, 4), eight), s, s, s, s, o + 64);
       }
     }
   }
@@ -580,7 +587,7 @@ function keyAt(kt: usize, j: i32, d: i32, Dh: i32): f32 {
   if (gKind === 1) return halfToFloat1(load<u16>(kt + (cell << 1)));
   const s = halfToFloat1(load<u16>(gKs + ((((<usize>(j >> 6) * <usize>(Dh >> 5) + <usize>(d >> 5)) << 6) + <usize>(j & 63)) << 1)));
   if (gKind === 2) return s * <f32>load<i8>(kt + cell);
-  const byte = load<u8>(kt + (((<usize>(j >> 6) * <usize>Dh + <usize>d) << 5) + ((<usize>(j & 32)) >> 1) + <usize>(j & 15)));
+  const byte = load<u8>(kt + (((<usize>(j >> 6) * <usize>Dh + <usize>d) << 5) + (<usize>(j & 32) >> 1) + <usize>(j & 15)));
   return s * <f32>(<i32>((j & 16) !== 0 ? byte >> 4 : byte & 15) - 8);
 }
 

@@ -2,7 +2,7 @@
 // Run `npm run build:wasm` after changing them; test/wasm-module.test.ts checks the hash.
 
 /** SHA-256 of the sources these modules were compiled from (scripts/build-wasm.mjs's sourceHash). */
-export const WASM_SOURCE_HASH = '392cb57f972b976a07394e09ec4e8fd601e1df18c156330ada8213f11c5be325';
+export const WASM_SOURCE_HASH = '68c13f37f2289af11daf4535e769ee73e47d5a169c5b9675a067d4b8dbc98b88';
 
 /** The compiled kernels (22542 bytes), base64: the module exports its own memory. */
 export const WASM_BASE64 =

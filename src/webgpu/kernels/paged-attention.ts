@@ -99,17 +99,19 @@ export const PAGED_QUANTIZE_PARAMS = defineParams([
   ['zero', 'u32', '0 (kv_rounding.wgsl productRN)'],
 ]);
 
+/** paged_quantize.wgsl's bindings. */
+const PAGED_QUANTIZE_BINDINGS = kernelBindings('PagedQuantize', [
+  ['src', 'read-only-storage', 'array<ST4>', "the call's K [G, T, Dh/4] and V [G, T, Dh/4] (the qkv buffer)"],
+  ['dst', 'storage', 'array<u32>', "the layer's pool: quants, then scales"],
+  ['dest', 'read-only-storage', 'array<u32>', "[T]: each token's pool row (head 0)"],
+]);
+
 /** The quantized write (paged_quantize.wgsl) as a kernel, specialised by the head size and the dtype. */
 export const PAGED_QUANTIZE = defineKernel({
   name: 'PagedQuantize',
   params: PAGED_QUANTIZE_PARAMS,
   specialise: (args: WriteArgs & { parity: number }) => ({ headDim: args.headDim, format: args.pool.format as 'q8_0' | 'q4_0' }),
-  bindings: () =>
-    kernelBindings('PagedQuantize', [
-      ['src', 'read-only-storage', 'array<ST4>', "the call's K [G, T, Dh/4] and V [G, T, Dh/4] (the qkv buffer)"],
-      ['dst', 'storage', 'array<u32>', "the layer's pool: quants, then scales"],
-      ['dest', 'read-only-storage', 'array<u32>', "[T]: each token's pool row (head 0)"],
-    ]),
+  bindings: () => PAGED_QUANTIZE_BINDINGS,
   label: (s) => `PagedQuantize.${s.format}`,
   shader: (s) => ({ sizes: { DH4: s.headDim / 4, Q4: s.format === 'q4_0' ? 1 : 0 }, sources: [rounding, quantizeBlockSource, quantizeSource] }),
   run(args) {

@@ -45,7 +45,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     if (bias > MASKED_BELOW) {
       let at = poolRow(seq.table, g, j) * DH4;
       for (var d = 0u; d < dh4; d++) {
-        k[d] = vec4<f32>(pool[at + d]);
+        k[d] = loadKey(at + d);
       }
       var p: array<f32, HPW>;
       for (var hh = 0u; hh < HPW; hh++) {
@@ -64,7 +64,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
         }
       }
       for (var d = 0u; d < dh4; d++) {
-        let v = vec4<f32>(pool[params.poolV4 + at + d]);
+        let v = loadValue(params.poolV4 + at + d);
         for (var hh = 0u; hh < HPW; hh++) {
           acc[hh * DH4 + d] += p[hh] * v;
         }

@@ -46,8 +46,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
       var vv = vec4<f32>(0.0);
       if (j < Skv) {
         let at = poolRow(seq.table, g, j) * DH4 + t % DH4;
-        kk = vec4<f32>(pool[at]);
-        vv = vec4<f32>(pool[params.poolV4 + at]);
+        kk = loadKey(at);
+        vv = loadValue(params.poolV4 + at);
       }
       kTile[t] = kk;
       vTile[t] = vv;

@@ -18,7 +18,7 @@ import { KERNELS } from '../src/webgpu/kernels/index.ts';
 import { LINEAR_ATTENTION } from '../src/webgpu/kernels/linear-attention.ts';
 import { OUTPUT_GATE } from '../src/webgpu/kernels/output-gate.ts';
 import { OUTPUT_PROJECTION } from '../src/webgpu/kernels/output-projection.ts';
-import { PAGED_ATTENTION, PAGED_WRITE } from '../src/webgpu/kernels/paged-attention.ts';
+import { PAGED_ATTENTION, PAGED_MOVE_SCALES, PAGED_QUANTIZE, PAGED_WRITE } from '../src/webgpu/kernels/paged-attention.ts';
 import { QKV_PROJECTION } from '../src/webgpu/kernels/qkv-projection.ts';
 import type { CallScratch } from '../src/webgpu/scratch.ts';
 import { subgroupEmulation } from '../src/webgpu/variants.ts';
@@ -79,17 +79,36 @@ const SAMPLES = new Map<Kernel<Specialisation, never>, Specialisation[]>([
   ],
   [DECODE_MERGE, [{}]],
   [OUTPUT_GATE, [{}]],
-  [PAGED_WRITE, [{ headDim: 32 }, { headDim: 64 }]],
+  [
+    PAGED_WRITE,
+    [
+      { headDim: 32, format: 'st' },
+      { headDim: 64, format: 'st' },
+      { headDim: 32, format: 'f32' },
+      { headDim: 64, format: 'f16x2' },
+    ],
+  ],
+  [
+    PAGED_QUANTIZE,
+    [
+      { headDim: 32, format: 'q8_0' },
+      { headDim: 64, format: 'q4_0' },
+    ],
+  ],
+  [PAGED_MOVE_SCALES, [{}]],
   [
     PAGED_ATTENTION,
     [
-      { body: 'rows', headDim: 64, BR: 32, BC: 32, WG: 0, HPW: 1, LOOP: 1 },
-      { body: 'rows', headDim: 64, BR: 32, BC: 32, WG: 0, HPW: 1, LOOP: 0 },
-      { body: 'rows', headDim: 32, BR: 32, BC: 32, WG: 0, HPW: 4, LOOP: 1 },
-      { body: 'keys', headDim: 64, BR: 0, BC: 0, WG: 32, HPW: 1, LOOP: 1 },
-      { body: 'keys', headDim: 64, BR: 0, BC: 0, WG: 32, HPW: 1, LOOP: 0 },
-      { body: 'keys', headDim: 32, BR: 0, BC: 0, WG: 16, HPW: 4, LOOP: 1 },
-      { body: 'keys', headDim: 24, BR: 0, BC: 0, WG: 64, HPW: 2, LOOP: 1 },
+      { body: 'rows', format: 'st', headDim: 64, BR: 32, BC: 32, WG: 0, HPW: 1, LOOP: 1 },
+      { body: 'rows', format: 'st', headDim: 64, BR: 32, BC: 32, WG: 0, HPW: 1, LOOP: 0 },
+      { body: 'rows', format: 'st', headDim: 32, BR: 32, BC: 32, WG: 0, HPW: 4, LOOP: 1 },
+      { body: 'keys', format: 'st', headDim: 64, BR: 0, BC: 0, WG: 32, HPW: 1, LOOP: 1 },
+      { body: 'keys', format: 'st', headDim: 64, BR: 0, BC: 0, WG: 32, HPW: 1, LOOP: 0 },
+      { body: 'keys', format: 'st', headDim: 32, BR: 0, BC: 0, WG: 16, HPW: 4, LOOP: 1 },
+      { body: 'keys', format: 'st', headDim: 24, BR: 0, BC: 0, WG: 64, HPW: 2, LOOP: 1 },
+      { body: 'keys', format: 'q8_0', headDim: 32, BR: 0, BC: 0, WG: 16, HPW: 4, LOOP: 1 },
+      { body: 'rows', format: 'q4_0', headDim: 64, BR: 32, BC: 32, WG: 0, HPW: 1, LOOP: 1 },
+      { body: 'rows', format: 'f16x2', headDim: 64, BR: 32, BC: 32, WG: 0, HPW: 1, LOOP: 0 },
     ],
   ],
   [COPY_TENSOR, [{}]],

@@ -14,7 +14,6 @@ import { forwardWebGPU } from './forward.ts';
 import { WebGPUKvCache } from './kv-cache.ts';
 import { WebGPUPagedStorage } from './paged-kv-cache.ts';
 import { forwardPagedWebGPU, pagedCallTooBig, pagedProjectionPlan } from './paged.ts';
-import { unsupportedCacheDtype } from '../kv-cache.ts';
 import type { KvCacheDtype } from '../types.ts';
 import { type FormattedSpec, hasPacked } from './kernels/packed-weight.ts';
 import { padForwardPlan, paddedSpec, type Unpadded, unpaddedOf } from './padding.ts';
@@ -61,8 +60,7 @@ export class WebGPULayer implements BackendLayer {
 
   /** A PagedKvCache's pool for this layer (paged-kv-cache.ts), at the engine's precision. */
   createPagedStorage(blockSize: number, maxBlocks: number, dtype: KvCacheDtype): WebGPUPagedStorage {
-    if (dtype !== this.defaultCacheDtype) throw unsupportedCacheDtype('webgpu', dtype, [this.defaultCacheDtype], 'MultiHeadAttention.createPagedKvCache');
-    return new WebGPUPagedStorage(this.runtime, blockSize, maxBlocks, this.spec.numKvHeads, this.spec.headDim);
+    return new WebGPUPagedStorage(this.runtime, blockSize, maxBlocks, this.spec.numKvHeads, this.spec.headDim, dtype);
   }
 
   /** A call on a PagedKvCache: every sequence in one submission (paged.ts). */

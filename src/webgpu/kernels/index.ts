@@ -18,7 +18,7 @@ import { KV_MOVE_SCALES, KV_STORE } from './kv-store.ts';
 import { LINEAR_ATTENTION } from './linear-attention.ts';
 import { OUTPUT_GATE } from './output-gate.ts';
 import { OUTPUT_PROJECTION, outputProjectionPipeline } from './output-projection.ts';
-import { PAGED_ATTENTION, PAGED_WRITE } from './paged-attention.ts';
+import { PAGED_ATTENTION, PAGED_MOVE_SCALES, PAGED_QUANTIZE, PAGED_WRITE } from './paged-attention.ts';
 import { distinctFormats, formatsOf } from './packed-weight.ts';
 import { QKV_PROJECTION, qkvProjectionPipeline } from './qkv-projection.ts';
 
@@ -34,6 +34,8 @@ export const KERNELS: readonly Kernel<Specialisation, never>[] = [
   OUTPUT_GATE,
   OUTPUT_PROJECTION,
   PAGED_WRITE,
+  PAGED_QUANTIZE,
+  PAGED_MOVE_SCALES,
   PAGED_ATTENTION,
   COPY_TENSOR,
   COPY_ROWS,

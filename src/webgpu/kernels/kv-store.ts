@@ -5,6 +5,7 @@
 // shaders/kv_move_scales.wgsl, the block scales of such a cache's rows moved (acceptPath).
 
 import moveScalesSource from '../../../shaders/kv_move_scales.wgsl?raw';
+import quantizeBlockSource from '../../../shaders/kv_quantize_block.wgsl?raw';
 import quantizeSource from '../../../shaders/kv_quantize.wgsl?raw';
 import rounding from '../../../shaders/kv_rounding.wgsl?raw';
 import storeSource from '../../../shaders/kv_store.wgsl?raw';
@@ -65,7 +66,7 @@ export const KV_STORE = defineKernel({
   label: (s) => `KvStore.${s.format}`,
   shader: (s) =>
     s.format === 'q8_0' || s.format === 'q4_0'
-      ? { sizes: { Q4: s.format === 'q4_0' ? 1 : 0 }, sources: [rounding, quantizeSource] }
+      ? { sizes: { Q4: s.format === 'q4_0' ? 1 : 0 }, sources: [rounding, quantizeBlockSource, quantizeSource] }
       : { sources: [rounding, STORE_VALUE[s.format], storeSource] },
   run({ plan, src, dst }, _scratch, s) {
     const { numKvHeads: G, headDim: Dh } = plan.layer;

@@ -7,7 +7,7 @@
 //
 // `--dtypes f16,q8_0,q4_0` measures caches of those dtypes side by side (rounds alternate between them,
 // one step each, so a noisy stretch of the machine touches all alike), with each one's time and memory
-// (cache.bytes; on WebGPU also engine.stats' bytes once the cache is made and a first step written)
+// (cache.bytes; on WebGPU also what engine.stats' bytes grew by when the cache was made)
 // against the first dtype's. `--paged 8` measures instead 8 sequences with contexts 100, 200, … 800
 // each adding one token: one call on a PagedKvCache against 8 calls on 8 plain caches, alternating,
 // median of `--runs` after 2 warm-ups.
@@ -83,14 +83,14 @@ async function dtypeRounds(dtypes: KvCacheDtype[]): Promise<void> {
   for (const length of lengths) {
     const caches = dtypes.map((dtype) => {
       const before = engine.stats().bytes;
-      return { dtype, cache: mha.createKvCache({ batchSize: 1, maxSeqLen: length + runs + 3, dtype, ...past(length) }), before, statsBytes: 0 };
+      const cache = mha.createKvCache({ batchSize: 1, maxSeqLen: length + runs + 3, dtype, ...past(length) });
+      return { dtype, cache, statsBytes: engine.stats().bytes - before }; // what engine.stats counts for it (WebGPU)
     });
     const times = dtypes.map(() => [] as number[]);
     for (let i = 0; i < runs + 3; i++) {
       for (const [k, c] of caches.entries()) {
         const t0 = performance.now();
         await step(c.cache);
-        if (i === 0) c.statsBytes = engine.stats().bytes; // after it was made and a first step written
         if (i === 2 && k === caches.length - 1) await engine.settled();
         if (i >= 3) times[k].push(performance.now() - t0);
       }
@@ -99,7 +99,7 @@ async function dtypeRounds(dtypes: KvCacheDtype[]): Promise<void> {
     console.log(`  cache length ${length}:`);
     for (const [k, c] of caches.entries()) {
       const ms = median(times[k]);
-      const stats = engine.backend === 'webgpu' ? `, engine.stats ${mib(c.statsBytes)}` : '';
+      const stats = engine.backend === 'webgpu' ? `, engine.stats +${mib(c.statsBytes)}` : '';
       console.log(
         `    ${c.dtype.padEnd(5)} ${ms.toFixed(3)} ms (${(ms / base.ms).toFixed(2)}× ${dtypes[0]}), cache.bytes ${mib(c.cache.bytes)} (${(c.cache.bytes / base.bytes).toFixed(3)}×)${stats}`,
       );

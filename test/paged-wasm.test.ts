@@ -333,7 +333,7 @@ describe.each(engines)('paged wasm, %s', (_name, engine) => {
 test('2 threads: the workers attend over the pool in place; the outputs equal 1 thread bit for bit', async () => {
   const config = { embedDim: 128, numHeads: 8, numKvHeads: 2, rotary: {} };
   const sd = randomStateDict(config, 31);
-  const lengths = [70, 64, 33, 70, 1, 50];
+  const lengths = [140, 128, 66, 140, 1, 100];
   const T = lengths.reduce((a, b) => a + b, 0);
   const x = uniform(T * 128, 1, mulberry32(32));
   const steps = uniform(lengths.length * 128, 1, mulberry32(33));
@@ -342,14 +342,14 @@ test('2 threads: the workers attend over the pool in place; the outputs equal 1 
   try {
     for (const engine of [wasm1, wasm2]) {
       const mha = engine.createMultiHeadAttention(config, sd);
-      const paged = mha.createPagedKvCache({ blockSize: 16, maxBlocks: 40 });
+      const paged = mha.createPagedKvCache({ blockSize: 16, maxBlocks: 64 });
       const ids = lengths.map(() => paged.addSequence());
       const prefill = (await mha.forward(x, { kvCache: paged, sequences: ids.map((id, i) => ({ id, length: lengths[i] })) })).output;
       const step = (await mha.forward(steps, { kvCache: paged, sequences: ids.map((id) => ({ id, length: 1 })) })).output;
       outputs.push([prefill, step]);
       mha.dispose();
     }
-    // The prefill's Q·Kᵀ (Σ H·length·Skv·Dh ≈ 2.8M multiply-adds) is over the split threshold.
+    // The prefill's Q·Kᵀ (Σ H·length·Skv·Dh ≈ 9M multiply-adds) is over a paged call's split threshold (4M).
     const onWorkers = new Set(run.mock.calls.flatMap(([, lists]) => lists.slice(1).flatMap((calls) => calls.map(([name]) => name))));
     expect(onWorkers.has('attendPaged')).toBe(true);
   } finally {

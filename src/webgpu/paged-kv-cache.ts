@@ -23,7 +23,7 @@ import type { KvCacheDtype } from '../types.ts';
 import { fromF16 } from '../util/f16.ts';
 import { Usage } from './buffers.ts';
 import { type KvFormat, kvFormatOf } from './kernels/attention-fields.ts';
-import { encodePagedMoveScales } from './kernels/paged-attention.ts';
+import { encodePagedMoveScales } from './kernels/paged-write.ts';
 import type { CacheHost } from './kv-cache.ts';
 import { cropColumns, up4 } from './padding.ts';
 import { CallScratch } from './scratch.ts';

@@ -18,7 +18,8 @@ import { KV_MOVE_SCALES, KV_STORE } from './kv-store.ts';
 import { LINEAR_ATTENTION } from './linear-attention.ts';
 import { OUTPUT_GATE } from './output-gate.ts';
 import { OUTPUT_PROJECTION, outputProjectionPipeline } from './output-projection.ts';
-import { PAGED_ATTENTION, PAGED_MOVE_SCALES, PAGED_QUANTIZE, PAGED_WRITE } from './paged-attention.ts';
+import { PAGED_ATTENTION } from './paged-attention.ts';
+import { PAGED_MOVE_SCALES, PAGED_QUANTIZE, PAGED_WRITE } from './paged-write.ts';
 import { distinctFormats, formatsOf } from './packed-weight.ts';
 import { QKV_PROJECTION, qkvProjectionPipeline } from './qkv-projection.ts';
 

@@ -26,6 +26,9 @@
 //     (the decode step on WebGPU in headless Chromium, tuning off, beside ONNX Runtime Web's MatMulNBits on
 //     its WebGPU EP on the same adapter, which does not run in Node: demo/bench/quantized-page.ts; --projection
 //     forces the packed layers' projection kernel)
+//   npm run bench:quantized -- --llama [options of scripts/bench-llama.ts: --help]
+//     (llama.cpp beside the engine on a GGUF the benchmark writes: native llama.cpp through node-llama-cpp's
+//     prebuilt binary and wllama in headless Chromium, installed on first use into .cache/peers/)
 
 import { writeFileSync } from 'node:fs';
 import { createAttentionEngine, type ProjectionVariant } from '../src/index.ts';
@@ -35,6 +38,12 @@ import type { QuantizedRequest } from '../demo/bench/quantized-page.ts';
 import { ortProjectionsModel } from '../demo/bench/systems/ort-matmulnbits.ts';
 import { parseCli } from './cli.ts';
 import { median } from '../src/util/stats.ts';
+
+// --llama: scripts/bench-llama.ts, with its own options.
+if (process.argv.includes('--llama')) {
+  await import('./bench-llama.ts');
+  process.exit(process.exitCode ?? 0);
+}
 
 const { values } = parseCli(import.meta.url, {
   backends: { type: 'string', default: 'webgpu,wasm' },

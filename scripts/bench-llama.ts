@@ -10,7 +10,8 @@
 //   - wllama (llama.cpp compiled to WebAssembly) in headless Chromium, its single-thread build at 1 thread
 //     and its multi-thread build (the page cross-origin isolated) at 2.
 // llama.cpp runs a whole model step (embedding, RMSNorm, FFN, output head, sampling's logits); its per-layer
-// time cancels the rest: (t(L layers) − t(1 layer)) / (L − 1), from an L-layer and a 1-layer file. What it
+// time cancels the rest: (t(L layers) − t(1 layer)) / (L − 1), from an L-layer and a 1-layer file loaded
+// together and measured in alternation (a slow moment of a shared machine falls on both). What it
 // keeps beyond the engine's attention layer: per block two RMSNorms, the residual adds and the FFN
 // (n_ff 32: 3·E·32 multiply-adds against the projections' E·(E + 2·G·Dh + E), ~1.9%).
 // Decode: one token over a cache of --ctx (evaluated first), median of --runs; prefill of --prefill tokens,
@@ -198,9 +199,9 @@ const perLayer = (many: Times, one: Times) => ({
 let nativeFlash: string | null = null;
 let nativeSystem: string | null = null;
 
-/** Native llama.cpp on one file, in a child process. */
-function nativeTimes(type: string, layers: number, threads: number): Promise<Times> {
-  const request = { peers, model: modelPath(type, layers), threads, ctx, prefill, runs, prefillRuns, flashAttention: flash };
+/** Native llama.cpp on the L-layer and the 1-layer file, measured in alternation in one child process. */
+function nativeTimes(type: string, threads: number): Promise<[Times, Times]> {
+  const request = { peers, models: [modelPath(type, L), modelPath(type, 1)], threads, ctx, prefill, runs, prefillRuns, vocab: LLAMA_GGUF_VOCAB, flashAttention: flash };
   return new Promise((done, fail) => {
     const child = spawn(process.execPath, [join(repo, 'scripts/bench-llama-native.mjs'), JSON.stringify(request)], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
@@ -213,12 +214,11 @@ function nativeTimes(type: string, layers: number, threads: number): Promise<Tim
     });
     child.on('close', (code) => {
       const line = out.trim().split('\n').pop() ?? '';
-      if (code !== 0 || !line.startsWith('{'))
-        return fail(new Error(`native llama.cpp (${type}, ${layers} layers, ${threads} threads) exited ${code}: ${err.slice(-800)}`));
-      const r = JSON.parse(line) as Times & { flashAttention: unknown; system: string | null };
+      if (code !== 0 || !line.startsWith('{')) return fail(new Error(`native llama.cpp (${type}, ${threads} threads) exited ${code}: ${err.slice(-800)}`));
+      const r = JSON.parse(line) as { decodeMs: number[][]; prefillMs: number[][]; flashAttention: unknown; system: string | null };
       nativeFlash = String(r.flashAttention);
       nativeSystem = r.system;
-      done(r);
+      done([0, 1].map((k) => ({ decodeMs: r.decodeMs[k], prefillMs: r.prefillMs[k] })) as [Times, Times]);
     });
   });
 }
@@ -228,39 +228,43 @@ function nativeTimes(type: string, layers: number, threads: number): Promise<Tim
 const PAGE = `<!doctype html><meta charset="utf-8"><title>wllama bench</title>
 <script type="module">
 import { Wllama } from '/wllama/index.js';
+// req.models: the L-layer and the 1-layer file, loaded together and measured in alternation.
 window.runWllama = async (req) => {
-  const w = new Wllama({ 'single-thread/wllama.wasm': '/wllama/single-thread/wllama.wasm', 'multi-thread/wllama.wasm': '/wllama/multi-thread/wllama.wasm' },
-    { suppressNativeLog: true });
-  const blob = await (await fetch(req.model)).blob();
-  await w.loadModel([blob], { n_ctx: Math.max(req.ctx + req.runs + 16, req.prefill + 16), n_batch: 512, n_threads: req.threads });
   let seed = 12345;
   const tokens = (n) => Array.from({ length: n }, () => { seed = (seed * 1103515245 + 12345) >>> 0; return 3 + (seed % (req.vocab - 3)); });
-  await w.decode(tokens(req.ctx), { skipLogits: true });
-  for (let i = 0; i < 2; i++) await w.decode(tokens(1), {});
-  const decodeMs = [];
-  for (let i = 0; i < req.runs; i++) {
-    const t = tokens(1);
-    const t0 = performance.now();
-    await w.decode(t, {});
-    decodeMs.push(performance.now() - t0);
+  const runs = [];
+  for (const model of req.models) {
+    const w = new Wllama({ 'single-thread/wllama.wasm': '/wllama/single-thread/wllama.wasm', 'multi-thread/wllama.wasm': '/wllama/multi-thread/wllama.wasm' },
+      { suppressNativeLog: true });
+    const blob = await (await fetch(model)).blob();
+    await w.loadModel([blob], { n_ctx: Math.max(req.ctx + req.runs + 16, req.prefill + 16), n_batch: 512, n_threads: req.threads });
+    runs.push({ w, decodeMs: [], prefillMs: [] });
   }
-  const prefillMs = [];
+  const each = async (n, keep, key, options) => {
+    for (const r of runs) {
+      const t = tokens(n);
+      const t0 = performance.now();
+      await r.w.decode(t, options);
+      if (keep) r[key].push(performance.now() - t0);
+    }
+  };
+  await each(req.ctx, false, '', { skipLogits: true });
+  for (let i = 0; i < 2; i++) await each(1, false, '', {});
+  for (let i = 0; i < req.runs; i++) await each(1, true, 'decodeMs', {});
   for (let i = 0; i < req.prefillRuns + 1; i++) {
-    await w.kvClear();
-    const t = tokens(req.prefill);
-    const t0 = performance.now();
-    await w.decode(t, { skipLogits: true });
-    if (i > 0) prefillMs.push(performance.now() - t0);
+    for (const r of runs) await r.w.kvClear();
+    await each(req.prefill, i > 0, 'prefillMs', { skipLogits: true });
   }
-  const multi = w.isMultithread();
-  const threads = w.getNumThreads();
-  await w.exit();
-  return { decodeMs, prefillMs, multi, threads, isolated: self.crossOriginIsolated };
+  const multi = runs[0].w.isMultithread();
+  const threads = runs[0].w.getNumThreads();
+  for (const r of runs) await r.w.exit();
+  return { runs: runs.map((r) => ({ decodeMs: r.decodeMs, prefillMs: r.prefillMs })), multi, threads, isolated: self.crossOriginIsolated };
 };
 window.wllamaReady = true;
 </script>`;
 
-interface WllamaResult extends Times {
+interface WllamaResult {
+  runs: [Times, Times];
   multi: boolean;
   threads: number;
   isolated: boolean;
@@ -303,14 +307,14 @@ async function wllamaRuns(todo: { type: string; threads: number }[]): Promise<vo
   const server = await wllamaServer(port);
   const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', headless: true });
   try {
-    const times = async (type: string, layers: number, threads: number) => {
+    const times = async (type: string, threads: number) => {
       const page = await browser.newPage();
       try {
         page.on('pageerror', (e) => console.error(`  page error: ${e.message}`));
         await page.goto(`http://127.0.0.1:${port}/`);
         await page.waitForFunction(() => window.wllamaReady === true, undefined, { timeout: 60_000 });
-        const name = modelPath(type, layers).split('/').pop();
-        const request = { model: `/models/${name}`, threads, ctx, prefill, runs, prefillRuns, vocab: LLAMA_GGUF_VOCAB };
+        const name = (layers: number) => modelPath(type, layers).split('/').pop();
+        const request = { models: [`/models/${name(L)}`, `/models/${name(1)}`], threads, ctx, prefill, runs, prefillRuns, vocab: LLAMA_GGUF_VOCAB };
         return await page.evaluate((r) => window.runWllama(r), request);
       } finally {
         await page.close();
@@ -318,10 +322,9 @@ async function wllamaRuns(todo: { type: string; threads: number }[]): Promise<vo
     };
     for (const { type, threads } of todo) {
       try {
-        const many = await times(type, L, threads);
-        const one = await times(type, 1, threads);
-        const build = `${many.multi ? 'multi' : 'single'}-thread build, ${many.threads} thread(s)${many.isolated ? '' : ', not cross-origin isolated'}`;
-        log({ system: 'wllama', type, threads, ...perLayer(many, one), note: build });
+        const r = await times(type, threads);
+        const build = `${r.multi ? 'multi' : 'single'}-thread build, ${r.threads} thread(s)${r.isolated ? '' : ', not cross-origin isolated'}`;
+        log({ system: 'wllama', type, threads, ...perLayer(...r.runs), note: build });
       } catch (e) {
         log({ system: 'wllama', type, threads, decodeMs: null, prefillMs: null, note: `failed: ${(e as Error).message.split('\n')[0]}` });
       }
@@ -344,8 +347,7 @@ for (const type of TYPES) {
     if (!values['no-engine']) for (const a of ACTIVATIONS) log(await engineRun(type, threads, a));
     if (!values['no-native']) {
       try {
-        const many = await nativeTimes(type, L, threads);
-        const one = await nativeTimes(type, 1, threads);
+        const [many, one] = await nativeTimes(type, threads);
         log({ system: 'llama.cpp native', type, threads, ...perLayer(many, one) });
       } catch (e) {
         log({ system: 'llama.cpp native', type, threads, decodeMs: null, prefillMs: null, note: `failed: ${(e as Error).message.slice(0, 300)}` });

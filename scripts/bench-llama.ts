@@ -4,7 +4,8 @@
 //     the same Q4_0 blocks, llama's rope), its KV cache in f16 (createKvCache({ dtype: 'f16' }), as
 //     llama.cpp's default cache is F16), an --layers stack stepped through one after another as a model
 //     decodes a token; per layer: the stack's step / --layers. Prefill: the first layer's call of --prefill
-//     tokens. With config `activations` 'f32' and 'q8' where the engine has that option (else 'f32' only);
+//     tokens. With config `activations` 'f32' and, on the Q4_0 file, 'q8' (llama.cpp's 8-bit activations;
+//     where the engine refuses it on wasm, the row says why and shows '-');
 //   - llama.cpp's native CPU build (node-llama-cpp's prebuilt binary, gpu: false, build: 'never',
 //     scripts/bench-llama-native.mjs in a child process);
 //   - wllama (llama.cpp compiled to WebAssembly) in headless Chromium, its single-thread build at 1 thread
@@ -121,6 +122,9 @@ interface Row {
   threads: number;
   decodeMs: number | null;
   prefillMs: number | null;
+  /** The same from the fastest runs (min instead of median): less sensitive to a loaded machine. */
+  decodeBestMs?: number | null;
+  prefillBestMs?: number | null;
   note?: string;
 }
 
@@ -184,16 +188,27 @@ async function engineRun(type: string, threads: number, activations: string): Pr
       prefillMs.push(performance.now() - t0);
     }
     stack[0].mha.dispose();
-    return { system, type, threads, decodeMs: median(decodeMs), prefillMs: median(prefillMs), note: engine.threadsNote ?? undefined };
+    return {
+      system,
+      type,
+      threads,
+      decodeMs: median(decodeMs),
+      prefillMs: median(prefillMs),
+      decodeBestMs: Math.min(...decodeMs),
+      prefillBestMs: Math.min(...prefillMs),
+      note: engine.threadsNote ?? undefined,
+    };
   } finally {
     engine.dispose();
   }
 }
 
-/** Per layer from an L-layer and a 1-layer run: (t(L) − t(1)) / (L − 1), medians. */
+/** Per layer from an L-layer and a 1-layer run: (t(L) − t(1)) / (L − 1), of the medians and of the fastest runs. */
 const perLayer = (many: Times, one: Times) => ({
   decodeMs: (median(many.decodeMs) - median(one.decodeMs)) / (L - 1),
   prefillMs: (median(many.prefillMs) - median(one.prefillMs)) / (L - 1),
+  decodeBestMs: (Math.min(...many.decodeMs) - Math.min(...one.decodeMs)) / (L - 1),
+  prefillBestMs: (Math.min(...many.prefillMs) - Math.min(...one.prefillMs)) / (L - 1),
 });
 
 let nativeFlash: string | null = null;
@@ -344,7 +359,8 @@ console.log(
 );
 for (const type of TYPES) {
   for (const threads of THREADS) {
-    if (!values['no-engine']) for (const a of ACTIVATIONS) log(await engineRun(type, threads, a));
+    // activations 'q8' is for packed weights (refused on float layers)
+    if (!values['no-engine']) for (const a of ACTIVATIONS) if (type !== 'f32' || a === 'f32') log(await engineRun(type, threads, a));
     if (!values['no-native']) {
       try {
         const [many, one] = await nativeTimes(type, threads);
@@ -364,22 +380,29 @@ const find = (system: string, type: string, threads: number) => rows.find((r) =>
 console.log('');
 console.log(`native llama.cpp: flash attention ${nativeFlash ?? '-'} (${values['flash-attention']} asked); ${nativeSystem ?? ''}`);
 const engines = ACTIVATIONS.map((a) => `engine act ${a}`);
-console.log(
-  `| phase | type | threads | ${engines.join(' | ')} | llama.cpp native | wllama | ${engines.map((e) => `${e.replace('engine ', '')} / native`).join(' | ')} | wllama / engine act f32 |`,
-);
-console.log(`|${'---|'.repeat(5 + 2 * engines.length + 1)}`);
-for (const phase of ['decode', 'prefill'] as const) {
-  const key = phase === 'decode' ? 'decodeMs' : 'prefillMs';
-  const d = phase === 'decode' ? 3 : 1;
-  for (const type of TYPES)
-    for (const threads of THREADS) {
-      const native = find('llama.cpp native', type, threads)?.[key];
-      const wl = find('wllama', type, threads)?.[key];
-      const eng = engines.map((e) => find(e, type, threads)?.[key]);
-      console.log(
-        `| ${phase} | ${type} | ${threads} | ${eng.map((v) => fmt(v, d)).join(' | ')} | ${fmt(native, d)} | ${fmt(wl, d)} | ${eng.map((v) => ratio(v, native)).join(' | ')} | ${ratio(wl, eng[0])} |`,
-      );
-    }
-}
+const table = (best: boolean) => {
+  console.log(
+    `| phase | type | threads | ${engines.join(' | ')} | llama.cpp native | wllama | ${engines.map((e) => `${e.replace('engine ', '')} / native`).join(' | ')} | wllama / engine act f32 |`,
+  );
+  console.log(`|${'---|'.repeat(5 + 2 * engines.length + 1)}`);
+  for (const phase of ['decode', 'prefill'] as const) {
+    const key = `${phase}${best ? 'Best' : ''}Ms` as 'decodeMs' | 'prefillMs' | 'decodeBestMs' | 'prefillBestMs';
+    const d = phase === 'decode' ? 3 : 1;
+    for (const type of TYPES)
+      for (const threads of THREADS) {
+        const native = find('llama.cpp native', type, threads)?.[key];
+        const wl = find('wllama', type, threads)?.[key];
+        const eng = engines.map((e) => find(e, type, threads)?.[key]);
+        console.log(
+          `| ${phase} | ${type} | ${threads} | ${eng.map((v) => fmt(v, d)).join(' | ')} | ${fmt(native, d)} | ${fmt(wl, d)} | ${eng.map((v) => ratio(v, native)).join(' | ')} | ${ratio(wl, eng[0])} |`,
+        );
+      }
+  }
+};
+console.log('Per-layer ms, from medians:');
+table(false);
+console.log('');
+console.log('Per-layer ms, from the fastest runs (min):');
+table(true);
 for (const r of rows) if (r.note && r.system !== 'wllama') console.log(`${r.system} ${r.type} ${r.threads}t: ${r.note}`);
 if (values.json) writeFileSync(values.json, JSON.stringify({ E, H, G, ctx, prefill, runs, prefillRuns, layers: L, nativeFlash, nativeSystem, rows }, null, 2));

@@ -3,18 +3,26 @@
 // heads of one key/value head, reading the keys and values IN PLACE through the sequence's block table:
 //
 //   setPagedRule   the score rule of the sequence's plan (src/cpu/score-rule.ts, the float64 twin): scale,
-//                  softcap, ALiBi slope, sink, window, attnMask (a tree's); always causal
+//                  softcap, ALiBi slope, sink, window, attnMask (a tree's); always causal; and how the
+//                  pool stores a row (kind, rowBytes)
 //   attendPaged    O [Sq, Dh] = softmax(rule(Q·Kᵀ)) · V over keys 0 … Skv − 1, online softmax (running
 //                  max m and sum l per row), 4 query rows × 64 keys at a time, never an Sq × Skv buffer
 //
-// The pool (src/wasm/paged-kv-cache.ts): K, then V, each [maxBlocks, G, blockSize, Dh] f32; key j of
-// key/value head g lives in block table[j >> shift], row j & (blockSize − 1): byte
-// pool + table[j >> shift]·blockBytes + headBytes + (j & (blockSize − 1))·4·Dh. A chunk of 64 keys may
-// span several blocks (blockSize < 64) or part of one; the kernel takes each key's address from the table
-// once per chunk (kAddr, vAddr) and reads the rows where they are: no copy of a sequence's past.
+// The pool (src/wasm/paged-kv-cache.ts): K, then V, each [maxBlocks, G, blockSize] rows of rowBytes bytes,
+// a row stored as the pool's dtype stores it (kind 0 f32: Dh floats; 1 f16, 2 q8_0, 3 q4_0: quant/kv.ts's
+// encoded row, as a plain cache's V rows); key j of key/value head g lives in block table[j >> shift],
+// row j & (blockSize − 1): byte pool + table[j >> shift]·blockBytes + headBytes + (j & (blockSize − 1))·rowBytes.
+// A chunk of 64 keys may span several blocks (blockSize < 64) or part of one; the kernel takes each key's
+// address from the table once per chunk (kAddr, vAddr) and reads the rows where they are: no copy of a
+// sequence's past. Kinds 1 … 3: the chunk's 64 stored K rows are decoded into a tile of the scratch
+// (wasm/attention.ts's KvDecode.row, the plain cache's decoder: values exactly quant/kv.ts's decodeKvRow's)
+// just before its scores, then its V rows into the same tile just before P·V; nothing else is copied.
 // Q [Sq, Dh] row stride ldq; O likewise ldo. onePosition: every row is the last position (Skv − 1) and
 // attnMask row 0 (the rows are the query heads of a decode step); else row i is at Skv − Sq + i.
-// scratch: ≥ 512 + 4·(Dh + 3) floats (16-byte aligned). The fast exp has a relative error of about 2e-7.
+// scratch: ≥ 512 + 4·(Dh + 3) floats (16-byte aligned), + 64·Dh for kinds 1 … 3. The fast exp has a
+// relative error of about 2e-7.
+
+import { KvDecode } from './attention';
 
 const CH: i32 = 64; // keys per chunk
 const LOG2E: f32 = <f32>Math.LOG2E;
@@ -26,8 +34,12 @@ let pSink: f32 = 0;
 let pHasSink: bool = false;
 let pWindow: i32 = 0;
 let pMask: usize = 0;
+let pKind: i32 = 0; // how the pool stores a row: 0 f32, 1 f16, 2 q8_0, 3 q4_0 (wasm/attention.ts's kinds)
+let pRowBytes: usize = 0; // bytes of one stored K or V row
 
-export function setPagedRule(scale: f32, softcap: f32, slope: f32, sink: f32, hasSink: i32, window: i32, mask: usize): void {
+export function setPagedRule(scale: f32, softcap: f32, slope: f32, sink: f32, hasSink: i32, window: i32, mask: usize, kind: i32, rowBytes: i32): void {
+  pKind = kind;
+  pRowBytes = <usize>rowBytes;
   pScale = scale;
   pSoftcap = softcap;
   pSlope = slope;
@@ -321,6 +333,19 @@ function softmaxRow(row: usize, maskRow: i32, ip: i32, j0: i32, jn: i32, first: 
   store<f32>(lp, load<f32>(lp) * a + hsum(sum));
 }
 
+/**
+ * The jn stored rows at the addresses in addr (kinds 1 … 3) decoded by wasm/attention.ts's KvDecode.row
+ * into tile [jn, Dh] f32; addr then holds the decoded rows' addresses.
+ */
+function decodeChunk(addr: usize, jn: i32, Dh: i32, tile: usize, tileRow: usize): void {
+  for (let jj = 0; jj < jn; jj++) {
+    const at = addr + ((<usize>jj) << 2);
+    const dst = tile + <usize>jj * tileRow;
+    KvDecode.row(<usize>load<u32>(at), pKind, Dh, dst);
+    store<u32>(at, <u32>dst);
+  }
+}
+
 /** O [Sq, Dh] for one (sequence, head) or a decode step's heads of one key/value head; see the top of this file. */
 export function attendPaged(
   q: usize,
@@ -350,9 +375,11 @@ export function attendPaged(
   const bands = alpha + 16; // [4, 2] i32: first, last key
   const kAddr = bands + 32; // [CH] u32: each key's address
   const vAddr = kAddr + rs; // [CH] u32: each value's address
+  const tile = vAddr + rs; // kinds 1 … 3: the chunk's keys, then its values, decoded [CH, Dh] f32
   const qStride = (<usize>ldq) << 2;
   const within = (1 << shift) - 1;
-  const keyBytes = (<usize>Dh) << 2;
+  const keyBytes = pRowBytes;
+  const tileRow = (<usize>Dh) << 2;
   for (let i0 = 0; i0 < Sq; i0 += 4) {
     const R = min(4, Sq - i0);
     let lo = Skv;
@@ -385,6 +412,7 @@ export function attendPaged(
         store<u32>(kAddr + ((<usize>jj) << 2), <u32>(kPool + off));
         store<u32>(vAddr + ((<usize>jj) << 2), <u32>(vPool + off));
       }
+      if (pKind !== 0) decodeChunk(kAddr, jn, Dh, tile, tileRow);
       scores(q0, qStride, R === 3 ? 2 : R, kAddr, jn, Dh, sc);
       if (R === 3) scores(q2, qStride, 1, kAddr, jn, Dh, sc + 2 * rs);
       for (let r = 0; r < R; r++) {
@@ -395,6 +423,7 @@ export function attendPaged(
         const last = load<i32>(bands + ((<usize>r) << 3), 4);
         softmaxRow(sc + <usize>r * rs, maskRow, ip, j0, jn, first, last, Skv, m + ro, l + ro, alpha + ro);
       }
+      if (pKind !== 0) decodeChunk(vAddr, jn, Dh, tile, tileRow); // the keys' tile is spent
       if (R === 1) {
         pvOne(sc, acc, load<f32>(alpha), vAddr, jn, Dh);
       } else {

@@ -19,7 +19,7 @@ import {
 import { kvRowBytes } from '../src/quant/kv.ts';
 import { expectClose, type Tolerance } from '../src/util/tolerance.ts';
 import { ThreadPool } from '../src/wasm/threads.ts';
-import { PAGED_TOLERANCE } from './helpers/paged.ts';
+import { PAGED_TOLERANCE, type PagedScoreOptions } from './helpers/paged.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 
 let wasm1: AttentionEngine;
@@ -77,6 +77,7 @@ class Harness {
     readonly dtype: KvCacheDtype,
     options: { blockSize: number; maxBlocks: number },
     seed: number,
+    readonly score: PagedScoreOptions = {},
   ) {
     this.E = layer.embedDim;
     this.paged = layer.createPagedKvCache({ ...options, dtype });
@@ -101,7 +102,7 @@ class Harness {
     const history = [...this.solo.get(id)!.history];
     const cache = this.soloCache();
     const rows = concat(history);
-    if (rows.length) await this.layer.forward(rows, { batchSize: 1, seqLen: rows.length / this.E, kvCache: cache, isCausal: true });
+    if (rows.length) await this.layer.forward(rows, { batchSize: 1, seqLen: rows.length / this.E, kvCache: cache, isCausal: true, ...this.score });
     this.solo.set(child, { cache, history });
     return child;
   }
@@ -123,7 +124,7 @@ class Harness {
   async call(parts: readonly { id: number; length: number; treeParents?: Int32Array }[], what: string): Promise<Float32Array> {
     const E = this.E;
     const xs = parts.map((p) => uniform(p.length * E, 1, this.rng));
-    const got = (await this.layer.forward(concat(xs), { kvCache: this.paged, sequences: parts.map((p) => ({ ...p })) })).output;
+    const got = (await this.layer.forward(concat(xs), { kvCache: this.paged, sequences: parts.map((p) => ({ ...p })), ...this.score })).output;
     let row = 0;
     for (const [i, p] of parts.entries()) {
       const s = this.solo.get(p.id)!;
@@ -133,6 +134,7 @@ class Harness {
           seqLen: p.length,
           kvCache: s.cache,
           ...(p.treeParents ? { treeParents: p.treeParents } : { isCausal: true }),
+          ...this.score,
         })
       ).output;
       s.history.push(xs[i]);
@@ -250,6 +252,33 @@ describe.each(DTYPES)("'wasm' paged pool of %s equals each sequence run alone on
     h.dispose();
     mha.dispose();
   });
+});
+
+test.each(['f16', 'q8_0', 'q4_0'] as const)('%s: window, softcap, sinks and ALiBi per sequence (each head on its own: no grouped step)', async (dtype) => {
+  const mha = wasm2.createMultiHeadAttention(DH32, randomStateDict(DH32, 13));
+  const score: PagedScoreOptions = {
+    window: 40,
+    softcap: 20,
+    sinks: Float32Array.from([0.5, -1, 0, 2]),
+    alibiSlopes: Float32Array.from([0.5, 0.25, 0.125, 0.0625]),
+  };
+  const h = new Harness(mha, dtype, { blockSize: 16, maxBlocks: 30 }, 14, score);
+  const ids = [h.add(), h.add(), h.add()];
+  await h.call(
+    [
+      { id: ids[0], length: 90 },
+      { id: ids[1], length: 37 },
+      { id: ids[2], length: 1 },
+    ],
+    'prefill with score options',
+  );
+  await h.call(
+    ids.map((id) => ({ id, length: 1 })),
+    'a step with score options',
+  );
+  await h.checkContents('score options');
+  h.dispose();
+  mha.dispose();
 });
 
 test('2 threads: the workers decode and attend over q8_0, q4_0 and f16 pools in place; the outputs equal 1 thread bit for bit', async () => {

@@ -6,7 +6,8 @@
 //                  softcap, ALiBi slope, sink, window, attnMask (a tree's); always causal; and how the
 //                  pool stores a row (kind, rowBytes)
 //   attendPaged    O [Sq, Dh] = softmax(rule(Q·Kᵀ)) · V over keys 0 … Skv − 1, online softmax (running
-//                  max m and sum l per row), 4 query rows × 64 keys at a time, never an Sq × Skv buffer
+//                  max m and sum l per row), 4 query rows (32 for a decoded pool) × 64 keys at a time,
+//                  never an Sq × Skv buffer
 //
 // The pool (src/wasm/paged-kv-cache.ts): K, then V, each [maxBlocks, G, blockSize] rows of rowBytes bytes,
 // a row stored as the pool's dtype stores it (kind 0 f32: Dh floats; 1 f16, 2 q8_0, 3 q4_0: quant/kv.ts's
@@ -19,12 +20,14 @@
 // just before its scores, then its V rows into the same tile just before P·V; nothing else is copied.
 // Q [Sq, Dh] row stride ldq; O likewise ldo. onePosition: every row is the last position (Skv − 1) and
 // attnMask row 0 (the rows are the query heads of a decode step); else row i is at Skv − Sq + i.
-// scratch: ≥ 512 + 4·(Dh + 3) floats (16-byte aligned), + 64·Dh for kinds 1 … 3. The fast exp has a
+// scratch (16-byte aligned): ≥ 512 + 4·(Dh + 3) floats for kind 0 (4 query rows a pass); for kinds 1 … 3
+// (32 rows a pass, a chunk decoded once for them) ≥ 2400 + 32·(Dh + 3) + 64·Dh. The fast exp has a
 // relative error of about 2e-7.
 
 import { KvDecode } from './attention';
 
 const CH: i32 = 64; // keys per chunk
+const RG_DECODED: i32 = 32; // query rows per pass over a decoded chunk (kinds 1 … 3)
 const LOG2E: f32 = <f32>Math.LOG2E;
 
 let pScale: f32 = 1;
@@ -367,24 +370,28 @@ export function attendPaged(
   const Dp = (Dh + 3) & ~3;
   const rowBytes = (<usize>Dp) << 2;
   const rs = (<usize>CH) << 2;
-  const sc = scratch; // p [4, CH]
-  const acc = sc + 4 * rs; // [4, Dp]
-  const m = acc + 4 * rowBytes; // [4] running max
-  const l = m + 16; // [4] running sum
-  const alpha = l + 16; // [4] this chunk's rescale factor
-  const bands = alpha + 16; // [4, 2] i32: first, last key
-  const kAddr = bands + 32; // [CH] u32: each key's address
+  // Query rows per pass over the keys: 4 for f32 rows (read where they are), 32 where each chunk is
+  // decoded first (kinds 1 … 3), so that a prefill decodes its keys and values once per 32 rows.
+  const RG = pKind !== 0 ? RG_DECODED : 4;
+  const sc = scratch; // p [RG, CH]
+  const acc = sc + <usize>RG * rs; // [RG, Dp]
+  const m = acc + <usize>RG * rowBytes; // [RG] running max
+  const l = m + ((<usize>RG) << 2); // [RG] running sum
+  const alpha = l + ((<usize>RG) << 2); // [RG] this chunk's rescale factor
+  const bands = alpha + ((<usize>RG) << 2); // [RG, 2] i32: first, last key
+  const kAddr = bands + ((<usize>RG) << 3); // [CH] u32: each key's address
   const vAddr = kAddr + rs; // [CH] u32: each value's address
   const tile = vAddr + rs; // kinds 1 … 3: the chunk's keys, then its values, decoded [CH, Dh] f32
   const qStride = (<usize>ldq) << 2;
   const within = (1 << shift) - 1;
   const keyBytes = pRowBytes;
   const tileRow = (<usize>Dh) << 2;
-  for (let i0 = 0; i0 < Sq; i0 += 4) {
-    const R = min(4, Sq - i0);
+  for (let i0 = 0; i0 < Sq; i0 += RG) {
+    const R = min(RG, Sq - i0);
+    const R4 = (R + 3) & ~3; // rows in whole quads; the ones past R see no key
     let lo = Skv;
     let hi = -1;
-    for (let r = 0; r < 4; r++) {
+    for (let r = 0; r < R4; r++) {
       let first = Skv;
       let last = -1;
       if (r < R) {
@@ -400,9 +407,7 @@ export function attendPaged(
       store<f32>(l + ((<usize>r) << 2), pHasSink ? 1 : 0);
       store<f32>(alpha + ((<usize>r) << 2), 0);
     }
-    memory.fill(acc, 0, 4 * rowBytes);
-    const q0 = q + <usize>i0 * qStride;
-    const q2 = q0 + 2 * qStride;
+    memory.fill(acc, 0, <usize>R4 * rowBytes);
     for (let j0 = lo; j0 <= hi; j0 += CH) {
       const jn = min(CH, hi + 1 - j0);
       for (let jj = 0; jj < jn; jj++) {
@@ -413,8 +418,13 @@ export function attendPaged(
         store<u32>(vAddr + ((<usize>jj) << 2), <u32>(vPool + off));
       }
       if (pKind !== 0) decodeChunk(kAddr, jn, Dh, tile, tileRow);
-      scores(q0, qStride, R === 3 ? 2 : R, kAddr, jn, Dh, sc);
-      if (R === 3) scores(q2, qStride, 1, kAddr, jn, Dh, sc + 2 * rs);
+      // Each quad of rows: two rows together, a third alone.
+      for (let r0 = 0; r0 < R; r0 += 4) {
+        const Rq = min(4, R - r0);
+        const q0 = q + <usize>(i0 + r0) * qStride;
+        scores(q0, qStride, Rq === 3 ? 2 : Rq, kAddr, jn, Dh, sc + <usize>r0 * rs);
+        if (Rq === 3) scores(q0 + 2 * qStride, qStride, 1, kAddr, jn, Dh, sc + <usize>(r0 + 2) * rs);
+      }
       for (let r = 0; r < R; r++) {
         const ro = (<usize>r) << 2;
         const ip = onePosition !== 0 ? Skv - 1 : i0 + r + Skv - Sq;
@@ -424,11 +434,16 @@ export function attendPaged(
         softmaxRow(sc + <usize>r * rs, maskRow, ip, j0, jn, first, last, Skv, m + ro, l + ro, alpha + ro);
       }
       if (pKind !== 0) decodeChunk(vAddr, jn, Dh, tile, tileRow); // the keys' tile is spent
-      if (R === 1) {
-        pvOne(sc, acc, load<f32>(alpha), vAddr, jn, Dh);
-      } else {
-        for (let r = R; r < 4; r++) memory.fill(sc + <usize>r * rs, 0, rs); // dropped rows: p = 0
-        pvFour(sc, acc, rowBytes, alpha, vAddr, jn, Dh);
+      for (let r0 = 0; r0 < R; r0 += 4) {
+        const Rq = min(4, R - r0);
+        const p0 = sc + <usize>r0 * rs;
+        const a0 = acc + <usize>r0 * rowBytes;
+        if (Rq === 1) {
+          pvOne(p0, a0, load<f32>(alpha + ((<usize>r0) << 2)), vAddr, jn, Dh);
+        } else {
+          for (let r = Rq; r < 4; r++) memory.fill(p0 + <usize>r * rs, 0, rs); // dropped rows: p = 0
+          pvFour(p0, a0, rowBytes, alpha + ((<usize>r0) << 2), vAddr, jn, Dh);
+        }
       }
     }
     // O = acc / l (0 for a row that saw nothing).

@@ -30,9 +30,10 @@ export interface PagedProjections {
   gate: Projection | null;
 }
 
-/** Floats of attendPaged's scratch (wasm/paged.ts) for head size Dh: + a tile of 64 decoded rows for a pool of f16 or a q-dtype (kind > 0). */
+/** Floats of attendPaged's scratch (wasm/paged.ts) for head size Dh: 4 query rows a pass over f32 rows; 32 and a tile of 64 decoded rows for a pool of f16 or a q-dtype (kind > 0). */
 function scratchFloats(Dh: number, kind: number): number {
-  return 512 + 4 * ((Dh + 3) & ~3) + (kind > 0 ? 64 * Dh : 0);
+  const Dp = (Dh + 3) & ~3;
+  return kind > 0 ? 2400 + 32 * Dp + 64 * Dh : 512 + 4 * Dp;
 }
 
 /** Multiply-adds of a paged call's attention below which it runs on one thread (see runPaged). */

@@ -30,6 +30,11 @@ interface KernelExports {
   gemm(x: number, ldx: number, M: number, K: number, wp: number, N: number, bias: number, y: number, ldy: number): void;
   qgemv: QuantizedProduct;
   qgemm: QuantizedProduct;
+  /** wasm/q8.ts: the same products on activations quantized to q8 (src/quant/activations.ts), integer dot products. */
+  qgemv8: QuantizedProduct;
+  qgemm8: QuantizedProduct;
+  /** wasm/q8.ts: x [M, K] quantized per block of 32 as quantizeActivationsQ8 (i16 values in `layout` 0, 4 or 8; (d, d·S) per unit). */
+  quantizeQ8(x: number, ldx: number, M: number, K: number, unit: number, layout: number, q: number, ldq: number, ds: number): void;
   transpose(k: number, ldk: number, rows: number, Dh: number, kt: number): void;
   setRule(
     scale: number,

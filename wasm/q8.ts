@@ -158,6 +158,7 @@ class Q8 {
   static panel(
     R: i32,
     B: i32,
+    ONE: bool,
     xq: usize,
     xqStride: usize,
     ds: usize,
@@ -185,59 +186,78 @@ class Q8 {
     let p1 = xq + xqStride;
     let dp = ds;
     let sp = so;
-    for (let u0 = 0; u0 < nUnits; u0 += unitsPerGroup) {
-      const u1 = min(u0 + unitsPerGroup, nUnits);
-      let t0 = f32x4.splat(0);
-      let t1 = t0;
-      let ts0: f32 = 0;
-      let ts1: f32 = 0;
-      for (let un = u0; un < u1; un++) {
-        const w0 = un * wordsPerUnit;
-        let wp = wq + ((<usize>w0) << 4);
-        const wEnd = wq + ((<usize>min(w0 + wordsPerUnit, W)) << 4);
-        if ((w0 & 63) === 0) touchAhead(wp, sp); // every 1 KiB of words (a unit's words: a power of two ≤ 8)
-        let h0 = i32x4.splat(0);
-        let h1 = h0;
-        if (B === 4) {
-          for (; wp < wEnd; wp += 16) {
-            const u = v128.load(wp); // one word of the 4 columns
-            const q0 = v128.and(u, mask);
-            const q1 = v128.and(i32x4.shr_u(u, 4), mask);
-            const q2 = v128.and(i32x4.shr_u(u, 8), mask);
-            const q3 = v128.and(i32x4.shr_u(u, 12), mask);
-            h0 = i32x4.add(h0, Q8.dots4(q0, q1, q2, q3, p0));
-            if (R > 1) h1 = i32x4.add(h1, Q8.dots4(q0, q1, q2, q3, p1));
-            p0 += 16;
-            if (R > 1) p1 += 16;
-          }
-        } else {
-          for (; wp < wEnd; wp += 16) {
-            const u = v128.load(wp);
-            const q0 = v128.and(u, mask);
-            const q1 = v128.and(i32x4.shr_u(u, 8), mask);
-            h0 = i32x4.add(h0, Q8.dots2(q0, q1, p0));
-            if (R > 1) h1 = i32x4.add(h1, Q8.dots2(q0, q1, p1));
-            p0 += 8;
-            if (R > 1) p1 += 8;
-          }
+    let t0 = A0; // with several units a group: Σ d·H over the group's units so far, and ts Σ d·S
+    let t1 = A0;
+    let ts0: f32 = 0;
+    let ts1: f32 = 0;
+    let left = unitsPerGroup; // units left in the group
+    for (let un = 0; un < nUnits; un++) {
+      const w0 = un * wordsPerUnit;
+      let wp = wq + ((<usize>w0) << 4);
+      const wEnd = wq + ((<usize>min(w0 + wordsPerUnit, W)) << 4);
+      if ((w0 & 63) === 0) touchAhead(wp, sp); // every 1 KiB of words (a unit's words: a power of two ≤ 8)
+      let h0 = i32x4.splat(0);
+      let h1 = h0;
+      if (B === 4) {
+        for (; wp < wEnd; wp += 16) {
+          const u = v128.load(wp); // one word of the 4 columns
+          const q0 = v128.and(u, mask);
+          const q1 = v128.and(i32x4.shr_u(u, 4), mask);
+          const q2 = v128.and(i32x4.shr_u(u, 8), mask);
+          const q3 = v128.and(i32x4.shr_u(u, 12), mask);
+          h0 = i32x4.add(h0, Q8.dots4(q0, q1, q2, q3, p0));
+          if (R > 1) h1 = i32x4.add(h1, Q8.dots4(q0, q1, q2, q3, p1));
+          p0 += 16;
+          if (R > 1) p1 += 16;
         }
+      } else {
+        for (; wp < wEnd; wp += 16) {
+          const u = v128.load(wp);
+          const q0 = v128.and(u, mask);
+          const q1 = v128.and(i32x4.shr_u(u, 8), mask);
+          h0 = i32x4.add(h0, Q8.dots2(q0, q1, p0));
+          if (R > 1) h1 = i32x4.add(h1, Q8.dots2(q0, q1, p1));
+          p0 += 8;
+          if (R > 1) p1 += 8;
+        }
+      }
+      if (ONE) {
+        // the unit is the group: y += s·(d·H) − o·(d·S)
+        const s = v128.load(sp);
+        const o = v128.load(sp, 16);
+        sp += 32;
+        A0 = f32x4.add(A0, f32x4.mul(s, f32x4.mul(v128.load32_splat(dp), f32x4.convert_i32x4_s(h0))));
+        B0 = f32x4.add(B0, f32x4.mul(o, v128.load32_splat(dp + 4)));
+        if (R > 1) {
+          A1 = f32x4.add(A1, f32x4.mul(s, f32x4.mul(v128.load32_splat(dp + dsStride), f32x4.convert_i32x4_s(h1))));
+          B1 = f32x4.add(B1, f32x4.mul(o, v128.load32_splat(dp + dsStride + 4)));
+        }
+      } else {
         t0 = f32x4.add(t0, f32x4.mul(v128.load32_splat(dp), f32x4.convert_i32x4_s(h0)));
         ts0 += load<f32>(dp, 4);
         if (R > 1) {
           t1 = f32x4.add(t1, f32x4.mul(v128.load32_splat(dp + dsStride), f32x4.convert_i32x4_s(h1)));
           ts1 += load<f32>(dp + dsStride, 4);
         }
-        dp += 8;
+        if (--left === 0 || un === nUnits - 1) {
+          // the group's end: y += s·Σ d·H − o·Σ d·S
+          const s = v128.load(sp);
+          const o = v128.load(sp, 16);
+          sp += 32;
+          A0 = f32x4.add(A0, f32x4.mul(s, t0));
+          B0 = f32x4.add(B0, f32x4.mul(o, f32x4.splat(ts0)));
+          t0 = f32x4.splat(0);
+          ts0 = 0;
+          if (R > 1) {
+            A1 = f32x4.add(A1, f32x4.mul(s, t1));
+            B1 = f32x4.add(B1, f32x4.mul(o, f32x4.splat(ts1)));
+            t1 = t0;
+            ts1 = 0;
+          }
+          left = unitsPerGroup;
+        }
       }
-      const s = v128.load(sp);
-      const o = v128.load(sp, 16);
-      sp += 32;
-      A0 = f32x4.add(A0, f32x4.mul(s, t0));
-      B0 = f32x4.add(B0, f32x4.mul(o, f32x4.splat(ts0)));
-      if (R > 1) {
-        A1 = f32x4.add(A1, f32x4.mul(s, t1));
-        B1 = f32x4.add(B1, f32x4.mul(o, f32x4.splat(ts1)));
-      }
+      dp += 8;
     }
     Q8.store4(y, f32x4.sub(f32x4.add(b, A0), B0), cols);
     if (R > 1) Q8.store4(y + yStride, f32x4.sub(f32x4.add(b, A1), B1), cols);
@@ -446,7 +466,7 @@ function dsBytes(M: i32, K: i32, group: i32): usize {
   return ((<usize>(M * nUnits * 8) + 15) >> 4) << 4; // bytes of ds, to a whole v128
 }
 
-/** Q8.panel() for a run-time R ≤ 2 and bits: a copy per (R, bits). */
+/** Q8.panel() for a run-time R ≤ 2, bits, and group ≤ 32 (one unit a group) or not: a copy per (R, bits, ONE). */
 function panelAny(
   R: i32,
   bits: i32,
@@ -465,12 +485,22 @@ function panelAny(
   yStride: usize,
   cols: i32,
 ): void {
-  if (bits === 4) {
-    if (R === 1) Q8.panel(1, 4, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
-    else Q8.panel(2, 4, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+  if (group <= 32) {
+    if (bits === 4) {
+      if (R === 1) Q8.panel(1, 4, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      else Q8.panel(2, 4, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+    } else {
+      if (R === 1) Q8.panel(1, 8, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      else Q8.panel(2, 8, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+    }
   } else {
-    if (R === 1) Q8.panel(1, 8, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
-    else Q8.panel(2, 8, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+    if (bits === 4) {
+      if (R === 1) Q8.panel(1, 4, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      else Q8.panel(2, 4, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+    } else {
+      if (R === 1) Q8.panel(1, 8, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      else Q8.panel(2, 8, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+    }
   }
 }
 

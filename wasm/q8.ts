@@ -17,13 +17,19 @@
 //               i32x4 accumulators over a unit (one splat of a row's pair against 2 column vectors),
 //               then scales them into a float32 tile [4, 8] that stays in L1
 //
-// Figures (2-core EPYC VM, Node 22, one thread, q4_0, scripts/bench-q8.ts): see the end of this comment.
-//   decode (1 row, N = 3072, K = 2048, weights in cache): qgemv8 QGEMV8_FIGURE
-//   prefill (512 rows, K = 2048, N = 2048 / 3072): qgemm8 QGEMM8_FIGURE
+// Figures: scripts/bench-q8.ts, one thread, the kernels alone, K = 2048, against qgemv / qgemm on the
+// same packed weights (2-core AMD EPYC VM with AVX-512, Node 20, other jobs running beside: medians of
+// 11 interleaved runs, ns a weight and row, ratio q8 / f32):
+//   q4_0 prefill 512 rows, N 2048 / 3072: 0.029 / 0.028 ns (qgemm 0.043 / 0.043): 0.67× / 0.67×
+//   q4_0 decode, one row (weights in L2/L3), N 2048 / 3072: 0.059 / 0.063 ns (qgemv 0.085 / 0.092): 0.69× / 0.69×
+//   q8_0, q4_k, q6_k prefill 0.62–0.80×, decode 0.53–0.78× (q6_k, groups of 16: prefill 0.80×, decode 0.73×)
+// The prefill loop is bound by its i32x4.dot_i16x8_s + add pairs (8 products for 2 instructions, where
+// gemm's float loop has 4 for 2); the scaling per unit (4 rows × 8 columns, into the tile) is about a
+// fifth of its work. Tried: the micro-kernel's loop unrolled to two pairs a step (0.78–0.90×: slower).
 //
 // The host guarantees what wasm/qgemm.ts's kernels need (bits 4 or 8, group a power of two ≥ 16,
-// ldx ≥ K, ldy ≥ N, bias ⌈N/8⌉·8 floats), and scratch of qgemv8Scratch / qgemm8Scratch floats
-// (src/wasm/projection.ts computes the same sizes).
+// ldx ≥ K, ldy ≥ N, bias ⌈N/8⌉·8 floats), and the scratch qgemv8's and qgemm8's comments size
+// (src/wasm/projection.ts's scratchFloats computes the same).
 
 const MC: i32 = 64; // rows of x per chunk (as gemm.ts, qgemm.ts)
 const ROWS: i32 = 2; // qgemv8's rows per pass over a panel (as qgemv)
@@ -152,7 +158,9 @@ class Q8 {
    * One panel of 4 columns (wq, so at the panel) for R ≤ 2 rows of q8 activations in layout B (xq, row
    * stride xqStride; their (d, d·S) per unit at ds, row stride dsStride), B bits: per unit the integer
    * H = Σ quant·q (a word's fields (j, j + perWord/2) as i16 pairs against the row's splat pair), then
-   * in float32 t += d·H and ts += d·S over the group's units, y += s·t − o·ts per group.
+   * in float32 y += s·(d·H) − o·(d·S) when a unit is the group (ONE: group ≤ 32), else t += d·H and
+   * ts += d·S over the group's units and y += s·t − o·ts per group. Tried: the nested loops of the
+   * second form for both: q4_0 decode 0.83× → 0.6–0.7× of qgemv's time with ONE.
    */
   @inline
   static panel(

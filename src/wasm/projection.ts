@@ -8,6 +8,9 @@
 // (y += s·Σ x·q − o·Σ x); qgemm dequantizes one panel of 8 columns at a time, [K, 8] float32, into a
 // scratch buffer of its thread in the call's arena and gives, bit for bit, what gemm gives on the
 // float32 weights src/quant's unpackWeight stands for.
+// With `activations: 'q8'` (src/quant/activations.ts) the same packed weights go to wasm/q8.ts instead:
+// qgemv8 and qgemm8 quantize x per block of 32 as ggml's Q8_0 and multiply in integers (llama.cpp's
+// arithmetic), in scratch of their own size (scratchFloats).
 
 import { InvalidArgumentError } from '../errors.ts';
 import { packWeight } from '../quant/pack.ts';

@@ -10,7 +10,8 @@
 // (cache.bytes; on WebGPU also what engine.stats' bytes grew by when the cache was made)
 // against the first dtype's. `--paged 8` measures instead 8 sequences with contexts 100, 200, … 800
 // each adding one token: one call on a PagedKvCache against 8 calls on 8 plain caches, alternating,
-// median of `--runs` after 2 warm-ups.
+// median of `--runs` after 2 warm-ups; with `--dtypes`, for each of those dtypes in turn (the pool and
+// the plain caches of that dtype), on either backend.
 //
 //   node scripts/run-ts.mjs scripts/bench-wasm-decode.ts [--runs 30] [--threads 1] [--embed 512 --heads 8 --kv-heads 8]
 //     [--lengths 128,4096] [--backend wasm|webgpu] [--attention rows64-keys32-r4] [--dtypes f16,q8_0,q4_0] [--paged 8]
@@ -54,8 +55,10 @@ const where = engine.backend === 'wasm' ? `${engine.threads} thread(s)` : `WebGP
 const mib = (n: number) => `${(n / 2 ** 20).toFixed(2)} MiB`;
 const step = (kvCache: KvCache) => mha.forward(x, { batchSize: 1, seqLen: 1, kvCache, isCausal: true });
 
-if (values.paged) await pagedRounds(Number(values.paged));
-else if (values.dtypes) await dtypeRounds(values.dtypes.split(',') as KvCacheDtype[]);
+if (values.paged) {
+  const dtypes = values.dtypes ? (values.dtypes.split(',') as KvCacheDtype[]) : [null];
+  for (const dtype of dtypes) await pagedRounds(Number(values.paged), dtype);
+} else if (values.dtypes) await dtypeRounds(values.dtypes.split(',') as KvCacheDtype[]);
 else await plainRuns();
 mha.dispose();
 engine.dispose();
@@ -108,14 +111,15 @@ async function dtypeRounds(dtypes: KvCacheDtype[]): Promise<void> {
   }
 }
 
-/** n sequences with contexts 100, 200, … each adding a token: one paged call against n calls on n plain caches. */
-async function pagedRounds(n: number): Promise<void> {
+/** n sequences with contexts 100, 200, … each adding a token: one paged call against n calls on n plain caches (of `dtype`, or the backend's default). */
+async function pagedRounds(n: number, dtype: KvCacheDtype | null): Promise<void> {
+  const asked = dtype ? { dtype } : {};
   const contexts = Array.from({ length: n }, (_, i) => 100 * (i + 1));
   const steps = runs + 2;
   const xs = uniform(n * E, 1, mulberry32(3));
-  const plains = contexts.map((length) => mha.createKvCache({ batchSize: 1, maxSeqLen: length + steps, ...past(length) }));
+  const plains = contexts.map((length) => mha.createKvCache({ batchSize: 1, maxSeqLen: length + steps, ...asked, ...past(length) }));
   const blockSize = 16;
-  const paged = mha.createPagedKvCache({ blockSize, maxBlocks: contexts.reduce((a, l) => a + Math.ceil((l + steps) / blockSize), 0) });
+  const paged = mha.createPagedKvCache({ blockSize, maxBlocks: contexts.reduce((a, l) => a + Math.ceil((l + steps) / blockSize), 0), ...asked });
   const ids = contexts.map(() => paged.addSequence());
   // Each sequence's context prefilled through the paged cache in one call (a mixed prefill).
   const ctx = new Float32Array(contexts.reduce((a, l) => a + l, 0) * E);
@@ -145,7 +149,9 @@ async function pagedRounds(n: number): Promise<void> {
   }
   const one = median(pagedTimes);
   const many = median(separateTimes);
-  console.log(`${n} sequences (contexts ${contexts[0]} … ${contexts[n - 1]}) each adding a token, E=${E} H=${H} G=${G}, ${where}, median of ${runs} alternating after 2`);
+  console.log(
+    `${n} sequences (contexts ${contexts[0]} … ${contexts[n - 1]}) each adding a token, E=${E} H=${H} G=${G}, cache dtype ${paged.dtype}, ${where}, median of ${runs} alternating after 2`,
+  );
   console.log(`  one paged call: ${one.toFixed(3)} ms; ${n} calls on ${n} caches: ${many.toFixed(3)} ms; ${(many / one).toFixed(2)}× faster`);
   for (const cache of plains) cache.dispose();
   paged.dispose();

@@ -71,6 +71,16 @@ export interface MultiHeadAttentionConfig {
    * that shape a softmax (attnMask, window, scale, softcap, sinks, ALiBi, scoreMod, needWeights) do not.
    */
   attention?: 'softmax' | 'linear';
+  /**
+   * How the projections with quantized weights multiply. 'f32' (default): the input in float32 times
+   * the weights' exact float values. 'q8': llama.cpp's arithmetic — each projection input with packed
+   * weights is first quantized as ggml's Q8_0 (every row in blocks of 32 along K: d = max|x|/127 as
+   * f16, q = round(x/d) in int8; src/quant/activations.ts), and the products are integer dot products
+   * per block, scaled in float: the result is y = (d·q)·Wᵀ + b. Faster on the 'wasm' backend (integer
+   * SIMD), off from 'f32' by the activations' rounding (about 0.4 % of a block's largest element).
+   * Projections with float32 weights are unaffected; a layer with no quantized weight refuses 'q8'.
+   */
+  activations?: 'f32' | 'q8';
 }
 
 /**

@@ -116,6 +116,7 @@ export const CONFIG_KEYS = knownKeys<MultiHeadAttentionConfig>({
   outputGate: true,
   scoreMod: true,
   attention: true,
+  activations: true,
 });
 
 /** config.rotary, and scaledDotProductAttention's options.rotary. */

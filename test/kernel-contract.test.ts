@@ -14,6 +14,7 @@ import { DECODE_MERGE } from '../src/webgpu/kernels/decode-merge.ts';
 import { FLASH_ATTENTION } from '../src/webgpu/kernels/flash-attention.ts';
 import { HEAD_TRANSFORM } from '../src/webgpu/kernels/head-transform.ts';
 import { KV_MOVE_SCALES, KV_STORE } from '../src/webgpu/kernels/kv-store.ts';
+import { ACTIVATIONS_Q8 } from '../src/webgpu/kernels/activations-q8.ts';
 import { KERNELS } from '../src/webgpu/kernels/index.ts';
 import { LINEAR_ATTENTION } from '../src/webgpu/kernels/linear-attention.ts';
 import { OUTPUT_GATE } from '../src/webgpu/kernels/output-gate.ts';
@@ -80,6 +81,7 @@ const SAMPLES = new Map<Kernel<Specialisation, never>, Specialisation[]>([
   ],
   [DECODE_MERGE, [{}]],
   [OUTPUT_GATE, [{}]],
+  [ACTIVATIONS_Q8, [{}]],
   [
     PAGED_WRITE,
     [

@@ -448,7 +448,7 @@ function halfToFloat1(h: u32): f32 {
  * parse a decorator on a plain function (as qgemm.ts's Q).
  */
 // biome-ignore lint/complexity/noStaticOnlyClass: @inline needs a method here (see above)
-class KvDecode {
+export class KvDecode {
   /**
    * halfToFloat4 where no lane is ±∞ or NaN (exponent < 31), of w = the f16 bits in each lane's high half:
    * an arithmetic shift by 3 puts the magnitude in f32's place below the sign (the copies of the sign
@@ -486,6 +486,39 @@ class KvDecode {
     v128.store(out, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(lo)), s1), 16);
     v128.store(out, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(hi)), s2), 32);
     v128.store(out, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(hi)), s3), 48);
+  }
+
+  /**
+   * One stored row of Dh values at src, kind 1 … 3 (quant/kv.ts's row: f16 bits, or Dh/32 ggml q8_0 or
+   * q4_0 blocks), as f32 at dst: a V row of a plain cache (decodeValues), a K or V row of a paged pool
+   * (wasm/paged.ts).
+   */
+  @inline
+  static row(src: usize, kind: i32, Dh: i32, dst: usize): void {
+    if (kind === 1) {
+      let d = 0;
+      for (; d + 8 <= Dh; d += 8) KvDecode.halves8(src + ((<usize>d) << 1), dst + ((<usize>d) << 2));
+      for (; d < Dh; d++) store<f32>(dst + ((<usize>d) << 2), halfToFloat1(load<u16>(src + ((<usize>d) << 1))));
+    } else if (kind === 2) {
+      for (let b = 0; b < Dh >> 5; b++) {
+        const p = src + <usize>b * 34;
+        const s = f32x4.splat(halfToFloat1(load<u16>(p)));
+        const o = dst + ((<usize>b) << 7);
+        KvDecode.int8x16Times(v128.load(p + 2), s, s, s, s, o);
+        KvDecode.int8x16Times(v128.load(p + 18), s, s, s, s, o + 64);
+      }
+    } else {
+      const low = i8x16.splat(15);
+      const eight = i8x16.splat(8);
+      for (let b = 0; b < Dh >> 5; b++) {
+        const p = src + <usize>b * 18;
+        const s = f32x4.splat(halfToFloat1(load<u16>(p)));
+        const q = v128.load(p + 2);
+        const o = dst + ((<usize>b) << 7);
+        KvDecode.int8x16Times(i8x16.sub(v128.and(q, low), eight), s, s, s, s, o);
+        KvDecode.int8x16Times(i8x16.sub(i8x16.shr_u(q, 4), eight), s, s, s, s, o + 64);
+      }
+    }
   }
 }
 
@@ -550,34 +583,7 @@ function decodeKeys(kt: usize, blk: i32, Dh: i32, out: usize): void {
 /** V rows j0 … j0 + jn − 1 of a kind 1 … 3 cache (v: its (sequence, head)'s row 0) decoded as f32 rows [jn, Dh] into out. */
 function decodeValues(v: usize, j0: i32, jn: i32, Dh: i32, out: usize): void {
   const rowOut = (<usize>Dh) << 2;
-  const low = i8x16.splat(15);
-  const eight = i8x16.splat(8);
-  for (let j = 0; j < jn; j++) {
-    const src = v + <usize>(j0 + j) * gVRow;
-    const dst = out + <usize>j * rowOut;
-    if (gKind === 1) {
-      let d = 0;
-      for (; d + 8 <= Dh; d += 8) KvDecode.halves8(src + ((<usize>d) << 1), dst + ((<usize>d) << 2));
-      for (; d < Dh; d++) store<f32>(dst + ((<usize>d) << 2), halfToFloat1(load<u16>(src + ((<usize>d) << 1))));
-    } else if (gKind === 2) {
-      for (let b = 0; b < Dh >> 5; b++) {
-        const p = src + <usize>b * 34;
-        const s = f32x4.splat(halfToFloat1(load<u16>(p)));
-        const o = dst + ((<usize>b) << 7);
-        KvDecode.int8x16Times(v128.load(p + 2), s, s, s, s, o);
-        KvDecode.int8x16Times(v128.load(p + 18), s, s, s, s, o + 64);
-      }
-    } else {
-      for (let b = 0; b < Dh >> 5; b++) {
-        const p = src + <usize>b * 18;
-        const s = f32x4.splat(halfToFloat1(load<u16>(p)));
-        const q = v128.load(p + 2);
-        const o = dst + ((<usize>b) << 7);
-        KvDecode.int8x16Times(i8x16.sub(v128.and(q, low), eight), s, s, s, s, o);
-        KvDecode.int8x16Times(i8x16.sub(i8x16.shr_u(q, 4), eight), s, s, s, s, o + 64);
-      }
-    }
-  }
+  for (let j = 0; j < jn; j++) KvDecode.row(v + <usize>(j0 + j) * gVRow, gKind, Dh, out + <usize>j * rowOut);
 }
 
 /** Key j's value d as f32, wherever the cache's kind keeps it (probabilities: a scalar read per score). */

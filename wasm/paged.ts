@@ -3,20 +3,31 @@
 // heads of one key/value head, reading the keys and values IN PLACE through the sequence's block table:
 //
 //   setPagedRule   the score rule of the sequence's plan (src/cpu/score-rule.ts, the float64 twin): scale,
-//                  softcap, ALiBi slope, sink, window, attnMask (a tree's); always causal
+//                  softcap, ALiBi slope, sink, window, attnMask (a tree's); always causal; and how the
+//                  pool stores a row (kind, rowBytes)
 //   attendPaged    O [Sq, Dh] = softmax(rule(Q·Kᵀ)) · V over keys 0 … Skv − 1, online softmax (running
-//                  max m and sum l per row), 4 query rows × 64 keys at a time, never an Sq × Skv buffer
+//                  max m and sum l per row), 4 query rows (32 for a decoded pool) × 64 keys at a time,
+//                  never an Sq × Skv buffer
 //
-// The pool (src/wasm/paged-kv-cache.ts): K, then V, each [maxBlocks, G, blockSize, Dh] f32; key j of
-// key/value head g lives in block table[j >> shift], row j & (blockSize − 1): byte
-// pool + table[j >> shift]·blockBytes + headBytes + (j & (blockSize − 1))·4·Dh. A chunk of 64 keys may
-// span several blocks (blockSize < 64) or part of one; the kernel takes each key's address from the table
-// once per chunk (kAddr, vAddr) and reads the rows where they are: no copy of a sequence's past.
+// The pool (src/wasm/paged-kv-cache.ts): K, then V, each [maxBlocks, G, blockSize] rows of rowBytes bytes,
+// a row stored as the pool's dtype stores it (kind 0 f32: Dh floats; 1 f16, 2 q8_0, 3 q4_0: quant/kv.ts's
+// encoded row, as a plain cache's V rows); key j of key/value head g lives in block table[j >> shift],
+// row j & (blockSize − 1): byte pool + table[j >> shift]·blockBytes + headBytes + (j & (blockSize − 1))·rowBytes.
+// A chunk of 64 keys may span several blocks (blockSize < 64) or part of one; the kernel takes each key's
+// address from the table once per chunk (kAddr, vAddr) and reads the rows where they are: no copy of a
+// sequence's past. Kinds 1 … 3: the chunk's 64 stored K rows are decoded into a tile of the scratch
+// (wasm/attention.ts's KvDecode.row, the plain cache's decoder: values exactly quant/kv.ts's decodeKvRow's)
+// just before its scores, then its V rows into the same tile just before P·V; nothing else is copied.
 // Q [Sq, Dh] row stride ldq; O likewise ldo. onePosition: every row is the last position (Skv − 1) and
 // attnMask row 0 (the rows are the query heads of a decode step); else row i is at Skv − Sq + i.
-// scratch: ≥ 512 + 4·(Dh + 3) floats (16-byte aligned). The fast exp has a relative error of about 2e-7.
+// scratch (16-byte aligned): ≥ 512 + 4·(Dh + 3) floats for kind 0 (4 query rows a pass); for kinds 1 … 3
+// (32 rows a pass, a chunk decoded once for them) ≥ 2400 + 32·(Dh + 3) + 64·Dh. The fast exp has a
+// relative error of about 2e-7.
+
+import { KvDecode } from './attention';
 
 const CH: i32 = 64; // keys per chunk
+const RG_DECODED: i32 = 32; // query rows per pass over a decoded chunk (kinds 1 … 3)
 const LOG2E: f32 = <f32>Math.LOG2E;
 
 let pScale: f32 = 1;
@@ -26,8 +37,12 @@ let pSink: f32 = 0;
 let pHasSink: bool = false;
 let pWindow: i32 = 0;
 let pMask: usize = 0;
+let pKind: i32 = 0; // how the pool stores a row: 0 f32, 1 f16, 2 q8_0, 3 q4_0 (wasm/attention.ts's kinds)
+let pRowBytes: usize = 0; // bytes of one stored K or V row
 
-export function setPagedRule(scale: f32, softcap: f32, slope: f32, sink: f32, hasSink: i32, window: i32, mask: usize): void {
+export function setPagedRule(scale: f32, softcap: f32, slope: f32, sink: f32, hasSink: i32, window: i32, mask: usize, kind: i32, rowBytes: i32): void {
+  pKind = kind;
+  pRowBytes = <usize>rowBytes;
   pScale = scale;
   pSoftcap = softcap;
   pSlope = slope;
@@ -321,6 +336,19 @@ function softmaxRow(row: usize, maskRow: i32, ip: i32, j0: i32, jn: i32, first: 
   store<f32>(lp, load<f32>(lp) * a + hsum(sum));
 }
 
+/**
+ * The jn stored rows at the addresses in addr (kinds 1 … 3) decoded by wasm/attention.ts's KvDecode.row
+ * into tile [jn, Dh] f32; addr then holds the decoded rows' addresses.
+ */
+function decodeChunk(addr: usize, jn: i32, Dh: i32, tile: usize, tileRow: usize): void {
+  for (let jj = 0; jj < jn; jj++) {
+    const at = addr + ((<usize>jj) << 2);
+    const dst = tile + <usize>jj * tileRow;
+    KvDecode.row(<usize>load<u32>(at), pKind, Dh, dst);
+    store<u32>(at, <u32>dst);
+  }
+}
+
 /** O [Sq, Dh] for one (sequence, head) or a decode step's heads of one key/value head; see the top of this file. */
 export function attendPaged(
   q: usize,
@@ -342,22 +370,28 @@ export function attendPaged(
   const Dp = (Dh + 3) & ~3;
   const rowBytes = (<usize>Dp) << 2;
   const rs = (<usize>CH) << 2;
-  const sc = scratch; // p [4, CH]
-  const acc = sc + 4 * rs; // [4, Dp]
-  const m = acc + 4 * rowBytes; // [4] running max
-  const l = m + 16; // [4] running sum
-  const alpha = l + 16; // [4] this chunk's rescale factor
-  const bands = alpha + 16; // [4, 2] i32: first, last key
-  const kAddr = bands + 32; // [CH] u32: each key's address
+  // Query rows per pass over the keys: 4 for f32 rows (read where they are), 32 where each chunk is
+  // decoded first (kinds 1 … 3), so that a prefill decodes its keys and values once per 32 rows.
+  const RG = pKind !== 0 ? RG_DECODED : 4;
+  const sc = scratch; // p [RG, CH]
+  const acc = sc + <usize>RG * rs; // [RG, Dp]
+  const m = acc + <usize>RG * rowBytes; // [RG] running max
+  const l = m + ((<usize>RG) << 2); // [RG] running sum
+  const alpha = l + ((<usize>RG) << 2); // [RG] this chunk's rescale factor
+  const bands = alpha + ((<usize>RG) << 2); // [RG, 2] i32: first, last key
+  const kAddr = bands + ((<usize>RG) << 3); // [CH] u32: each key's address
   const vAddr = kAddr + rs; // [CH] u32: each value's address
+  const tile = vAddr + rs; // kinds 1 … 3: the chunk's keys, then its values, decoded [CH, Dh] f32
   const qStride = (<usize>ldq) << 2;
   const within = (1 << shift) - 1;
-  const keyBytes = (<usize>Dh) << 2;
-  for (let i0 = 0; i0 < Sq; i0 += 4) {
-    const R = min(4, Sq - i0);
+  const keyBytes = pRowBytes;
+  const tileRow = (<usize>Dh) << 2;
+  for (let i0 = 0; i0 < Sq; i0 += RG) {
+    const R = min(RG, Sq - i0);
+    const R4 = (R + 3) & ~3; // rows in whole quads; the ones past R see no key
     let lo = Skv;
     let hi = -1;
-    for (let r = 0; r < 4; r++) {
+    for (let r = 0; r < R4; r++) {
       let first = Skv;
       let last = -1;
       if (r < R) {
@@ -373,9 +407,7 @@ export function attendPaged(
       store<f32>(l + ((<usize>r) << 2), pHasSink ? 1 : 0);
       store<f32>(alpha + ((<usize>r) << 2), 0);
     }
-    memory.fill(acc, 0, 4 * rowBytes);
-    const q0 = q + <usize>i0 * qStride;
-    const q2 = q0 + 2 * qStride;
+    memory.fill(acc, 0, <usize>R4 * rowBytes);
     for (let j0 = lo; j0 <= hi; j0 += CH) {
       const jn = min(CH, hi + 1 - j0);
       for (let jj = 0; jj < jn; jj++) {
@@ -385,8 +417,14 @@ export function attendPaged(
         store<u32>(kAddr + ((<usize>jj) << 2), <u32>(kPool + off));
         store<u32>(vAddr + ((<usize>jj) << 2), <u32>(vPool + off));
       }
-      scores(q0, qStride, R === 3 ? 2 : R, kAddr, jn, Dh, sc);
-      if (R === 3) scores(q2, qStride, 1, kAddr, jn, Dh, sc + 2 * rs);
+      if (pKind !== 0) decodeChunk(kAddr, jn, Dh, tile, tileRow);
+      // Each quad of rows: two rows together, a third alone.
+      for (let r0 = 0; r0 < R; r0 += 4) {
+        const Rq = min(4, R - r0);
+        const q0 = q + <usize>(i0 + r0) * qStride;
+        scores(q0, qStride, Rq === 3 ? 2 : Rq, kAddr, jn, Dh, sc + <usize>r0 * rs);
+        if (Rq === 3) scores(q0 + 2 * qStride, qStride, 1, kAddr, jn, Dh, sc + <usize>(r0 + 2) * rs);
+      }
       for (let r = 0; r < R; r++) {
         const ro = (<usize>r) << 2;
         const ip = onePosition !== 0 ? Skv - 1 : i0 + r + Skv - Sq;
@@ -395,11 +433,17 @@ export function attendPaged(
         const last = load<i32>(bands + ((<usize>r) << 3), 4);
         softmaxRow(sc + <usize>r * rs, maskRow, ip, j0, jn, first, last, Skv, m + ro, l + ro, alpha + ro);
       }
-      if (R === 1) {
-        pvOne(sc, acc, load<f32>(alpha), vAddr, jn, Dh);
-      } else {
-        for (let r = R; r < 4; r++) memory.fill(sc + <usize>r * rs, 0, rs); // dropped rows: p = 0
-        pvFour(sc, acc, rowBytes, alpha, vAddr, jn, Dh);
+      if (pKind !== 0) decodeChunk(vAddr, jn, Dh, tile, tileRow); // the keys' tile is spent
+      for (let r0 = 0; r0 < R; r0 += 4) {
+        const Rq = min(4, R - r0);
+        const p0 = sc + <usize>r0 * rs;
+        const a0 = acc + <usize>r0 * rowBytes;
+        if (Rq === 1) {
+          pvOne(p0, a0, load<f32>(alpha + ((<usize>r0) << 2)), vAddr, jn, Dh);
+        } else {
+          for (let r = Rq; r < 4; r++) memory.fill(p0 + <usize>r * rs, 0, rs); // dropped rows: p = 0
+          pvFour(p0, a0, rowBytes, alpha + ((<usize>r0) << 2), vAddr, jn, Dh);
+        }
       }
     }
     // O = acc / l (0 for a row that saw nothing).

@@ -10,6 +10,7 @@
 // (tests and learners do; the backend does not).
 
 import { asKvRows, type KvRows } from './kv-rows.ts';
+import { roundActivationsQ8 } from '../quant/activations.ts';
 import { linearAttention } from './linear.ts';
 import { type ForwardPlan, floatLayerWeights, type LayerWeights, resolveForwardPlan, resolveLayerSpec, resolveWeights } from '../plan/index.ts';
 import { normValues, transformHeads } from './head-transform.ts';
@@ -62,12 +63,15 @@ export function qkvProjection(plan: ForwardPlan, layerWeights: LayerWeights): { 
   const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = plan.layer;
   const { batches, qRows, kvRows } = plan.geometry;
   const bias = weights.inProjBias; // [(H + 2G)·Dh]: q, then k, then v
-  const q = project(plan.query, E, weights.qProjWeight, bias, 0, batches, qRows, H, Dh);
-  const k = project(plan.key, kdim, weights.kProjWeight, bias, H * Dh, batches, kvRows, G, Dh);
+  // config.activations 'q8': a projection with quantized weights sees its input as ggml's Q8_0 rounds it.
+  const q8 = plan.layer.activations === 'q8';
+  const input = (x: Float32Array, rows: number, K: number, quantized = false) => (q8 && quantized ? roundActivationsQ8(x, rows, K) : x);
+  const q = project(input(plan.query, batches * qRows, E, weights.quantized?.q), E, weights.qProjWeight, bias, 0, batches, qRows, H, Dh);
+  const k = project(input(plan.key, batches * kvRows, kdim, weights.quantized?.k), kdim, weights.kProjWeight, bias, H * Dh, batches, kvRows, G, Dh);
   // QK-norm and rotary, if the layer has them (head-transform.ts), before K is attended or cached.
   transformHeads(plan, q, 'query', H, qRows);
   transformHeads(plan, k, 'key', G, kvRows);
-  const v = project(plan.value, vdim, weights.vProjWeight, bias, (H + G) * Dh, batches, kvRows, G, Dh);
+  const v = project(input(plan.value, batches * kvRows, vdim, weights.quantized?.v), vdim, weights.vProjWeight, bias, (H + G) * Dh, batches, kvRows, G, Dh);
   normValues(plan.layer, v); // config.vNorm, if any
   return { q, k, v };
 }
@@ -158,6 +162,7 @@ export function outputProjection(plan: ForwardPlan, layerWeights: LayerWeights, 
   const W = weights.outProjWeight; // [E, H·Dh]
   const bias = weights.outProjBias;
   const HD = H * Dh; // E unless config.headDim made it differ
+  const q8 = plan.layer.activations === 'q8' && weights.quantized?.out === true;
   const y = new Float64Array(B * S * E);
   const concat = new Float64Array(HD); // one row of concat(heads)
   for (let b = 0; b < B; b++) {
@@ -166,6 +171,7 @@ export function outputProjection(plan: ForwardPlan, layerWeights: LayerWeights, 
         for (let d = 0; d < Dh; d++) concat[h * Dh + d] = o[((b * H + h) * S + s) * Dh + d];
       }
       if (weights.gateProjWeight) gateRow(concat, plan.query, (b * S + s) * E, E, weights.gateProjWeight, weights.gateProjBias ?? null, H * Dh);
+      if (q8) concat.set(roundActivationsQ8(concat, 1, HD)); // config.activations 'q8' on a quantized W_O (float32, then Q8_0)
       const yRow = (b * S + s) * E;
       for (let n = 0; n < E; n++) {
         let sum = bias ? bias[n] : 0;

@@ -68,7 +68,20 @@ export function resolveLayerSpec(config: unknown): LayerSpec {
     outputGate: c.outputGate === undefined ? false : requireBoolean(where, 'config.outputGate', c.outputGate),
     scoreMod,
     attention,
+    activations: resolveActivations(where, c.activations),
   };
+}
+
+/** config.activations: 'f32' (default) or 'q8'; whether the weights allow 'q8' is resolveWeights' check. */
+function resolveActivations(where: string, value: unknown): 'f32' | 'q8' {
+  if (value === undefined || value === 'f32' || value === 'q8') return value ?? 'f32';
+  throw new InvalidArgumentError({
+    where,
+    argument: 'config.activations',
+    expected: "'f32' (default: float inputs) or 'q8' (inputs quantized as ggml's Q8_0, integer dot products)",
+    given: describe(value),
+    fix: "Leave it out, or pass 'q8' for llama.cpp's arithmetic on a layer with quantized weights.",
+  });
 }
 
 /** config.kEqV: a boolean, and only where V's input can be K's (vdim = kdim). */
@@ -250,6 +263,15 @@ export function resolveWeights(spec: LayerSpec, stateDict: unknown): LayerWeight
     packed.set(tensors.v_proj_weight as Float32Array, (H + G) * Dh * E);
     inProjWeight = packed;
   }
+  if (spec.activations === 'q8' && Object.values(tensors).every((t) => t instanceof Float32Array)) {
+    throw new InvalidArgumentError({
+      where,
+      argument: 'config.activations',
+      expected: "'f32' on a layer whose weights are all float32: 'q8' quantizes the inputs of projections with quantized weights",
+      given: "'q8'",
+      fix: "Leave config.activations out, or pass quantized projection weights (quantizeWeights, a GGUF's q4_0 / q8_0 / q4_k / q6_k, MatMulNBits).",
+    });
+  }
   return {
     inProjWeight,
     qProjWeight: inProjWeight ? rows(inProjWeight, 0, H * Dh, E) : tensors.q_proj_weight,
@@ -293,6 +315,7 @@ export function floatLayerWeights(w: LayerWeights): FloatLayerWeights {
   if (isFloat(w)) return w;
   const inProj = w.inProjWeight ? floatWeight(w.inProjWeight) : null;
   const [q, k, v] = inProj ? thirds(inProj, w) : [floatWeight(w.qProjWeight), floatWeight(w.kProjWeight), floatWeight(w.vProjWeight)];
+  const packed = (t: WeightTensor) => !(t instanceof Float32Array);
   return {
     ...w,
     inProjWeight: inProj,
@@ -300,6 +323,7 @@ export function floatLayerWeights(w: LayerWeights): FloatLayerWeights {
     kProjWeight: k as Float32Array,
     vProjWeight: v as Float32Array,
     outProjWeight: floatWeight(w.outProjWeight),
+    quantized: { q: packed(w.qProjWeight), k: packed(w.kProjWeight), v: packed(w.vProjWeight), out: packed(w.outProjWeight) },
   };
 }
 

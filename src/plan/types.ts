@@ -68,6 +68,8 @@ export interface LayerSpec {
   scoreMod: ScoreMod | null;
   /** softmax(q·kᵀ·scale)·v, or linear attention with φ = elu + 1 (config.attention; engine.linearAttention). */
   attention: 'softmax' | 'linear';
+  /** config.activations: 'q8' quantizes the input of every projection with packed weights (src/quant/activations.ts); absent = 'f32'. */
+  activations?: 'f32' | 'q8';
   /** Set on the GPU's padded copy of a spec only (webgpu/padding.ts): the caller's head size, headDim being rounded up. */
   unpaddedHeadDim?: number;
 }
@@ -99,6 +101,8 @@ export interface FloatLayerWeights extends LayerWeights {
   kProjWeight: Float32Array;
   vProjWeight: Float32Array;
   outProjWeight: Float32Array;
+  /** Which projections were quantized before floatLayerWeights dequantized them (config.activations 'q8' quantizes their inputs); absent = none. */
+  quantized?: { q: boolean; k: boolean; v: boolean; out: boolean };
 }
 
 /** What masks a score, resolved. Additive masks hold −Infinity where a bool mask said "not allowed". */

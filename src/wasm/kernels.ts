@@ -56,7 +56,7 @@ interface KernelExports {
   attendHeads(q: number, ldq: number, kt: number, v: number, ldv: number, o: number, ldo: number, heads: number, Skv: number, Dh: number, scratch: number): void;
   probabilities(q: number, ldq: number, kt: number, Sq: number, Skv: number, Dh: number, stats: number, out: number, ldp: number): void;
   /** wasm/paged.ts: a PagedKvCache's attention, K and V read in place through a block table (src/wasm/paged-attention.ts). */
-  setPagedRule(scale: number, softcap: number, slope: number, sink: number, hasSink: number, window: number, mask: number): void;
+  setPagedRule(scale: number, softcap: number, slope: number, sink: number, hasSink: number, window: number, mask: number, kind: number, rowBytes: number): void;
   attendPaged(
     q: number,
     ldq: number,

@@ -12,7 +12,8 @@
 // below the arena (kv-cache.ts; rounded to the cache's dtype: 'f32', 'f16', 'q8_0', 'q4_0'), and the
 // attention reads rows 0 … Skv − 1 of it in place (f16 and q-dtypes decoded a block of 64 keys at a time).
 // A call on a PagedKvCache runs the same passes once for all its sequences (paged-attention.ts), the
-// pool held likewise (paged-kv-cache.ts) and read in place through each sequence's block table.
+// pool held likewise (paged-kv-cache.ts; any of the four dtypes) and read in place through each
+// sequence's block table.
 
 import type { BackendLayer } from '../backend.ts';
 import { DisposedError } from '../errors.ts';
@@ -22,7 +23,6 @@ import type { ForwardResult } from '../types.ts';
 import { type HeadView, referenceAttention, runAttention, type TransposedKeys, tokenMajor } from './attention.ts';
 import type { WasmKernels } from './kernels.ts';
 import { WasmKvCache } from './kv-cache.ts';
-import { unsupportedCacheDtype } from '../kv-cache.ts';
 import type { KvCacheDtype } from '../types.ts';
 import { createProjection, type Projection, project } from './projection.ts';
 import { runPaged } from './paged-attention.ts';
@@ -64,11 +64,10 @@ export class WasmLayer implements BackendLayer {
     return storage;
   }
 
-  /** A PagedKvCache's pool: K and V [maxBlocks, G, blockSize, Dh] f32 in this layer's memory (paged-kv-cache.ts). */
+  /** A PagedKvCache's pool: K and V [maxBlocks, G, blockSize] rows of the dtype in this layer's memory (paged-kv-cache.ts). */
   createPagedStorage(blockSize: number, maxBlocks: number, dtype: KvCacheDtype): WasmPagedStorage {
-    if (dtype !== 'f32') throw unsupportedCacheDtype('wasm', dtype, ['f32'], 'MultiHeadAttention.createPagedKvCache');
     if (!this.kernels) throw new DisposedError('MultiHeadAttention.createPagedKvCache: this layer', 'Create a new layer with engine.createMultiHeadAttention().');
-    const storage = new WasmPagedStorage(this.kernels, blockSize, maxBlocks, this.spec.numKvHeads, this.spec.headDim);
+    const storage = new WasmPagedStorage(this.kernels, blockSize, maxBlocks, this.spec.numKvHeads, this.spec.headDim, dtype);
     if (!this.running) storage.place(); // else the next forward places it
     return storage;
   }

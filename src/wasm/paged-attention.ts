@@ -2,10 +2,12 @@
 //
 //   pass 1  gemm ×3     X [T, E] · W_qᵀ, W_kᵀ, W_vᵀ + b → Q [T, H·Dh], K, V [T, G·Dh]   (all T rows at once)
 //   pass 1½ QK-norm, rotary: each row at its own sequence's position (the sequence's plan.positions)
-//   append  each sequence's new K, V rows copied into its blocks (O(new rows); paged-kv-cache.ts)
+//   append  each sequence's new K, V rows copied into its blocks, rounded to the pool's dtype (O(new
+//           rows); paged-kv-cache.ts)
 //   pass 2  attendPaged per (sequence, head), or per (sequence, key/value head) for a decode step's
 //           query heads of one key/value head, reading K and V in place through the sequence's block
-//           table (wasm/paged.ts), with its plan's score rule; the tasks spread over the threads
+//           table (wasm/paged.ts; f16 and q-dtype rows decoded 64 keys at a time into each thread's
+//           scratch), with its plan's score rule; the tasks spread over the threads
 //   pass 3  gemm        O [T, H·Dh] · W_Oᵀ + b_O → Y [T, E]
 //
 // Every sequence's rows equal its run alone on a plain KvCache within float32 rounding: the same
@@ -28,9 +30,10 @@ export interface PagedProjections {
   gate: Projection | null;
 }
 
-/** Floats of attendPaged's scratch (wasm/paged.ts) for head size Dh. */
-function scratchFloats(Dh: number): number {
-  return 512 + 4 * ((Dh + 3) & ~3);
+/** Floats of attendPaged's scratch (wasm/paged.ts) for head size Dh: 4 query rows a pass over f32 rows; 32 and a tile of 64 decoded rows for a pool of f16 or a q-dtype (kind > 0). */
+function scratchFloats(Dh: number, kind: number): number {
+  const Dp = (Dh + 3) & ~3;
+  return kind > 0 ? 2400 + 32 * Dp + 64 * Dh : 512 + 4 * Dp;
 }
 
 /** Multiply-adds of a paged call's attention below which it runs on one thread (see runPaged). */
@@ -85,13 +88,24 @@ export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedPr
   // Tasks: a decode step of a sequence takes the query heads of one key/value head together where their rule is the same.
   const perKv = H / G;
   const tasks: { cost: number; calls: KernelCall[] }[] = [];
-  const blockBytes = 4 * store.blockFloats;
+  const { blockBytes, rowBytes, kind } = store;
   let work = 0;
   plan.sequences.forEach((s, n) => {
     const Skv = s.start + s.length;
     const { scale, softcap, sinks, alibiSlopes } = s.plan.score;
     const window = s.plan.masks.window;
-    const rule = (h: number): KernelCall => ['setPagedRule', scale, softcap, alibiSlopes ? alibiSlopes[h] : 0, sinks ? sinks[h] : 0, sinks ? 1 : 0, window, masks[n]];
+    const rule = (h: number): KernelCall => [
+      'setPagedRule',
+      scale,
+      softcap,
+      alibiSlopes ? alibiSlopes[h] : 0,
+      sinks ? sinks[h] : 0,
+      sinks ? 1 : 0,
+      window,
+      masks[n],
+      kind,
+      rowBytes,
+    ];
     const keys = window > 0 ? Math.min(Skv, window + s.length) : Skv; // keys a head reads (a bound)
     work += H * s.length * keys * Dh;
     const grouped = s.length === 1 && perKv > 1 && !sinks && !alibiSlopes;
@@ -99,7 +113,7 @@ export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedPr
       const g = Math.floor(h / perKv);
       const at = 4 * (s.row * H + h) * Dh;
       const call: KernelCall = grouped
-        ? ['attendPaged', q + at, Dh, perKv, 1, store.keys, store.values, tables[n], store.shift, blockBytes, 4 * g * store.blockSize * Dh, o + at, Dh, Skv, Dh, 0]
+        ? ['attendPaged', q + at, Dh, perKv, 1, store.keys, store.values, tables[n], store.shift, blockBytes, g * store.blockSize * rowBytes, o + at, Dh, Skv, Dh, 0]
         : [
             'attendPaged',
             q + at,
@@ -111,7 +125,7 @@ export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedPr
             tables[n],
             store.shift,
             blockBytes,
-            4 * g * store.blockSize * Dh,
+            g * store.blockSize * rowBytes,
             o + at,
             H * Dh,
             Skv,
@@ -126,7 +140,7 @@ export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedPr
   // the hand-off to the workers costs more than such a call's attention.
   const threads = Math.min(work < PAGED_MIN_WORK ? 1 : threadsFor(kernels, work), tasks.length);
   const lists: KernelCall[][] = Array.from({ length: threads }, () => []);
-  const scratch = lists.map(() => kernels.alloc(scratchFloats(Dh)));
+  const scratch = lists.map(() => kernels.alloc(scratchFloats(Dh, kind)));
   // The costliest first, each to the least loaded thread.
   const load = new Float64Array(threads);
   for (const task of [...tasks].sort((a, b) => b.cost - a.cost)) {

@@ -10,6 +10,7 @@ import type { ForwardPlan } from '../plan/index.ts';
 import type { BufferForwardResult, ForwardResult } from '../types.ts';
 import type { BufferPool } from './buffers.ts';
 import { type CallOutput, checkBufferSizes, GpuCall } from './call.ts';
+import { encodeActivationsQ8 } from './kernels/activations-q8.ts';
 import { encodeAttentionProbs } from './kernels/attention-probs.ts';
 import { encodeCopyRows } from './kernels/copy-tensor.ts';
 import { encodeFlashAttention } from './kernels/flash-attention.ts';
@@ -162,10 +163,29 @@ export function forwardWebGPU(
     const { attention, rowStats } = attentionBuffers(scratch, plan);
     const { probs, probsBytes } = probsBuffer(scratch, plan);
     const { q, kv } = targets;
-    encodeQkvProjection(call.stage('qkv_projection'), scratch, plan, { query, key, value }, weights.projection, targets, choice.qkv_projection);
+    // config.activations 'q8': the projections with quantized weights read their inputs rounded as ggml's Q8_0 (activations-q8.ts).
+    let inputs = { query, key, value };
+    if (weights.q8?.qkv) {
+      const round = (x: GPUBuffer, rows: number, K: number, ld: number, role: string) =>
+        encodeActivationsQ8(call.stage('activations_q8'), scratch, x, { rows, K, ld }, role);
+      const q8Query = round(query, batches * qRows, userE, E, 'queryQ8');
+      const q8Key = key === query ? q8Query : round(key, batches * kvRows, unpadded?.kdim ?? kdim, kdim, 'keyQ8');
+      inputs = {
+        query: q8Query,
+        key: q8Key,
+        value: value === query ? q8Query : value === key ? q8Key : round(value, batches * kvRows, unpadded?.vdim ?? vdim, vdim, 'valueQ8'),
+      };
+    }
+    encodeQkvProjection(call.stage('qkv_projection'), scratch, plan, inputs, weights.projection, targets, choice.qkv_projection);
     encodeAttention(call, plan, { q, kv, attention, rowStats, probs, cache: stored }, masks, choice.flash_attention);
     if (weights.gate) encodeOutputGate(call.stage('output_gate'), scratch, plan, { attention, query, gate: weights.gate }); // config.outputGate
-    const output = { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y };
+    const heads = { batches, S: qRows, heads: H, Dh, uDh: unpadded?.headDim ?? Dh };
+    const output = {
+      attention: weights.q8?.out ? encodeActivationsQ8(call.stage('activations_q8'), scratch, attention, heads, 'attentionQ8') : attention,
+      weight: weights.outProjWeight,
+      bias: weights.outProjBias,
+      y,
+    };
     encodeOutputProjection(call.stage('output_projection'), scratch, plan, output, choice.output_projection);
     out = { result: y, rows: batches * qRows, cols: E, keepCols: userE, probs, probsBytes };
   } catch (e) {

@@ -13,6 +13,7 @@ import type { DeviceState } from './device.ts';
 import { GpuCall } from './call.ts';
 import { encodeHeadTransform } from './kernels/head-transform.ts';
 import { uploadMasks } from './kernels/masks.ts';
+import { encodeActivationsQ8 } from './kernels/activations-q8.ts';
 import { encodeOutputGate } from './kernels/output-gate.ts';
 import { encodeOutputProjection } from './kernels/output-projection.ts';
 import { encodePagedAttention, pagedMeta } from './kernels/paged-attention.ts';
@@ -121,7 +122,9 @@ export function forwardPagedWebGPU(
     });
     const attention = scratch.storage(H * T * Dh * scratch.elementBytes, 'attention'); // O [H, T, Dp]
     const y = scratch.storage(T * E * scratch.elementBytes, 'y');
-    encodeQkvProjection(call.stage('qkv_projection'), scratch, plan, { query, key: query, value: query }, weights.projection, targets, choice.qkv_projection);
+    // config.activations 'q8' (activations-q8.ts): inputs of projections with quantized weights rounded as ggml's Q8_0.
+    const x = weights.q8?.qkv ? encodeActivationsQ8(call.stage('activations_q8'), scratch, query, { rows: T, K: unpadded?.embedDim ?? E, ld: E }, 'queryQ8') : query;
+    encodeQkvProjection(call.stage('qkv_projection'), scratch, plan, { query: x, key: x, value: x }, weights.projection, targets, choice.qkv_projection);
     const layer = plan.layer;
     if (layer.rotary || layer.qkNorm || layer.vNorm) encodeHeadTransform(call.stage('head_transform'), scratch, plan, targets);
     const kv = targets.kv;
@@ -140,7 +143,14 @@ export function forwardPagedWebGPU(
       call.stage('output_projection'),
       scratch,
       plan,
-      { attention, weight: weights.outProjWeight, bias: weights.outProjBias, y },
+      {
+        attention: weights.q8?.out
+          ? encodeActivationsQ8(call.stage('activations_q8'), scratch, attention, { batches: 1, S: T, heads: H, Dh, uDh: unpadded?.headDim ?? Dh }, 'attentionQ8')
+          : attention,
+        weight: weights.outProjWeight,
+        bias: weights.outProjBias,
+        y,
+      },
       choice.output_projection,
     );
     return call.finish({ result: y, rows: T, cols: E, keepCols: unpadded?.embedDim ?? E, probs: null, probsBytes: 0 }) as Promise<ForwardResult>;

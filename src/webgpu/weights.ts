@@ -10,6 +10,7 @@
 // read: u32 words of quants and an f32 (scale, offset) pair per group (src/quant/pack.ts packWeight).
 // On the GPU each packed weight is two storage buffers, so engine.stats().bytes counts their size.
 
+import { UnsupportedError } from '../errors.ts';
 import type { GateWeights } from './kernels/output-gate.ts';
 import { type LayerSpec, type LayerWeights, floatLayerWeights, isFloat } from '../plan/index.ts';
 import { packedGeometry, packWeight } from '../quant/pack.ts';
@@ -35,6 +36,34 @@ export interface HostLayerWeights {
   outProjBias: Float32Array | null;
   /** config.outputGate's W_g [H·Dh, E] and b_g [H·Dh] (float32, padded), or absent. */
   gate?: { weight: Float32Array; bias: Float32Array | null } | null;
+  /** config.activations 'q8': whether the QKV projection's inputs and the output projection's are rounded (their weights were quantized), else absent. */
+  q8?: Q8Inputs | null;
+}
+
+/** Which projections' inputs config.activations 'q8' rounds (kernels/activations-q8.ts). */
+export interface Q8Inputs {
+  qkv: boolean;
+  out: boolean;
+}
+
+/**
+ * config.activations 'q8' on WebGPU: the inputs of projections with quantized weights rounded as
+ * ggml's Q8_0 by a pass before them. The QKV projection reads one input for q, k and v in a
+ * self-attention layer, so q, k and v must be all quantized or all float32 here.
+ */
+function q8Inputs(spec: LayerSpec, weights: LayerWeights): Q8Inputs | null {
+  if (spec.activations !== 'q8') return null;
+  const packed = [weights.qProjWeight, weights.kProjWeight, weights.vProjWeight].map((t) => !(t instanceof Float32Array));
+  if (packed.some((p) => p !== packed[0])) {
+    throw new UnsupportedError({
+      where: 'createMultiHeadAttention',
+      argument: 'config.activations',
+      expected: "'q8' on WebGPU with q, k and v weights all quantized or all float32",
+      given: `q ${packed[0] ? 'quantized' : 'float32'}, k ${packed[1] ? 'quantized' : 'float32'}, v ${packed[2] ? 'quantized' : 'float32'}`,
+      fix: "Quantize q, k and v alike, run on backend 'wasm' or 'cpu' (either takes the mix), or leave config.activations out.",
+    });
+  }
+  return { qkv: packed[0], out: !(weights.outProjWeight instanceof Float32Array) };
 }
 
 function formatOfHost(w: HostWeight): WeightFormat | null {
@@ -82,6 +111,7 @@ function concatRows(parts: PackedWeight[]): PackedWeight {
  * weights whose sizes the packed kernels cannot index (2¹⁶ rows or more, K/4 ≥ 2¹⁶).
  */
 export function hostWeights(spec: LayerSpec, weights: LayerWeights): HostLayerWeights {
+  const q8 = q8Inputs(spec, weights);
   const all = [weights.inProjWeight, weights.qProjWeight, weights.kProjWeight, weights.vProjWeight, weights.outProjWeight];
   if (unpaddedOf(spec) || isFloat(weights) || all.some((t) => t && !packable(t))) {
     const float = floatLayerWeights(weights);
@@ -97,6 +127,7 @@ export function hostWeights(spec: LayerSpec, weights: LayerWeights): HostLayerWe
       out: copy(padded.outProjWeight),
       outProjBias: padded.outProjBias ? copy(padded.outProjBias) : null,
       gate: padded.gateProjWeight ? { weight: copy(padded.gateProjWeight), bias: padded.gateProjBias ? copy(padded.gateProjBias) : null } : null,
+      q8,
     };
   }
   let inProj: HostWeight | null = weights.inProjWeight ? pack(weights.inProjWeight) : null;
@@ -119,6 +150,7 @@ export function hostWeights(spec: LayerSpec, weights: LayerWeights): HostLayerWe
     out: pack(weights.outProjWeight),
     outProjBias: weights.outProjBias?.slice() ?? null,
     gate: weights.gateProjWeight ? { weight: weights.gateProjWeight.slice(), bias: weights.gateProjBias?.slice() ?? null } : null,
+    q8,
   };
 }
 
@@ -132,6 +164,8 @@ export class GpuLayerWeights {
   readonly outProjBias: GPUBuffer; // [E]
   /** config.outputGate's W_g [H·Dh, E] and b_g [H·Dh] (zeros without bias), or null. */
   readonly gate: GateWeights | null;
+  /** config.activations 'q8': which projections' inputs are rounded first (forward.ts), or null. */
+  readonly q8: Q8Inputs | null;
   /** Whether WebGPU accepted the upload: every call with these weights awaits it (forward.ts). */
   readonly verdict: Verdict;
   private readonly buffers: GPUBuffer[] = [];
@@ -142,6 +176,7 @@ export class GpuLayerWeights {
     weights: HostLayerWeights,
   ) {
     const N = (spec.numHeads + 2 * spec.numKvHeads) * spec.headDim;
+    this.q8 = weights.q8 ?? null;
     const scopes = new ErrorScopes(pool.device);
     try {
       const bias = this.float(weights.inProjBias ?? new Float32Array(N), 'MultiHeadAttention.in_proj_bias');

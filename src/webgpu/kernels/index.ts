@@ -8,6 +8,7 @@ import type { Precision } from '../buffers.ts';
 import type { Kernel, Specialisation } from '../kernel.ts';
 import type { PipelineSpec } from '../pipelines.ts';
 import type { KernelName } from '../variants.ts';
+import { ACTIVATIONS_Q8 } from './activations-q8.ts';
 import { ATTENTION_PROBS } from './attention-probs.ts';
 import { COPY_ROWS, COPY_TENSOR } from './copy-tensor.ts';
 import { DECODE_MERGE } from './decode-merge.ts';
@@ -25,6 +26,7 @@ import { QKV_PROJECTION, qkvProjectionPipeline } from './qkv-projection.ts';
 
 /** Every kernel, in the order a forward runs them (the copies, which pad and crop, last). */
 export const KERNELS: readonly Kernel<Specialisation, never>[] = [
+  ACTIVATIONS_Q8,
   QKV_PROJECTION,
   HEAD_TRANSFORM,
   KV_STORE,

@@ -164,6 +164,8 @@ const KINDS: [Kind, number][] = [
   ['nbits4-128', 300],
   ['nbits8-16', 80],
   ['nbits8-16', 33],
+  ['nbits8-16', 7], // less than a word pair's 8 values: all padding
+  ['nbits4-32', 12],
   ['nbits8-32', 66],
   ['nbits8-64', 64],
   ['nbits8-128', 130],

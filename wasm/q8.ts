@@ -24,8 +24,10 @@
 //   q4_0 decode, one row (weights in L2/L3), N 2048 / 3072: 0.059 / 0.063 ns (qgemv 0.085 / 0.092): 0.69× / 0.69×
 //   q8_0, q4_k, q6_k prefill 0.62–0.80×, decode 0.53–0.78× (q6_k, groups of 16: prefill 0.80×, decode 0.73×)
 // The prefill loop is bound by its i32x4.dot_i16x8_s + add pairs (8 products for 2 instructions, where
-// gemm's float loop has 4 for 2); the scaling per unit (4 rows × 8 columns, into the tile) is about a
-// fifth of its work. Tried: the micro-kernel's loop unrolled to two pairs a step (0.78–0.90×: slower).
+// gemm's float loop has 4 for 2: 0.5× at best); the scaling per unit (4 rows × 8 columns, into the tile) about a
+// seventh of its work. Tried: the micro-kernel's loop unrolled to two pairs a step (0.78–0.90×: slower);
+// x in rows of four interleaved [pairs, 4 rows] so that one pointer moves instead of four (0.55–0.68×
+// against 0.60–0.69× in the same runs: within the noise, so not kept).
 //
 // The host guarantees what wasm/qgemm.ts's kernels need (bits 4 or 8, group a power of two ≥ 16,
 // ldx ≥ K, ldy ≥ N, bias ⌈N/8⌉·8 floats), and the scratch qgemv8's and qgemm8's comments size

@@ -78,7 +78,9 @@ for (const dtype of types) {
         const m = median(times[name]);
         return `${name} ${m.toFixed(3)} (${Math.min(...times[name]).toFixed(3)}) ms ${((m * 1e6) / (N * K * rows)).toFixed(4)} ns`;
       };
-      console.log(`${dtype} ${rows === 1 ? 'decode ' : `prefill ${rows}`} N ${N}: ${line('f32')} | ${line('q8')} | q8/f32 ${(median(times.q8) / median(times.f32)).toFixed(2)}`);
+      console.log(
+        `${dtype} ${rows === 1 ? 'decode ' : `prefill ${rows}`} N ${N}: ${line('f32')} | ${line('q8')} | q8/f32 ${(median(times.q8) / median(times.f32)).toFixed(2)}`,
+      );
       kernels.release(mark);
     }
   }

@@ -15,7 +15,7 @@
 import { InvalidArgumentError } from '../errors.ts';
 import { packWeight } from '../quant/pack.ts';
 import type { PackedWeight, QuantizedDtype, WeightTensor } from '../quant/types.ts';
-import { packBias, packWeights, threadsFor, type WasmKernels } from './kernels.ts';
+import { listsFor, packBias, packWeights, sizeClass, type WasmKernels } from './kernels.ts';
 import type { KernelCall } from './threads.ts';
 
 interface FloatProjection {
@@ -143,9 +143,13 @@ export function scratchFloats(p: Projection, rows: number): number {
  * of W. Either way each y element is computed as one thread would. Returns the y addresses.
  */
 export async function project(kernels: WasmKernels, jobs: [x: number, rows: number, p: Projection][]): Promise<number[]> {
-  const T = threadsFor(
+  // The kind of pass (ThreadChoice): the projections' sizes and kinds, and the rows (a size class past a decode step's).
+  const rows0 = jobs[0][1];
+  const kind = `project:${rows0 <= GEMV_ROWS ? rows0 : `~${sizeClass(rows0)}`}:${jobs.map(([, , p]) => `${p.kind === 'float' ? 'f' : p.bits}:${p.K}x${p.N}`).join('+')}`;
+  const T = listsFor(
     kernels,
     jobs.reduce((sum, [, rows, p]) => sum + rows * p.K * p.N, 0),
+    kind,
   );
   const lists: KernelCall[][] = Array.from({ length: T }, () => []);
   const ys = jobs.map(([, rows, p]) => kernels.alloc(rows * p.N));
@@ -154,8 +158,8 @@ export async function project(kernels: WasmKernels, jobs: [x: number, rows: numb
   const scratch = Array.from({ length: T }, () => (floats > 0 ? kernels.alloc(floats) : 0));
   jobs.forEach(([x, rows, p], j) => {
     const y = ys[j];
-    if (rows >= 16 * T) {
-      const chunk = Math.ceil(rows / T / 4) * 4; // whole micro-kernel steps of 4 rows
+    if (rows >= 64 * T) {
+      const chunk = Math.ceil(rows / T / 4) * 4; // whole micro-kernel steps of 4 rows (and at least gemm's 64-row blocks)
       for (let t = 0, r0 = 0; r0 < rows; t++, r0 += chunk) {
         lists[t].push(call(p, x + 4 * r0 * p.K, Math.min(chunk, rows - r0), 0, p.N, y + 4 * r0 * p.N, scratch[t]));
       }
@@ -166,6 +170,6 @@ export async function project(kernels: WasmKernels, jobs: [x: number, rows: numb
       }
     }
   });
-  await kernels.run(lists);
+  await kernels.run(lists, kind);
   return ys;
 }

@@ -9,13 +9,13 @@
 //   3. 2 threads give the bits 1 gives, the q8 kernels run on the worker; 'f32' (the default) still calls
 //      qgemv / qgemm; an unknown `activations` is refused.
 
-import { afterAll, describe, expect, test, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { InvalidArgumentError } from '../src/errors.ts';
 import { quantizeActivationsQ8, roundActivationsQ8 } from '../src/quant/activations.ts';
 import { GGUF_BLOCKS, packWeight, unpackWeight } from '../src/quant/pack.ts';
 import type { NBitsTensor, QuantizedTensor } from '../src/quant/types.ts';
 import { expectClose } from '../src/util/tolerance.ts';
-import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
+import { compileKernels, setThreadChoiceMode, WasmKernels } from '../src/wasm/kernels.ts';
 import { type Activations, createProjection, project } from '../src/wasm/projection.ts';
 import { ThreadPool } from '../src/wasm/threads.ts';
 import { mulberry32, uniform } from './helpers/random.ts';
@@ -289,11 +289,16 @@ describe('the host: defaults, refusals, threads', () => {
 
   describe('2 threads give the bits 1 gives, the q8 kernels on the worker', () => {
     let pool: ThreadPool | null = null;
-    afterAll(() => pool?.dispose());
+    // These passes run on the threads whatever their measured choice (kernels.ts ThreadChoice).
+    beforeAll(() => setThreadChoiceMode('always'));
+    afterAll(() => {
+      setThreadChoiceMode('measured');
+      pool?.dispose();
+    });
     test.each([
       ['decode: columns (qgemv8)', 'q4_0', 1024, 1024, 1],
       ['decode, partial panels on the split', 'nbits4-64-zp', 340, 1020, 3],
-      ['prefill: rows (qgemm8)', 'q6_k', 256, 256, 70],
+      ['prefill: rows (qgemm8; 4 lists a thread: rows ≥ 64·8)', 'q6_k', 256, 256, 520],
       ['prefill, few rows: columns (qgemm8)', 'nbits8-128', 1020, 1024, 12],
     ] as const)('%s', async (_, kind, N, K, M) => {
       pool ??= await ThreadPool.create(2);
@@ -311,6 +316,8 @@ describe('the host: defaults, refusals, threads', () => {
         if (kernels === two) {
           const onWorker = run.mock.calls.flatMap(([, lists]) => lists.slice(1).flatMap((calls) => calls.map(([name]) => name)));
           expect(onWorker).toContain(M <= 8 ? 'qgemv8' : 'qgemm8');
+          const rowsACall = run.mock.calls.flatMap(([, lists]) => lists.flat().map((c) => c[3])); // [name, x, ldx, M, …]
+          expect(Math.max(...rowsACall), 'split by rows past 64 a list').toBe(M >= 512 ? Math.ceil(M / 8 / 4) * 4 : M);
         }
         run.mockRestore();
         kernels.dispose();

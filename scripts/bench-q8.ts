@@ -3,7 +3,9 @@
 // Prefill: S rows (default 512) × K 2048 → N 2048 and 3072; decode: one row, the weights in cache
 // (the same projection over and over). The kernels are called directly (no threads, no host), the two
 // interleaved run by run; medians and minima of `--runs`, in ms and ns a weight (a row's weight: N·K·rows).
-//   node scripts/run-ts.mjs scripts/bench-q8.ts [--runs 9] [--rows 512] [--types q4_0,q8_0,q4_k,q6_k]
+// Then decode streamed from memory: one row through `--layers` layers' projections (N 3072 and 2048, as a
+// decode step's QKV and output), each layer's weights read once a pass, as a model steps through them.
+//   node scripts/run-ts.mjs scripts/bench-q8.ts [--runs 9] [--rows 512] [--types q4_0,q8_0,q4_k,q6_k] [--layers 24]
 
 import { GGUF_BLOCKS } from '../src/quant/pack.ts';
 import type { QuantizedTensor } from '../src/quant/types.ts';
@@ -17,11 +19,13 @@ const { values } = parseCli(import.meta.url, {
   runs: { type: 'string', default: '9' },
   rows: { type: 'string', default: '512' },
   types: { type: 'string', default: 'q4_0' },
+  layers: { type: 'string', default: '24' },
 });
 const runs = Number(values.runs);
 const S = Number(values.rows);
 const types = String(values.types).split(',') as (keyof typeof GGUF_BLOCKS)[];
 const K = 2048;
+const layers = Number(values.layers);
 
 /** Random blocks of a GGUF type with f16 scales that give weights of about ±1/√K. */
 function randomTensor(dtype: keyof typeof GGUF_BLOCKS, N: number, seed: number): QuantizedTensor {
@@ -84,5 +88,33 @@ for (const dtype of types) {
       kernels.release(mark);
     }
   }
+}
+
+// Decode from memory: `layers` layers of (N 3072, N 2048) projections, one pass through all of them a run.
+for (const dtype of types) {
+  const mark = kernels.mark();
+  const stack: Record<'f32' | 'q8', Projection[]> = { f32: [], q8: [] };
+  for (let l = 0; l < layers; l++) {
+    for (const N of [3072, 2048]) {
+      const t = randomTensor(dtype, N, N + l);
+      stack.f32.push(createProjection(kernels, t, N, K, null, 0, 'f32'));
+      stack.q8.push(createProjection(kernels, t, N, K, null, 0, 'q8'));
+    }
+  }
+  const scratch = kernels.alloc(Math.max(scratchFloats(stack.f32[0], 1), scratchFloats(stack.q8[0], 1)));
+  const y = kernels.alloc(3072);
+  const times: Record<'f32' | 'q8', number[]> = { f32: [], q8: [] };
+  for (let r = 0; r < runs + 1; r++) {
+    for (const name of ['f32', 'q8'] as const) {
+      let ms = 0;
+      for (const p of stack[name]) ms += time(p, 1, scratch, y);
+      if (r > 0) times[name].push(ms / layers);
+    }
+  }
+  const per = (name: 'f32' | 'q8') => `${name} ${median(times[name]).toFixed(3)} (${Math.min(...times[name]).toFixed(3)}) ms a layer`;
+  console.log(
+    `${dtype} decode from memory, ${layers} layers of N 3072 + 2048: ${per('f32')} | ${per('q8')} | q8/f32 ${(median(times.q8) / median(times.f32)).toFixed(2)}`,
+  );
+  kernels.release(mark);
 }
 kernels.dispose();

@@ -23,6 +23,8 @@
 //   q4_0 prefill 512 rows, N 2048 / 3072: 0.029 / 0.028 ns (qgemm 0.043 / 0.043): 0.67× / 0.67×
 //   q4_0 decode, one row (weights in L2/L3), N 2048 / 3072: 0.059 / 0.063 ns (qgemv 0.085 / 0.092): 0.69× / 0.69×
 //   q8_0, q4_k, q6_k prefill 0.62–0.80×, decode 0.53–0.78× (q6_k, groups of 16: prefill 0.80×, decode 0.73×)
+//   decode from memory (24 layers of N 3072 + 2048 stepped through, touchAhead as qgemv): q4_0 1.51 →
+//   1.02 ms a layer (0.68×), q8_0 2.03 → 1.53 ms (0.76×)
 // The prefill loop is bound by its i32x4.dot_i16x8_s + add pairs (8 products for 2 instructions, where
 // gemm's float loop has 4 for 2: 0.5× at best); the scaling per unit (4 rows × 8 columns, into the tile) about a
 // seventh of its work. Tried: the micro-kernel's loop unrolled to two pairs a step (0.78–0.90×: slower);

@@ -32,14 +32,16 @@ test('cross-origin isolated, threads: 2: two threads, workers run kernels, = 1 t
     expectOutputClose(c.threaded, c.cpu, { batchSize: c.B, seqLen: c.S, embedDim: c.E }, ['wasm (2 threads)', 'cpu'], testInfo);
     onWorkers[c.name] = c.onWorkers.filter((k) => k === 'gemm' || k === 'attend');
   }
-  expect(Object.values(onWorkers), 'kernels the workers ran, per case').toEqual([
-    ['attend', 'gemm'],
-    ['attend', 'gemm'],
-  ]);
-  // The decode steps' passes follow each other closely: after the first, they reach the worker through
-  // shared memory (the caller spinning on the main thread for the answer, where Atomics.wait is not allowed).
+  // The threads claim a pass's lists as they come free (src/wasm/threads.ts): in the long case the worker
+  // runs lists of both passes; in the short one (a prefill of 30, attention lists of ~50 µs) the calling
+  // thread may claim every attention list before the worker wakes, so only its projections are certain.
+  const [long, short] = Object.values(onWorkers);
+  expect(long, 'kernels the worker ran, S=300').toEqual(['attend', 'gemm']);
+  expect(short, 'kernels the worker ran, prefill 30 + decode').toContain('gemm');
+  // The decode steps' passes follow each other closely: the worker, waiting in memory after one, takes
+  // the next offer (the caller spinning on the main thread for its DONE, where Atomics.wait is not allowed).
   const decode = report.cases[1].handoffs;
-  expect(decode.memory, `the decode case's passes, by way: ${JSON.stringify(decode)}`).toBeGreaterThanOrEqual(1);
+  expect(decode.taken, `the decode case's passes, by way: ${JSON.stringify(decode)}`).toBeGreaterThanOrEqual(1);
   expectNoPageProblems(threadsPage, mark);
 });
 

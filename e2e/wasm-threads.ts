@@ -1,13 +1,17 @@
 // The page of e2e/wasm-threads.spec.ts: the 'wasm' backend with Web Workers in Chromium. It runs the
 // same seeded layers on a 'wasm' engine with `threads` threads, on one with 1 thread and on the
 // float64 'cpu' backend, and hands the outputs back as plain numbers for the spec to compare, with
-// the kernels the workers ran (ThreadPool.run's lists 1 …, as test/wasm-threads.test.ts counts them)
-// and how the passes reached them (ThreadPool.handoffs).
+// the kernels the workers ran (ThreadPool.workerKernels) and how the passes reached them
+// (ThreadPool.handoffs).
 
 import { createAttentionEngine, type MultiHeadAttentionConfig } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
+import { setThreadChoiceMode } from '../src/wasm/kernels.ts';
 import { type KernelCall, ThreadPool } from '../src/wasm/threads.ts';
 import { prefillThenDecode } from './decode-steps.ts';
+
+// The passes this page counts run on the threads whatever their measured choice (kernels.ts ThreadChoice).
+setThreadChoiceMode('always');
 
 export interface ThreadsReport {
   crossOriginIsolated: boolean;
@@ -15,7 +19,17 @@ export interface ThreadsReport {
   threads: number;
   threadsNote: string | null;
   /** Per case: outputs [B, S, E] of the threaded engine, the 1-thread engine and the float64 reference. */
-  cases: { name: string; B: number; S: number; E: number; threaded: number[]; single: number[]; cpu: number[]; onWorkers: string[]; handoffs: ThreadPool['handoffs'] }[];
+  cases: {
+    name: string;
+    B: number;
+    S: number;
+    E: number;
+    threaded: number[];
+    single: number[];
+    cpu: number[];
+    onWorkers: string[];
+    handoffs: { taken: number; joined: number; answeredByMessage: number };
+  }[];
 }
 
 /** A case: prefill tokens, then decode steps (0: one forward without a cache). */
@@ -73,10 +87,13 @@ window.wasmThreads = async (threads?: number) => {
       let pool: ThreadPool | null = null;
       let before: ThreadPool['handoffs'] | null = null;
       ThreadPool.prototype.run = function (this: ThreadPool, id: number, lists: KernelCall[][], local: (calls: KernelCall[]) => void) {
-        for (const calls of lists.slice(1)) for (const [name] of calls) onWorkers.add(name);
         pool = this;
+        if (!before) this.workerKernels.clear(); // this case's kernels only
         before ??= { ...this.handoffs };
-        return original.call(this, id, lists, local);
+        const ran = original.call(this, id, lists, local);
+        return ran.then(() => {
+          for (const name of this.workerKernels) onWorkers.add(name);
+        });
       };
       const threaded = await run(engine, c);
       ThreadPool.prototype.run = original;
@@ -85,8 +102,8 @@ window.wasmThreads = async (threads?: number) => {
       const b = before as ThreadPool['handoffs'] | null;
       const handoffs =
         after && b
-          ? { memory: after.memory - b.memory, message: after.message - b.message, answeredByMessage: after.answeredByMessage - b.answeredByMessage }
-          : { memory: 0, message: 0, answeredByMessage: 0 };
+          ? { taken: after.taken - b.taken, joined: after.joined - b.joined, answeredByMessage: after.answeredByMessage - b.answeredByMessage }
+          : { taken: 0, joined: 0, answeredByMessage: 0 };
       report.cases.push({
         name: c.name,
         B: c.B,

@@ -30,8 +30,8 @@ import { expectClose, f32Tolerance, type Tolerance } from '../src/util/tolerance
 import { useEngines } from './helpers/engines.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 
-const engines = useEngines('webgpu', 'cpu');
-const BACKENDS = ['cpu', 'webgpu'] as const;
+const engines = useEngines('webgpu', 'cpu', 'wasm');
+const BACKENDS = ['cpu', 'webgpu', 'wasm'] as const;
 type Backend = (typeof BACKENDS)[number];
 
 /** The project's float32 rule. */
@@ -225,7 +225,7 @@ describe.each(BACKENDS)('backend %s', (backend) => {
   });
 });
 
-describe('decode and paged calls, WebGPU against the CPU backend', () => {
+describe('decode and paged calls, WebGPU and wasm against the CPU backend', () => {
   const config: MultiHeadAttentionConfig = { embedDim: 128, numHeads: 4, numKvHeads: 2, activations: 'q8', rotary: {} };
   const sd = quantizeWeights(randomStateDict(config, 46), { dtype: 'q4_0' });
 
@@ -241,7 +241,7 @@ describe('decode and paged calls, WebGPU against the CPU backend', () => {
       for (let t = 0; t < 3; t++) got.push((await layer.forward(uniform(B * E, 1, rng), { batchSize: B, seqLen: 1, kvCache: cache, isCausal: true })).output);
       outputs.push(got);
     }
-    for (const [i, y] of outputs[1].entries()) expectClose(y, outputs[0][i], RULE, `webgpu step ${i} vs cpu`);
+    for (const b of [1, 2]) for (const [i, y] of outputs[b].entries()) expectClose(y, outputs[0][i], RULE, `${BACKENDS[b]} step ${i} vs cpu`);
   });
 
   test('a paged call of three sequences', async () => {
@@ -255,7 +255,7 @@ describe('decode and paged calls, WebGPU against the CPU backend', () => {
       const x = uniform(9 * E, 1, mulberry32(8));
       results.push((await layer.forward(x, { kvCache: paged, sequences: ids.map((id, i) => ({ id, length: lengths[i] })) })).output);
     }
-    expectClose(results[1], results[0], RULE, 'webgpu paged vs cpu');
+    for (const b of [1, 2]) expectClose(results[b], results[0], RULE, `${BACKENDS[b]} paged vs cpu`);
   });
 });
 
@@ -277,7 +277,7 @@ describe('bad input', () => {
     }
   });
 
-  test("WebGPU: q, k and v of mixed float and quantized weights with 'q8' are refused (UnsupportedError); the CPU backend takes them", async () => {
+  test("WebGPU: q, k and v of mixed float and quantized weights with 'q8' are refused (UnsupportedError); cpu and wasm take them", async () => {
     const config = { embedDim: 64, numHeads: 4, activations: 'q8' as const };
     const sd = randomStateDict(config, 49);
     const E = 64;
@@ -286,5 +286,6 @@ describe('bad input', () => {
     const mixed: QuantizedStateDict = { ...rest, ...sep, k_proj_weight: quantizeWeights(sep, { dtype: 'q8_0', config }).k_proj_weight };
     expect(() => engines.gpu.createMultiHeadAttention(config, mixed)).toThrow(UnsupportedError);
     await expectQ8('cpu', config, mixed, 1, 3, false, 9);
+    await expectQ8('wasm', config, mixed, 1, 3, false, 9);
   });
 });

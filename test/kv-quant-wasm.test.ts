@@ -11,6 +11,11 @@ import type { StateDict } from '../src/types.ts';
 import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
 import { ThreadPool } from '../src/wasm/threads.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
+import { setThreadChoiceMode } from '../src/wasm/kernels.ts';
+
+// The passes this file spies on run on the threads whatever their measured choice (kernels.ts ThreadChoice).
+beforeAll(() => setThreadChoiceMode('always'));
+afterAll(() => setThreadChoiceMode('measured'));
 
 let wasm: AttentionEngine;
 let threaded: AttentionEngine;
@@ -168,7 +173,7 @@ test.each(DTYPES)('%s: 2 threads, B 2, a past of 600 positions (each decode step
     mha.dispose();
   }
   // The decode steps' attendHeads went to both threads.
-  const split = run.mock.calls.filter(([, lists]) => lists.filter((l) => l.some(([name]) => name === 'attendHeads')).length === 2);
+  const split = run.mock.calls.filter(([, lists]) => lists.filter((l) => l.some(([name]) => name === 'attendHeads')).length >= 2);
   run.mockRestore();
   expect(split.length).toBe(3);
   for (const [i, o] of outputs[0].entries()) expect(o).toEqual(outputs[1][i]);

@@ -9,6 +9,11 @@ import { type AttentionEngine, createAttentionEngine, type KvCache, type MultiHe
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { ThreadPool } from '../src/wasm/threads.ts';
+import { setThreadChoiceMode } from '../src/wasm/kernels.ts';
+
+// The passes this file spies on run on the threads whatever their measured choice (kernels.ts ThreadChoice).
+beforeAll(() => setThreadChoiceMode('always'));
+afterAll(() => setThreadChoiceMode('measured'));
 
 let wasm1: AttentionEngine;
 let wasm2: AttentionEngine;

@@ -27,7 +27,23 @@ test('the module validates, imports nothing, and exports the kernels the host ca
     WebAssembly.Module.exports(module)
       .map((e) => e.name)
       .sort(),
-  ).toEqual(['attend', 'attendHeads', 'attendPaged', 'gemm', 'heapBase', 'memory', 'probabilities', 'qgemm', 'qgemv', 'setPagedRule', 'setRule', 'transpose']);
+  ).toEqual([
+    'attend',
+    'attendHeads',
+    'attendPaged',
+    'gemm',
+    'heapBase',
+    'memory',
+    'probabilities',
+    'qgemm',
+    'qgemm8',
+    'qgemv',
+    'qgemv8',
+    'quantizeQ8',
+    'setPagedRule',
+    'setRule',
+    'transpose',
+  ]);
 });
 
 test('the threads module imports one memory, env.memory, and exports the same kernels', () => {
@@ -39,7 +55,23 @@ test('the threads module imports one memory, env.memory, and exports the same ke
     WebAssembly.Module.exports(module)
       .map((e) => e.name)
       .sort(),
-  ).toEqual(['attend', 'attendHeads', 'attendPaged', 'gemm', 'heapBase', 'memory', 'probabilities', 'qgemm', 'qgemv', 'setPagedRule', 'setRule', 'transpose']);
+  ).toEqual([
+    'attend',
+    'attendHeads',
+    'attendPaged',
+    'gemm',
+    'heapBase',
+    'memory',
+    'probabilities',
+    'qgemm',
+    'qgemm8',
+    'qgemv',
+    'qgemv8',
+    'quantizeQ8',
+    'setPagedRule',
+    'setRule',
+    'transpose',
+  ]);
   // It needs a shared memory: an unshared one is refused at instantiation.
   expect(() => new WebAssembly.Instance(module, { env: { memory: new WebAssembly.Memory({ initial: 1, maximum: 65536 }) } })).toThrow();
   expect(new WebAssembly.Instance(module, { env: { memory: new WebAssembly.Memory({ initial: 1, maximum: 65536, shared: true }) } })).toBeDefined();

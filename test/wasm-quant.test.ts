@@ -11,17 +11,21 @@
 //   4. no float copy: the layer's memory holds the packed bytes, not float32 weights.
 // Random block bytes with sane f16 scales stand for real quantized weights.
 
-import { afterAll, describe, expect, test, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { type AttentionEngine, createAttentionEngine, type MultiHeadAttentionConfig, type StateDict } from '../src/index.ts';
 import { dequantize } from '../src/quant/dequantize.ts';
 import { GGUF_BLOCKS, packWeight, unpackWeight } from '../src/quant/pack.ts';
 import type { NBitsTensor, QuantizedTensor } from '../src/quant/types.ts';
 import { mulberry32, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
-import { compileKernels, packBias, packWeights, WasmKernels } from '../src/wasm/kernels.ts';
+import { compileKernels, packBias, packWeights, setThreadChoiceMode, WasmKernels } from '../src/wasm/kernels.ts';
 import { panelQuantized } from '../src/wasm/projection.ts';
 import { ThreadPool } from '../src/wasm/threads.ts';
 import { useEngines } from './helpers/engines.ts';
+
+// The passes this file spies on run on the threads whatever their measured choice (kernels.ts ThreadChoice).
+beforeAll(() => setThreadChoiceMode('always'));
+afterAll(() => setThreadChoiceMode('measured'));
 
 const engines = useEngines('wasm', 'cpu');
 

@@ -6,7 +6,7 @@
 
 import { attention } from '../cpu/reference.ts';
 import type { ForwardPlan } from '../plan/index.ts';
-import { threadsFor, type WasmKernels } from './kernels.ts';
+import { listsFor, sizeClass, type WasmKernels } from './kernels.ts';
 import type { KernelCall } from './threads.ts';
 
 /**
@@ -81,9 +81,10 @@ export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: H
   // read once for the group) where the rule is the same for all of them.
   const perKv = H / G;
   const grouped = perKv > 1 && !varlen && plan.seqLen === 1 && !plan.needWeights && !alibiSlopes && !sinks && !attnMaskPerHead;
-  const threads = Math.min(threadsFor(kernels, work), grouped ? B * G : B * H); // one task a (sequence, head) or a group
   const stored = 'kt' in k ? k.stored : undefined;
-  // Each thread's own Kᵀ [⌈Skv/64⌉, Dh, 64], scratch and row statistics (and, for a cache of another
+  const kind = `attend:${grouped ? 'heads' : 'rows'}:${B}x${H}/${G}:${sizeClass(plan.seqLen)}x${sizeClass(longest)}:${Dh}:${stored?.kind ?? 0}`;
+  const threads = Math.min(listsFor(kernels, work, kind), grouped ? B * G : B * H); // lists; one task a (sequence, head) or a group
+  // Each list's own Kᵀ [⌈Skv/64⌉, Dh, 64], scratch and row statistics (and, for a cache of another
   // dtype than f32, the tile one K and V block is decoded into: 2 · 64 · Dh floats).
   const own = Array.from({ length: threads }, () => ({
     kt: 'kt' in k ? 0 : kernels.alloc(Math.ceil(longest / KEYS_PER_BLOCK) * Dh * KEYS_PER_BLOCK),
@@ -138,7 +139,7 @@ export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: H
       h++;
     }
   }
-  await kernels.run(lists);
+  await kernels.run(lists, kind);
   return probs;
 }
 

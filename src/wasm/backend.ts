@@ -4,7 +4,6 @@
 // on the float64 reference instead (their projections on the kernels); so does
 // scaledDotProductAttention with a scoreMod, and linearAttention.
 
-import { UnsupportedError } from '../errors.ts';
 import type { Backend, BackendLayer, ThreadCapability } from '../backend.ts';
 import { CpuBackend, refuseGpuBuffers } from '../cpu/backend.ts';
 import { transformHeads } from '../cpu/head-transform.ts';
@@ -56,15 +55,6 @@ export class WasmBackend implements Backend {
 
   createLayer(spec: LayerSpec, weights: LayerWeights): BackendLayer {
     // Packing copies the weights, as the other backends do: later changes to the caller's arrays do not leak in.
-    if (spec.activations === 'q8') {
-      throw new UnsupportedError({
-        where: 'createMultiHeadAttention',
-        argument: 'config.activations',
-        expected: "'f32' on backend 'wasm' for now",
-        given: "'q8'",
-        fix: "Leave config.activations out, or use backend 'cpu' or 'webgpu'.",
-      });
-    }
     return new WasmLayer(spec, weights, new WasmKernels(this.module, this.pool), (plan) => refuseGpuBuffers('MultiHeadAttention.forward', plan, GIVEN));
   }
 

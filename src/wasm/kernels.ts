@@ -5,6 +5,7 @@
 
 import { DeviceLimitError } from '../errors.ts';
 import { WASM_BASE64, WASM_SHARED_BASE64 } from './module.ts';
+import { median } from '../util/stats.ts';
 import type { KernelCall, ThreadPool } from './threads.ts';
 
 /** y = x · Wᵀ + bias with W packed (wasm/qgemm.ts: quants `wq`, scales and offsets `so`): qgemv and qgemm take the same arguments. */
@@ -30,6 +31,11 @@ interface KernelExports {
   gemm(x: number, ldx: number, M: number, K: number, wp: number, N: number, bias: number, y: number, ldy: number): void;
   qgemv: QuantizedProduct;
   qgemm: QuantizedProduct;
+  /** wasm/q8.ts: the same products on activations quantized to q8 (src/quant/activations.ts), integer dot products. */
+  qgemv8: QuantizedProduct;
+  qgemm8: QuantizedProduct;
+  /** wasm/q8.ts: x [M, K] quantized per block of 32 as quantizeActivationsQ8 (i16 values in `layout` 0, 4 or 8; (d, d·S) per unit). */
+  quantizeQ8(x: number, ldx: number, M: number, K: number, unit: number, layout: number, q: number, ldq: number, ds: number): void;
   transpose(k: number, ldk: number, rows: number, Dh: number, kt: number): void;
   setRule(
     scale: number,
@@ -106,7 +112,10 @@ export class WasmKernels {
   readonly memory: WebAssembly.Memory;
   /** Threads a pass is split over (1 without a pool). */
   readonly threads: number;
-  private readonly id = nextId++;
+  /** This instance's id in the thread pool (its instance on each worker). */
+  readonly id = nextId++;
+  /** Which kinds of pass run on the threads (listsFor). */
+  readonly choice = new ThreadChoice();
   private top: number;
   /** The first byte the host may use. */
   private readonly bottom: number;
@@ -139,14 +148,20 @@ export class WasmKernels {
     this.u8View = new Uint8Array(this.memory.buffer);
   }
 
-  /** Runs lists of kernel calls, list t on thread t (all on this one without a pool); each list's calls in order. */
-  async run(lists: KernelCall[][]): Promise<void> {
+  /**
+   * Runs lists of kernel calls, each list's calls in order on one thread, the lists claimed by the
+   * threads as they come free (all on this one without a pool). `kind`: the kind listsFor was asked
+   * about, whose choice this pass's time informs.
+   */
+  async run(lists: KernelCall[][], kind?: string): Promise<void> {
     const local = (calls: KernelCall[]) => {
       const k = this.k as unknown as Record<string, (...args: number[]) => void>;
       for (const [name, ...args] of calls) k[name](...args);
     };
+    const t0 = performance.now();
     if (this.pool) await this.pool.run(this.id, lists, local);
     else for (const calls of lists) local(calls);
+    if (kind !== undefined) this.choice.record(kind, lists.length > 1, performance.now() - t0);
   }
 
   /** Drops the workers' instances (this one goes with its last reference). */
@@ -260,9 +275,86 @@ export class WasmKernels {
  */
 export const MIN_WORK_PER_THREAD = 1 << 19;
 
-/** The threads a pass of `work` multiply-adds is split over: all of them, or 1 for small passes. */
-export function threadsFor(kernels: WasmKernels, work: number): number {
-  return work < MIN_WORK_PER_THREAD ? 1 : kernels.threads;
+/**
+ * Lists a pass's work is cut into per thread when it runs on several: the threads claim them one at a
+ * time (threads.ts), so that one slowed down (its core shared with another process) takes fewer.
+ */
+export const LISTS_PER_THREAD = 4;
+
+/**
+ * The lists a pass of `work` multiply-adds of kind `kind` is split into: 1 (the caller alone) for small
+ * passes, on one thread, or where one thread was measured faster for this kind (ThreadChoice), else
+ * LISTS_PER_THREAD a thread. Each list is computed as one thread computes it: results do not depend on
+ * the split. Pass the lists to kernels.run with the same kind, which times them for the choice.
+ */
+export function listsFor(kernels: WasmKernels, work: number, kind: string): number {
+  if (work < MIN_WORK_PER_THREAD || kernels.threads === 1) return 1;
+  return kernels.choice.threaded(kind) ? kernels.threads * LISTS_PER_THREAD : 1;
+}
+
+/** How ThreadChoice chooses: by measurement (the default), or always / never on the threads (tests). */
+export type ThreadChoiceMode = 'measured' | 'always' | 'never';
+let choiceMode: ThreadChoiceMode = 'measured';
+
+/** Sets how every engine's 'wasm' passes choose their threads (tests; not public API). */
+export function setThreadChoiceMode(mode: ThreadChoiceMode): void {
+  choiceMode = mode;
+}
+
+/** Calls timed per option and kind before choosing, the window of recent times kept, how often the other option is timed again, and the margin threads must win by. */
+const FIRST = 3;
+const WINDOW = 5;
+const RECHECK = 16;
+const MARGIN = 0.95;
+
+/**
+ * Whether a kind of pass (a projection of given sizes, an attention of given shape) runs on the
+ * threads or on the caller alone, measured rather than guessed (issue 41): the first calls of a kind
+ * alternate between the two, then each kind takes the threads only where their median time over the
+ * last WINDOW calls is below MARGIN × one thread's; every RECHECK-th call of a kind times the option not
+ * taken again, so the choice follows the machine (another process taking a core makes a decode step
+ * slower on two threads than on one, and the choice moves to one).
+ */
+export class ThreadChoice {
+  private readonly kinds = new Map<string, { one: number[]; all: number[]; calls: number }>();
+
+  /** Whether the next pass of `kind` runs on the threads. */
+  threaded(kind: string): boolean {
+    if (choiceMode !== 'measured') return choiceMode === 'always';
+    let k = this.kinds.get(kind);
+    if (!k) {
+      k = { one: [], all: [], calls: 0 };
+      this.kinds.set(kind, k);
+    }
+    const n = k.calls++;
+    if (k.all.length < FIRST || k.one.length < FIRST) return k.all.length <= k.one.length;
+    const threads = median(k.all) < MARGIN * median(k.one);
+    return n % RECHECK === 0 ? !threads : threads;
+  }
+
+  /** Records a pass of `kind` that took `ms`, on the threads or not. */
+  record(kind: string, threaded: boolean, ms: number): void {
+    const k = this.kinds.get(kind);
+    if (!k) return;
+    const times = threaded ? k.all : k.one;
+    times.push(ms);
+    if (times.length > WINDOW) times.shift();
+  }
+
+  /** The kinds measured so far and their choice (diagnostics, tests). */
+  report(): { kind: string; threads: boolean | null; one: number | null; all: number | null }[] {
+    return [...this.kinds].map(([kind, k]) => ({
+      kind,
+      threads: k.all.length >= FIRST && k.one.length >= FIRST ? median(k.all) < MARGIN * median(k.one) : null,
+      one: k.one.length ? median(k.one) : null,
+      all: k.all.length ? median(k.all) : null,
+    }));
+  }
+}
+
+/** A size class: n rounded down to a power of two (kinds of pass group sizes so). */
+export function sizeClass(n: number): number {
+  return n < 1 ? 0 : 2 ** Math.floor(Math.log2(n));
 }
 
 /** W [N, K] (row-major) packed for gemm: panels of 8 rows of W, k-major inside a panel, zero past N. */

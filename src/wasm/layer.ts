@@ -47,10 +47,12 @@ export class WasmLayer implements BackendLayer {
     const { numHeads: H, numKvHeads: G, headDim: Dh, embedDim: E, kdim, vdim } = spec;
     // Each weight as given: float32 panels, or quantized ones kept packed (projection.ts; never expanded to float).
     const bias = weights.inProjBias; // q, then k, then v
-    this.q = createProjection(kernels!, weights.qProjWeight, H * Dh, E, bias, 0);
-    this.k = createProjection(kernels!, weights.kProjWeight, G * Dh, kdim, bias, H * Dh);
-    this.v = createProjection(kernels!, weights.vProjWeight, G * Dh, vdim, bias, (H + G) * Dh);
-    this.out = createProjection(kernels!, weights.outProjWeight, E, H * Dh, weights.outProjBias, 0);
+    // config.activations 'q8': the projections with quantized weights take their inputs as ggml's Q8_0 (wasm/q8.ts).
+    const activations = spec.activations ?? 'f32';
+    this.q = createProjection(kernels!, weights.qProjWeight, H * Dh, E, bias, 0, activations);
+    this.k = createProjection(kernels!, weights.kProjWeight, G * Dh, kdim, bias, H * Dh, activations);
+    this.v = createProjection(kernels!, weights.vProjWeight, G * Dh, vdim, bias, (H + G) * Dh, activations);
+    this.out = createProjection(kernels!, weights.outProjWeight, E, H * Dh, weights.outProjBias, 0, activations);
     this.gate = weights.gateProjWeight ? createProjection(kernels!, weights.gateProjWeight, H * Dh, E, weights.gateProjBias ?? null, 0) : null;
     kernels!.keep();
   }

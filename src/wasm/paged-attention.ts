@@ -16,7 +16,7 @@
 import { normAcrossHeads, normValues, transformHead } from '../cpu/head-transform.ts';
 import type { LayerSpec, PagedPlan } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
-import { MIN_WORK_PER_THREAD, threadsFor, type WasmKernels } from './kernels.ts';
+import { listsFor, MIN_WORK_PER_THREAD, sizeClass, type WasmKernels } from './kernels.ts';
 import type { WasmPagedStorage } from './paged-kv-cache.ts';
 import { type Projection, project } from './projection.ts';
 import type { KernelCall } from './threads.ts';
@@ -138,7 +138,8 @@ export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedPr
   // Threads only for work well past a plain pass's bound: 8 one-token steps over 100 … 800 keys (E 256,
   // H 8, G 2: 0.9M multiply-adds) took 1.78 ms on 2 threads against 0.77 ms on one (2026-12-05, quiet):
   // the hand-off to the workers costs more than such a call's attention.
-  const threads = Math.min(work < PAGED_MIN_WORK ? 1 : threadsFor(kernels, work), tasks.length);
+  const passKind = `paged:${tasks.length}:${sizeClass(work)}:${kind}`; // ThreadChoice's
+  const threads = Math.min(work < PAGED_MIN_WORK ? 1 : listsFor(kernels, work, passKind), tasks.length); // lists
   const lists: KernelCall[][] = Array.from({ length: threads }, () => []);
   const scratch = lists.map(() => kernels.alloc(scratchFloats(Dh, kind)));
   // The costliest first, each to the least loaded thread.
@@ -151,7 +152,7 @@ export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedPr
     call[call.length - 1] = scratch[t];
     lists[t].push(rule, call);
   }
-  await kernels.run(lists);
+  await kernels.run(lists, passKind);
 
   if (p.gate) {
     // config.outputGate: O ⊙ sigmoid(x·W_gᵀ + b_g) before the output projection.

@@ -8,10 +8,14 @@
 // (y += s·Σ x·q − o·Σ x); qgemm dequantizes one panel of 8 columns at a time, [K, 8] float32, into a
 // scratch buffer of its thread in the call's arena and gives, bit for bit, what gemm gives on the
 // float32 weights src/quant's unpackWeight stands for.
+// With `activations: 'q8'` (src/quant/activations.ts) the same packed weights go to wasm/q8.ts instead:
+// qgemv8 and qgemm8 quantize x per block of 32 as ggml's Q8_0 and multiply in integers (llama.cpp's
+// arithmetic), in scratch of their own size (scratchFloats).
 
+import { InvalidArgumentError } from '../errors.ts';
 import { packWeight } from '../quant/pack.ts';
 import type { PackedWeight, QuantizedDtype, WeightTensor } from '../quant/types.ts';
-import { packBias, packWeights, threadsFor, type WasmKernels } from './kernels.ts';
+import { listsFor, packBias, packWeights, sizeClass, type WasmKernels } from './kernels.ts';
 import type { KernelCall } from './threads.ts';
 
 interface FloatProjection {
@@ -32,15 +36,41 @@ interface QuantizedProjection {
   bits: 4 | 8;
   group: number;
   dtype: QuantizedDtype;
+  /** 'q8': x quantized per block of 32 (src/quant/activations.ts), integer dot products (wasm/q8.ts). */
+  activations: Activations;
 }
+
+/** How a projection with packed weights takes its input: as float32, or quantized to q8 first. */
+export type Activations = 'f32' | 'q8';
 
 export type Projection = FloatProjection | QuantizedProjection;
 
 /** Rows at most which quantized projections run qgemv (each weight word read once for all rows). */
 export const GEMV_ROWS = 8;
 
-/** W [N, K] (float32 or quantized) and its bias (b[offset … offset + N), or none) put into `kernels`' memory. */
-export function createProjection(kernels: WasmKernels, W: WeightTensor, N: number, K: number, b: Float32Array | null, offset: number): Projection {
+/**
+ * W [N, K] (float32 or quantized) and its bias (b[offset … offset + N), or none) put into `kernels`' memory.
+ * `activations` picks the arithmetic of packed weights (float weights ignore it): 'f32' (qgemv, qgemm)
+ * or 'q8' (qgemv8, qgemm8: llama.cpp's, on x quantized per block of 32).
+ */
+export function createProjection(
+  kernels: WasmKernels,
+  W: WeightTensor,
+  N: number,
+  K: number,
+  b: Float32Array | null,
+  offset: number,
+  activations: Activations = 'f32',
+): Projection {
+  if (activations !== 'f32' && activations !== 'q8') {
+    throw new InvalidArgumentError({
+      where: "the 'wasm' backend's projections",
+      argument: 'activations',
+      expected: "'f32' or 'q8'",
+      given: typeof activations === 'string' ? `'${activations}'` : String(activations),
+      fix: "Leave it out for float32 activations, or pass 'q8' for llama.cpp's 8-bit activations with packed weights.",
+    });
+  }
   if (W instanceof Float32Array) return { kind: 'float', w: kernels.put(packWeights(W, N, K)), bias: kernels.put(packBias(b, offset, N)), N, K };
   const packed = packWeight(W);
   const { wq, so } = panelQuantized(packed);
@@ -54,6 +84,7 @@ export function createProjection(kernels: WasmKernels, W: WeightTensor, N: numbe
     bits: packed.bits,
     group: packed.group,
     dtype: packed.dtype,
+    activations,
   };
 }
 
@@ -85,7 +116,25 @@ function call(p: Projection, x: number, rows: number, c0: number, n: number, y: 
   const wq = p.wq + panel * Math.ceil((p.K * p.bits) / 32) * 16;
   const so = p.so + panel * Math.ceil(p.K / p.group) * 32;
   const args = [x, p.K, rows, p.K, wq, so, n, p.bias + 4 * c0, y + 4 * c0, p.N, p.bits, p.group] as const;
-  return [rows <= GEMV_ROWS ? 'qgemv' : 'qgemm', ...args, scratch];
+  const name = rows <= GEMV_ROWS ? 'qgemv' : 'qgemm';
+  return [p.activations === 'q8' ? `${name}8` : name, ...args, scratch];
+}
+
+/**
+ * Scratch floats a thread's kernel call needs for `rows` rows of projection p: qgemm's dequantized panel
+ * [K rounded up to a word, 8] f32, or qgemv's sums of x over each group [rows, groups], its x as 16-bit
+ * pairs [rows, K] and a scale a row; with q8 activations (wasm/q8.ts) (d, d·S) per unit of min(group, 32)
+ * [rows, units, 2] (to a multiple of 4) and the rows as i16 [rows, Kp] (Kp = K to a multiple of 8), and
+ * for qgemm8, of a chunk of at most 64 rows, after a tile [4, 8] f32 and a pair panel [Kp/2, 8, 2] i16.
+ */
+export function scratchFloats(p: Projection, rows: number): number {
+  if (p.kind === 'float') return 0;
+  if (p.activations === 'f32') return rows > GEMV_ROWS ? (p.K + 7) * 8 : rows * (2 * Math.ceil(p.K / p.group) + p.K);
+  const units = Math.ceil(p.K / Math.min(p.group, 32));
+  const Kp = Math.ceil(p.K / 8) * 8;
+  const R = Math.min(rows, 64);
+  const perRows = Math.ceil((2 * R * units) / 4) * 4 + (R * Kp) / 2;
+  return rows > GEMV_ROWS ? 32 + 4 * Kp + perRows : perRows;
 }
 
 /**
@@ -94,23 +143,23 @@ function call(p: Projection, x: number, rows: number, c0: number, n: number, y: 
  * of W. Either way each y element is computed as one thread would. Returns the y addresses.
  */
 export async function project(kernels: WasmKernels, jobs: [x: number, rows: number, p: Projection][]): Promise<number[]> {
-  const T = threadsFor(
+  // The kind of pass (ThreadChoice): the projections' sizes and kinds, and the rows (a size class past a decode step's).
+  const rows0 = jobs[0][1];
+  const kind = `project:${rows0 <= GEMV_ROWS ? rows0 : `~${sizeClass(rows0)}`}:${jobs.map(([, , p]) => `${p.kind === 'float' ? 'f' : `${p.bits}${p.activations === 'q8' ? 'q8' : ''}`}:${p.K}x${p.N}`).join('+')}`;
+  const T = listsFor(
     kernels,
     jobs.reduce((sum, [, rows, p]) => sum + rows * p.K * p.N, 0),
+    kind,
   );
   const lists: KernelCall[][] = Array.from({ length: T }, () => []);
   const ys = jobs.map(([, rows, p]) => kernels.alloc(rows * p.N));
-  // The quantized kernels' scratch, one per thread: qgemm's dequantized panel [K rounded up to a word, 8]
-  // f32, or qgemv's sums of x over each group [rows, groups], its x as 16-bit pairs [rows, K] and a scale a row.
-  const scratchFloats = Math.max(
-    0,
-    ...jobs.map(([, rows, p]) => (p.kind === 'float' ? 0 : rows > GEMV_ROWS ? (p.K + 7) * 8 : rows * (2 * Math.ceil(p.K / p.group) + p.K))),
-  );
-  const scratch = Array.from({ length: T }, () => (scratchFloats > 0 ? kernels.alloc(scratchFloats) : 0));
+  // The quantized kernels' scratch, one per thread (scratchFloats), as large as the largest job's.
+  const floats = Math.max(0, ...jobs.map(([, rows, p]) => scratchFloats(p, rows)));
+  const scratch = Array.from({ length: T }, () => (floats > 0 ? kernels.alloc(floats) : 0));
   jobs.forEach(([x, rows, p], j) => {
     const y = ys[j];
-    if (rows >= 16 * T) {
-      const chunk = Math.ceil(rows / T / 4) * 4; // whole micro-kernel steps of 4 rows
+    if (rows >= 64 * T) {
+      const chunk = Math.ceil(rows / T / 4) * 4; // whole micro-kernel steps of 4 rows (and at least gemm's 64-row blocks)
       for (let t = 0, r0 = 0; r0 < rows; t++, r0 += chunk) {
         lists[t].push(call(p, x + 4 * r0 * p.K, Math.min(chunk, rows - r0), 0, p.N, y + 4 * r0 * p.N, scratch[t]));
       }
@@ -121,6 +170,6 @@ export async function project(kernels: WasmKernels, jobs: [x: number, rows: numb
       }
     }
   });
-  await kernels.run(lists);
+  await kernels.run(lists, kind);
   return ys;
 }

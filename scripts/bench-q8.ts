@@ -1,0 +1,120 @@
+// The 'wasm' backend's projections with packed weights on one thread: activations 'q8' (wasm/q8.ts:
+// qgemv8, qgemm8, integer dot products) against 'f32' (wasm/qgemm.ts: qgemv, qgemm) on the same weights.
+// Prefill: S rows (default 512) × K 2048 → N 2048 and 3072; decode: one row, the weights in cache
+// (the same projection over and over). The kernels are called directly (no threads, no host), the two
+// interleaved run by run; medians and minima of `--runs`, in ms and ns a weight (a row's weight: N·K·rows).
+// Then decode streamed from memory: one row through `--layers` layers' projections (N 3072 and 2048, as a
+// decode step's QKV and output), each layer's weights read once a pass, as a model steps through them.
+//   node scripts/run-ts.mjs scripts/bench-q8.ts [--runs 9] [--rows 512] [--types q4_0,q8_0,q4_k,q6_k] [--layers 24]
+
+import { GGUF_BLOCKS } from '../src/quant/pack.ts';
+import type { QuantizedTensor } from '../src/quant/types.ts';
+import { median } from '../src/util/stats.ts';
+import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
+import { createProjection, type Projection, scratchFloats } from '../src/wasm/projection.ts';
+import { mulberry32, uniform } from '../test/helpers/random.ts';
+import { parseCli } from './cli.ts';
+
+const { values } = parseCli(import.meta.url, {
+  runs: { type: 'string', default: '9' },
+  rows: { type: 'string', default: '512' },
+  types: { type: 'string', default: 'q4_0' },
+  layers: { type: 'string', default: '24' },
+});
+const runs = Number(values.runs);
+const S = Number(values.rows);
+const types = String(values.types).split(',') as (keyof typeof GGUF_BLOCKS)[];
+const K = 2048;
+const layers = Number(values.layers);
+
+/** Random blocks of a GGUF type with f16 scales that give weights of about ±1/√K. */
+function randomTensor(dtype: keyof typeof GGUF_BLOCKS, N: number, seed: number): QuantizedTensor {
+  const rng = mulberry32(seed);
+  const { bytes, weights } = GGUF_BLOCKS[dtype];
+  const data = Uint8Array.from({ length: ((N * K) / weights) * bytes }, () => Math.floor(rng() * 256));
+  const half = (e: number) => ((e + 15) << 10) | Math.floor(rng() * 1024);
+  for (let at = 0; at < data.length; at += bytes) {
+    const h = dtype === 'q4_0' ? half(-9) : dtype === 'q8_0' ? half(-13) : dtype === 'q4_k' ? half(-14) : half(-14);
+    const o = dtype === 'q6_k' ? 208 : 0;
+    data[at + o] = h & 0xff;
+    data[at + o + 1] = h >> 8;
+    if (dtype === 'q4_k') {
+      const m = half(-12);
+      data[at + 2] = m & 0xff;
+      data[at + 3] = m >> 8;
+    }
+  }
+  return { dtype, shape: [N, K], data };
+}
+
+const kernels = new WasmKernels(await compileKernels('single'));
+const k = kernels.k as unknown as Record<string, (...args: number[]) => void>;
+const x = kernels.put(uniform(S * K, 1, mulberry32(1)));
+
+function time(p: Projection, rows: number, scratch: number, y: number): number {
+  if (p.kind !== 'quantized') throw new Error('packed weights only');
+  const name = (rows <= 8 ? 'qgemv' : 'qgemm') + (p.activations === 'q8' ? '8' : '');
+  const t0 = performance.now();
+  k[name](x, K, rows, K, p.wq, p.so, p.N, p.bias, y, p.N, p.bits, p.group, scratch);
+  return performance.now() - t0;
+}
+
+console.log(`one thread, K ${K}; ${runs} runs interleaved; median (min) ms, ns a weight; ratio q8 / f32 of the medians`);
+for (const dtype of types) {
+  for (const N of [2048, 3072]) {
+    const t = randomTensor(dtype, N, N);
+    const f32 = createProjection(kernels, t, N, K, null, 0, 'f32');
+    const q8 = createProjection(kernels, t, N, K, null, 0, 'q8');
+    for (const rows of [S, 1]) {
+      const mark = kernels.mark();
+      const scratch = kernels.alloc(Math.max(scratchFloats(f32, rows), scratchFloats(q8, rows)));
+      const y = kernels.alloc(rows * N);
+      const times: Record<'f32' | 'q8', number[]> = { f32: [], q8: [] };
+      const reps = rows === 1 ? 50 : 1; // decode: 50 calls a run
+      for (let r = 0; r < runs + 1; r++) {
+        for (const [name, p] of [['f32', f32] as const, ['q8', q8] as const]) {
+          let ms = 0;
+          for (let i = 0; i < reps; i++) ms += time(p, rows, scratch, y);
+          if (r > 0) times[name].push(ms / reps); // run 0 warms up
+        }
+      }
+      const line = (name: 'f32' | 'q8') => {
+        const m = median(times[name]);
+        return `${name} ${m.toFixed(3)} (${Math.min(...times[name]).toFixed(3)}) ms ${((m * 1e6) / (N * K * rows)).toFixed(4)} ns`;
+      };
+      console.log(
+        `${dtype} ${rows === 1 ? 'decode ' : `prefill ${rows}`} N ${N}: ${line('f32')} | ${line('q8')} | q8/f32 ${(median(times.q8) / median(times.f32)).toFixed(2)}`,
+      );
+      kernels.release(mark);
+    }
+  }
+}
+
+// Decode from memory: `layers` layers of (N 3072, N 2048) projections, one pass through all of them a run.
+for (const dtype of types) {
+  const mark = kernels.mark();
+  const stack: Record<'f32' | 'q8', Projection[]> = { f32: [], q8: [] };
+  for (let l = 0; l < layers; l++) {
+    for (const N of [3072, 2048]) {
+      const t = randomTensor(dtype, N, N + l);
+      stack.f32.push(createProjection(kernels, t, N, K, null, 0, 'f32'));
+      stack.q8.push(createProjection(kernels, t, N, K, null, 0, 'q8'));
+    }
+  }
+  const scratch = kernels.alloc(Math.max(scratchFloats(stack.f32[0], 1), scratchFloats(stack.q8[0], 1)));
+  const y = kernels.alloc(3072);
+  const times: Record<'f32' | 'q8', number[]> = { f32: [], q8: [] };
+  for (let r = 0; r < runs + 1; r++) {
+    for (const name of ['f32', 'q8'] as const) {
+      let ms = 0;
+      for (const p of stack[name]) ms += time(p, 1, scratch, y);
+      if (r > 0) times[name].push(ms / layers);
+    }
+  }
+  const per = (name: 'f32' | 'q8') => `${name} ${median(times[name]).toFixed(3)} (${Math.min(...times[name]).toFixed(3)}) ms a layer`;
+  console.log(
+    `${dtype} decode from memory, ${layers} layers of N 3072 + 2048: ${per('f32')} | ${per('q8')} | q8/f32 ${(median(times.q8) / median(times.f32)).toFixed(2)}`,
+  );
+  kernels.release(mark);
+}
+kernels.dispose();

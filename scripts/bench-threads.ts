@@ -1,12 +1,13 @@
 // The 'wasm' backend's threads (issue 41): each shape on 1 thread and on `--threads` threads, in
-// interleaved rounds (one call of each engine a round, so that a slow stretch of the machine touches
-// both alike), median of `--runs` rounds after 2 warm-ups, and the ratio 1 thread / N threads (above 1:
-// the threads help). `--beside N` runs N CPU-bound processes beside the engine for the whole measurement
+// interleaved rounds (a block of calls of each engine a round, so that a slow stretch of the machine
+// touches both alike: 1 prefill, or 20 decode steps one after another as a model decodes, whose first
+// is not counted), median of `--runs` rounds' calls after 2 warm-up rounds, and the ratio 1 thread /
+// N threads (above 1: the threads help). `--beside N` runs N CPU-bound processes beside the engine for the whole measurement
 // (a busy loop each, as another program on the machine): the threads must still not lose.
 //
 // Shapes (the issue's): a float prefill S512 E512 H8; a prefill of 512 and a decode step over a cache of
 // 1024 at E 2048 H 16 G 4 with q4_0 weights (the decode with an f16 cache); `--shapes` picks some of
-// prefill-f32, prefill-q4_0, decode-q4_0, decode-f32.
+// prefill-f32, prefill-q4_0, decode-q4_0, decode-q4_0-q8, decode-f32.
 //
 //   node scripts/run-ts.mjs scripts/bench-threads.ts [--threads 2] [--runs 15] [--beside 0] [--shapes prefill-f32,prefill-q4_0,decode-q4_0]
 
@@ -28,6 +29,8 @@ const shapes = values.shapes.split(',');
 
 interface Shape {
   name: string;
+  /** Calls a round, one after another (the first not counted when more than one). */
+  block: number;
   /** One call on `engine`'s layer (made once per engine). */
   make(engine: AttentionEngine): Promise<() => Promise<unknown>>;
 }
@@ -36,6 +39,7 @@ const SHAPES: Record<string, Shape> = {
   'prefill-f32': prefill('prefill S512 E512 H8, float32 weights', { embedDim: 512, numHeads: 8 }, 512, false),
   'prefill-q4_0': prefill('prefill S512 E2048 H16 G4, q4_0 weights', { embedDim: 2048, numHeads: 16, numKvHeads: 4 }, 512, true),
   'decode-q4_0': decode('decode over 1024, E2048 H16 G4, q4_0 weights, f16 cache', true),
+  'decode-q4_0-q8': decode("decode over 1024, E2048 H16 G4, q4_0 weights, activations 'q8', f16 cache", true, 'q8'),
   'decode-f32': decode('decode over 1024, E2048 H16 G4, float32 weights, f32 cache', false),
 };
 
@@ -45,6 +49,7 @@ function prefill(name: string, config: MultiHeadAttentionConfig, S: number, q4: 
   const x = uniform(S * config.embedDim, 1, mulberry32(2));
   return {
     name,
+    block: 1,
     async make(engine) {
       const mha = engine.createMultiHeadAttention(config, weights);
       return () => mha.forward(x, { batchSize: 1, seqLen: S, isCausal: true });
@@ -52,9 +57,9 @@ function prefill(name: string, config: MultiHeadAttentionConfig, S: number, q4: 
   };
 }
 
-function decode(name: string, q4: boolean): Shape {
-  const config = { embedDim: 2048, numHeads: 16, numKvHeads: 4 };
-  const sd = randomStateDict(config, 3);
+function decode(name: string, q4: boolean, activations: 'f32' | 'q8' = 'f32'): Shape {
+  const config = { embedDim: 2048, numHeads: 16, numKvHeads: 4, activations };
+  const sd = randomStateDict({ embedDim: 2048, numHeads: 16, numKvHeads: 4 }, 3);
   const weights = q4 ? quantizeWeights(sd, { dtype: 'q4_0' }) : sd;
   const past = 1024;
   const Dh = 128;
@@ -63,6 +68,7 @@ function decode(name: string, q4: boolean): Shape {
   const x = uniform(2048, 1, mulberry32(6));
   return {
     name,
+    block: 20,
     async make(engine) {
       const mha = engine.createMultiHeadAttention(config, weights);
       const dtype = q4 ? 'f16' : 'f32';
@@ -88,7 +94,7 @@ try {
   const one = await createAttentionEngine({ backend: 'wasm', threads: 1 });
   const many = await createAttentionEngine({ backend: 'wasm', threads });
   console.log(
-    `'wasm' backend, 1 thread against ${many.threads} threads${many.threadsNote ? ` (${many.threadsNote})` : ''}, ${beside.length} busy process(es) beside, median of ${runs} interleaved rounds`,
+    `'wasm' backend, 1 thread against ${many.threads} threads${many.threadsNote ? ` (${many.threadsNote})` : ''}, ${beside.length} busy process(es) beside, median over ${runs} interleaved rounds`,
   );
   for (const key of shapes) {
     const shape = SHAPES[key];
@@ -97,9 +103,11 @@ try {
     const times: number[][] = [[], []];
     for (let r = 0; r < runs + 2; r++) {
       for (const i of r % 2 ? [1, 0] : [0, 1]) {
-        const t0 = performance.now();
-        await calls[i]();
-        if (r >= 2) times[i].push(performance.now() - t0);
+        for (let c = 0; c < shape.block; c++) {
+          const t0 = performance.now();
+          await calls[i]();
+          if (r >= 2 && (c > 0 || shape.block === 1)) times[i].push(performance.now() - t0);
+        }
       }
     }
     const [a, b] = times.map(median);

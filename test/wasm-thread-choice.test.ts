@@ -1,7 +1,7 @@
 // The 'wasm' backend's choice between one thread and all of them per kind of pass (src/wasm/kernels.ts
-// ThreadChoice): measured, not guessed. The first calls of a kind alternate; then the faster option by
-// the median of recent calls (threads only by a margin); every RECHECK-th call tries the other option
-// again, so a change in the machine (another process taking a core) moves the choice. Times are given
+// ThreadChoice): measured, not guessed. One schedule for all of an engine's passes: a trial of 16 passes
+// on the threads, one of 16 on one thread, then 256 passes where each kind takes what its trials measured
+// (threads only by a margin; a kind not measured both ways takes the threads), and again. Times are given
 // here, not measured: the logic is what is tested. That the results do not depend on the choice is
 // test/wasm-threads.test.ts's and the other thread tests' (1 thread = 2 threads bit for bit).
 
@@ -10,67 +10,70 @@ import { setThreadChoiceMode, ThreadChoice } from '../src/wasm/kernels.ts';
 
 afterEach(() => setThreadChoiceMode('measured'));
 
-/** Runs `calls` passes of `kind`, each taking what `time` says for the option chosen; returns the choices. */
-function drive(choice: ThreadChoice, kind: string, calls: number, time: (threaded: boolean, i: number) => number): boolean[] {
-  const out: boolean[] = [];
-  for (let i = 0; i < calls; i++) {
+const CYCLE = 16 + 16 + 256;
+
+/** Runs passes of the kinds in turn, each taking what `time` says for the option chosen; returns each kind's choices. */
+function drive(choice: ThreadChoice, kinds: string[], passes: number, time: (kind: string, threaded: boolean, pass: number) => number): Record<string, boolean[]> {
+  const out: Record<string, boolean[]> = Object.fromEntries(kinds.map((k) => [k, []]));
+  for (let i = 0; i < passes; i++) {
+    const kind = kinds[i % kinds.length];
     const threaded = choice.threaded(kind);
-    out.push(threaded);
-    choice.record(kind, threaded, time(threaded, i));
+    out[kind].push(threaded);
+    choice.record(kind, threaded, time(kind, threaded, i));
   }
   return out;
 }
 
-test('the first calls alternate, then the faster option is kept, the other retried every 16th call', () => {
+test('a trial on the threads, one on one thread, then the faster option, and the trials again', () => {
   const choice = new ThreadChoice();
-  const picks = drive(choice, 'prefill', 64, (threaded) => (threaded ? 5 : 9));
-  expect(picks.slice(0, 6)).toEqual([true, false, true, false, true, false]);
-  const later = picks.slice(6);
-  expect(later.filter((p) => !p).length).toBeGreaterThanOrEqual(2); // rechecks
-  expect(later.filter((p) => !p).length).toBeLessThanOrEqual(5);
-  expect(choice.report()).toEqual([{ kind: 'prefill', threads: true, one: 9, all: 5 }]);
+  const { a } = drive(choice, ['a'], 2 * CYCLE, (_, threaded) => (threaded ? 5 : 9));
+  expect(a.slice(0, 16).every((t) => t)).toBe(true);
+  expect(a.slice(16, 32).every((t) => !t)).toBe(true);
+  expect(a.slice(32, CYCLE).every((t) => t)).toBe(true);
+  expect(a.slice(CYCLE + 16, CYCLE + 32).every((t) => !t)).toBe(true); // the next cycle's trial on one thread
+  expect(choice.report()).toEqual([{ kind: 'a', threads: true, one: 9, all: 5 }]);
 });
 
-test('threads slower than one thread: one thread is chosen', () => {
+test('threads slower than one thread: one thread between the trials', () => {
   const choice = new ThreadChoice();
-  const picks = drive(choice, 'decode', 64, (threaded) => (threaded ? 2 : 1));
-  expect(picks.slice(6).filter((p) => p).length).toBeLessThanOrEqual(5);
+  const { a } = drive(choice, ['a'], CYCLE, (_, threaded) => (threaded ? 2 : 1));
+  expect(a.slice(32).some((t) => t)).toBe(false);
   expect(choice.report()[0].threads).toBe(false);
 });
 
 test('threads must win by the margin: 3 % faster is not enough', () => {
   const choice = new ThreadChoice();
-  drive(choice, 'even', 40, (threaded) => (threaded ? 0.97 : 1));
+  drive(choice, ['a'], CYCLE, (_, threaded) => (threaded ? 0.97 : 1));
   expect(choice.report()[0].threads).toBe(false);
 });
 
-test('when the machine changes (a process takes a core), the choice follows within a few rechecks', () => {
+test("a kind's first pass in each trial is not counted (it pays for the switch)", () => {
   const choice = new ThreadChoice();
-  // 200 calls where threads win 2×, then 200 where they lose 2× (a busy process beside).
-  const picks = drive(choice, 'step', 400, (threaded, i) => (i < 200 ? (threaded ? 1 : 2) : threaded ? 4 : 2));
-  expect(picks.slice(150, 200).filter((p) => p).length).toBeGreaterThan(40);
-  expect(picks.slice(350).filter((p) => p).length).toBeLessThan(10);
-  expect(choice.report()[0].threads).toBe(false);
+  // The first threaded pass of each trial is slow (a worker waking up), the rest fast.
+  drive(choice, ['a'], CYCLE, (_, threaded, i) => (threaded ? (i % CYCLE === 0 ? 100 : 1) : 2));
+  expect(choice.report()[0]).toEqual({ kind: 'a', threads: true, one: 2, all: 1 });
 });
 
-test('kinds are measured apart', () => {
+test('kinds are measured apart, in the same trials', () => {
   const choice = new ThreadChoice();
-  for (let i = 0; i < 40; i++) {
-    for (const [kind, fast] of [
-      ['a', true],
-      ['b', false],
-    ] as const) {
-      const threaded = choice.threaded(kind);
-      choice.record(kind, threaded, threaded === fast ? 1 : 3);
-    }
-  }
-  expect(Object.fromEntries(choice.report().map((r) => [r.kind, r.threads]))).toEqual({ a: true, b: false });
+  const picks = drive(choice, ['proj', 'attend', 'out'], 3 * CYCLE, (kind, threaded) => (kind === 'attend' ? (threaded ? 3 : 1) : threaded ? 1 : 3));
+  expect(Object.fromEntries(choice.report().map((r) => [r.kind, r.threads]))).toEqual({ proj: true, attend: false, out: true });
+  expect(picks.attend.slice(20, 90).some((t) => t)).toBe(false);
+  expect(picks.proj.slice(20, 90).every((t) => t)).toBe(true);
+});
+
+test('when the machine changes (a process takes a core), the choice follows at the next trials', () => {
+  const choice = new ThreadChoice();
+  // Threads win 2× for three cycles, then lose 2×.
+  const { a } = drive(choice, ['a'], 6 * CYCLE, (_, threaded, i) => (i < 3 * CYCLE ? (threaded ? 1 : 2) : threaded ? 4 : 2));
+  expect(a.slice(2 * CYCLE + 32, 3 * CYCLE).every((t) => t)).toBe(true);
+  expect(a.slice(5 * CYCLE + 32).some((t) => t)).toBe(false);
 });
 
 test("the modes 'always' and 'never' override the measurement (tests of the threads use 'always')", () => {
   const choice = new ThreadChoice();
   setThreadChoiceMode('always');
-  expect(drive(choice, 'x', 20, (threaded) => (threaded ? 9 : 1)).every((p) => p)).toBe(true);
+  expect(drive(choice, ['x'], 64, (_, threaded) => (threaded ? 9 : 1)).x.every((p) => p)).toBe(true);
   setThreadChoiceMode('never');
-  expect(drive(choice, 'x', 20, () => 1).some((p) => p)).toBe(false);
+  expect(drive(choice, ['x'], 64, () => 1).x.some((p) => p)).toBe(false);
 });

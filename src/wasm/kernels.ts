@@ -114,8 +114,8 @@ export class WasmKernels {
   readonly threads: number;
   /** This instance's id in the thread pool (its instance on each worker). */
   readonly id = nextId++;
-  /** Which kinds of pass run on the threads (listsFor). */
-  readonly choice = new ThreadChoice();
+  /** Which kinds of pass run on the threads (listsFor): the pool's, shared by the engine's layers (one schedule of trials for all). */
+  readonly choice: ThreadChoice;
   private top: number;
   /** The first byte the host may use. */
   private readonly bottom: number;
@@ -141,6 +141,7 @@ export class WasmKernels {
       this.memory = exports.memory as WebAssembly.Memory;
     }
     this.threads = pool ? pool.size : 1;
+    this.choice = pool ? choiceOf(pool) : new ThreadChoice();
     this.bottom = Math.ceil(this.k.heapBase() / ALIGN) * ALIGN;
     this.top = this.bottom;
     this.heldFrom = this.bottom;
@@ -301,41 +302,57 @@ export function setThreadChoiceMode(mode: ThreadChoiceMode): void {
   choiceMode = mode;
 }
 
-/** Calls timed per option and kind before choosing, the window of recent times kept, how often the other option is timed again, and the margin threads must win by. */
-const FIRST = 3;
+/** Passes of a trial, passes between trials, the window of trial times kept per kind and option, and the margin threads must win by. */
+const TRIAL = 16;
+const PERIOD = 256;
 const WINDOW = 5;
-const RECHECK = 16;
 const MARGIN = 0.95;
 
 /**
- * Whether a kind of pass (a projection of given sizes, an attention of given shape) runs on the
- * threads or on the caller alone, measured rather than guessed (issue 41): the first calls of a kind
- * alternate between the two, then each kind takes the threads only where their median time over the
- * last WINDOW calls is below MARGIN × one thread's; every RECHECK-th call of a kind times the option not
- * taken again, so the choice follows the machine (another process taking a core makes a decode step
- * slower on two threads than on one, and the choice moves to one).
+ * Whether a kind of pass (a projection of given sizes and rows, an attention of given shape) runs on
+ * the threads or on the caller alone, measured rather than guessed (issue 41). Every pass of an engine
+ * counts toward one schedule: a trial of TRIAL passes all on the threads, one of TRIAL passes all on the
+ * caller alone, then PERIOD passes where each kind takes what its trials measured (the threads only
+ * where their median over the kind's last WINDOW trial passes is below MARGIN × one thread's; a kind
+ * not yet measured both ways takes the threads), and again. Trials cover every kind at once, so a
+ * trial measures the threads as they run when they run steadily: a worker that took the previous pass
+ * a moment ago is still awake, where one asked once in a while after a stretch on one thread sleeps
+ * (on a virtual machine its wake-up can cost more than a decode step's pass). A kind's first pass in
+ * each trial is not counted (it pays for the switch). The trials repeat, so the choice follows the
+ * machine: another process taking a core makes the threads lose, and the kinds move to one thread.
  */
 export class ThreadChoice {
-  private readonly kinds = new Map<string, { one: number[]; all: number[]; calls: number }>();
+  private readonly kinds = new Map<string, { one: number[]; all: number[]; seen: number }>();
+  /** Passes so far, and the trial the pass being planned belongs to (its number, and its side), if any. */
+  private passes = 0;
+  private trial = 0;
+  private side: 'all' | 'one' | null = 'all';
 
   /** Whether the next pass of `kind` runs on the threads. */
   threaded(kind: string): boolean {
     if (choiceMode !== 'measured') return choiceMode === 'always';
-    let k = this.kinds.get(kind);
-    if (!k) {
-      k = { one: [], all: [], calls: 0 };
-      this.kinds.set(kind, k);
-    }
-    const n = k.calls++;
-    if (k.all.length < FIRST || k.one.length < FIRST) return k.all.length <= k.one.length;
-    const threads = median(k.all) < MARGIN * median(k.one);
-    return n % RECHECK === 0 ? !threads : threads;
+    const at = this.passes++ % (2 * TRIAL + PERIOD);
+    if (at === 0) this.trial++;
+    this.side = at < TRIAL ? 'all' : at < 2 * TRIAL ? 'one' : null;
+    const k = this.kinds.get(kind);
+    if (this.side) return this.side === 'all';
+    if (!k || k.all.length === 0 || k.one.length === 0) return true;
+    return median(k.all) < MARGIN * median(k.one);
   }
 
-  /** Records a pass of `kind` that took `ms`, on the threads or not. */
+  /** Records a pass of `kind` that took `ms`, on the threads or not: kept if it was a trial's (and not the kind's first in it). */
   record(kind: string, threaded: boolean, ms: number): void {
-    const k = this.kinds.get(kind);
-    if (!k) return;
+    if (choiceMode !== 'measured' || this.side === null || threaded !== (this.side === 'all')) return;
+    let k = this.kinds.get(kind);
+    if (!k) {
+      k = { one: [], all: [], seen: 0 };
+      this.kinds.set(kind, k);
+    }
+    const mark = 2 * this.trial + (threaded ? 0 : 1); // this trial, this side
+    if (k.seen !== mark) {
+      k.seen = mark; // the first pass of the kind in this trial
+      return;
+    }
     const times = threaded ? k.all : k.one;
     times.push(ms);
     if (times.length > WINDOW) times.shift();
@@ -345,11 +362,23 @@ export class ThreadChoice {
   report(): { kind: string; threads: boolean | null; one: number | null; all: number | null }[] {
     return [...this.kinds].map(([kind, k]) => ({
       kind,
-      threads: k.all.length >= FIRST && k.one.length >= FIRST ? median(k.all) < MARGIN * median(k.one) : null,
+      threads: k.all.length && k.one.length ? median(k.all) < MARGIN * median(k.one) : null,
       one: k.one.length ? median(k.one) : null,
       all: k.all.length ? median(k.all) : null,
     }));
   }
+}
+
+const choices = new WeakMap<ThreadPool, ThreadChoice>();
+
+/** The ThreadChoice of a pool's passes (every kernel instance on it: an engine's layers). */
+function choiceOf(pool: ThreadPool): ThreadChoice {
+  let choice = choices.get(pool);
+  if (!choice) {
+    choice = new ThreadChoice();
+    choices.set(pool, choice);
+  }
+  return choice;
 }
 
 /** A size class: n rounded down to a power of two (kinds of pass group sizes so). */

@@ -1,8 +1,10 @@
 // The 'wasm' backend's threads (issue 41): each shape on 1 thread and on `--threads` threads, in
 // interleaved rounds (a block of calls of each engine a round, so that a slow stretch of the machine
 // touches both alike: 1 prefill, or 20 decode steps one after another as a model decodes, whose first
-// is not counted), median of `--runs` rounds' calls after 2 warm-up rounds, and the ratio 1 thread /
-// N threads (above 1: the threads help). `--beside N` runs N CPU-bound processes beside the engine for the whole measurement
+// is not counted), median of `--runs` rounds' calls after warm-up rounds that take the engine past its
+// first trials (src/wasm/kernels.ts ThreadChoice: 16 passes on the threads, 16 on one thread, ~3 passes a
+// call), and the ratio 1 thread / N threads (above 1: the threads help): the steady state. Later trials
+// (16 passes on the other side each 256 … 8192 passes) fall into the median like any slow call. `--beside N` runs N CPU-bound processes beside the engine for the whole measurement
 // (a busy loop each, as another program on the machine): the threads must still not lose.
 //
 // Shapes (the issue's): a float prefill S512 E512 H8; a prefill of 512 and a decode step over a cache of
@@ -101,12 +103,13 @@ try {
     if (!shape) throw new Error(`--shapes: unknown ${key}; known: ${Object.keys(SHAPES).join(', ')}`);
     const calls = [await shape.make(one), await shape.make(many)];
     const times: number[][] = [[], []];
-    for (let r = 0; r < runs + 2; r++) {
+    const warm = Math.ceil(40 / (3 * shape.block)) + 1; // rounds past the first trials (32 passes)
+    for (let r = 0; r < runs + warm; r++) {
       for (const i of r % 2 ? [1, 0] : [0, 1]) {
         for (let c = 0; c < shape.block; c++) {
           const t0 = performance.now();
           await calls[i]();
-          if (r >= 2 && (c > 0 || shape.block === 1)) times[i].push(performance.now() - t0);
+          if (r >= warm && (c > 0 || shape.block === 1)) times[i].push(performance.now() - t0);
         }
       }
     }

@@ -1,7 +1,8 @@
 // The 'wasm' backend's choice between one thread and all of them per kind of pass (src/wasm/kernels.ts
 // ThreadChoice): measured, not guessed. One schedule for all of an engine's passes: a trial of 16 passes
-// on the threads, one of 16 on one thread, then 256 passes where each kind takes what its trials measured
-// (threads only by a margin; a kind not measured both ways takes the threads), and again. Times are given
+// on the threads, one of 16 on one thread, then a gap where each kind takes what its trials measured
+// (threads only by a margin; a kind not measured both ways takes the threads): 256 passes, doubled each
+// time a trial confirms every choice. Times are given
 // here, not measured: the logic is what is tested. That the results do not depend on the choice is
 // test/wasm-threads.test.ts's and the other thread tests' (1 thread = 2 threads bit for bit).
 
@@ -62,12 +63,19 @@ test('kinds are measured apart, in the same trials', () => {
   expect(picks.proj.slice(20, 90).every((t) => t)).toBe(true);
 });
 
-test('when the machine changes (a process takes a core), the choice follows at the next trials', () => {
+test('the gap between trials doubles while they confirm the choice; a change moves the choice at the next trial and the gap starts over', () => {
   const choice = new ThreadChoice();
-  // Threads win 2× for three cycles, then lose 2×.
-  const { a } = drive(choice, ['a'], 6 * CYCLE, (_, threaded, i) => (i < 3 * CYCLE ? (threaded ? 1 : 2) : threaded ? 4 : 2));
-  expect(a.slice(2 * CYCLE + 32, 3 * CYCLE).every((t) => t)).toBe(true);
-  expect(a.slice(5 * CYCLE + 32).some((t) => t)).toBe(false);
+  // Trials start at passes 0, 288 (gap 256), 832 (512: confirmed), 1888 (1024: confirmed), …
+  // Threads win 2× until pass 1000, then lose 2× (a process beside takes a core).
+  const { a } = drive(choice, ['a'], 2700, (_, threaded, i) => (i < 1000 ? (threaded ? 1 : 2) : threaded ? 4 : 2));
+  const trials = (from: number, to: number) => a.slice(from, to);
+  expect(trials(288, 304).every((t) => t) && trials(304, 320).every((t) => !t)).toBe(true); // the second trial
+  expect(trials(320, 832).every((t) => t)).toBe(true); // a gap of 512 on the threads
+  expect(trials(864, 1888).every((t) => t)).toBe(true); // 1024, still the old choice after the change
+  expect(trials(1920, 2176).some((t) => t)).toBe(false); // the trial at 1888 moved it; the gap is 256 again
+  expect(trials(2176, 2192).every((t) => t)).toBe(true); // … so the next trial comes at 1920 + 256
+  expect(trials(2208, 2700).some((t) => t)).toBe(false); // it confirms: a gap of 512
+  expect(choice.report()[0].threads).toBe(false);
 });
 
 test("the modes 'always' and 'never' override the measurement (tests of the threads use 'always')", () => {

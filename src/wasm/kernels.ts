@@ -302,9 +302,10 @@ export function setThreadChoiceMode(mode: ThreadChoiceMode): void {
   choiceMode = mode;
 }
 
-/** Passes of a trial, passes between trials, the window of trial times kept per kind and option, and the margin threads must win by. */
+/** Passes of a trial; passes between trials, at first and at most (the gap doubles while the trials confirm the choice); the window of trial times kept per kind and option; the margin threads must win by. */
 const TRIAL = 16;
 const PERIOD = 256;
+const MAX_PERIOD = 8192;
 const WINDOW = 5;
 const MARGIN = 0.95;
 
@@ -312,32 +313,49 @@ const MARGIN = 0.95;
  * Whether a kind of pass (a projection of given sizes and rows, an attention of given shape) runs on
  * the threads or on the caller alone, measured rather than guessed (issue 41). Every pass of an engine
  * counts toward one schedule: a trial of TRIAL passes all on the threads, one of TRIAL passes all on the
- * caller alone, then PERIOD passes where each kind takes what its trials measured (the threads only
- * where their median over the kind's last WINDOW trial passes is below MARGIN × one thread's; a kind
- * not yet measured both ways takes the threads), and again. Trials cover every kind at once, so a
- * trial measures the threads as they run when they run steadily: a worker that took the previous pass
- * a moment ago is still awake, where one asked once in a while after a stretch on one thread sleeps
- * (on a virtual machine its wake-up can cost more than a decode step's pass). A kind's first pass in
- * each trial is not counted (it pays for the switch). The trials repeat, so the choice follows the
- * machine: another process taking a core makes the threads lose, and the kinds move to one thread.
+ * caller alone, then passes where each kind takes what its trials measured (the threads only where
+ * their median over the kind's last WINDOW trial passes is below MARGIN × one thread's; a kind not yet
+ * measured both ways takes the threads), and again after PERIOD passes, a gap that doubles (up to
+ * MAX_PERIOD) each time a trial leaves every kind's choice as it was, and starts over when one changes.
+ * Trials cover every kind at once, so a trial measures the threads as they run when they run steadily:
+ * a worker that took the previous pass a moment ago is still awake, where one asked once in a while
+ * after a stretch on one thread sleeps (on a virtual machine its wake-up can cost more than a decode
+ * step's pass). A kind's first pass in each trial is not counted (it pays for the switch). The trials
+ * repeat, so the choice follows the machine: another process taking a core makes the threads lose, and
+ * the kinds move to one thread.
  */
 export class ThreadChoice {
   private readonly kinds = new Map<string, { one: number[]; all: number[]; seen: number }>();
-  /** Passes so far, and the trial the pass being planned belongs to (its number, and its side), if any. */
+  /** Passes so far; where the current (or next) trial starts; the gap after it; the trial's number and the side of the pass being planned. */
   private passes = 0;
+  private start = 0;
+  private period = PERIOD;
   private trial = 0;
-  private side: 'all' | 'one' | null = 'all';
+  private side: 'all' | 'one' | null = null;
+  /** Every kind's choice after the last trial (to see whether a trial changed any). */
+  private settled = '';
 
   /** Whether the next pass of `kind` runs on the threads. */
   threaded(kind: string): boolean {
     if (choiceMode !== 'measured') return choiceMode === 'always';
-    const at = this.passes++ % (2 * TRIAL + PERIOD);
+    const at = this.passes++ - this.start;
     if (at === 0) this.trial++;
-    this.side = at < TRIAL ? 'all' : at < 2 * TRIAL ? 'one' : null;
-    const k = this.kinds.get(kind);
+    this.side = at < 0 ? null : at < TRIAL ? 'all' : at < 2 * TRIAL ? 'one' : null;
+    if (at === 2 * TRIAL) this.afterTrial(); // this pass is the gap's first
     if (this.side) return this.side === 'all';
+    const k = this.kinds.get(kind);
     if (!k || k.all.length === 0 || k.one.length === 0) return true;
     return median(k.all) < MARGIN * median(k.one);
+  }
+
+  /** A trial ended: the next one after the gap, doubled if no kind's choice changed. */
+  private afterTrial(): void {
+    const now = this.report()
+      .map((r) => `${r.kind}=${r.threads}`)
+      .join(';');
+    this.period = now === this.settled ? Math.min(2 * this.period, MAX_PERIOD) : PERIOD;
+    this.settled = now;
+    this.start += 2 * TRIAL + this.period;
   }
 
   /** Records a pass of `kind` that took `ms`, on the threads or not: kept if it was a trial's (and not the kind's first in it). */

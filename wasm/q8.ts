@@ -35,6 +35,8 @@
 // ldx ≥ K, ldy ≥ N, bias ⌈N/8⌉·8 floats), and the scratch qgemv8's and qgemm8's comments size
 // (src/wasm/projection.ts's scratchFloats computes the same).
 
+import { Q } from './qgemm';
+
 const MC: i32 = 64; // rows of x per chunk (as gemm.ts, qgemm.ts)
 const ROWS: i32 = 2; // qgemv8's rows per pass over a panel (as qgemv)
 
@@ -134,30 +136,6 @@ class Q8 {
     return i32x4.extract_lane(a, 0) + i32x4.extract_lane(a, 1) + i32x4.extract_lane(a, 2) + i32x4.extract_lane(a, 3);
   }
 
-  /** Σ_j dot(q_j, the i16 pair at p + 4j splat), j = 0 … 3 (as wasm/qgemm.ts's Q.dots4). */
-  @inline
-  static dots4(q0: v128, q1: v128, q2: v128, q3: v128, p: usize): v128 {
-    const a = i32x4.add(i32x4.dot_i16x8_s(q0, v128.load32_splat(p)), i32x4.dot_i16x8_s(q1, v128.load32_splat(p + 4)));
-    return i32x4.add(a, i32x4.add(i32x4.dot_i16x8_s(q2, v128.load32_splat(p + 8)), i32x4.dot_i16x8_s(q3, v128.load32_splat(p + 12))));
-  }
-
-  @inline
-  static dots2(q0: v128, q1: v128, p: usize): v128 {
-    return i32x4.add(i32x4.dot_i16x8_s(q0, v128.load32_splat(p)), i32x4.dot_i16x8_s(q1, v128.load32_splat(p + 4)));
-  }
-
-  /** Stores the first n (≤ 4) lanes of a at ptr. */
-  @inline
-  static store4(ptr: usize, a: v128, n: i32): void {
-    if (n >= 4) {
-      v128.store(ptr, a);
-      return;
-    }
-    store<f32>(ptr, f32x4.extract_lane(a, 0));
-    if (n > 1) store<f32>(ptr, f32x4.extract_lane(a, 1), 4);
-    if (n > 2) store<f32>(ptr, f32x4.extract_lane(a, 2), 8);
-  }
-
   /**
    * One panel of 4 columns (wq, so at the panel) for R ≤ 2 rows of q8 activations in layout B (xq, row
    * stride xqStride; their (d, d·S) per unit at ds, row stride dsStride), B bits: per unit the integer
@@ -217,8 +195,8 @@ class Q8 {
           const q1 = v128.and(i32x4.shr_u(u, 4), mask);
           const q2 = v128.and(i32x4.shr_u(u, 8), mask);
           const q3 = v128.and(i32x4.shr_u(u, 12), mask);
-          h0 = i32x4.add(h0, Q8.dots4(q0, q1, q2, q3, p0));
-          if (R > 1) h1 = i32x4.add(h1, Q8.dots4(q0, q1, q2, q3, p1));
+          h0 = i32x4.add(h0, Q.dots4(q0, q1, q2, q3, p0));
+          if (R > 1) h1 = i32x4.add(h1, Q.dots4(q0, q1, q2, q3, p1));
           p0 += 16;
           if (R > 1) p1 += 16;
         }
@@ -227,8 +205,8 @@ class Q8 {
           const u = v128.load(wp);
           const q0 = v128.and(u, mask);
           const q1 = v128.and(i32x4.shr_u(u, 8), mask);
-          h0 = i32x4.add(h0, Q8.dots2(q0, q1, p0));
-          if (R > 1) h1 = i32x4.add(h1, Q8.dots2(q0, q1, p1));
+          h0 = i32x4.add(h0, Q.dots2(q0, q1, p0));
+          if (R > 1) h1 = i32x4.add(h1, Q.dots2(q0, q1, p1));
           p0 += 8;
           if (R > 1) p1 += 8;
         }
@@ -271,8 +249,8 @@ class Q8 {
       }
       dp += 8;
     }
-    Q8.store4(y, f32x4.sub(f32x4.add(b, A0), B0), cols);
-    if (R > 1) Q8.store4(y + yStride, f32x4.sub(f32x4.add(b, A1), B1), cols);
+    Q.store4(y, f32x4.sub(f32x4.add(b, A0), B0), cols);
+    if (R > 1) Q.store4(y + yStride, f32x4.sub(f32x4.add(b, A1), B1), cols);
   }
 
   /**
@@ -363,8 +341,8 @@ class Q8 {
     for (let r = 0; r < R; r++) {
       const t = tile + ((<usize>r) << 5);
       const out = y + <usize>r * yStride;
-      Q8.store4(out, v128.load(t), n);
-      if (n > 4) Q8.store4(out + 16, v128.load(t, 16), n - 4);
+      Q.store4(out, v128.load(t), n);
+      if (n > 4) Q.store4(out + 16, v128.load(t, 16), n - 4);
     }
   }
 

@@ -92,7 +92,7 @@ function touchAhead(wp: usize, sp: usize): void {
  * methods, because the linter does not parse a decorator on a plain function.
  */
 // biome-ignore lint/complexity/noStaticOnlyClass: @inline needs a method here (see above)
-class Q {
+export class Q {
   /** The 4-lane weight vector of quant field `shift` of word v: (q as float)·s − o. */
   @inline
   static dequant(v: v128, shift: i32, mask: v128, s: v128, o: v128): v128 {

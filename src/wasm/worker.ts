@@ -57,8 +57,12 @@ function runPass(seq) {
   let error = null;
   try {
     const id = area[0];
-    const k = instances.get(id);
-    if (!k) throw new Error('no kernel instance ' + id + ' on this worker');
+    const inst = instances.get(id);
+    if (!inst) throw new Error('no kernel instance ' + id + ' on this worker');
+    // The caller may have grown the shared memory just before the offer: grow(0) brings this thread's
+    // instance up to its size now (V8 tells other threads of a growth by an interrupt they handle later).
+    inst.memory.grow(0);
+    const k = inst.exports;
     const n = area[2];
     for (let i = Atomics.add(ctl, claim, 1); i < n; i = Atomics.add(ctl, claim, 1)) {
       let p = area[3 + i];
@@ -125,7 +129,7 @@ function handle(m) {
     at = m.slot * SLOT;
     claim = m.claim;
   } else if (m.type === 'names') names = m.names;
-  else if (m.type === 'open') instances.set(m.id, new WebAssembly.Instance(m.module, { env: { memory: m.memory } }).exports);
+  else if (m.type === 'open') instances.set(m.id, { exports: new WebAssembly.Instance(m.module, { env: { memory: m.memory } }).exports, memory: m.memory });
   else if (m.type === 'close') instances.delete(m.id);
   Atomics.store(ctl, at + HANDLED, ++handled);
   listen(); // 'join' (a pass offered while this was away) comes here for no more than this

@@ -9,7 +9,9 @@
 //
 // Shapes (the issue's): a float prefill S512 E512 H8; a prefill of 512 and a decode step over a cache of
 // 1024 at E 2048 H 16 G 4 with q4_0 weights (the decode with an f16 cache); `--shapes` picks some of
-// prefill-f32, prefill-q4_0, decode-q4_0, decode-q4_0-q8, decode-f32.
+// prefill-f32, prefill-q4_0, decode-q4_0, decode-q4_0-q8, decode-f32; and decode-stack-q4_0-q8, a token
+// stepped through 8 such layers (each its own weights and cache: as a model decodes, every layer's
+// weights come from memory, not cache), the time per token.
 //
 //   node scripts/run-ts.mjs scripts/bench-threads.ts [--threads 2] [--runs 15] [--beside 0] [--shapes prefill-f32,prefill-q4_0,decode-q4_0]
 
@@ -43,6 +45,7 @@ const SHAPES: Record<string, Shape> = {
   'decode-q4_0': decode('decode over 1024, E2048 H16 G4, q4_0 weights, f16 cache', true),
   'decode-q4_0-q8': decode("decode over 1024, E2048 H16 G4, q4_0 weights, activations 'q8', f16 cache", true, 'q8'),
   'decode-f32': decode('decode over 1024, E2048 H16 G4, float32 weights, f32 cache', false),
+  'decode-stack-q4_0-q8': decode("a token through 8 layers: decode over 1024, E2048 H16 G4, q4_0 weights, activations 'q8', f16 cache", true, 'q8', 8),
 };
 
 function prefill(name: string, config: MultiHeadAttentionConfig, S: number, q4: boolean): Shape {
@@ -59,10 +62,12 @@ function prefill(name: string, config: MultiHeadAttentionConfig, S: number, q4: 
   };
 }
 
-function decode(name: string, q4: boolean, activations: 'f32' | 'q8' = 'f32'): Shape {
+function decode(name: string, q4: boolean, activations: 'f32' | 'q8' = 'f32', layers = 1): Shape {
   const config = { embedDim: 2048, numHeads: 16, numKvHeads: 4, activations };
-  const sd = randomStateDict({ embedDim: 2048, numHeads: 16, numKvHeads: 4 }, 3);
-  const weights = q4 ? quantizeWeights(sd, { dtype: 'q4_0' }) : sd;
+  const weights = Array.from({ length: layers }, (_, l) => {
+    const sd = randomStateDict({ embedDim: 2048, numHeads: 16, numKvHeads: 4 }, 3 + l);
+    return q4 ? quantizeWeights(sd, { dtype: 'q4_0' }) : sd;
+  });
   const past = 1024;
   const Dh = 128;
   const key = uniform(4 * past * Dh, 1, mulberry32(4));
@@ -70,17 +75,23 @@ function decode(name: string, q4: boolean, activations: 'f32' | 'q8' = 'f32'): S
   const x = uniform(2048, 1, mulberry32(6));
   return {
     name,
-    block: 20,
+    block: layers > 1 ? 6 : 20,
     async make(engine) {
-      const mha = engine.createMultiHeadAttention(config, weights);
       const dtype = q4 ? 'f16' : 'f32';
-      let cache = mha.createKvCache({ batchSize: 1, maxSeqLen: past + 64, key, value, dtype });
+      const stack = weights.map((w) => {
+        const mha = engine.createMultiHeadAttention(config, w);
+        return { mha, cache: mha.createKvCache({ batchSize: 1, maxSeqLen: past + 64, key, value, dtype }) };
+      });
       return async () => {
-        if (cache.length >= past + 64) {
-          cache.dispose();
-          cache = mha.createKvCache({ batchSize: 1, maxSeqLen: past + 64, key, value, dtype });
+        let h = x;
+        for (const layer of stack) {
+          if (layer.cache.length >= past + 64) {
+            layer.cache.dispose();
+            layer.cache = layer.mha.createKvCache({ batchSize: 1, maxSeqLen: past + 64, key, value, dtype });
+          }
+          h = (await layer.mha.forward(h, { batchSize: 1, seqLen: 1, kvCache: layer.cache, isCausal: true })).output;
         }
-        return mha.forward(x, { batchSize: 1, seqLen: 1, kvCache: cache, isCausal: true });
+        return h;
       };
     },
   };

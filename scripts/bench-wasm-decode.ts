@@ -11,10 +11,12 @@
 // against the first dtype's. `--paged 8` measures instead 8 sequences with contexts 100, 200, … 800
 // each adding one token: one call on a PagedKvCache against 8 calls on 8 plain caches, alternating,
 // median of `--runs` after 2 warm-ups; with `--dtypes`, for each of those dtypes in turn (the pool and
-// the plain caches of that dtype), on either backend.
+// the plain caches of that dtype), on either backend. `--steady 500` adds the steady state: after those
+// rounds, 500 more of each way, alternating, every cache truncated back to its context after each
+// step (so the contexts stay 100 … 800) and the first 50 not counted, once JIT and caches have settled.
 //
 //   node scripts/run-ts.mjs scripts/bench-wasm-decode.ts [--runs 30] [--threads 1] [--embed 512 --heads 8 --kv-heads 8]
-//     [--lengths 128,4096] [--backend wasm|webgpu] [--attention rows64-keys32-r4] [--dtypes f16,q8_0,q4_0] [--paged 8]
+//     [--lengths 128,4096] [--backend wasm|webgpu] [--attention rows64-keys32-r4] [--dtypes f16,q8_0,q4_0] [--paged 8 [--steady 500]]
 
 import { type AttentionVariant, createAttentionEngine, type KvCache, type KvCacheDtype } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
@@ -32,6 +34,7 @@ const { values } = parseCli(import.meta.url, {
   attention: { type: 'string' },
   dtypes: { type: 'string' },
   paged: { type: 'string' },
+  steady: { type: 'string' },
 });
 const E = Number(values.embed);
 const H = Number(values.heads);
@@ -116,10 +119,11 @@ async function pagedRounds(n: number, dtype: KvCacheDtype | null): Promise<void>
   const asked = dtype ? { dtype } : {};
   const contexts = Array.from({ length: n }, (_, i) => 100 * (i + 1));
   const steps = runs + 2;
+  const steady = Number(values.steady ?? 0);
   const xs = uniform(n * E, 1, mulberry32(3));
-  const plains = contexts.map((length) => mha.createKvCache({ batchSize: 1, maxSeqLen: length + steps, ...asked, ...past(length) }));
+  const plains = contexts.map((length) => mha.createKvCache({ batchSize: 1, maxSeqLen: length + steps + 1, ...asked, ...past(length) }));
   const blockSize = 16;
-  const paged = mha.createPagedKvCache({ blockSize, maxBlocks: contexts.reduce((a, l) => a + Math.ceil((l + steps) / blockSize), 0), ...asked });
+  const paged = mha.createPagedKvCache({ blockSize, maxBlocks: contexts.reduce((a, l) => a + Math.ceil((l + steps + 1) / blockSize), 0), ...asked });
   const ids = contexts.map(() => paged.addSequence());
   // Each sequence's context prefilled through the paged cache in one call (a mixed prefill).
   const ctx = new Float32Array(contexts.reduce((a, l) => a + l, 0) * E);
@@ -153,6 +157,27 @@ async function pagedRounds(n: number, dtype: KvCacheDtype | null): Promise<void>
     `${n} sequences (contexts ${contexts[0]} … ${contexts[n - 1]}) each adding a token, E=${E} H=${H} G=${G}, cache dtype ${paged.dtype}, ${where}, median of ${runs} alternating after 2`,
   );
   console.log(`  one paged call: ${one.toFixed(3)} ms; ${n} calls on ${n} caches: ${many.toFixed(3)} ms; ${(many / one).toFixed(2)}× faster`);
+  if (steady > 0) {
+    // Back to the contexts, then each step undone after it is timed: the same keys every time.
+    const held = plains.map((c) => c.length);
+    const back = () => {
+      for (const [k, id] of ids.entries()) paged.truncate(id, held[k]);
+      for (const [k, c] of plains.entries()) c.truncate(held[k]);
+    };
+    const [p, q]: number[][] = [[], []];
+    for (let i = 0; i < steady + 50; i++) {
+      const [a, b] = i % 2 ? [await separateSteps(), await pagedStep()] : [await pagedStep(), await separateSteps()];
+      back();
+      if (i >= 50) {
+        p.push(i % 2 ? b : a);
+        q.push(i % 2 ? a : b);
+      }
+    }
+    const [s1, s2] = [median(p), median(q)];
+    console.log(
+      `  steady state (median of ${steady} alternating after 50, contexts held): one paged call ${s1.toFixed(3)} ms; ${n} calls ${s2.toFixed(3)} ms; ${(s2 / s1).toFixed(2)}× faster`,
+    );
+  }
   for (const cache of plains) cache.dispose();
   paged.dispose();
 }

@@ -7,7 +7,8 @@
 // test/wasm-threads.test.ts's and the other thread tests' (1 thread = 2 threads bit for bit).
 
 import { afterEach, expect, test } from 'vitest';
-import { setThreadChoiceMode, ThreadChoice } from '../src/wasm/kernels.ts';
+import { compileKernels, setThreadChoiceMode, ThreadChoice, WasmKernels } from '../src/wasm/kernels.ts';
+import type { KernelCall } from '../src/wasm/threads.ts';
 
 afterEach(() => setThreadChoiceMode('measured'));
 
@@ -84,4 +85,29 @@ test("the modes 'always' and 'never' override the measurement (tests of the thre
   expect(drive(choice, ['x'], 64, (_, threaded) => (threaded ? 9 : 1)).x.every((p) => p)).toBe(true);
   setThreadChoiceMode('never');
   expect(drive(choice, ['x'], 64, () => 1).x.some((p) => p)).toBe(false);
+});
+
+test("a layer's first pass of a kind on each side is not evidence (cold: its weights first read, a worker's instance first run)", async () => {
+  const kernels = new WasmKernels(await compileKernels('single'));
+  const recorded: [string, boolean][] = [];
+  kernels.choice.record = (kind, threaded) => void recorded.push([kind, threaded]);
+  const a = kernels.alloc(64);
+  const out = kernels.alloc(64 * 64);
+  const call: KernelCall = ['transpose', a, 1, 64, 1, out];
+  for (let i = 0; i < 3; i++) await kernels.run([[call]], 'k'); // on this thread alone
+  for (let i = 0; i < 2; i++) await kernels.run([[call], [call]], 'k'); // the threads' side (lists > 1)
+  await kernels.run([[call]], 'other');
+  expect(recorded).toEqual([
+    ['k', false],
+    ['k', false],
+    ['k', true],
+  ]);
+  // Another layer (kernel instance) has its own first passes.
+  const next = new WasmKernels(await compileKernels('single'));
+  const seen: string[] = [];
+  next.choice.record = (kind) => void seen.push(kind);
+  const b = next.alloc(64);
+  const nextOut = next.alloc(64 * 64);
+  for (let i = 0; i < 2; i++) await next.run([[['transpose', b, 1, 64, 1, nextOut]]], 'k');
+  expect(seen).toEqual(['k']);
 });

@@ -123,6 +123,8 @@ export class WasmKernels {
   private heldFrom: number;
   /** Live held blocks [ptr, end), by address. */
   private readonly held: [ptr: number, end: number][] = [];
+  /** Passes run so far per kind and side ('kind:1' on the threads, 'kind:0' on this thread alone): the first of each is not a trial's evidence. */
+  private readonly passesRun = new Map<string, number>();
   private f32View: Float32Array;
   private u8View: Uint8Array;
 
@@ -162,7 +164,15 @@ export class WasmKernels {
     const t0 = performance.now();
     if (this.pool) await this.pool.run(this.id, lists, local);
     else for (const calls of lists) local(calls);
-    if (kind !== undefined) this.choice.record(kind, lists.length > 1, performance.now() - t0);
+    if (kind === undefined) return;
+    // This layer's first pass of a kind on each side is cold (its weights and cache first read, a
+    // worker's instance first run: 1.6 ms on two threads where a warm pass takes 0.4, in an 8-layer
+    // q4_0 stack's first token): not evidence for the pool's choice, which a model's first token would
+    // otherwise settle against the threads for the next PERIOD passes.
+    const side = `${kind}:${lists.length > 1 ? 1 : 0}`;
+    const n = this.passesRun.get(side) ?? 0;
+    this.passesRun.set(side, n + 1);
+    if (n > 0) this.choice.record(kind, lists.length > 1, performance.now() - t0);
   }
 
   /** Drops the workers' instances (this one goes with its last reference). */
@@ -320,7 +330,8 @@ const MARGIN = 0.95;
  * Trials cover every kind at once, so a trial measures the threads as they run when they run steadily:
  * a worker that took the previous pass a moment ago is still awake, where one asked once in a while
  * after a stretch on one thread sleeps (on a virtual machine its wake-up can cost more than a decode
- * step's pass). A kind's first pass in each trial is not counted (it pays for the switch). The trials
+ * step's pass). A kind's first pass in each trial is not counted (it pays for the switch), nor is a
+ * layer's first pass of a kind on either side (WasmKernels.run: cold). The trials
  * repeat, so the choice follows the machine: another process taking a core makes the threads lose, and
  * the kinds move to one thread.
  */

@@ -6,11 +6,11 @@
 
 import { createAttentionEngine, type MultiHeadAttentionConfig } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
-import { setThreadChoiceMode } from '../src/wasm/kernels.ts';
+import { setThreadChoiceMode } from '../src/wasm/thread-choice.ts';
 import { type KernelCall, ThreadPool } from '../src/wasm/threads.ts';
 import { prefillThenDecode } from './decode-steps.ts';
 
-// The passes this page counts run on the threads whatever their measured choice (kernels.ts ThreadChoice).
+// The passes this page counts run on the threads whatever their measured choice (thread-choice.ts ThreadChoice).
 setThreadChoiceMode('always');
 
 export interface ThreadsReport {

@@ -2,7 +2,7 @@
 // interleaved rounds (a block of calls of each engine a round, so that a slow stretch of the machine
 // touches both alike: 1 prefill, or 20 decode steps one after another as a model decodes, whose first
 // is not counted), median of `--runs` rounds' calls after warm-up rounds that take the engine past its
-// first trials (src/wasm/kernels.ts ThreadChoice: 16 passes on the threads, 16 on one thread, ~3 passes a
+// first trials (src/wasm/thread-choice.ts ThreadChoice: 16 passes on the threads, 16 on one thread, ~3 passes a
 // call), and the ratio 1 thread / N threads (above 1: the threads help): the steady state. Later trials
 // (16 passes on the other side each 256 … 8192 passes) fall into the median like any slow call. `--beside N` runs N CPU-bound processes beside the engine for the whole measurement
 // (a busy loop each, as another program on the machine): the threads must still not lose.

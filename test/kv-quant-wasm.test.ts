@@ -11,9 +11,9 @@ import type { StateDict } from '../src/types.ts';
 import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
 import { ThreadPool } from '../src/wasm/threads.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
-import { setThreadChoiceMode } from '../src/wasm/kernels.ts';
+import { setThreadChoiceMode } from '../src/wasm/thread-choice.ts';
 
-// The passes this file spies on run on the threads whatever their measured choice (kernels.ts ThreadChoice).
+// The passes this file spies on run on the threads whatever their measured choice (thread-choice.ts ThreadChoice).
 beforeAll(() => setThreadChoiceMode('always'));
 afterAll(() => setThreadChoiceMode('measured'));
 

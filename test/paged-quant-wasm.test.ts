@@ -21,9 +21,9 @@ import { expectClose, type Tolerance } from '../src/util/tolerance.ts';
 import { ThreadPool } from '../src/wasm/threads.ts';
 import { PAGED_TOLERANCE, type PagedScoreOptions } from './helpers/paged.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
-import { setThreadChoiceMode } from '../src/wasm/kernels.ts';
+import { setThreadChoiceMode } from '../src/wasm/thread-choice.ts';
 
-// The passes this file spies on run on the threads whatever their measured choice (kernels.ts ThreadChoice).
+// The passes this file spies on run on the threads whatever their measured choice (thread-choice.ts ThreadChoice).
 beforeAll(() => setThreadChoiceMode('always'));
 afterAll(() => setThreadChoiceMode('measured'));
 

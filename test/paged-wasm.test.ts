@@ -9,9 +9,9 @@ import { type AttentionEngine, createAttentionEngine, type KvCache, type MultiHe
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { ThreadPool } from '../src/wasm/threads.ts';
-import { setThreadChoiceMode } from '../src/wasm/kernels.ts';
+import { setThreadChoiceMode } from '../src/wasm/thread-choice.ts';
 
-// The passes this file spies on run on the threads whatever their measured choice (kernels.ts ThreadChoice).
+// The passes this file spies on run on the threads whatever their measured choice (thread-choice.ts ThreadChoice).
 beforeAll(() => setThreadChoiceMode('always'));
 afterAll(() => setThreadChoiceMode('measured'));
 

@@ -8,10 +8,11 @@ import { afterAll, beforeAll, expect, test, vi } from 'vitest';
 import { type AttentionEngine, createAttentionEngine, type MultiHeadAttention } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
-import { setThreadChoiceMode, type WasmKernels } from '../src/wasm/kernels.ts';
+import type { WasmKernels } from '../src/wasm/kernels.ts';
+import { setThreadChoiceMode } from '../src/wasm/thread-choice.ts';
 import { ThreadPool } from '../src/wasm/threads.ts';
 
-// The passes this file spies on run on the threads whatever their measured choice (kernels.ts ThreadChoice).
+// The passes this file spies on run on the threads whatever their measured choice (thread-choice.ts ThreadChoice).
 beforeAll(() => setThreadChoiceMode('always'));
 afterAll(() => setThreadChoiceMode('measured'));
 

@@ -15,7 +15,8 @@ import { quantizeActivationsQ8, roundActivationsQ8 } from '../src/quant/activati
 import { GGUF_BLOCKS, packWeight, unpackWeight } from '../src/quant/pack.ts';
 import type { NBitsTensor, QuantizedTensor } from '../src/quant/types.ts';
 import { expectClose } from '../src/util/tolerance.ts';
-import { compileKernels, setThreadChoiceMode, WasmKernels } from '../src/wasm/kernels.ts';
+import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
+import { setThreadChoiceMode } from '../src/wasm/thread-choice.ts';
 import { type Activations, createProjection, project } from '../src/wasm/projection.ts';
 import { ThreadPool } from '../src/wasm/threads.ts';
 import { mulberry32, uniform } from './helpers/random.ts';
@@ -289,7 +290,7 @@ describe('the host: defaults, refusals, threads', () => {
 
   describe('2 threads give the bits 1 gives, the q8 kernels on the worker', () => {
     let pool: ThreadPool | null = null;
-    // These passes run on the threads whatever their measured choice (kernels.ts ThreadChoice).
+    // These passes run on the threads whatever their measured choice (thread-choice.ts ThreadChoice).
     beforeAll(() => setThreadChoiceMode('always'));
     afterAll(() => {
       setThreadChoiceMode('measured');

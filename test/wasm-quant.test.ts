@@ -18,12 +18,13 @@ import { GGUF_BLOCKS, packWeight, unpackWeight } from '../src/quant/pack.ts';
 import type { NBitsTensor, QuantizedTensor } from '../src/quant/types.ts';
 import { mulberry32, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
-import { compileKernels, packBias, packWeights, setThreadChoiceMode, WasmKernels } from '../src/wasm/kernels.ts';
+import { compileKernels, packBias, packWeights, WasmKernels } from '../src/wasm/kernels.ts';
+import { setThreadChoiceMode } from '../src/wasm/thread-choice.ts';
 import { panelQuantized } from '../src/wasm/projection.ts';
 import { ThreadPool } from '../src/wasm/threads.ts';
 import { useEngines } from './helpers/engines.ts';
 
-// The passes this file spies on run on the threads whatever their measured choice (kernels.ts ThreadChoice).
+// The passes this file spies on run on the threads whatever their measured choice (thread-choice.ts ThreadChoice).
 beforeAll(() => setThreadChoiceMode('always'));
 afterAll(() => setThreadChoiceMode('measured'));
 

@@ -7,7 +7,8 @@
 // test/wasm-threads.test.ts's and the other thread tests' (1 thread = 2 threads bit for bit).
 
 import { afterEach, expect, test } from 'vitest';
-import { compileKernels, setThreadChoiceMode, ThreadChoice, WasmKernels } from '../src/wasm/kernels.ts';
+import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
+import { setThreadChoiceMode, ThreadChoice } from '../src/wasm/thread-choice.ts';
 import type { KernelCall } from '../src/wasm/threads.ts';
 
 afterEach(() => setThreadChoiceMode('measured'));

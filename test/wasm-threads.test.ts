@@ -8,9 +8,9 @@ import { availableParallelism } from 'node:os';
 import { type AttentionEngine, createAttentionEngine, DisposedError, InvalidArgumentError, type MultiHeadAttentionConfig } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { resolveThreads, type ThreadEnvironment, ThreadPool, type ThreadPort, threadSupport } from '../src/wasm/threads.ts';
-import { setThreadChoiceMode } from '../src/wasm/kernels.ts';
+import { setThreadChoiceMode } from '../src/wasm/thread-choice.ts';
 
-// The passes this file spies on run on the threads whatever their measured choice (kernels.ts ThreadChoice).
+// The passes this file spies on run on the threads whatever their measured choice (thread-choice.ts ThreadChoice).
 beforeAll(() => setThreadChoiceMode('always'));
 afterAll(() => setThreadChoiceMode('measured'));
 

@@ -6,7 +6,8 @@
 
 import { attention } from '../cpu/reference.ts';
 import type { ForwardPlan } from '../plan/index.ts';
-import { listsFor, sizeClass, type WasmKernels } from './kernels.ts';
+import type { WasmKernels } from './kernels.ts';
+import { listsFor, sizeClass } from './thread-choice.ts';
 import type { KernelCall } from './threads.ts';
 
 /**

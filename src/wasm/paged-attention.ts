@@ -16,7 +16,8 @@
 import { normAcrossHeads, normValues, transformHead } from '../cpu/head-transform.ts';
 import type { LayerSpec, PagedPlan } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
-import { listsFor, MIN_WORK_PER_THREAD, sizeClass, type WasmKernels } from './kernels.ts';
+import type { WasmKernels } from './kernels.ts';
+import { listsFor, MIN_WORK_PER_THREAD, sizeClass } from './thread-choice.ts';
 import type { WasmPagedStorage } from './paged-kv-cache.ts';
 import { type Projection, project } from './projection.ts';
 import type { KernelCall } from './threads.ts';

@@ -15,7 +15,8 @@
 import { InvalidArgumentError } from '../errors.ts';
 import { packWeight } from '../quant/pack.ts';
 import type { PackedWeight, QuantizedDtype, WeightTensor } from '../quant/types.ts';
-import { listsFor, packBias, packWeights, sizeClass, type WasmKernels } from './kernels.ts';
+import { packBias, packWeights, type WasmKernels } from './kernels.ts';
+import { listsFor, sizeClass } from './thread-choice.ts';
 import type { KernelCall } from './threads.ts';
 
 interface FloatProjection {

@@ -46,5 +46,9 @@ export default defineConfig({
     // vitest 297 s for 545 s of file time, where it took 1299 s before both (docs/TESTING.md).
     fileParallelism: true,
     maxWorkers: 2,
+    // Relaxed SIMD, which Chromium and Node ≥ 22 have on and Node 20 keeps behind a flag, so that the
+    // 'wasm' backend takes its relaxed build by default here as it does there (src/wasm/kernels.ts
+    // resolveWasmSimd; the tests that ask for 'simd128' check the other).
+    execArgv: ['--experimental-wasm-relaxed-simd'],
   },
 });

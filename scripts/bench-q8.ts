@@ -3,6 +3,8 @@
 // Prefill: S rows (default 512) × K 2048 → N 2048 and 3072; decode: one row, the weights in cache
 // (the same projection over and over). The kernels are called directly (no threads, no host), the two
 // interleaved run by run; medians and minima of `--runs`, in ms and ns a weight (a row's weight: N·K·rows).
+// Where the platform runs relaxed SIMD (src/wasm/kernels.ts relaxedSimdSupported; Node 20: run node with
+// --experimental-wasm-relaxed-simd --no-liftoff), 'q8r' is 'q8' in the relaxed build, interleaved too.
 // Then decode streamed from memory: one row through `--layers` layers' projections (N 3072 and 2048, as a
 // decode step's QKV and output), each layer's weights read once a pass, as a model steps through them.
 //   node scripts/run-ts.mjs scripts/bench-q8.ts [--runs 9] [--rows 512] [--types q4_0,q8_0,q4_k,q6_k] [--layers 24]
@@ -10,7 +12,7 @@
 import { GGUF_BLOCKS } from '../src/quant/pack.ts';
 import type { QuantizedTensor } from '../src/quant/types.ts';
 import { median } from '../src/util/stats.ts';
-import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
+import { compileKernels, relaxedSimdSupported, WasmKernels } from '../src/wasm/kernels.ts';
 import { createProjection, type Projection, scratchFloats } from '../src/wasm/projection.ts';
 import { mulberry32, uniform } from '../test/helpers/random.ts';
 import { parseCli } from './cli.ts';
@@ -47,45 +49,60 @@ function randomTensor(dtype: keyof typeof GGUF_BLOCKS, N: number, seed: number):
   return { dtype, shape: [N, K], data };
 }
 
-const kernels = new WasmKernels(await compileKernels('single'));
-const k = kernels.k as unknown as Record<string, (...args: number[]) => void>;
-const x = kernels.put(uniform(S * K, 1, mulberry32(1)));
+const kernels = new WasmKernels(await compileKernels('single', 'simd128'));
+const relaxed = relaxedSimdSupported() ? new WasmKernels(await compileKernels('single', 'relaxed')) : null;
+if (!relaxed) console.log('relaxed SIMD: not on this platform (Node 20: node --experimental-wasm-relaxed-simd --no-liftoff), so no q8r');
+type Name = 'f32' | 'q8' | 'q8r';
+const NAMES: Name[] = relaxed ? ['f32', 'q8', 'q8r'] : ['f32', 'q8'];
+const instance = (name: Name) => (name === 'q8r' ? relaxed! : kernels);
+const xs = uniform(S * K, 1, mulberry32(1));
+const x = kernels.put(xs);
+if (relaxed && relaxed.put(xs) !== x) throw new Error('x at different addresses');
+// Both instances get the same allocations in the same order below, so one address serves both.
+function both<T>(f: (k: WasmKernels) => T): T {
+  const a = f(kernels);
+  if (relaxed) f(relaxed);
+  return a;
+}
 
-function time(p: Projection, rows: number, scratch: number, y: number): number {
+function time(name: Name, p: Projection, rows: number, scratch: number, y: number): number {
   if (p.kind !== 'quantized') throw new Error('packed weights only');
-  const name = (rows <= 8 ? 'qgemv' : 'qgemm') + (p.activations === 'q8' ? '8' : '');
+  const k = instance(name).k as unknown as Record<string, (...args: number[]) => void>;
+  const kernel = (rows <= 8 ? 'qgemv' : 'qgemm') + (p.activations === 'q8' ? '8' : '');
   const t0 = performance.now();
-  k[name](x, K, rows, K, p.wq, p.so, p.N, p.bias, y, p.N, p.bits, p.group, scratch);
+  k[kernel](x, K, rows, K, p.wq, p.so, p.N, p.bias, y, p.N, p.bits, p.group, scratch);
   return performance.now() - t0;
 }
 
-console.log(`one thread, K ${K}; ${runs} runs interleaved; median (min) ms, ns a weight; ratio q8 / f32 of the medians`);
+console.log(`one thread, K ${K}; ${runs} runs interleaved; median (min) ms, ns a weight; ratios of the medians to f32`);
 for (const dtype of types) {
   for (const N of [2048, 3072]) {
     const t = randomTensor(dtype, N, N);
-    const f32 = createProjection(kernels, t, N, K, null, 0, 'f32');
-    const q8 = createProjection(kernels, t, N, K, null, 0, 'q8');
+    const f32 = both((k) => createProjection(k, t, N, K, null, 0, 'f32'));
+    const q8 = both((k) => createProjection(k, t, N, K, null, 0, 'q8'));
+    const proj = { f32, q8, q8r: q8 };
     for (const rows of [S, 1]) {
       const mark = kernels.mark();
-      const scratch = kernels.alloc(Math.max(scratchFloats(f32, rows), scratchFloats(q8, rows)));
-      const y = kernels.alloc(rows * N);
-      const times: Record<'f32' | 'q8', number[]> = { f32: [], q8: [] };
+      const scratch = both((k) => k.alloc(Math.max(scratchFloats(f32, rows), scratchFloats(q8, rows))));
+      const y = both((k) => k.alloc(rows * N));
+      const times: Record<Name, number[]> = { f32: [], q8: [], q8r: [] };
       const reps = rows === 1 ? 50 : 1; // decode: 50 calls a run
       for (let r = 0; r < runs + 1; r++) {
-        for (const [name, p] of [['f32', f32] as const, ['q8', q8] as const]) {
+        for (const name of NAMES) {
           let ms = 0;
-          for (let i = 0; i < reps; i++) ms += time(p, rows, scratch, y);
+          for (let i = 0; i < reps; i++) ms += time(name, proj[name], rows, scratch, y);
           if (r > 0) times[name].push(ms / reps); // run 0 warms up
         }
       }
-      const line = (name: 'f32' | 'q8') => {
+      const line = (name: Name) => {
         const m = median(times[name]);
         return `${name} ${m.toFixed(3)} (${Math.min(...times[name]).toFixed(3)}) ms ${((m * 1e6) / (N * K * rows)).toFixed(4)} ns`;
       };
-      console.log(
-        `${dtype} ${rows === 1 ? 'decode ' : `prefill ${rows}`} N ${N}: ${line('f32')} | ${line('q8')} | q8/f32 ${(median(times.q8) / median(times.f32)).toFixed(2)}`,
-      );
-      kernels.release(mark);
+      const ratios = NAMES.slice(1)
+        .map((name) => `${name}/f32 ${(median(times[name]) / median(times.f32)).toFixed(2)}`)
+        .join(' ');
+      console.log(`${dtype} ${rows === 1 ? 'decode ' : `prefill ${rows}`} N ${N}: ${NAMES.map(line).join(' | ')} | ${ratios}`);
+      both((k) => k.release(mark));
     }
   }
 }
@@ -97,24 +114,26 @@ for (const dtype of types) {
   for (let l = 0; l < layers; l++) {
     for (const N of [3072, 2048]) {
       const t = randomTensor(dtype, N, N + l);
-      stack.f32.push(createProjection(kernels, t, N, K, null, 0, 'f32'));
-      stack.q8.push(createProjection(kernels, t, N, K, null, 0, 'q8'));
+      stack.f32.push(both((k) => createProjection(k, t, N, K, null, 0, 'f32')));
+      stack.q8.push(both((k) => createProjection(k, t, N, K, null, 0, 'q8')));
     }
   }
-  const scratch = kernels.alloc(Math.max(scratchFloats(stack.f32[0], 1), scratchFloats(stack.q8[0], 1)));
-  const y = kernels.alloc(3072);
-  const times: Record<'f32' | 'q8', number[]> = { f32: [], q8: [] };
+  const scratch = both((k) => k.alloc(Math.max(scratchFloats(stack.f32[0], 1), scratchFloats(stack.q8[0], 1))));
+  const y = both((k) => k.alloc(3072));
+  const times: Record<Name, number[]> = { f32: [], q8: [], q8r: [] };
   for (let r = 0; r < runs + 1; r++) {
-    for (const name of ['f32', 'q8'] as const) {
+    for (const name of NAMES) {
       let ms = 0;
-      for (const p of stack[name]) ms += time(p, 1, scratch, y);
+      for (const p of stack[name === 'f32' ? 'f32' : 'q8']) ms += time(name, p, 1, scratch, y);
       if (r > 0) times[name].push(ms / layers);
     }
   }
-  const per = (name: 'f32' | 'q8') => `${name} ${median(times[name]).toFixed(3)} (${Math.min(...times[name]).toFixed(3)}) ms a layer`;
-  console.log(
-    `${dtype} decode from memory, ${layers} layers of N 3072 + 2048: ${per('f32')} | ${per('q8')} | q8/f32 ${(median(times.q8) / median(times.f32)).toFixed(2)}`,
-  );
-  kernels.release(mark);
+  const per = (name: Name) => `${name} ${median(times[name]).toFixed(3)} (${Math.min(...times[name]).toFixed(3)}) ms a layer`;
+  const ratios = NAMES.slice(1)
+    .map((name) => `${name}/f32 ${(median(times[name]) / median(times.f32)).toFixed(2)}`)
+    .join(' ');
+  console.log(`${dtype} decode from memory, ${layers} layers of N 3072 + 2048: ${NAMES.map(per).join(' | ')} | ${ratios}`);
+  both((k) => k.release(mark));
 }
 kernels.dispose();
+relaxed?.dispose();

@@ -65,6 +65,8 @@ export interface Backend {
   readonly gpu?: GpuCapability;
   /** Threads; absent on a backend that runs on one. */
   readonly threading?: ThreadCapability;
+  /** The build of the 'wasm' kernels (src/wasm/kernels.ts WasmSimd); absent on a backend without them. */
+  readonly wasmSimd?: 'relaxed' | 'simd128';
   /** The attention kernel alone on plan.query [B, H, Sq, Dh], plan.key and plan.value [B, G, Skv, Dh]: O [B, H, Sq, Dh]. */
   attend(plan: ForwardPlan): Promise<ForwardResult | BufferForwardResult>;
   /** Throws (before any GPU work) if this backend cannot run a layer of this spec. */

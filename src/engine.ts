@@ -2,7 +2,7 @@
 
 import type { Backend } from './backend.ts';
 import { CpuBackend } from './cpu/backend.ts';
-import { DisposedError, InvalidArgumentError, WebGPUUnavailableError } from './errors.ts';
+import { DisposedError, InvalidArgumentError, UnsupportedError, WebGPUUnavailableError } from './errors.ts';
 import { MultiHeadAttention, withOutputType } from './layer.ts';
 import { type LayerSpec, resolveAttentionPlan, resolveLayerSpec, resolveLinearPlan, resolveShapeCalls, resolveWeights } from './plan/index.ts';
 import type {
@@ -24,6 +24,7 @@ import type {
 } from './types.ts';
 import { AutoBackend } from './auto/backend.ts';
 import { WasmBackend } from './wasm/backend.ts';
+import { resolveWasmSimd } from './wasm/kernels.ts';
 import { progressOption, resolveTuning } from './engine-options.ts';
 import { ENGINE_KEYS, LIMIT_KEYS } from './option-keys.ts';
 import { describe, knownKeys, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from './validate.ts';
@@ -100,6 +101,14 @@ export class AttentionEngine {
    */
   get threadsNote(): string | null {
     return this.live('threadsNote').threading?.note ?? null;
+  }
+
+  /**
+   * Which build of the 'wasm' backend's kernels runs (options.wasmSimd): 'relaxed' (relaxed SIMD's 8-bit
+   * dot product for 4-bit weights with `activations: 'q8'`) or 'simd128'; null on an engine without them.
+   */
+  get wasmSimd(): 'relaxed' | 'simd128' | null {
+    return this.live('wasmSimd').wasmSimd ?? null;
   }
 
   /** Whether forwards report `timings` (kernel times from timestamp queries). */
@@ -296,6 +305,30 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
       });
     }
   }
+  const wasmSimd = options.wasmSimd;
+  if (wasmSimd !== undefined) {
+    if (wasmSimd !== 'auto' && wasmSimd !== 'relaxed' && wasmSimd !== 'simd128') {
+      throw new InvalidArgumentError({ where, argument: 'options.wasmSimd', expected: '"auto", "relaxed", "simd128" or left out', given: describe(wasmSimd) });
+    }
+    if (backend !== 'wasm') {
+      throw new InvalidArgumentError({
+        where,
+        argument: 'options.wasmSimd',
+        expected: "left out unless backend: 'wasm'",
+        given: describe(wasmSimd),
+        fix: "The build of the kernels is the 'wasm' backend's: pass backend: 'wasm' with it.",
+      });
+    }
+    if (resolveWasmSimd(wasmSimd) === null) {
+      throw new UnsupportedError({
+        where,
+        argument: 'options.wasmSimd',
+        expected: "'relaxed' only where the platform runs WebAssembly relaxed SIMD right",
+        given: "'relaxed' on a platform without it",
+        fix: "Pass 'auto' (or leave it out) to take relaxed SIMD where it is; it runs in Chromium ≥ 114, Node ≥ 22 and Deno (Node 20: node --experimental-wasm-relaxed-simd).",
+      });
+    }
+  }
   if (options.tuning !== undefined && (backend === 'cpu' || backend === 'wasm')) {
     throw new InvalidArgumentError({
       where,
@@ -336,7 +369,7 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
     );
   }
   if (backend === 'cpu') return new AttentionEngine(new CpuBackend({ precision }), null);
-  if (backend === 'wasm') return new AttentionEngine(await WasmBackend.create({ precision, threads: options.threads }), null);
+  if (backend === 'wasm') return new AttentionEngine(await WasmBackend.create({ precision, threads: options.threads, simd: wasmSimd }), null);
 
   let acquired: AcquiredDevice;
   try {

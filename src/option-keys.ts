@@ -153,7 +153,16 @@ export const PAGED_CACHE_KEYS = knownKeys<PagedKvCacheOptions>({ blockSize: true
 export const KV_CACHE_KEYS = knownKeys<KvCacheOptions>({ batchSize: true, maxSeqLen: true, dtype: true, key: true, value: true, length: true });
 
 /** createAttentionEngine's options. */
-export const ENGINE_KEYS = knownKeys<EngineOptions>({ backend: true, device: true, limits: true, precision: true, profile: true, threads: true, tuning: true });
+export const ENGINE_KEYS = knownKeys<EngineOptions>({
+  backend: true,
+  device: true,
+  limits: true,
+  precision: true,
+  profile: true,
+  threads: true,
+  tuning: true,
+  wasmSimd: true,
+});
 
 /** createAttentionEngine's options.limits. */
 export const LIMIT_KEYS = knownKeys<NonNullable<EngineOptions['limits']>>({

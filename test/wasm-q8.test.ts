@@ -7,7 +7,10 @@
 //      bias and without: within |y − ref| ≤ 2e-4 + 2e-3·|ref| of the float64 product of
 //      roundActivationsQ8(x) with unpackWeight(packWeight(W)) (+ bias);
 //   3. 2 threads give the bits 1 gives, the q8 kernels run on the worker; 'f32' (the default) still calls
-//      qgemv / qgemm; an unknown `activations` is refused.
+//      qgemv / qgemm; an unknown `activations` is refused;
+//   4. the two builds of the module (src/wasm/kernels.ts WasmSimd): the tests above run the default,
+//      'relaxed' (vite.config.ts turns relaxed SIMD on in Node 20); 'simd128' gives its bits for every
+//      kind and row count, on 1 and 2 threads, and at the largest sums Q8.rdot's i16 lanes can hold.
 
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { InvalidArgumentError } from '../src/errors.ts';
@@ -15,7 +18,7 @@ import { quantizeActivationsQ8, roundActivationsQ8 } from '../src/quant/activati
 import { GGUF_BLOCKS, packWeight, unpackWeight } from '../src/quant/pack.ts';
 import type { NBitsTensor, QuantizedTensor } from '../src/quant/types.ts';
 import { expectClose } from '../src/util/tolerance.ts';
-import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
+import { compileKernels, relaxedSimdSupported, WasmKernels, type WasmSimd } from '../src/wasm/kernels.ts';
 import { setThreadChoiceMode } from '../src/wasm/thread-choice.ts';
 import { type Activations, createProjection, project } from '../src/wasm/projection.ts';
 import { ThreadPool } from '../src/wasm/threads.ts';
@@ -74,14 +77,14 @@ function randomQuantized(kind: Kind, N: number, K: number, seed: number): Quanti
   return t;
 }
 
-let single: Promise<WebAssembly.Module> | null = null;
-async function kernelInstance(): Promise<WasmKernels> {
-  single ??= compileKernels('single');
-  return new WasmKernels(await single);
+/** A one-thread instance of the kernels; `simd`: the build (default: the platform's, 'relaxed' here). */
+async function kernelInstance(simd?: WasmSimd): Promise<WasmKernels> {
+  return new WasmKernels(await compileKernels('single', simd));
 }
 
 /** Byte offset of value k of a row quantized by quantizeQ8 in `layout` (wasm/q8.ts position()). */
-function position(layout: 0 | 4 | 8, k: number): number {
+function position(layout: 0 | 4 | 8 | 12, k: number): number {
+  if (layout === 12) return ((k >> 3) << 3) + ((k & 1) << 2) + ((k & 7) >> 1);
   if (layout === 4) return ((k >> 3) << 4) + ((k & 3) << 2) + ((k >> 2) & 1) * 2;
   if (layout === 8) return ((k >> 2) << 3) + ((k & 1) << 2) + ((k >> 1) & 1) * 2;
   return 2 * k;
@@ -113,7 +116,7 @@ function hardRows(K: number, seed: number): Float32Array[] {
 }
 
 describe('quantizeQ8: bit for bit quantizeActivationsQ8', () => {
-  test.each([7, 32, 48, 64, 80, 100, 257])('K=%i, every layout, units of 16 and 32', async (K) => {
+  test.each([7, 32, 48, 64, 80, 100, 257])('K=%i, every layout (12: i8), units of 16 and 32', async (K) => {
     const kernels = await kernelInstance();
     const rows = hardRows(K, K);
     const M = rows.length;
@@ -123,20 +126,24 @@ describe('quantizeQ8: bit for bit quantizeActivationsQ8', () => {
     const blocks = Math.ceil(K / 32);
     const Kp = Math.ceil(K / 8) * 8;
     const xp = kernels.put(x);
-    for (const layout of [0, 4, 8] as const) {
+    for (const layout of [0, 4, 8, 12] as const) {
+      const bytes = layout === 12 ? 1 : 2; // a value's
       for (const unit of [16, 32]) {
         const units = Math.ceil(K / unit);
         const mark = kernels.mark();
         const out = kernels.alloc(M * Kp * 2, true);
         const ds = kernels.alloc(M * units * 2);
         kernels.u8.fill(0x5a, out, out + M * Kp * 2); // what the kernel does not write shows
-        kernels.k.quantizeQ8(xp, K, M, K, unit, layout, out, 2 * Kp, ds);
+        kernels.k.quantizeQ8(xp, K, M, K, unit, layout, out, bytes * Kp, ds);
         const view = new DataView(kernels.memory.buffer);
         const dsv = kernels.take(ds, M * units * 2);
         for (let m = 0; m < M; m++) {
-          const got = Array.from({ length: Kp }, (_, k) => view.getInt16(out + m * 2 * Kp + position(layout, k), true));
+          const at = (k: number) => out + m * bytes * Kp + position(layout, k);
+          const got = Array.from({ length: Kp }, (_, k) => (bytes === 1 ? view.getInt8(at(k)) : view.getInt16(at(k), true)));
           const want = Array.from({ length: Kp }, (_, k) => (k < K ? q[m * K + k] : 0));
           expect(got, `layout ${layout} row ${m}: q`).toEqual(want);
+          if (bytes === 1)
+            expect(view.getUint8(out + (m + 1) * Kp), `layout 12 row ${m}: nothing past its Kp bytes`).toBe(m + 1 < M ? view.getUint8(out + (m + 1) * Kp) : 0x5a);
           for (let u = 0; u < units; u++) {
             const blk = Math.floor((u * unit) / 32);
             let S = 0;
@@ -325,6 +332,100 @@ describe('the host: defaults, refusals, threads', () => {
       }
       expect(outs[1]).toEqual(outs[0]);
       expectClose(outs[0], reference(xs, M, K, unpackWeight(packWeight(t)), N, uniform(N, 0.1, mulberry32(1))), Q8_TOLERANCE, kind);
+    });
+  });
+});
+
+describe("the relaxed build gives the 'simd128' build's bits (wasm/q8.ts Q8.rdot: 4-bit weights)", () => {
+  test('relaxed SIMD runs here (vite.config.ts: Node 20 with --experimental-wasm-relaxed-simd; Node 22, Chromium: on)', () => {
+    expect(relaxedSimdSupported(), 'src/wasm/kernels.ts relaxedSimdSupported: relaxed SIMD missing, or its probe computed the wrong sums').toBe(true);
+  });
+
+  test.each(KINDS)('%s, K=%i, every row count', async (kind, K) => {
+    const [relaxed, plain] = [await kernelInstance('relaxed'), await kernelInstance('simd128')];
+    const N = 21;
+    const t = randomQuantized(kind, N, K, K * 7 + kind.length);
+    const bias = uniform(N, 0.1, mulberry32(3));
+    try {
+      const [pr, pp] = [createProjection(relaxed, t, N, K, bias, 0, 'q8'), createProjection(plain, t, N, K, bias, 0, 'q8')];
+      relaxed.keep();
+      plain.keep();
+      for (const M of ROWS) {
+        const xs = uniform(M * K, 1, mulberry32(M * 3 + K));
+        const [yr] = await project(relaxed, [[relaxed.put(xs), M, pr]]);
+        const [yp] = await project(plain, [[plain.put(xs), M, pp]]);
+        expect(relaxed.take(yr, M * N), `${kind} K=${K} M=${M}`).toEqual(plain.take(yp, M * N));
+        relaxed.release(0);
+        plain.release(0);
+      }
+    } finally {
+      relaxed.dispose();
+      plain.dispose();
+    }
+  });
+
+  test('the largest sums an i16 lane of Q8.rdot holds: every nibble 15 against every activation ±127 (units of 16 and 32)', async () => {
+    // A lane adds 4 products a word, 16 over a unit of 32 values: 16·15·127 = 30480, under 2¹⁵.
+    const [relaxed, plain] = [await kernelInstance('relaxed'), await kernelInstance('simd128')];
+    try {
+      for (const blockSize of [16, 32, 64] as const) {
+        const [N, K] = [8, 128];
+        const blocks = K / blockSize;
+        const t: NBitsTensor = {
+          dtype: 'nbits',
+          bits: 4,
+          blockSize,
+          shape: [N, K],
+          data: new Uint8Array((N * K) / 2).fill(0xff),
+          scales: new Uint16Array(N * blocks).fill(0x3c00), // 1
+          zeroPoints: new Uint8Array(N * Math.ceil(blocks / 2)), // 0: w = q = 15
+        };
+        for (const M of [1, 2, 12]) {
+          const xs = Float32Array.from({ length: M * K }, (_, i) => (Math.floor(i / K) % 2 ? -1 : 1)); // every value ±127 after the rule
+          const outs: Float32Array[] = [];
+          for (const kernels of [relaxed, plain]) {
+            const p = createProjection(kernels, t, N, K, null, 0, 'q8');
+            kernels.keep();
+            const [y] = await project(kernels, [[kernels.put(xs), M, p]]);
+            outs.push(kernels.take(y, M * N));
+            kernels.release(0);
+          }
+          const want = Float32Array.from({ length: M * N }, (_, i) => (Math.floor(i / N) % 2 ? -1 : 1) * 15 * K); // 15·(±127·d)·K, d = 1/127 as f16
+          expect(outs[0], `block ${blockSize} M=${M}: relaxed = simd128`).toEqual(outs[1]);
+          expectClose(outs[0], Float64Array.from(want), Q8_TOLERANCE, `block ${blockSize} M=${M}`);
+        }
+      }
+    } finally {
+      relaxed.dispose();
+      plain.dispose();
+    }
+  });
+
+  describe('on 2 threads', () => {
+    let pool: ThreadPool | null = null;
+    beforeAll(() => setThreadChoiceMode('always'));
+    afterAll(() => {
+      setThreadChoiceMode('measured');
+      pool?.dispose();
+    });
+    test.each([
+      ['decode', 'q4_0', 1024, 1024, 3],
+      ['prefill', 'nbits4-32-zp', 512, 1000, 530],
+    ] as const)('%s, %s: the shared relaxed module = the one-thread simd128 one', async (_, kind, N, K, M) => {
+      pool ??= await ThreadPool.create(2);
+      const plain = await kernelInstance('simd128');
+      const two = new WasmKernels(await compileKernels('shared', 'relaxed'), pool);
+      const t = randomQuantized(kind, N, K, N + K);
+      const xs = uniform(M * K, 1, mulberry32(M));
+      const outs: Float32Array[] = [];
+      for (const kernels of [plain, two]) {
+        const p = createProjection(kernels, t, N, K, null, 0, 'q8');
+        kernels.keep();
+        const [y] = await project(kernels, [[kernels.put(xs), M, p]]);
+        outs.push(kernels.take(y, M * N));
+        kernels.dispose();
+      }
+      expect(outs[1]).toEqual(outs[0]);
     });
   });
 });

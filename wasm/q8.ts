@@ -38,6 +38,8 @@
 import { Q } from './qgemm';
 
 const MC: i32 = 64; // rows of x per chunk (as gemm.ts, qgemm.ts)
+/** The relaxed build (scripts/build-wasm.mjs: --enable relaxed-simd): 4-bit weights take Q8.rdot's 16 products an instruction. */
+const RELAXED: bool = ASC_FEATURE_RELAXED_SIMD;
 const ROWS: i32 = 2; // qgemv8's rows per pass over a panel (as qgemv)
 
 // The panel streaming of wasm/qgemm.ts's touchAhead (its comment has the figures), for qgemv8's loop.
@@ -92,8 +94,12 @@ function roundf(v: f32): i32 {
   return abs<f32>(r) < Infinity ? <i32>r : 0; // NaN and ±∞ (x·id when 1/d overflowed) → 0, as Int8Array stores them
 }
 
-/** Byte offset of element k of a quantized row in layout 0 (natural), 4 or 8 (qgemv8's pairs for that many bits). */
+/**
+ * Byte offset of element k of a quantized row in layout 0 (natural), 4 or 8 (qgemv8's i16 pairs for that
+ * many bits), or 12 (relaxed SIMD, 4-bit weights: i8, each 8 values as the even ones then the odd ones).
+ */
 function position(layout: i32, k: i32): usize {
+  if (layout === 12) return <usize>(((k >> 3) << 3) + ((k & 1) << 2) + ((k & 7) >> 1));
   if (layout === 4) return <usize>(((k >> 3) << 4) + ((k & 3) << 2) + ((k >> 2) & 1) * 2);
   if (layout === 8) return <usize>(((k >> 2) << 3) + ((k & 1) << 2) + ((k >> 1) & 1) * 2);
   return (<usize>k) << 1;
@@ -136,6 +142,28 @@ class Q8 {
     return i32x4.extract_lane(a, 0) + i32x4.extract_lane(a, 1) + i32x4.extract_lane(a, 2) + i32x4.extract_lane(a, 3);
   }
 
+  /** The 16 values qa ++ qb ++ qc ++ qd (i32 lanes, |q| ≤ 127) as i8 at `at` in layout 12 (even then odd, each 8). */
+  @inline
+  static store16i8(at: usize, qa: v128, qb: v128, qc: v128, qd: v128): void {
+    const n = i8x16.narrow_i16x8_s(i16x8.narrow_i32x4_s(qa, qb), i16x8.narrow_i32x4_s(qc, qd));
+    v128.store(at, v128.shuffle<i8>(n, n, 0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15));
+  }
+
+  /**
+   * acc + one word's products (relaxed SIMD), as i16 lanes: i16 lane 2c + t of column c gets the products
+   * of the row's even values e (4 i8, splat) with lo (the column's even nibbles as bytes, 0 … 15: the
+   * 7-bit operand) and of its odd ones o with hi, 8 a column; i32x4.extadd_pairwise_i16x8_s of the unit's
+   * sum gives the column's H. Exact: a nibble is below 2⁷, so i16x8.relaxed_dot_i8x16_i7x16_s is defined,
+   * and every lowering (pmaddubsw, sdot) gives the same integers; a lane adds at most 2 products a dot,
+   * 4 dots a word pair, so a unit of 32 values (4 words) sums at most 8·2·15·127 = 30480 < 2¹⁵: no wrap.
+   * Only the relaxed build reaches it (the guard keeps the instruction out of the other build).
+   */
+  @inline
+  static rdot(e: v128, o: v128, lo: v128, hi: v128, acc: v128): v128 {
+    if (ASC_FEATURE_RELAXED_SIMD) return i16x8.add(acc, i16x8.add(i16x8.relaxed_dot_i8x16_i7x16_s(e, lo), i16x8.relaxed_dot_i8x16_i7x16_s(o, hi)));
+    return acc;
+  }
+
   /**
    * One panel of 4 columns (wq, so at the panel) for R ≤ 2 rows of q8 activations in layout B (xq, row
    * stride xqStride; their (d, d·S) per unit at ds, row stride dsStride), B bits: per unit the integer
@@ -143,12 +171,14 @@ class Q8 {
    * in float32 y += s·(d·H) − o·(d·S) when a unit is the group (ONE: group ≤ 32), else t += d·H and
    * ts += d·S over the group's units and y += s·t − o·ts per group. Tried: the nested loops of the
    * second form for both: q4_0 decode 0.83× → 0.6–0.7× of qgemv's time with ONE.
+   * RX (relaxed SIMD, B 4): xq in layout 12, and H a word from its even and odd nibbles with Q8.rdot.
    */
   @inline
   static panel(
     R: i32,
     B: i32,
     ONE: bool,
+    RX: bool,
     xq: usize,
     xqStride: usize,
     ds: usize,
@@ -188,7 +218,20 @@ class Q8 {
       if ((w0 & 63) === 0) touchAhead(wp, sp); // every 1 KiB of words (a unit's words: a power of two ≤ 8)
       let h0 = i32x4.splat(0);
       let h1 = h0;
-      if (B === 4) {
+      if (B === 4 && RX) {
+        const nib = i32x4.splat(0x0f0f0f0f);
+        for (; wp < wEnd; wp += 16) {
+          const u = v128.load(wp);
+          const lo = v128.and(u, nib); // fields 0, 2, 4, 6 of each column's word, a byte each
+          const hi = v128.and(i32x4.shr_u(u, 4), nib); // fields 1, 3, 5, 7
+          h0 = Q8.rdot(v128.load32_splat(p0), v128.load32_splat(p0 + 4), lo, hi, h0);
+          if (R > 1) h1 = Q8.rdot(v128.load32_splat(p1), v128.load32_splat(p1 + 4), lo, hi, h1);
+          p0 += 8;
+          if (R > 1) p1 += 8;
+        }
+        h0 = i32x4.extadd_pairwise_i16x8_s(h0); // the unit's i16 pair sums → H a column
+        if (R > 1) h1 = i32x4.extadd_pairwise_i16x8_s(h1);
+      } else if (B === 4) {
         for (; wp < wEnd; wp += 16) {
           const u = v128.load(wp); // one word of the 4 columns
           const q0 = v128.and(u, mask);
@@ -257,10 +300,13 @@ class Q8 {
    * R ≤ 4 rows × 8 columns of qgemm8: xq rows in natural order (row stride xqStride bytes), their (d, d·S)
    * per unit at ds (row stride dsStride), the panel's i16 pairs wp [Kp/2, 8, 2], scales and offsets of the
    * two 4-column halves at so0, so1; the sums go into tile [R, 8] f32 (holding the bias), then y (n columns).
+   * RX (relaxed SIMD, 4-bit weights): xq in layout 12, the panel unpackPanelRelaxed's [words, lo/hi, 8, 4]
+   * bytes, `steps` its words (else the pairs), and Q8.rdot's i16 sums within a unit.
    */
   @inline
   static micro(
     R: i32,
+    RX: bool,
     xq: usize,
     xqStride: usize,
     ds: usize,
@@ -268,7 +314,7 @@ class Q8 {
     wpanel: usize,
     so0: usize,
     so1: usize,
-    pairs: i32,
+    steps: i32,
     group: i32,
     unit: i32,
     nUnits: i32,
@@ -284,7 +330,8 @@ class Q8 {
       v128.store(tile + ((<usize>r) << 5), b0);
       v128.store(tile + ((<usize>r) << 5), b1, 16);
     }
-    const pairsPerUnit = unit >> 1;
+    const stepsPerUnit = RX ? unit >> 3 : unit >> 1; // words of 8 values, or pairs
+    const stepShift: usize = RX ? 6 : 5; // panel bytes a step: 64 or 32
     const unitsPerGroup = group / unit;
     let x0 = xq;
     let x1 = xq + xqStride;
@@ -292,7 +339,7 @@ class Q8 {
     let x3 = xq + 3 * xqStride;
     let wp = wpanel;
     for (let un = 0; un < nUnits; un++) {
-      const kEnd = wp + ((<usize>min(pairsPerUnit, pairs - un * pairsPerUnit)) << 5);
+      const kEnd = wp + ((<usize>min(stepsPerUnit, steps - un * stepsPerUnit)) << stepShift);
       let a00 = i32x4.splat(0);
       let a01 = a00;
       let a10 = a00;
@@ -301,7 +348,49 @@ class Q8 {
       let a21 = a00;
       let a30 = a00;
       let a31 = a00;
-      for (; wp < kEnd; wp += 32) {
+      if (RX) {
+        for (; wp < kEnd; wp += 64) {
+          const la = v128.load(wp); // columns 0 … 3: the word's even nibbles
+          const lb = v128.load(wp, 16); // columns 4 … 7
+          const ha = v128.load(wp, 32); // the odd ones
+          const hb = v128.load(wp, 48);
+          const e0 = v128.load32_splat(x0); // row 0's even values of the word, then its odd ones
+          const o0 = v128.load32_splat(x0 + 4);
+          a00 = Q8.rdot(e0, o0, la, ha, a00);
+          a01 = Q8.rdot(e0, o0, lb, hb, a01);
+          x0 += 8;
+          if (R > 1) {
+            const e1 = v128.load32_splat(x1);
+            const o1 = v128.load32_splat(x1 + 4);
+            a10 = Q8.rdot(e1, o1, la, ha, a10);
+            a11 = Q8.rdot(e1, o1, lb, hb, a11);
+            x1 += 8;
+          }
+          if (R > 2) {
+            const e2 = v128.load32_splat(x2);
+            const o2 = v128.load32_splat(x2 + 4);
+            a20 = Q8.rdot(e2, o2, la, ha, a20);
+            a21 = Q8.rdot(e2, o2, lb, hb, a21);
+            x2 += 8;
+          }
+          if (R > 3) {
+            const e3 = v128.load32_splat(x3);
+            const o3 = v128.load32_splat(x3 + 4);
+            a30 = Q8.rdot(e3, o3, la, ha, a30);
+            a31 = Q8.rdot(e3, o3, lb, hb, a31);
+            x3 += 8;
+          }
+        }
+        a00 = i32x4.extadd_pairwise_i16x8_s(a00); // the unit's i16 pair sums → H a column
+        a01 = i32x4.extadd_pairwise_i16x8_s(a01);
+        if (R > 1) a10 = i32x4.extadd_pairwise_i16x8_s(a10);
+        if (R > 1) a11 = i32x4.extadd_pairwise_i16x8_s(a11);
+        if (R > 2) a20 = i32x4.extadd_pairwise_i16x8_s(a20);
+        if (R > 2) a21 = i32x4.extadd_pairwise_i16x8_s(a21);
+        if (R > 3) a30 = i32x4.extadd_pairwise_i16x8_s(a30);
+        if (R > 3) a31 = i32x4.extadd_pairwise_i16x8_s(a31);
+      }
+      for (; !RX && wp < kEnd; wp += 32) {
         const wa = v128.load(wp); // columns 0 … 3: (w_k, w_k+1) each
         const wb = v128.load(wp, 16); // columns 4 … 7
         const v0 = v128.load32_splat(x0); // row 0's (q_k, q_k+1)
@@ -359,7 +448,8 @@ class Q8 {
 /**
  * x [M, K] (row stride ldx floats) quantized per block of 32 as src/quant/activations.ts's
  * quantizeActivationsQ8, bit for bit: row r's values as i16 at q + r·ldq (bytes), in `layout` 0 (natural
- * order), 4 or 8 (qgemv8's pairs for 4- or 8-bit words), padded with zeros to Kp = ⌈K/8⌉·8; and for each
+ * order), 4 or 8 (qgemv8's pairs for 4- or 8-bit words), or as i8 in layout 12 (the relaxed build's, for
+ * 4-bit words: each 8 values as the even ones then the odd ones), padded with zeros to Kp = ⌈K/8⌉·8; and for each
  * unit of `unit` (16 or 32) values (d, d·S) at ds + (r·⌈K/unit⌉ + u)·8, d the block's f16 scale widened.
  */
 export function quantizeQ8(x: usize, ldx: i32, M: i32, K: i32, unit: i32, layout: i32, q: usize, ldq: i32, ds: usize): void {
@@ -398,7 +488,10 @@ export function quantizeQ8(x: usize, ldx: i32, M: i32, K: i32, unit: i32, layout
         const q6 = Q8.round(f32x4.mul(v6, id));
         const q7 = Q8.round(f32x4.mul(v7, id));
         const at = to + ((<usize>k0) << 1);
-        if (layout === 4) {
+        if (layout === 12) {
+          Q8.store16i8(to + <usize>k0, q0, q1, q2, q3);
+          Q8.store16i8(to + <usize>k0 + 16, q4, q5, q6, q7);
+        } else if (layout === 4) {
           Q8.store8(4, at, q0, q1);
           Q8.store8(4, at + 16, q2, q3);
           Q8.store8(4, at + 32, q4, q5);
@@ -435,7 +528,8 @@ export function quantizeQ8(x: usize, ldx: i32, M: i32, K: i32, unit: i32, layout
         let S = 0;
         for (let k = k0; k < Kp; k++) {
           const v = k < K ? roundf(load<f32>(from + ((<usize>k) << 2)) * id) : 0;
-          store<i16>(to + position(layout, k), <i16>v);
+          if (layout === 12) store<i8>(to + position(12, k), <i8>v);
+          else store<i16>(to + position(layout, k), <i16>v);
           S += v;
           if (k < K && ((k + 1) % unit === 0 || k + 1 === K)) {
             // the end of a unit: (d, d·S)
@@ -456,10 +550,14 @@ function dsBytes(M: i32, K: i32, group: i32): usize {
   return ((<usize>(M * nUnits * 8) + 15) >> 4) << 4; // bytes of ds, to a whole v128
 }
 
-/** Q8.panel() for a run-time R ≤ 2, bits, and group ≤ 32 (one unit a group) or not: a copy per (R, bits, ONE). */
+/**
+ * Q8.panel() for a run-time R ≤ 2, bits, and group ≤ 32 (one unit a group) or not: a copy per (R, bits,
+ * ONE); with `relaxed` (4 bits, the relaxed build only) a copy per (R, ONE) of its relaxed loop.
+ */
 function panelAny(
   R: i32,
   bits: i32,
+  relaxed: bool,
   xq: usize,
   xqStride: usize,
   ds: usize,
@@ -475,21 +573,33 @@ function panelAny(
   yStride: usize,
   cols: i32,
 ): void {
+  if (ASC_FEATURE_RELAXED_SIMD) {
+    if (relaxed) {
+      if (group <= 32) {
+        if (R === 1) Q8.panel(1, 4, true, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+        else Q8.panel(2, 4, true, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      } else {
+        if (R === 1) Q8.panel(1, 4, false, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+        else Q8.panel(2, 4, false, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      }
+      return;
+    }
+  }
   if (group <= 32) {
     if (bits === 4) {
-      if (R === 1) Q8.panel(1, 4, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
-      else Q8.panel(2, 4, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      if (R === 1) Q8.panel(1, 4, true, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      else Q8.panel(2, 4, true, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
     } else {
-      if (R === 1) Q8.panel(1, 8, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
-      else Q8.panel(2, 8, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      if (R === 1) Q8.panel(1, 8, true, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      else Q8.panel(2, 8, true, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
     }
   } else {
     if (bits === 4) {
-      if (R === 1) Q8.panel(1, 4, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
-      else Q8.panel(2, 4, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      if (R === 1) Q8.panel(1, 4, false, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      else Q8.panel(2, 4, false, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
     } else {
-      if (R === 1) Q8.panel(1, 8, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
-      else Q8.panel(2, 8, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      if (R === 1) Q8.panel(1, 8, false, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      else Q8.panel(2, 8, false, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
     }
   }
 }
@@ -504,11 +614,12 @@ export function qgemv8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
   const nUnits = (K + unit - 1) / unit;
   const W = (K * bits + 31) >> 5;
   const Kp = ((K + 7) >> 3) << 3;
-  const xqStride = (<usize>Kp) << 1;
+  const relaxed = RELAXED && bits === 4;
+  const xqStride = relaxed ? <usize>Kp : (<usize>Kp) << 1; // i8 or i16 values
   const dsStride = (<usize>nUnits) << 3;
   const ds = scratch;
   const xq = scratch + dsBytes(M, K, group);
-  quantizeQ8(x, ldx, M, K, unit, bits, xq, <i32>xqStride, ds);
+  quantizeQ8(x, ldx, M, K, unit, relaxed ? 12 : bits, xq, <i32>xqStride, ds);
   const panelBytes = (<usize>W) << 4;
   const panelScales = (<usize>((K + group - 1) / group)) << 5;
   gTouchLimit = ((<usize>memory.size()) << 16) - 1024;
@@ -521,6 +632,7 @@ export function qgemv8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
       panelAny(
         min(ROWS, M - r),
         bits,
+        relaxed,
         xq + rs * xqStride,
         xqStride,
         ds + rs * dsStride,
@@ -582,9 +694,28 @@ function unpackPanel(bits: i32, W: i32, Kp: i32, wqA: usize, wqB: usize, out: us
   for (; dst < end; dst += 16) v128.store(dst, i32x4.splat(0));
 }
 
-/** Q8.micro() for a run-time R ≤ 4: a copy per R. */
+/**
+ * The relaxed build's panel for 4-bit words: per word w of the two 4-column panels wqA, wqB, 64 bytes
+ * out[w]: the even fields of columns 0 … 3 (a byte each, 4 a column: fields 0, 2, 4, 6), of columns
+ * 4 … 7, then the odd fields of 0 … 3 and of 4 … 7: the order of layout 12's even and odd values.
+ */
+function unpackPanelRelaxed(W: i32, wqA: usize, wqB: usize, out: usize): void {
+  const nib = i32x4.splat(0x0f0f0f0f);
+  for (let w = 0; w < W; w++) {
+    const ua = v128.load(wqA + ((<usize>w) << 4));
+    const ub = v128.load(wqB + ((<usize>w) << 4));
+    const dst = out + ((<usize>w) << 6);
+    v128.store(dst, v128.and(ua, nib));
+    v128.store(dst, v128.and(ub, nib), 16);
+    v128.store(dst, v128.and(i32x4.shr_u(ua, 4), nib), 32);
+    v128.store(dst, v128.and(i32x4.shr_u(ub, 4), nib), 48);
+  }
+}
+
+/** Q8.micro() for a run-time R ≤ 4: a copy per R (and per RX where the build is relaxed). */
 function microAny(
   R: i32,
+  relaxed: bool,
   xq: usize,
   xqStride: usize,
   ds: usize,
@@ -592,7 +723,7 @@ function microAny(
   wpanel: usize,
   so0: usize,
   so1: usize,
-  pairs: i32,
+  steps: i32,
   group: i32,
   unit: i32,
   nUnits: i32,
@@ -602,10 +733,19 @@ function microAny(
   yStride: usize,
   n: i32,
 ): void {
-  if (R >= 4) Q8.micro(4, xq, xqStride, ds, dsStride, wpanel, so0, so1, pairs, group, unit, nUnits, bias, tile, y, yStride, n);
-  else if (R === 3) Q8.micro(3, xq, xqStride, ds, dsStride, wpanel, so0, so1, pairs, group, unit, nUnits, bias, tile, y, yStride, n);
-  else if (R === 2) Q8.micro(2, xq, xqStride, ds, dsStride, wpanel, so0, so1, pairs, group, unit, nUnits, bias, tile, y, yStride, n);
-  else Q8.micro(1, xq, xqStride, ds, dsStride, wpanel, so0, so1, pairs, group, unit, nUnits, bias, tile, y, yStride, n);
+  if (ASC_FEATURE_RELAXED_SIMD) {
+    if (relaxed) {
+      if (R >= 4) Q8.micro(4, true, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+      else if (R === 3) Q8.micro(3, true, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+      else if (R === 2) Q8.micro(2, true, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+      else Q8.micro(1, true, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+      return;
+    }
+  }
+  if (R >= 4) Q8.micro(4, false, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+  else if (R === 3) Q8.micro(3, false, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+  else if (R === 2) Q8.micro(2, false, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+  else Q8.micro(1, false, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
 }
 
 /**
@@ -620,7 +760,8 @@ export function qgemm8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
   const nUnits = (K + unit - 1) / unit;
   const W = (K * bits + 31) >> 5;
   const Kp = ((K + 7) >> 3) << 3;
-  const xqStride = (<usize>Kp) << 1;
+  const relaxed = RELAXED && bits === 4;
+  const xqStride = relaxed ? <usize>Kp : (<usize>Kp) << 1; // i8 or i16 values
   const dsStride = (<usize>nUnits) << 3;
   const panelBytes = (<usize>W) << 4;
   const panelScales = (<usize>((K + group - 1) / group)) << 5;
@@ -630,10 +771,11 @@ export function qgemm8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
   const xq = ds + dsBytes(min(M, MC), K, group); // [min(M, MC), Kp] i16
   for (let m0 = 0; m0 < M; m0 += MC) {
     const rows = min(MC, M - m0);
-    quantizeQ8(x + <usize>m0 * xStride, ldx, rows, K, unit, 0, xq, <i32>xqStride, ds);
+    quantizeQ8(x + <usize>m0 * xStride, ldx, rows, K, unit, relaxed ? 12 : 0, xq, <i32>xqStride, ds);
     for (let c = 0; c < N; c += 8) {
       const p = <usize>(c >> 2); // the first of this 8-column panel's two 4-column panels
-      unpackPanel(bits, W, Kp, wq + p * panelBytes, wq + (p + 1) * panelBytes, wpanel);
+      if (relaxed) unpackPanelRelaxed(W, wq + p * panelBytes, wq + (p + 1) * panelBytes, wpanel);
+      else unpackPanel(bits, W, Kp, wq + p * panelBytes, wq + (p + 1) * panelBytes, wpanel);
       const so0 = so + p * panelScales;
       const n = min(8, N - c);
       const yc = y + <usize>m0 * yStride + ((<usize>c) << 2);
@@ -641,6 +783,7 @@ export function qgemm8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
         const rs = <usize>r;
         microAny(
           rows - r,
+          relaxed,
           xq + rs * xqStride,
           xqStride,
           ds + rs * dsStride,
@@ -648,7 +791,7 @@ export function qgemm8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
           wpanel,
           so0,
           so0 + panelScales,
-          Kp >> 1,
+          relaxed ? W : Kp >> 1, // words (W = Kp/8 for 4 bits) or pairs
           group,
           unit,
           nUnits,

@@ -52,6 +52,9 @@ export class AutoBackend implements Backend, GpuCapability {
   get threading(): ThreadCapability {
     return this.wasm.threading;
   }
+  get wasmSimd(): 'relaxed' | 'simd128' {
+    return this.wasm.wasmSimd;
+  }
   get adapterInfo() {
     return this.webgpu.adapterInfo;
   }

@@ -10,7 +10,7 @@ import { transformHeads } from '../cpu/head-transform.ts';
 import type { ForwardPlan, LayerSpec, LayerWeights } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import { headSplit, runAttention } from './attention.ts';
-import { compileKernels, WasmKernels } from './kernels.ts';
+import { compileKernels, resolveWasmSimd, WasmKernels, type WasmSimd } from './kernels.ts';
 import { coveredByKernels, WasmLayer } from './layer.ts';
 import { resolveThreads, type ThreadPool } from './threads.ts';
 
@@ -30,23 +30,29 @@ export class WasmBackend implements Backend {
   readonly threading: ThreadCapability;
 
   private constructor(
-    /** compileKernels('shared') with a pool, else 'single'. */
+    /** compileKernels('shared') with a pool, else 'single', of build wasmSimd. */
     private readonly module: WebAssembly.Module,
     private readonly pool: ThreadPool | null,
     threadsNote: string | null,
     precision: 'f32' | 'f16',
+    /** The build of the kernels that runs. */
+    readonly wasmSimd: WasmSimd,
   ) {
     this.precisionNote = precision === 'f16' ? "precision 'f16' applies to WebGPU; the 'wasm' backend computes in float32" : null;
     this.reference = new CpuBackend();
     this.threading = { threads: pool ? pool.size : 1, note: threadsNote };
   }
 
-  /** Compiles the kernels and starts the threads (`threads`: the number, default the cores; threads.ts). */
-  static async create(options: { precision?: 'f32' | 'f16'; threads?: number } = {}): Promise<WasmBackend> {
+  /**
+   * Compiles the kernels and starts the threads (`threads`: the number, default the cores; threads.ts).
+   * `simd`: the build (kernels.ts resolveWasmSimd; 'auto' by default; the caller has refused a 'relaxed' the platform lacks).
+   */
+  static async create(options: { precision?: 'f32' | 'f16'; threads?: number; simd?: WasmSimd | 'auto' } = {}): Promise<WasmBackend> {
+    const simd = resolveWasmSimd(options.simd) ?? 'simd128';
     const { pool, note } = await resolveThreads(options.threads);
     try {
-      const module = await compileKernels(pool ? 'shared' : 'single');
-      return new WasmBackend(module, pool, note, options.precision ?? 'f32');
+      const module = await compileKernels(pool ? 'shared' : 'single', simd);
+      return new WasmBackend(module, pool, note, options.precision ?? 'f32', simd);
     } catch (e) {
       pool?.dispose();
       throw e;

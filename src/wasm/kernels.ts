@@ -4,7 +4,7 @@
 // and freed in any order, gaps reused first-fit), then a bump arena for each call's buffers.
 
 import { DeviceLimitError } from '../errors.ts';
-import { WASM_BASE64, WASM_SHARED_BASE64 } from './module.ts';
+import { WASM_BASE64, WASM_RELAXED_BASE64, WASM_SHARED_BASE64, WASM_SHARED_RELAXED_BASE64 } from './module.ts';
 import { choiceOf, ThreadChoice } from './thread-choice.ts';
 import type { KernelCall, ThreadPool } from './threads.ts';
 
@@ -77,20 +77,83 @@ interface KernelExports {
   ): void;
 }
 
-const compiled: Partial<Record<'single' | 'shared', Promise<WebAssembly.Module>>> = {};
+/**
+ * The builds of the kernels: 'simd128' with WebAssembly's 128-bit SIMD, 'relaxed' with relaxed SIMD too
+ * (its i8 dot product takes the 4-bit weights' 'q8' products: wasm/q8.ts Q8.rdot). Both give the same
+ * results, bit for bit (the relaxed instruction only ever meets operands where it is exact).
+ */
+export type WasmSimd = 'relaxed' | 'simd128';
+
+// The probe of relaxed SIMD: a module whose f() stores i16x8.relaxed_dot_i8x16_i7x16_s(a, b) (what
+// wasm/q8.ts Q8.rdot uses) at address 0 of its memory, for a = −128 … 127 in steps of 17 (i8) and
+// b = 15 … 0 (the 7-bit operand: nibbles, as the kernels give it). Where relaxed SIMD is missing (Node 20
+// without --experimental-wasm-relaxed-simd, Firefox, Safari) it does not validate; a platform that
+// validates it must also compute it as the specification says. (Node 20's flag gets its sibling
+// i32x4.relaxed_dot_i8x16_i7x16_add_s wrong in its baseline compiler: 2·Σ a·b, the addend dropped.)
+const PROBE_A = Array.from({ length: 16 }, (_, i) => 17 * i - 128);
+const PROBE_B = Array.from({ length: 16 }, (_, i) => 15 - i);
+const RELAXED_PROBE = (() => {
+  const v128Const = (bytes: number[]) => [0xfd, 0x0c, ...bytes.map((v) => v & 0xff)];
+  const address0 = [0x41, 0x00]; // i32.const 0
+  const relaxedDot = [0xfd, 0x92, 0x02]; // i16x8.relaxed_dot_i8x16_i7x16_s
+  const store = [0xfd, 0x0b, 0x04, 0x00]; // v128.store align=16 offset=0
+  const body = [0x00 /* no locals */, ...address0, ...v128Const(PROBE_A), ...v128Const(PROBE_B), ...relaxedDot, ...store, 0x0b /* end */];
+  const section = (id: number, content: number[]) => [id, content.length, ...content];
+  return new Uint8Array([
+    ...[0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00],
+    ...section(1, [0x01, 0x60, 0x00, 0x00]), // one type: () → ()
+    ...section(3, [0x01, 0x00]), // one function of it
+    ...section(5, [0x01, 0x00, 0x01]), // a memory of one page
+    ...section(7, [0x02, 0x01, 0x6d, 0x02, 0x00, 0x01, 0x66, 0x00, 0x00]), // exports "m" (the memory) and "f"
+    ...section(10, [0x01, body.length, ...body]),
+  ]);
+})();
 
 /**
- * The kernels' module, compiled once (asynchronously: browsers refuse large synchronous compiles on
- * the main thread): 'single' owns its memory; 'shared' imports a shared one, for threads.
+ * Whether this platform runs the 'relaxed' build right: it validates a relaxed instruction and computes
+ * it as the specification says for the operands the kernels give it (not cached: a flag may change it).
  */
-export function compileKernels(kind: 'single' | 'shared' = 'single'): Promise<WebAssembly.Module> {
-  let module = compiled[kind];
+export function relaxedSimdSupported(): boolean {
+  try {
+    if (!WebAssembly.validate(RELAXED_PROBE)) return false;
+    const { m, f } = new WebAssembly.Instance(new WebAssembly.Module(RELAXED_PROBE)).exports as { m: WebAssembly.Memory; f: () => void };
+    f();
+    const got = new Int16Array(m.buffer, 0, 8);
+    return got.every((v, j) => v === PROBE_A[2 * j] * PROBE_B[2 * j] + PROBE_A[2 * j + 1] * PROBE_B[2 * j + 1]);
+  } catch {
+    return false;
+  }
+}
+
+/** The build `wanted` asks for ('auto': 'relaxed' where supported) on this platform; null: 'relaxed' asked for and missing. */
+export function resolveWasmSimd(wanted: WasmSimd | 'auto' = 'auto'): WasmSimd | null {
+  if (wanted === 'simd128') return 'simd128';
+  if (relaxedSimdSupported()) return 'relaxed';
+  return wanted === 'relaxed' ? null : 'simd128';
+}
+
+const compiled: Partial<Record<`${'single' | 'shared'}-${WasmSimd}`, Promise<WebAssembly.Module>>> = {};
+const SOURCES = {
+  'single-simd128': WASM_BASE64,
+  'shared-simd128': WASM_SHARED_BASE64,
+  'single-relaxed': WASM_RELAXED_BASE64,
+  'shared-relaxed': WASM_SHARED_RELAXED_BASE64,
+} as const;
+
+/**
+ * The kernels' module, compiled once a build (asynchronously: browsers refuse large synchronous
+ * compiles on the main thread): 'single' owns its memory; 'shared' imports a shared one, for threads;
+ * `simd` as resolveWasmSimd() gives it (default: relaxed where supported).
+ */
+export function compileKernels(kind: 'single' | 'shared' = 'single', simd: WasmSimd = resolveWasmSimd() ?? 'simd128'): Promise<WebAssembly.Module> {
+  const key = `${kind}-${simd}` as const;
+  let module = compiled[key];
   if (!module) {
-    const bytes = Uint8Array.from(atob(kind === 'single' ? WASM_BASE64 : WASM_SHARED_BASE64), (c) => c.charCodeAt(0));
+    const bytes = Uint8Array.from(atob(SOURCES[key]), (c) => c.charCodeAt(0));
     module = WebAssembly.compile(bytes);
-    compiled[kind] = module;
+    compiled[key] = module;
     module.catch(() => {
-      delete compiled[kind]; // let a later engine try again
+      delete compiled[key]; // let a later engine try again
     });
   }
   return module;

@@ -45,6 +45,15 @@ test('cross-origin isolated, threads: 2: two threads, workers run kernels, = 1 t
   expectNoPageProblems(threadsPage, mark);
 });
 
+test("relaxed SIMD in Chromium: 'auto' takes the relaxed build, whose 4-bit 'q8' layer gives the simd128 build's bits (1 and 2 threads)", async ({ threadsPage }) => {
+  for (const threads of [1, 2]) {
+    const r = await threadsPage.page.evaluate((t) => window.relaxedQ8(t), threads);
+    expect(r.auto, 'engine.wasmSimd with wasmSimd left to auto (Chromium has relaxed SIMD since 114)').toBe('relaxed');
+    expect(r.relaxed.every(Number.isFinite)).toBe(true);
+    expect(r.relaxed, `${threads} thread(s): relaxed = simd128`).toEqual(r.simd128);
+  }
+});
+
 test('cross-origin isolated, threads left out: navigator.hardwareConcurrency threads', async ({ threadsPage }) => {
   const r = await threadsPage.page.evaluate(() => window.engineThreads());
   expect(r.crossOriginIsolated).toBe(true);

@@ -4,7 +4,7 @@
 // the kernels the workers ran (ThreadPool.workerKernels) and how the passes reached them
 // (ThreadPool.handoffs).
 
-import { createAttentionEngine, type MultiHeadAttentionConfig } from '../src/index.ts';
+import { createAttentionEngine, type MultiHeadAttentionConfig, quantizeWeights } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 import { setThreadChoiceMode } from '../src/wasm/thread-choice.ts';
 import { type KernelCall, ThreadPool } from '../src/wasm/threads.ts';
@@ -66,6 +66,11 @@ declare global {
     wasmThreads(threads?: number): Promise<ThreadsReport>;
     /** A 'wasm' engine's threads and threadsNote, and whether a layer on it runs (it is disposed after). */
     engineThreads(threads?: number): Promise<{ crossOriginIsolated: boolean; hardwareConcurrency: number; threads: number; threadsNote: string | null; ran: boolean }>;
+    /**
+     * A q4_0 layer with activations 'q8' (prefill then decode steps) on 'wasm' engines of each build
+     * (options.wasmSimd) and `threads`: what 'auto' chose, and each build's outputs.
+     */
+    relaxedQ8(threads: number): Promise<{ auto: string | null; relaxed: number[]; simd128: number[] }>;
   }
 }
 
@@ -137,5 +142,24 @@ window.engineThreads = async (threads?: number) => {
   } finally {
     engine.dispose();
   }
+};
+window.relaxedQ8 = async (threads: number) => {
+  const config: MultiHeadAttentionConfig = { embedDim: 256, numHeads: 8, numKvHeads: 2, activations: 'q8' };
+  const sd = quantizeWeights(randomStateDict({ embedDim: 256, numHeads: 8, numKvHeads: 2 }, 4), { dtype: 'q4_0' });
+  const [B, S, E] = [2, 40, 256];
+  const x = uniform(B * S * E, 1, mulberry32(9));
+  const outs: Record<string, number[]> = {};
+  let auto: string | null = null;
+  for (const wasmSimd of ['auto', 'simd128'] as const) {
+    const engine = await createAttentionEngine({ backend: 'wasm', threads, wasmSimd });
+    try {
+      if (wasmSimd === 'auto') auto = engine.wasmSimd;
+      const layer = engine.createMultiHeadAttention(config, sd);
+      outs[wasmSimd === 'auto' ? 'relaxed' : 'simd128'] = Array.from(await prefillThenDecode(layer, x, B, S, E, 3, true));
+    } finally {
+      engine.dispose();
+    }
+  }
+  return { auto, relaxed: outs.relaxed, simd128: outs.simd128 };
 };
 window.wasmThreadsReady = true;

@@ -5,7 +5,9 @@
 //     llama.cpp's default cache is F16), an --layers stack stepped through one after another as a model
 //     decodes a token; per layer: the stack's step / --layers. Prefill: the first layer's call of --prefill
 //     tokens. With config `activations` 'f32' and, on the Q4_0 file, 'q8' (llama.cpp's 8-bit activations;
-//     where the engine refuses it on wasm, the row says why and shows '-');
+//     where the engine refuses it on wasm, the row says why and shows '-'); an activation written
+//     'q8:simd128' (or 'f32:relaxed') runs that build of the kernels (options.wasmSimd; else 'auto': the
+//     relaxed build where the platform has relaxed SIMD, which scripts/run-ts.mjs turns on in Node 20);
 //   - llama.cpp's native CPU build (node-llama-cpp's prebuilt binary, gpu: false, build: 'never',
 //     scripts/bench-llama-native.mjs in a child process);
 //   - wllama (llama.cpp compiled to WebAssembly) in headless Chromium, its single-thread build at 1 thread
@@ -136,11 +138,12 @@ const log = (r: Row) => {
   );
 };
 
-/** The engine: an L-layer stack from the L-layer file, wasm, `threads`, config.activations when asked. */
-async function engineRun(type: string, threads: number, activations: string): Promise<Row> {
-  const system = `engine act ${activations}`;
+/** The engine: an L-layer stack from the L-layer file, wasm, `threads`, config.activations (and `:build`) when asked. */
+async function engineRun(type: string, threads: number, asked: string): Promise<Row> {
+  const system = `engine act ${asked}`;
+  const [activations, wasmSimd = 'auto'] = asked.split(':') as [string, 'auto' | 'relaxed' | 'simd128' | undefined];
   const file = parseGguf(readFileSync(modelPath(type, L)));
-  const engine = await createAttentionEngine({ backend: 'wasm', threads });
+  const engine = await createAttentionEngine({ backend: 'wasm', threads, wasmSimd });
   try {
     const r = mulberry32(ctx);
     const past = { key: uniform(G * ctx * Dh, 1, r), value: uniform(G * ctx * Dh, 1, r) };
@@ -196,7 +199,7 @@ async function engineRun(type: string, threads: number, activations: string): Pr
       prefillMs: median(prefillMs),
       decodeBestMs: Math.min(...decodeMs),
       prefillBestMs: Math.min(...prefillMs),
-      note: engine.threadsNote ?? undefined,
+      note: [`kernels ${engine.wasmSimd}`, engine.threadsNote].filter(Boolean).join('; '),
     };
   } finally {
     engine.dispose();
@@ -360,7 +363,7 @@ console.log(
 for (const type of TYPES) {
   for (const threads of THREADS) {
     // activations 'q8' is for packed weights (refused on float layers)
-    if (!values['no-engine']) for (const a of ACTIVATIONS) if (type !== 'f32' || a === 'f32') log(await engineRun(type, threads, a));
+    if (!values['no-engine']) for (const a of ACTIVATIONS) if (type !== 'f32' || a.split(':')[0] === 'f32') log(await engineRun(type, threads, a));
     if (!values['no-native']) {
       try {
         const [many, one] = await nativeTimes(type, threads);

@@ -76,7 +76,9 @@ const TYPES = values.types.split(',') as ('q4_0' | 'f32')[];
 for (const t of TYPES) if (t !== 'q4_0' && t !== 'f32') throw new Error(`--types: expected q4_0 and/or f32, got ${t}`);
 const THREADS = values.threads.split(',').map((t) => whole('threads', t, 1));
 const ACTIVATIONS = values.activations.split(',');
-for (const a of ACTIVATIONS) if (a !== 'f32' && a !== 'q8') throw new Error(`--activations: expected f32 and/or q8, got ${a}`);
+for (const a of ACTIVATIONS) {
+  if (!/^(f32|q8)(:(auto|relaxed|simd128))?$/.test(a)) throw new Error(`--activations: expected f32 and/or q8, each with :auto, :relaxed or :simd128 or not, got ${a}`);
+}
 const flash = { auto: undefined, on: true, off: false }[values['flash-attention']];
 if (!['auto', 'on', 'off'].includes(values['flash-attention'])) throw new Error(`--flash-attention: expected auto, on or off, got ${values['flash-attention']}`);
 

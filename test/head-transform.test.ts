@@ -8,6 +8,8 @@ import { InvalidArgumentError, type MultiHeadAttentionConfig, referenceMultiHead
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
 import { expectClose, f32Tolerance } from '../src/util/tolerance.ts';
 import { useEngines } from './helpers/engines.ts';
+import { rotaryAngle, rotaryAngles } from '../src/plan/index.ts';
+import type { RotaryPlan } from '../src/plan/types.ts';
 import { withErrorScopes } from './helpers/gpu.ts';
 
 const engines = useEngines('webgpu', 'cpu', 'wasm');
@@ -253,5 +255,24 @@ describe('scaledDotProductAttention with rotary: the queries and the last Sq key
     await expect(engines.cpu.scaledDotProductAttention(q, k, k, { ...base, kvSeqLen: 2, rotary: {} })).rejects.toThrow(/options\.kvSeqLen/);
     await expect(engines.cpu.scaledDotProductAttention(q, q, q, { ...base, positionIds: new Int32Array(4) })).rejects.toThrow(/options\.positionIds/);
     await expect(engines.cpu.scaledDotProductAttention(q, q, q, { ...base, rotary: { dim: 3 } })).rejects.toThrow(/options\.rotary\.dim/);
+  });
+});
+
+describe('rotaryAngles: the angles of one token for all its heads (the CPU paths turn each head with them)', () => {
+  test("rotaryAngle's numbers exactly, for computed angles (base, invFreq, YaRN's factor) and given tables", () => {
+    const dim = 10;
+    const given = tables(40, dim);
+    const plans: RotaryPlan[] = [
+      { dim, base: 10000, interleaved: false, invFreq: null, attentionFactor: 1, cos: null, sin: null },
+      { dim, base: 500000, interleaved: true, invFreq: null, attentionFactor: 1.25, cos: null, sin: null },
+      { dim, base: 10000, interleaved: false, invFreq: Float64Array.from({ length: dim / 2 }, (_, i) => 0.3 / (i + 1)), attentionFactor: 1, cos: null, sin: null },
+      { dim, base: 10000, interleaved: false, invFreq: null, attentionFactor: 1, ...given },
+    ];
+    for (const [n, plan] of plans.entries()) {
+      for (const position of [0, 1, 7, 39]) {
+        const want = Array.from({ length: dim / 2 }, (_, i) => rotaryAngle(plan, position, i)).flat();
+        expect(Array.from(rotaryAngles(plan, position)), `plan ${n} position ${position}`).toEqual(want);
+      }
+    }
   });
 });

@@ -2,7 +2,7 @@
 // key head after the projection, pass 1½ of the reference. An RMS norm with the head's weights
 // (config.qkNorm; with over 'all', one norm over all the token's heads, normAcrossHeads), then the rotation of the first `dim` features by position·θ_i (config.rotary).
 
-import { type ForwardPlan, type LayerSpec, rotaryAngle } from '../plan/index.ts';
+import { type ForwardPlan, type LayerSpec, rotaryAngles } from '../plan/index.ts';
 
 /**
  * Transforms `heads` [batches, count, stride, Dh] in place: the query heads (kind 'query') or the key
@@ -18,11 +18,11 @@ export function transformHeads(plan: ForwardPlan, heads: Float64Array | Float32A
       for (let s = 0; s < rows; s++) normAcrossHeads(plan.layer, heads, (h) => ((b * count + h) * stride + row0 + s) * Dh, count, kind);
     }
   }
+  const angles = rotary ? new Float64Array(rotary.dim) : undefined;
   for (let b = 0; b < batches; b++) {
-    for (let h = 0; h < count; h++) {
-      for (let s = 0; s < rows; s++) {
-        transformHead(plan.layer, heads, ((b * count + h) * stride + row0 + s) * Dh, kind, rotary ? plan.positions![b * rows + s] : 0);
-      }
+    for (let s = 0; s < rows; s++) {
+      if (rotary) rotaryAngles(rotary, plan.positions![b * rows + s], angles); // the token's, for all its heads
+      for (let h = 0; h < count; h++) transformHead(plan.layer, heads, ((b * count + h) * stride + row0 + s) * Dh, kind, angles);
     }
   }
 }
@@ -65,9 +65,10 @@ export function normAcrossHeads(layer: LayerSpec, heads: Float64Array | Float32A
 
 /**
  * One head's Dh features at heads[base …] in place: QK-norm with the head's weights (qkNorm.over
- * 'head'; 'all' is normAcrossHeads, done first), then rotary at `position`.
+ * 'head'; 'all' is normAcrossHeads, done first), then rotary by `angles`, its token's rotaryAngles
+ * (cos, sin of each pair; required when the layer has rotary).
  */
-export function transformHead(layer: LayerSpec, heads: Float64Array | Float32Array, base: number, kind: 'query' | 'key', position: number): void {
+export function transformHead(layer: LayerSpec, heads: Float64Array | Float32Array, base: number, kind: 'query' | 'key', angles: Float64Array | undefined): void {
   const { rotary, qkNorm, headDim: Dh } = layer;
   if (qkNorm && qkNorm.over === 'head') {
     const weight = kind === 'query' ? qkNorm.query : qkNorm.key;
@@ -77,10 +78,13 @@ export function transformHead(layer: LayerSpec, heads: Float64Array | Float32Arr
     for (let d = 0; d < Dh; d++) heads[base + d] *= r * weight[d];
   }
   if (rotary) {
+    if (!angles) throw new Error("transformHead: a layer with rotary needs its token's angles (rotaryAngles)");
     const half = rotary.dim / 2;
     for (let i = 0; i < half; i++) {
-      const [c, sn] = rotaryAngle(rotary, position, i);
-      const [a, z] = rotary.interleaved ? [base + 2 * i, base + 2 * i + 1] : [base + i, base + i + half];
+      const c = angles[2 * i];
+      const sn = angles[2 * i + 1];
+      const a = rotary.interleaved ? base + 2 * i : base + i;
+      const z = rotary.interleaved ? a + 1 : a + half;
       const x = heads[a];
       const y = heads[z];
       heads[a] = x * c - y * sn;

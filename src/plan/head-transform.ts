@@ -221,3 +221,33 @@ export function rotaryAngle(rotary: RotaryPlan, position: number, i: number): [n
   const f = rotary.attentionFactor;
   return [f * Math.cos(angle), f * Math.sin(angle)];
 }
+
+/** θ_i of a rotary without tables, [dim/2]: invFreq, or base^(−2i/dim) computed once per plan. */
+const thetas = new WeakMap<RotaryPlan, Float64Array>();
+
+/**
+ * rotaryAngle for every pair i < dim/2 at `position`, the same numbers: cos in out[2i], sin in
+ * out[2i + 1]. For the heads of one token, which share them (the CPU paths turn each head with them).
+ */
+export function rotaryAngles(rotary: RotaryPlan, position: number, out: Float64Array = new Float64Array(rotary.dim)): Float64Array {
+  const half = rotary.dim / 2;
+  if (rotary.cos && rotary.sin) {
+    for (let i = 0; i < half; i++) {
+      out[2 * i] = rotary.cos[position * half + i];
+      out[2 * i + 1] = rotary.sin[position * half + i];
+    }
+    return out;
+  }
+  let theta = thetas.get(rotary);
+  if (!theta) {
+    theta = rotary.invFreq ?? Float64Array.from({ length: half }, (_, i) => rotary.base ** ((-2 * i) / rotary.dim));
+    thetas.set(rotary, theta);
+  }
+  const f = rotary.attentionFactor;
+  for (let i = 0; i < half; i++) {
+    const angle = position * theta[i];
+    out[2 * i] = f * Math.cos(angle);
+    out[2 * i + 1] = f * Math.sin(angle);
+  }
+  return out;
+}

@@ -25,4 +25,4 @@ export { isPagedCall, resolvePagedCacheOptions, resolvePagedPlan } from './paged
 export { resolveAttentionPlan } from './attention.ts';
 export { resolveLinearPlan } from './linear.ts';
 export { resolveShapeCalls, shapePlan } from './shape.ts';
-export { rotaryAngle } from './head-transform.ts';
+export { rotaryAngle, rotaryAngles } from './head-transform.ts';

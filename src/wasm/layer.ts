@@ -18,7 +18,7 @@
 import type { BackendLayer } from '../backend.ts';
 import { DisposedError } from '../errors.ts';
 import { normAcrossHeads, normValues, transformHead } from '../cpu/head-transform.ts';
-import type { ForwardPlan, LayerSpec, LayerWeights, PagedPlan } from '../plan/index.ts';
+import { type ForwardPlan, type LayerSpec, type LayerWeights, type PagedPlan, rotaryAngles } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import { type HeadView, referenceAttention, runAttention, type TransposedKeys, tokenMajor } from './attention.ts';
 import type { WasmKernels } from './kernels.ts';
@@ -174,10 +174,11 @@ export class WasmLayer implements BackendLayer {
     const { rotary, qkNorm, headDim: Dh } = this.spec;
     if (!rotary && !qkNorm) return;
     const f32 = kernels.f32;
+    const angles = rotary ? new Float64Array(rotary.dim) : undefined;
     for (let m = 0; m < rows; m++) {
-      const position = rotary ? plan.positions![m] : 0;
+      if (rotary) rotaryAngles(rotary, plan.positions![m], angles); // the token's, for all its heads
       normAcrossHeads(this.spec, f32, (h) => (ptr >> 2) + (m * heads + h) * Dh, heads, kind); // qkNorm.over 'all' only
-      for (let h = 0; h < heads; h++) transformHead(this.spec, f32, (ptr >> 2) + (m * heads + h) * Dh, kind, position);
+      for (let h = 0; h < heads; h++) transformHead(this.spec, f32, (ptr >> 2) + (m * heads + h) * Dh, kind, angles);
     }
   }
 }

@@ -14,7 +14,7 @@
 // projections of its rows, the same rule, the keys summed in order with an online softmax.
 
 import { normAcrossHeads, normValues, transformHead } from '../cpu/head-transform.ts';
-import type { LayerSpec, PagedPlan } from '../plan/index.ts';
+import { type LayerSpec, type PagedPlan, rotaryAngles } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import type { WasmKernels } from './kernels.ts';
 import { listsFor, MIN_WORK_PER_THREAD, sizeClass } from './thread-choice.ts';
@@ -56,17 +56,18 @@ export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedPr
   // QK-norm and rotary, each row at its sequence's position; vNorm before V is cached.
   if (spec.rotary || spec.qkNorm) {
     const f32 = kernels.f32;
+    const angles = spec.rotary ? new Float64Array(spec.rotary.dim) : undefined;
     for (const s of plan.sequences) {
       for (let i = 0; i < s.length; i++) {
         const m = s.row + i;
-        const position = spec.rotary ? s.plan.positions![i] : 0;
+        if (spec.rotary) rotaryAngles(spec.rotary, s.plan.positions![i], angles); // the token's, for its query and key heads
         for (const [ptr, heads, kind] of [
           [q, H, 'query'],
           [k, G, 'key'],
         ] as const) {
           const base = (ptr >> 2) + m * heads * Dh;
           normAcrossHeads(spec, f32, (h) => base + h * Dh, heads, kind); // qkNorm.over 'all' only
-          for (let h = 0; h < heads; h++) transformHead(spec, f32, base + h * Dh, kind, position);
+          for (let h = 0; h < heads; h++) transformHead(spec, f32, base + h * Dh, kind, angles);
         }
       }
     }

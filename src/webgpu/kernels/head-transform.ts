@@ -4,7 +4,7 @@
 // config.rotary, config.qkNorm or config.vNorm.
 
 import source from '../../../shaders/head_transform.wgsl?raw';
-import { type ForwardPlan, rotaryAngle } from '../../plan/index.ts';
+import { type ForwardPlan, rotaryAngles } from '../../plan/index.ts';
 import type { Precision } from '../buffers.ts';
 import { kernelBindings } from '../bindings.ts';
 import { defineKernel, encodeKernel, kernelSpec } from '../kernel.ts';
@@ -125,11 +125,12 @@ function ropeTable(plan: ForwardPlan): Float32Array {
   const pairs = rotary.dim / 2;
   const positions = plan.positions!;
   const out = new Float32Array(2 * positions.length * pairs);
+  const angles = new Float64Array(rotary.dim);
   positions.forEach((position, m) => {
+    rotaryAngles(rotary, position, angles);
     for (let i = 0; i < pairs; i++) {
-      const [c, s] = rotaryAngle(rotary, position, i);
-      out[m * pairs + i] = c;
-      out[(positions.length + m) * pairs + i] = s;
+      out[m * pairs + i] = angles[2 * i];
+      out[(positions.length + m) * pairs + i] = angles[2 * i + 1];
     }
   });
   return out;

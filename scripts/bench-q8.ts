@@ -4,7 +4,8 @@
 // (the same projection over and over). The kernels are called directly (no threads, no host), the two
 // interleaved run by run; medians and minima of `--runs`, in ms and ns a weight (a row's weight: N·K·rows).
 // Where the platform runs relaxed SIMD (src/wasm/kernels.ts relaxedSimdSupported; Node 20: run node with
-// --experimental-wasm-relaxed-simd --no-liftoff), 'q8r' is 'q8' in the relaxed build, interleaved too.
+// --experimental-wasm-relaxed-simd), 'q8r' is 'q8' in the relaxed build, interleaved too; 'q8rf' the same
+// with the weights' scales and offsets in f32 where 'q8' keeps f16 scales alone (projection.ts halfScalesFit).
 // Then decode streamed from memory: one row through `--layers` layers' projections (N 3072 and 2048, as a
 // decode step's QKV and output), each layer's weights read once a pass, as a model steps through them.
 //   node scripts/run-ts.mjs scripts/bench-q8.ts [--runs 9] [--rows 512] [--types q4_0,q8_0,q4_k,q6_k] [--layers 24]
@@ -13,7 +14,7 @@ import { GGUF_BLOCKS } from '../src/quant/pack.ts';
 import type { QuantizedTensor } from '../src/quant/types.ts';
 import { median } from '../src/util/stats.ts';
 import { compileKernels, relaxedSimdSupported, WasmKernels } from '../src/wasm/kernels.ts';
-import { createProjection, type Projection, scratchFloats } from '../src/wasm/projection.ts';
+import { createProjection, kernelBits, type Projection, scratchFloats } from '../src/wasm/projection.ts';
 import { mulberry32, uniform } from '../test/helpers/random.ts';
 import { parseCli } from './cli.ts';
 
@@ -51,10 +52,10 @@ function randomTensor(dtype: keyof typeof GGUF_BLOCKS, N: number, seed: number):
 
 const kernels = new WasmKernels(await compileKernels('single', 'simd128'));
 const relaxed = relaxedSimdSupported() ? new WasmKernels(await compileKernels('single', 'relaxed')) : null;
-if (!relaxed) console.log('relaxed SIMD: not on this platform (Node 20: node --experimental-wasm-relaxed-simd --no-liftoff), so no q8r');
-type Name = 'f32' | 'q8' | 'q8r';
-const NAMES: Name[] = relaxed ? ['f32', 'q8', 'q8r'] : ['f32', 'q8'];
-const instance = (name: Name) => (name === 'q8r' ? relaxed! : kernels);
+if (!relaxed) console.log('relaxed SIMD: not on this platform (Node 20: node --experimental-wasm-relaxed-simd), so no q8r');
+type Name = 'f32' | 'q8' | 'q8r' | 'q8rf';
+const NAMES: Name[] = relaxed ? ['f32', 'q8', 'q8r', 'q8rf'] : ['f32', 'q8'];
+const instance = (name: Name) => (name.startsWith('q8r') ? relaxed! : kernels);
 const xs = uniform(S * K, 1, mulberry32(1));
 const x = kernels.put(xs);
 if (relaxed && relaxed.put(xs) !== x) throw new Error('x at different addresses');
@@ -70,7 +71,7 @@ function time(name: Name, p: Projection, rows: number, scratch: number, y: numbe
   const k = instance(name).k as unknown as Record<string, (...args: number[]) => void>;
   const kernel = (rows <= 8 ? 'qgemv' : 'qgemm') + (p.activations === 'q8' ? '8' : '');
   const t0 = performance.now();
-  k[kernel](x, K, rows, K, p.wq, p.so, p.N, p.bias, y, p.N, p.bits, p.group, scratch);
+  k[kernel](x, K, rows, K, p.wq, p.so, p.N, p.bias, y, p.N, kernelBits(p), p.group, scratch);
   return performance.now() - t0;
 }
 
@@ -80,12 +81,13 @@ for (const dtype of types) {
     const t = randomTensor(dtype, N, N);
     const f32 = both((k) => createProjection(k, t, N, K, null, 0, 'f32'));
     const q8 = both((k) => createProjection(k, t, N, K, null, 0, 'q8'));
-    const proj = { f32, q8, q8r: q8 };
+    const q8f = both((k) => createProjection(k, t, N, K, null, 0, 'q8', false));
+    const proj = { f32, q8, q8r: q8, q8rf: q8f };
     for (const rows of [S, 1]) {
       const mark = kernels.mark();
-      const scratch = both((k) => k.alloc(Math.max(scratchFloats(f32, rows), scratchFloats(q8, rows))));
+      const scratch = both((k) => k.alloc(Math.max(scratchFloats(f32, rows), scratchFloats(q8, rows), scratchFloats(q8f, rows))));
       const y = both((k) => k.alloc(rows * N));
-      const times: Record<Name, number[]> = { f32: [], q8: [], q8r: [] };
+      const times: Record<Name, number[]> = { f32: [], q8: [], q8r: [], q8rf: [] };
       const reps = rows === 1 ? 50 : 1; // decode: 50 calls a run
       for (let r = 0; r < runs + 1; r++) {
         for (const name of NAMES) {
@@ -110,21 +112,22 @@ for (const dtype of types) {
 // Decode from memory: `layers` layers of (N 3072, N 2048) projections, one pass through all of them a run.
 for (const dtype of types) {
   const mark = kernels.mark();
-  const stack: Record<'f32' | 'q8', Projection[]> = { f32: [], q8: [] };
+  const stack: Record<'f32' | 'q8' | 'q8f', Projection[]> = { f32: [], q8: [], q8f: [] };
   for (let l = 0; l < layers; l++) {
     for (const N of [3072, 2048]) {
       const t = randomTensor(dtype, N, N + l);
       stack.f32.push(both((k) => createProjection(k, t, N, K, null, 0, 'f32')));
       stack.q8.push(both((k) => createProjection(k, t, N, K, null, 0, 'q8')));
+      stack.q8f.push(both((k) => createProjection(k, t, N, K, null, 0, 'q8', false)));
     }
   }
   const scratch = both((k) => k.alloc(Math.max(scratchFloats(stack.f32[0], 1), scratchFloats(stack.q8[0], 1))));
   const y = both((k) => k.alloc(3072));
-  const times: Record<Name, number[]> = { f32: [], q8: [], q8r: [] };
+  const times: Record<Name, number[]> = { f32: [], q8: [], q8r: [], q8rf: [] };
   for (let r = 0; r < runs + 1; r++) {
     for (const name of NAMES) {
       let ms = 0;
-      for (const p of stack[name === 'f32' ? 'f32' : 'q8']) ms += time(name, p, 1, scratch, y);
+      for (const p of stack[name === 'f32' ? 'f32' : name === 'q8rf' ? 'q8f' : 'q8']) ms += time(name, p, 1, scratch, y);
       if (r > 0) times[name].push(ms / layers);
     }
   }

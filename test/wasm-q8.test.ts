@@ -8,7 +8,9 @@
 //      roundActivationsQ8(x) with unpackWeight(packWeight(W)) (+ bias);
 //   3. 2 threads give the bits 1 gives, the q8 kernels run on the worker; 'f32' (the default) still calls
 //      qgemv / qgemm; an unknown `activations` is refused;
-//   4. the two builds of the module (src/wasm/kernels.ts WasmSimd): the tests above run the default,
+//   4. f16 scales alone (projection.ts halfScalesFit: q4_0, q8_0, MatMulNBits without zero points) give
+//      the bits of f32 scales and offsets, and are taken exactly there;
+//   5. the two builds of the module (src/wasm/kernels.ts WasmSimd): the tests above run the default,
 //      'relaxed' (vite.config.ts turns relaxed SIMD on in Node 20); 'simd128' gives its bits for every
 //      kind and row count, on 1 and 2 threads, and at the largest sums Q8.rdot's i16 lanes can hold.
 
@@ -428,4 +430,67 @@ describe("the relaxed build gives the 'simd128' build's bits (wasm/q8.ts Q8.rdot
       expect(outs[1]).toEqual(outs[0]);
     });
   });
+});
+
+describe("'q8' weights with f16 scales alone (wasm/q8.ts HALF_SCALES)", () => {
+  test.each(KINDS)('%s, K=%i: the bits of f32 scales and offsets, every row count; taken where every offset is scale·2^(bits−1)', async (kind, K) => {
+    for (const simd of ['relaxed', 'simd128'] as const) {
+      const kernels = await kernelInstance(simd);
+      const N = 21;
+      const t = randomQuantized(kind, N, K, K * 5 + kind.length);
+      const bias = uniform(N, 0.1, mulberry32(7));
+      try {
+        const half = createProjection(kernels, t, N, K, bias, 0, 'q8');
+        const full = createProjection(kernels, t, N, K, bias, 0, 'q8', false);
+        const fits = kind === 'q4_0' || kind === 'q8_0' || (kind.startsWith('nbits') && !kind.endsWith('-zp'));
+        expect([half.kind === 'quantized' && half.halfScales, full.kind === 'quantized' && full.halfScales], kind).toEqual([fits, false]);
+        kernels.keep();
+        for (const M of ROWS) {
+          const xs = uniform(M * K, 1, mulberry32(M * 5 + K));
+          const x = kernels.put(xs);
+          const [yh, yf] = await project(kernels, [
+            [x, M, half],
+            [x, M, full],
+          ]);
+          expect(kernels.take(yh, M * N), `${simd} ${kind} K=${K} M=${M}`).toEqual(kernels.take(yf, M * N));
+          kernels.release(0);
+        }
+      } finally {
+        kernels.dispose();
+      }
+    }
+  });
+});
+
+test('f16 scales alone: subnormal, zero and negative q4_0 scales widen exactly (the bits of f32 scales); an infinite one keeps f32', async () => {
+  const kernels = await kernelInstance();
+  const [N, K] = [16, 128];
+  const t = randomQuantized('q4_0', N, K, 3) as QuantizedTensor & { data: Uint8Array };
+  const specials = [0x0001, 0x03ff, 0x0200, 0x0000, 0x8000, 0x8123, 0x0400, 0xfbff, 0x7bff];
+  for (let b = 0; b < (N * K) / 32; b++) {
+    const h = specials[b % specials.length];
+    t.data[b * 18] = h & 0xff;
+    t.data[b * 18 + 1] = h >> 8;
+  }
+  try {
+    const half = createProjection(kernels, t, N, K, null, 0, 'q8');
+    const full = createProjection(kernels, t, N, K, null, 0, 'q8', false);
+    const inf = { ...t, data: Uint8Array.from(t.data) };
+    inf.data[18 * 3] = 0x00;
+    inf.data[18 * 3 + 1] = 0x7c; // +∞
+    const withInf = createProjection(kernels, inf, N, K, null, 0, 'q8');
+    expect([half, full, withInf].map((p) => p.kind === 'quantized' && p.halfScales)).toEqual([true, false, false]);
+    kernels.keep();
+    for (const M of [1, 2, 9, 33]) {
+      const x = kernels.put(uniform(M * K, 1, mulberry32(M)));
+      const [yh, yf] = await project(kernels, [
+        [x, M, half],
+        [x, M, full],
+      ]);
+      expect(kernels.take(yh, M * N), `M=${M}`).toEqual(kernels.take(yf, M * N));
+      kernels.release(0);
+    }
+  } finally {
+    kernels.dispose();
+  }
 });

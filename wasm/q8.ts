@@ -35,11 +35,20 @@
 // ldx ≥ K, ldy ≥ N, bias ⌈N/8⌉·8 floats), and the scratch qgemv8's and qgemm8's comments size
 // (src/wasm/projection.ts's scratchFloats computes the same).
 
+import { KvDecode } from './attention';
 import { Q } from './qgemm';
 
 const MC: i32 = 64; // rows of x per chunk (as gemm.ts, qgemm.ts)
 /** The relaxed build (scripts/build-wasm.mjs: --enable relaxed-simd): 4-bit weights take Q8.rdot's 16 products an instruction. */
 const RELAXED: bool = ASC_FEATURE_RELAXED_SIMD;
+/**
+ * `bits` | HALF_SCALES: the call's scales are f16, 4 a group of a 4-column panel (8 bytes, not the
+ * 32 of 4 f32 scales then 4 offsets), each offset being scale·2^(bits−1) (q4_0, q8_0, MatMulNBits
+ * without zero points: src/wasm/projection.ts halfScalesFit): the bytes a decode step streams drop
+ * from 6 to 4.5 bits a weight at 4 bits. The same floats: an f16 widens exactly, ·2^(bits−1) is exact.
+ */
+const HALF_SCALES: i32 = 0x100;
+let gHalf: f32 = 0; // this call's offset factor 2^(bits−1) with HALF_SCALES, else 0 (f32 scales and offsets)
 const ROWS: i32 = 2; // qgemv8's rows per pass over a panel (as qgemv)
 
 // The panel streaming of wasm/qgemm.ts's touchAhead (its comment has the figures), for qgemv8's loop.
@@ -136,6 +145,17 @@ class Q8 {
     }
   }
 
+  /**
+   * Four f16 scales at p (HALF_SCALES: 8 bytes) as f32, exactly: finite ones only (the host keeps the f32
+   * layout for a weight with an infinite or NaN scale), normals and subnormals alike.
+   */
+  @inline
+  static halfScales(p: usize): v128 {
+    const h = v128.load64_zero(p);
+    const zero = i32x4.splat(0);
+    return KvDecode.finiteHighHalfToFloat4(v128.shuffle<i8>(zero, h, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23));
+  }
+
   /** The sum of the 4 i32 lanes. */
   @inline
   static hsum(a: v128): i32 {
@@ -195,6 +215,7 @@ class Q8 {
     cols: i32,
   ): void {
     const perWord = 32 / B;
+    const half = gHalf;
     const mask = B === 4 ? i32x4.splat(0x000f000f) : i32x4.splat(0x00ff00ff);
     const wordsPerUnit = unit / perWord;
     const unitsPerGroup = group / unit;
@@ -256,9 +277,17 @@ class Q8 {
       }
       if (ONE) {
         // the unit is the group: y += s·(d·H) − o·(d·S)
-        const s = v128.load(sp);
-        const o = v128.load(sp, 16);
-        sp += 32;
+        let s: v128;
+        let o: v128;
+        if (half !== 0) {
+          s = Q8.halfScales(sp);
+          o = f32x4.mul(s, f32x4.splat(half));
+          sp += 8;
+        } else {
+          s = v128.load(sp);
+          o = v128.load(sp, 16);
+          sp += 32;
+        }
         A0 = f32x4.add(A0, f32x4.mul(s, f32x4.mul(v128.load32_splat(dp), f32x4.convert_i32x4_s(h0))));
         B0 = f32x4.add(B0, f32x4.mul(o, v128.load32_splat(dp + 4)));
         if (R > 1) {
@@ -274,9 +303,17 @@ class Q8 {
         }
         if (--left === 0 || un === nUnits - 1) {
           // the group's end: y += s·Σ d·H − o·Σ d·S
-          const s = v128.load(sp);
-          const o = v128.load(sp, 16);
-          sp += 32;
+          let s: v128;
+          let o: v128;
+          if (half !== 0) {
+            s = Q8.halfScales(sp);
+            o = f32x4.mul(s, f32x4.splat(half));
+            sp += 8;
+          } else {
+            s = v128.load(sp);
+            o = v128.load(sp, 16);
+            sp += 32;
+          }
           A0 = f32x4.add(A0, f32x4.mul(s, t0));
           B0 = f32x4.add(B0, f32x4.mul(o, f32x4.splat(ts0)));
           t0 = f32x4.splat(0);
@@ -605,10 +642,12 @@ function panelAny(
 }
 
 /**
- * y [M, N] = q8(x) [M, K] · Wᵀ + bias for 1 ≤ M ≤ 8 (more rows: qgemm8), W packed as wasm/qgemm.ts's.
- * scratch: 2·M·⌈K/unit⌉ floats (rounded up to 4), then M·Kp/2 (the rows as i16), unit = min(group, 32).
+ * y [M, N] = q8(x) [M, K] · Wᵀ + bias for 1 ≤ M ≤ 8 (more rows: qgemm8), W packed as wasm/qgemm.ts's
+ * (flags: its bits, | HALF_SCALES where `so` holds f16 scales alone). scratch: 2·M·⌈K/unit⌉ floats (rounded up to 4), then M·Kp/2 (the rows as i16), unit = min(group, 32).
  */
-export function qgemv8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, N: i32, bias: usize, y: usize, ldy: i32, bits: i32, group: i32, scratch: usize): void {
+export function qgemv8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, N: i32, bias: usize, y: usize, ldy: i32, flags: i32, group: i32, scratch: usize): void {
+  const bits = flags & 0xff;
+  gHalf = (flags & HALF_SCALES) !== 0 ? <f32>(1 << (bits - 1)) : 0;
   const yStride = (<usize>ldy) << 2;
   const unit = min(group, 32);
   const nUnits = (K + unit - 1) / unit;
@@ -621,7 +660,7 @@ export function qgemv8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
   const xq = scratch + dsBytes(M, K, group);
   quantizeQ8(x, ldx, M, K, unit, relaxed ? 12 : bits, xq, <i32>xqStride, ds);
   const panelBytes = (<usize>W) << 4;
-  const panelScales = (<usize>((K + group - 1) / group)) << 5;
+  const panelScales = (<usize>((K + group - 1) / group)) << (gHalf !== 0 ? 3 : 5); // a panel's scales (and offsets)
   gTouchLimit = ((<usize>memory.size()) << 16) - 1024;
   for (let c = 0; c < N; c += 4) {
     const p = <usize>(c >> 2);
@@ -749,11 +788,14 @@ function microAny(
 }
 
 /**
- * y [M, N] = q8(x) [M, K] · Wᵀ + bias for any M (fastest for M > 8), W packed as wasm/qgemm.ts's.
- * scratch: 32 floats (the tile [4, 8]), 4·Kp (the pair panel [Kp/2, 8, 2] i16), then for a chunk of
+ * y [M, N] = q8(x) [M, K] · Wᵀ + bias for any M (fastest for M > 8), W packed as wasm/qgemm.ts's (flags: as qgemv8's).
+ * scratch: 32 floats (the tile [4, 8]), 4·Kp (the pair panel [Kp/2, 8, 2] i16), 16·⌈K/group⌉ (a panel's
+ * scales and offsets, HALF_SCALES), then for a chunk of
  * R = min(M, 64) rows 2·R·⌈K/unit⌉ (rounded up to 4) and R·Kp/2 (its rows as i16).
  */
-export function qgemm8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, N: i32, bias: usize, y: usize, ldy: i32, bits: i32, group: i32, scratch: usize): void {
+export function qgemm8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, N: i32, bias: usize, y: usize, ldy: i32, flags: i32, group: i32, scratch: usize): void {
+  const bits = flags & 0xff;
+  gHalf = (flags & HALF_SCALES) !== 0 ? <f32>(1 << (bits - 1)) : 0;
   const xStride = (<usize>ldx) << 2;
   const yStride = (<usize>ldy) << 2;
   const unit = min(group, 32);
@@ -764,10 +806,12 @@ export function qgemm8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
   const xqStride = relaxed ? <usize>Kp : (<usize>Kp) << 1; // i8 or i16 values
   const dsStride = (<usize>nUnits) << 3;
   const panelBytes = (<usize>W) << 4;
-  const panelScales = (<usize>((K + group - 1) / group)) << 5;
+  const panelScales = (<usize>((K + group - 1) / group)) << (gHalf !== 0 ? 3 : 5); // a panel's scales (and offsets)
+  const groups = (K + group - 1) / group;
   const tile = scratch; // [4, 8] f32
   const wpanel = scratch + 128; // [Kp/2, 8, 2] i16
-  const ds = wpanel + ((<usize>Kp) << 4); // [MC, nUnits, 2] f32
+  const scales = wpanel + ((<usize>Kp) << 4); // HALF_SCALES: the 8-column panel's scales and offsets as f32, [2, groups, 8]
+  const ds = scales + ((<usize>groups) << 6); // [MC, nUnits, 2] f32
   const xq = ds + dsBytes(min(M, MC), K, group); // [min(M, MC), Kp] i16
   for (let m0 = 0; m0 < M; m0 += MC) {
     const rows = min(MC, M - m0);
@@ -776,7 +820,22 @@ export function qgemm8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
       const p = <usize>(c >> 2); // the first of this 8-column panel's two 4-column panels
       if (relaxed) unpackPanelRelaxed(W, wq + p * panelBytes, wq + (p + 1) * panelBytes, wpanel);
       else unpackPanel(bits, W, Kp, wq + p * panelBytes, wq + (p + 1) * panelBytes, wpanel);
-      const so0 = so + p * panelScales;
+      let so0 = so + p * panelScales;
+      let so1 = so0 + panelScales;
+      if (gHalf !== 0) {
+        // f16 scales → the f32 (scales, offsets) layout, once a panel for all its rows
+        const s1 = scales + ((<usize>groups) << 5);
+        for (let g = 0; g < groups; g++) {
+          const a = Q8.halfScales(so0 + ((<usize>g) << 3));
+          const b = Q8.halfScales(so1 + ((<usize>g) << 3));
+          v128.store(scales + ((<usize>g) << 5), a);
+          v128.store(scales + ((<usize>g) << 5), f32x4.mul(a, f32x4.splat(gHalf)), 16);
+          v128.store(s1 + ((<usize>g) << 5), b);
+          v128.store(s1 + ((<usize>g) << 5), f32x4.mul(b, f32x4.splat(gHalf)), 16);
+        }
+        so0 = scales;
+        so1 = s1;
+      }
       const n = min(8, N - c);
       const yc = y + <usize>m0 * yStride + ((<usize>c) << 2);
       for (let r = 0; r < rows; r += 4) {
@@ -790,7 +849,7 @@ export function qgemm8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
           dsStride,
           wpanel,
           so0,
-          so0 + panelScales,
+          so1,
           relaxed ? W : Kp >> 1, // words (W = Kp/8 for 4 bits) or pairs
           group,
           unit,

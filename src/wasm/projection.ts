@@ -10,11 +10,14 @@
 // float32 weights src/quant's unpackWeight stands for.
 // With `activations: 'q8'` (src/quant/activations.ts) the same packed weights go to wasm/q8.ts instead:
 // qgemv8 and qgemm8 quantize x per block of 32 as ggml's Q8_0 and multiply in integers (llama.cpp's
-// arithmetic), in scratch of their own size (scratchFloats).
+// arithmetic), in scratch of their own size (scratchFloats). Their weights' scales are kept as f16
+// alone where every group's offset is its scale·2^(bits−1) and the scale an f16 (q4_0, q8_0, MatMulNBits
+// without zero points: halfScalesFit): a decode step then streams 4.5 bits a 4-bit weight, not 6.
 
 import { InvalidArgumentError } from '../errors.ts';
 import { packWeight } from '../quant/pack.ts';
 import type { PackedWeight, QuantizedDtype, WeightTensor } from '../quant/types.ts';
+import { floatToHalfBits, halfToFloat } from '../util/f16.ts';
 import { packBias, packWeights, type WasmKernels } from './kernels.ts';
 import { listsFor, sizeClass } from './thread-choice.ts';
 import type { KernelCall } from './threads.ts';
@@ -30,7 +33,9 @@ interface FloatProjection {
 interface QuantizedProjection {
   kind: 'quantized';
   wq: number; // [⌈N/8⌉·2, W, 4] u32 (wasm/qgemm.ts)
-  so: number; // [⌈N/8⌉·2, groups, 8] f32: 4 scales, then 4 offsets
+  so: number; // [⌈N/8⌉·2, groups, 8] f32: 4 scales, then 4 offsets; with halfScales [⌈N/8⌉·2, groups, 4] f16 scales
+  /** 'q8' only: `so` holds f16 scales alone, each offset being scale·2^(bits−1) (halfScalesFit; wasm/q8.ts HALF_SCALES). */
+  halfScales: boolean;
   bias: number; // [⌈N/8⌉·8] f32
   N: number;
   K: number;
@@ -46,13 +51,17 @@ export type Activations = 'f32' | 'q8';
 
 export type Projection = FloatProjection | QuantizedProjection;
 
+/** wasm/q8.ts's HALF_SCALES, or'ed into `bits`. */
+const HALF_SCALES = 0x100;
+
 /** Rows at most which quantized projections run qgemv (each weight word read once for all rows). */
 export const GEMV_ROWS = 8;
 
 /**
  * W [N, K] (float32 or quantized) and its bias (b[offset … offset + N), or none) put into `kernels`' memory.
  * `activations` picks the arithmetic of packed weights (float weights ignore it): 'f32' (qgemv, qgemm)
- * or 'q8' (qgemv8, qgemm8: llama.cpp's, on x quantized per block of 32).
+ * or 'q8' (qgemv8, qgemm8: llama.cpp's, on x quantized per block of 32). `halfScales` false keeps a
+ * 'q8' projection's scales and offsets in f32 where they would fit f16 scales alone (tests: the same bits).
  */
 export function createProjection(
   kernels: WasmKernels,
@@ -62,6 +71,7 @@ export function createProjection(
   b: Float32Array | null,
   offset: number,
   activations: Activations = 'f32',
+  halfScales = true,
 ): Projection {
   if (activations !== 'f32' && activations !== 'q8') {
     throw new InvalidArgumentError({
@@ -74,11 +84,13 @@ export function createProjection(
   }
   if (W instanceof Float32Array) return { kind: 'float', w: kernels.put(packWeights(W, N, K)), bias: kernels.put(packBias(b, offset, N)), N, K };
   const packed = packWeight(W);
+  const half = halfScales && activations === 'q8' && halfScalesFit(packed);
   const { wq, so } = panelQuantized(packed);
   return {
     kind: 'quantized',
     wq: kernels.putBytes(new Uint8Array(wq.buffer)),
-    so: kernels.put(so),
+    so: half ? kernels.putBytes(new Uint8Array(panelHalfScales(packed).buffer)) : kernels.put(so),
+    halfScales: half,
     bias: kernels.put(packBias(b, offset, N)),
     N,
     K,
@@ -110,13 +122,44 @@ export function panelQuantized(p: PackedWeight): { wq: Uint32Array; so: Float32A
   return { wq, so };
 }
 
+/**
+ * Whether every group's scale is a finite f16 (it widens back to itself) and its offset exactly scale·2^(bits−1)
+ * in float32: ggml's q4_0 and q8_0 (an f16 d, offsets 8·d and 128·d), MatMulNBits without zero points
+ * (the default zero point 2^(bits−1)); not q4_k, q6_k (scales are products) nor explicit zero points.
+ */
+export function halfScalesFit(p: PackedWeight): boolean {
+  const factor = 2 ** (p.bits - 1);
+  const so = p.scaleOffset;
+  for (let i = 0; i < so.length; i += 2) {
+    const s = so[i];
+    if (!Number.isFinite(s) || halfToFloat(floatToHalfBits(s)) !== s || Math.fround(s * factor) !== so[i + 1]) return false;
+  }
+  return true;
+}
+
+/** panelQuantized's `so` as f16 scales alone: [P, groups, 4] u16, P = ⌈N/8⌉·2 (zeros past N). */
+function panelHalfScales(p: PackedWeight): Uint16Array {
+  const { rows: N, groups } = p;
+  const out = new Uint16Array(Math.ceil(N / 8) * 2 * groups * 4);
+  for (let n = 0; n < N; n++) {
+    const [c, r] = [n >> 2, n & 3];
+    for (let g = 0; g < groups; g++) out[(c * groups + g) * 4 + r] = floatToHalfBits(p.scaleOffset[2 * (n * groups + g)]);
+  }
+  return out;
+}
+
+/** The `bits` argument of p's kernel calls: its bits, | wasm/q8.ts's HALF_SCALES with halfScales. */
+export function kernelBits(p: QuantizedProjection): number {
+  return p.bits | (p.halfScales ? HALF_SCALES : 0);
+}
+
 /** The kernel call for rows [0, rows) and columns [c0, c0 + n) of projection p (c0 a multiple of 8); x, y at row 0. */
 function call(p: Projection, x: number, rows: number, c0: number, n: number, y: number, scratch: number): KernelCall {
   if (p.kind === 'float') return ['gemm', x, p.K, rows, p.K, p.w + 4 * c0 * p.K, n, p.bias + 4 * c0, y + 4 * c0, p.N];
   const panel = c0 / 4;
   const wq = p.wq + panel * Math.ceil((p.K * p.bits) / 32) * 16;
-  const so = p.so + panel * Math.ceil(p.K / p.group) * 32;
-  const args = [x, p.K, rows, p.K, wq, so, n, p.bias + 4 * c0, y + 4 * c0, p.N, p.bits, p.group] as const;
+  const so = p.so + panel * Math.ceil(p.K / p.group) * (p.halfScales ? 8 : 32);
+  const args = [x, p.K, rows, p.K, wq, so, n, p.bias + 4 * c0, y + 4 * c0, p.N, kernelBits(p), p.group] as const;
   const name = rows <= GEMV_ROWS ? 'qgemv' : 'qgemm';
   return [p.activations === 'q8' ? `${name}8` : name, ...args, scratch];
 }
@@ -126,7 +169,8 @@ function call(p: Projection, x: number, rows: number, c0: number, n: number, y: 
  * [K rounded up to a word, 8] f32, or qgemv's sums of x over each group [rows, groups], its x as 16-bit
  * pairs [rows, K] and a scale a row; with q8 activations (wasm/q8.ts) (d, d·S) per unit of min(group, 32)
  * [rows, units, 2] (to a multiple of 4) and the rows as i16 [rows, Kp] (Kp = K to a multiple of 8), and
- * for qgemm8, of a chunk of at most 64 rows, after a tile [4, 8] f32 and a pair panel [Kp/2, 8, 2] i16.
+ * for qgemm8, of a chunk of at most 64 rows, after a tile [4, 8] f32, a pair panel [Kp/2, 8, 2] i16 and a
+ * panel's scales and offsets [2, groups, 8] f32 (widened from halfScales).
  */
 export function scratchFloats(p: Projection, rows: number): number {
   if (p.kind === 'float') return 0;
@@ -135,7 +179,7 @@ export function scratchFloats(p: Projection, rows: number): number {
   const Kp = Math.ceil(p.K / 8) * 8;
   const R = Math.min(rows, 64);
   const perRows = Math.ceil((2 * R * units) / 4) * 4 + (R * Kp) / 2;
-  return rows > GEMV_ROWS ? 32 + 4 * Kp + perRows : perRows;
+  return rows > GEMV_ROWS ? 32 + 4 * Kp + 16 * Math.ceil(p.K / p.group) + perRows : perRows;
 }
 
 /**

@@ -11,7 +11,7 @@ import { createAttentionEngine } from '../src/index.ts';
 import { quantizeWeights } from '../src/quant/quantize.ts';
 import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
-import { createProjection } from '../src/wasm/projection.ts';
+import { createProjection, kernelBits } from '../src/wasm/projection.ts';
 import { parseCli } from './cli.ts';
 import { median } from '../src/util/stats.ts';
 
@@ -42,7 +42,7 @@ function projectOnce(t: (typeof TYPES)[number]): number {
   const t0 = performance.now();
   for (const p of projections[t]) {
     if (p.kind === 'float') k.gemm(xPtr, E, 1, E, p.w, p.N, p.bias, yPtr, p.N);
-    else k.qgemv(xPtr, E, 1, E, p.wq, p.so, p.N, p.bias, yPtr, p.N, p.bits, p.group, scratch);
+    else k.qgemv(xPtr, E, 1, E, p.wq, p.so, p.N, p.bias, yPtr, p.N, kernelBits(p), p.group, scratch);
   }
   return performance.now() - t0;
 }

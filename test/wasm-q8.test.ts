@@ -432,16 +432,20 @@ describe("the relaxed build gives the 'simd128' build's bits (wasm/q8.ts Q8.rdot
   });
 });
 
-describe("'q8' weights with f16 scales alone (wasm/q8.ts HALF_SCALES)", () => {
+describe('weights with f16 scales alone (wasm/qgemm.ts HALF_SCALES), activations q8 and f32', () => {
   test.each(KINDS)('%s, K=%i: the bits of f32 scales and offsets, every row count; taken where every offset is scale·2^(bits−1)', async (kind, K) => {
-    for (const simd of ['relaxed', 'simd128'] as const) {
+    for (const [simd, act] of [
+      ['relaxed', 'q8'],
+      ['simd128', 'q8'],
+      ['relaxed', 'f32'],
+    ] as const) {
       const kernels = await kernelInstance(simd);
       const N = 21;
       const t = randomQuantized(kind, N, K, K * 5 + kind.length);
       const bias = uniform(N, 0.1, mulberry32(7));
       try {
-        const half = createProjection(kernels, t, N, K, bias, 0, 'q8');
-        const full = createProjection(kernels, t, N, K, bias, 0, 'q8', false);
+        const half = createProjection(kernels, t, N, K, bias, 0, act);
+        const full = createProjection(kernels, t, N, K, bias, 0, act, false);
         const fits = kind === 'q4_0' || kind === 'q8_0' || (kind.startsWith('nbits') && !kind.endsWith('-zp'));
         expect([half.kind === 'quantized' && half.halfScales, full.kind === 'quantized' && full.halfScales], kind).toEqual([fits, false]);
         kernels.keep();
@@ -452,7 +456,7 @@ describe("'q8' weights with f16 scales alone (wasm/q8.ts HALF_SCALES)", () => {
             [x, M, half],
             [x, M, full],
           ]);
-          expect(kernels.take(yh, M * N), `${simd} ${kind} K=${K} M=${M}`).toEqual(kernels.take(yf, M * N));
+          expect(kernels.take(yh, M * N), `${simd} ${act} ${kind} K=${K} M=${M}`).toEqual(kernels.take(yf, M * N));
           kernels.release(0);
         }
       } finally {
@@ -462,35 +466,38 @@ describe("'q8' weights with f16 scales alone (wasm/q8.ts HALF_SCALES)", () => {
   });
 });
 
-test('f16 scales alone: subnormal, zero and negative q4_0 scales widen exactly (the bits of f32 scales); an infinite one keeps f32', async () => {
-  const kernels = await kernelInstance();
-  const [N, K] = [16, 128];
-  const t = randomQuantized('q4_0', N, K, 3) as QuantizedTensor & { data: Uint8Array };
-  const specials = [0x0001, 0x03ff, 0x0200, 0x0000, 0x8000, 0x8123, 0x0400, 0xfbff, 0x7bff];
-  for (let b = 0; b < (N * K) / 32; b++) {
-    const h = specials[b % specials.length];
-    t.data[b * 18] = h & 0xff;
-    t.data[b * 18 + 1] = h >> 8;
-  }
-  try {
-    const half = createProjection(kernels, t, N, K, null, 0, 'q8');
-    const full = createProjection(kernels, t, N, K, null, 0, 'q8', false);
-    const inf = { ...t, data: Uint8Array.from(t.data) };
-    inf.data[18 * 3] = 0x00;
-    inf.data[18 * 3 + 1] = 0x7c; // +∞
-    const withInf = createProjection(kernels, inf, N, K, null, 0, 'q8');
-    expect([half, full, withInf].map((p) => p.kind === 'quantized' && p.halfScales)).toEqual([true, false, false]);
-    kernels.keep();
-    for (const M of [1, 2, 9, 33]) {
-      const x = kernels.put(uniform(M * K, 1, mulberry32(M)));
-      const [yh, yf] = await project(kernels, [
-        [x, M, half],
-        [x, M, full],
-      ]);
-      expect(kernels.take(yh, M * N), `M=${M}`).toEqual(kernels.take(yf, M * N));
-      kernels.release(0);
+test.each(['q8', 'f32'] as const)(
+  'f16 scales alone, activations %s: subnormal, zero and negative q4_0 scales widen exactly (the bits of f32 scales); an infinite one keeps f32',
+  async (act) => {
+    const kernels = await kernelInstance();
+    const [N, K] = [16, 128];
+    const t = randomQuantized('q4_0', N, K, 3) as QuantizedTensor & { data: Uint8Array };
+    const specials = [0x0001, 0x03ff, 0x0200, 0x0000, 0x8000, 0x8123, 0x0400, 0xfbff, 0x7bff];
+    for (let b = 0; b < (N * K) / 32; b++) {
+      const h = specials[b % specials.length];
+      t.data[b * 18] = h & 0xff;
+      t.data[b * 18 + 1] = h >> 8;
     }
-  } finally {
-    kernels.dispose();
-  }
-});
+    try {
+      const half = createProjection(kernels, t, N, K, null, 0, act);
+      const full = createProjection(kernels, t, N, K, null, 0, act, false);
+      const inf = { ...t, data: Uint8Array.from(t.data) };
+      inf.data[18 * 3] = 0x00;
+      inf.data[18 * 3 + 1] = 0x7c; // +∞
+      const withInf = createProjection(kernels, inf, N, K, null, 0, act);
+      expect([half, full, withInf].map((p) => p.kind === 'quantized' && p.halfScales)).toEqual([true, false, false]);
+      kernels.keep();
+      for (const M of [1, 2, 9, 33]) {
+        const x = kernels.put(uniform(M * K, 1, mulberry32(M)));
+        const [yh, yf] = await project(kernels, [
+          [x, M, half],
+          [x, M, full],
+        ]);
+        expect(kernels.take(yh, M * N), `M=${M}`).toEqual(kernels.take(yf, M * N));
+        kernels.release(0);
+      }
+    } finally {
+      kernels.dispose();
+    }
+  },
+);

@@ -35,18 +35,12 @@
 // ldx ≥ K, ldy ≥ N, bias ⌈N/8⌉·8 floats), and the scratch qgemv8's and qgemm8's comments size
 // (src/wasm/projection.ts's scratchFloats computes the same).
 
-import { KvDecode } from './attention';
 import { Q } from './qgemm';
 
 const MC: i32 = 64; // rows of x per chunk (as gemm.ts, qgemm.ts)
 /** The relaxed build (scripts/build-wasm.mjs: --enable relaxed-simd): 4-bit weights take Q8.rdot's 16 products an instruction. */
 const RELAXED: bool = ASC_FEATURE_RELAXED_SIMD;
-/**
- * `bits` | HALF_SCALES: the call's scales are f16, 4 a group of a 4-column panel (8 bytes, not the
- * 32 of 4 f32 scales then 4 offsets), each offset being scale·2^(bits−1) (q4_0, q8_0, MatMulNBits
- * without zero points: src/wasm/projection.ts halfScalesFit): the bytes a decode step streams drop
- * from 6 to 4.5 bits a weight at 4 bits. The same floats: an f16 widens exactly, ·2^(bits−1) is exact.
- */
+/** flags' f16 scales alone: wasm/qgemm.ts's HALF_SCALES (see there), the same value. */
 const HALF_SCALES: i32 = 0x100;
 let gHalf: f32 = 0; // this call's offset factor 2^(bits−1) with HALF_SCALES, else 0 (f32 scales and offsets)
 const ROWS: i32 = 2; // qgemv8's rows per pass over a panel (as qgemv)
@@ -143,17 +137,6 @@ class Q8 {
     } else {
       v128.store(at, i16x8.narrow_i32x4_s(qa, qb));
     }
-  }
-
-  /**
-   * Four f16 scales at p (HALF_SCALES: 8 bytes) as f32, exactly: finite ones only (the host keeps the f32
-   * layout for a weight with an infinite or NaN scale), normals and subnormals alike.
-   */
-  @inline
-  static halfScales(p: usize): v128 {
-    const h = v128.load64_zero(p);
-    const zero = i32x4.splat(0);
-    return KvDecode.finiteHighHalfToFloat4(v128.shuffle<i8>(zero, h, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23));
   }
 
   /** The sum of the 4 i32 lanes. */
@@ -280,7 +263,7 @@ class Q8 {
         let s: v128;
         let o: v128;
         if (half !== 0) {
-          s = Q8.halfScales(sp);
+          s = Q.halfScales(sp);
           o = f32x4.mul(s, f32x4.splat(half));
           sp += 8;
         } else {
@@ -306,7 +289,7 @@ class Q8 {
           let s: v128;
           let o: v128;
           if (half !== 0) {
-            s = Q8.halfScales(sp);
+            s = Q.halfScales(sp);
             o = f32x4.mul(s, f32x4.splat(half));
             sp += 8;
           } else {
@@ -826,8 +809,8 @@ export function qgemm8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
         // f16 scales → the f32 (scales, offsets) layout, once a panel for all its rows
         const s1 = scales + ((<usize>groups) << 5);
         for (let g = 0; g < groups; g++) {
-          const a = Q8.halfScales(so0 + ((<usize>g) << 3));
-          const b = Q8.halfScales(so1 + ((<usize>g) << 3));
+          const a = Q.halfScales(so0 + ((<usize>g) << 3));
+          const b = Q.halfScales(so1 + ((<usize>g) << 3));
           v128.store(scales + ((<usize>g) << 5), a);
           v128.store(scales + ((<usize>g) << 5), f32x4.mul(a, f32x4.splat(gHalf)), 16);
           v128.store(s1 + ((<usize>g) << 5), b);

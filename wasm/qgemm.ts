@@ -26,17 +26,29 @@
 //                          W = ceil(K·bits / 32) words per row (weight k in the bits from bits·(k % perWord)
 //                          of word k / perWord, perWord = 32 / bits), N8 = N rounded up to 8, zeros past N
 //   so  [N8/4, groups, 8] f32  so[(c·groups + g)·8 + r] = scale of row 4c + r in group g, [… + 4 + r] its offset
+//       (or, with HALF_SCALES, [N8/4, groups, 4] f16 scales alone: see there)
 // so that one v128 load gives the word w of 4 rows, the lanes are 4 output columns, and a word lies in
 // one group (group ≥ 16 and a multiple of 8). It stays packed: bits + 64 / group bits per weight (6 for
-// 4 bits in groups of 32), as PackedWeight; only qgemm's scratch holds floats, one panel [K, 8] at a time.
+// 4 bits in groups of 32), as PackedWeight, or bits + 16 / group with HALF_SCALES (4.5); only qgemm's
+// scratch holds floats, one panel [K, 8] at a time.
 //
 // The host guarantees: pointers are byte addresses inside memory; bits is 4 or 8; group is a power of
 // two ≥ 16; ldx ≥ K, ldy ≥ N; bias holds ⌈N/8⌉·8 floats; scratch holds W·perWord·8 floats (qgemm) or
 // M·(2·groups + K) (qgemv).
 
+import { KvDecode } from './attention';
 import { gemm } from './gemm';
 
 const MC: i32 = 64; // rows of x per chunk (as gemm.ts)
+/**
+ * `bits` | HALF_SCALES (qgemv, qgemm, and wasm/q8.ts's qgemv8, qgemm8): `so` holds f16 scales alone,
+ * [N8/4, groups, 4] (8 bytes a group of a panel, not 32), each offset being scale·2^(bits−1): q4_0,
+ * q8_0, MatMulNBits without zero points (src/wasm/projection.ts halfScalesFit, which also keeps every
+ * scale finite). A decode step then streams 4.5 bits a 4-bit weight, not 6; the floats are the same
+ * (an f16 widens exactly; ·2^(bits−1) is exact).
+ */
+const HALF_SCALES: i32 = 0x100; // (wasm/q8.ts has its own copy: an export here would be the module's)
+let gHalf: f32 = 0; // this call's offset factor 2^(bits−1) with HALF_SCALES, else 0 (f32 scales and offsets)
 const ROWS: i32 = 2; // qgemv's rows per pass over a panel (each row keeps 4 sums: two rows' stay in x86-64's 16 SIMD registers)
 
 const WQ_AHEAD: usize = 2048; // bytes of the quant stream ahead of the word being read that touchAhead touches
@@ -118,6 +130,17 @@ export class Q {
     return i32x4.add(i32x4.dot_i16x8_s(q0, v128.load32_splat(p)), i32x4.dot_i16x8_s(q1, v128.load32_splat(p + 4)));
   }
 
+  /**
+   * Four f16 scales at p (HALF_SCALES: 8 bytes) as f32, exactly: finite ones only (the host keeps the f32
+   * layout for a weight with an infinite or NaN scale), normals and subnormals alike.
+   */
+  @inline
+  static halfScales(p: usize): v128 {
+    const h = v128.load64_zero(p);
+    const zero = i32x4.splat(0);
+    return KvDecode.finiteHighHalfToFloat4(v128.shuffle<i8>(zero, h, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23));
+  }
+
   /** Stores the first n (≤ 4) lanes of a at ptr. */
   @inline
   static store4(ptr: usize, a: v128, n: i32): void {
@@ -159,6 +182,7 @@ export class Q {
     sxg: usize,
   ): void {
     const perWord = 32 / B;
+    const half = gHalf;
     const mask = B === 4 ? i32x4.splat(0x000f000f) : i32x4.splat(0x00ff00ff);
     const wordsPerGroup = group / perWord;
     const lScale = f32x4.splat(<f32>1 / <f32>32768);
@@ -214,9 +238,17 @@ export class Q {
           if (R > 1) p1 += 16;
         }
       }
-      const s = v128.load(sp);
-      const o = v128.load(sp, 16);
-      sp += 32;
+      let s: v128;
+      let o: v128;
+      if (half !== 0) {
+        s = Q.halfScales(sp);
+        o = f32x4.mul(s, f32x4.splat(half));
+        sp += 8;
+      } else {
+        s = v128.load(sp);
+        o = v128.load(sp, 16);
+        sp += 32;
+      }
       A0 = f32x4.add(A0, f32x4.mul(f32x4.mul(s, v128.load32_splat(xg + sxg)), f32x4.add(f32x4.convert_i32x4_s(h0), f32x4.mul(f32x4.convert_i32x4_s(l0), lScale))));
       B0 = f32x4.add(B0, f32x4.mul(o, v128.load32_splat(xg)));
       if (R > 1) {
@@ -279,9 +311,9 @@ function partialWord(M: i32, bits: i32, x: usize, xStride: usize, wq: usize, so:
   const perWord = 32 / bits;
   const mask = i32x4.splat((1 << bits) - 1);
   const v = v128.load(wq + ((<usize>w) << 4));
-  const sp = so + ((<usize>((w * perWord) / group)) << 5);
-  const s = v128.load(sp);
-  const o = v128.load(sp, 16);
+  const g = <usize>((w * perWord) / group);
+  const s = gHalf !== 0 ? Q.halfScales(so + (g << 3)) : v128.load(so + (g << 5));
+  const o = gHalf !== 0 ? f32x4.mul(s, f32x4.splat(gHalf)) : v128.load(so + (g << 5), 16);
   for (let r = 0; r < M; r++) {
     const out = y + <usize>r * yStride;
     let a = Q.load4(out, cols);
@@ -324,17 +356,20 @@ function panelAny(
 }
 
 /**
- * y [M, N] = x [M, K] · Wᵀ + bias for 1 ≤ M ≤ 8 (more rows: qgemm), W packed as at the top of this file.
+ * y [M, N] = x [M, K] · Wᵀ + bias for 1 ≤ M ≤ 8 (more rows: qgemm), W packed as at the top of this file
+ * (flags: its bits, | HALF_SCALES where `so` holds f16 scales alone).
  * scratch: M·(2·groups + K) floats, where the sums of each row's x over each group go first, then x as
  * 16-bit integer pairs (HL below) and each group's scale. Rows are taken
  * ROWS at a time, each panel by all of them before the next (its words from cache after the first).
  */
-export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, N: i32, bias: usize, y: usize, ldy: i32, bits: i32, group: i32, scratch: usize): void {
+export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, N: i32, bias: usize, y: usize, ldy: i32, flags: i32, group: i32, scratch: usize): void {
+  const bits = flags & 0xff;
+  gHalf = (flags & HALF_SCALES) !== 0 ? <f32>(1 << (bits - 1)) : 0;
   const xStride = (<usize>ldx) << 2;
   const yStride = (<usize>ldy) << 2;
   const groups = (K + group - 1) / group;
   const panelBytes = (<usize>((K * bits + 31) >> 5)) << 4; // one panel of wq
-  const panelScales = (<usize>groups) << 5; // one panel of so
+  const panelScales = (<usize>groups) << (gHalf !== 0 ? 3 : 5); // one panel of so
   // X [M, groups]: row r's Σ x over group g, over the whole words only (a partial last word is taken apart, exactly).
   const kWhole = (K / (32 / bits)) * (32 / bits);
   for (let r = 0; r < M; r++) {
@@ -441,10 +476,19 @@ function dequantPanel(K: i32, wq: usize, so: usize, bits: i32, group: i32, out: 
   let wp = wq;
   let sp = so;
   let dst = out;
+  const half = gHalf;
   for (let w0 = 0; w0 < W; w0 += wordsPerGroup) {
-    const s = v128.load(sp);
-    const o = v128.load(sp, 16);
-    sp += 32;
+    let s: v128;
+    let o: v128;
+    if (half !== 0) {
+      s = Q.halfScales(sp);
+      o = f32x4.mul(s, f32x4.splat(half));
+      sp += 8;
+    } else {
+      s = v128.load(sp);
+      o = v128.load(sp, 16);
+      sp += 32;
+    }
     const w1 = min(w0 + wordsPerGroup, W);
     for (let w = w0; w < w1; w++) {
       const v = v128.load(wp);
@@ -457,12 +501,14 @@ function dequantPanel(K: i32, wq: usize, so: usize, bits: i32, group: i32, out: 
   }
 }
 
-/** y [M, N] = x [M, K] · Wᵀ + bias for any M (fastest for M > 8), W packed as at the top of this file. */
-export function qgemm(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, N: i32, bias: usize, y: usize, ldy: i32, bits: i32, group: i32, scratch: usize): void {
+/** y [M, N] = x [M, K] · Wᵀ + bias for any M (fastest for M > 8), W packed as at the top of this file (flags: as qgemv's). */
+export function qgemm(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, N: i32, bias: usize, y: usize, ldy: i32, flags: i32, group: i32, scratch: usize): void {
+  const bits = flags & 0xff;
+  gHalf = (flags & HALF_SCALES) !== 0 ? <f32>(1 << (bits - 1)) : 0;
   const xStride = (<usize>ldx) << 2;
   const yStride = (<usize>ldy) << 2;
   const panelBytes = (<usize>((K * bits + 31) >> 5)) << 4;
-  const panelScales = (<usize>((K + group - 1) / group)) << 5;
+  const panelScales = (<usize>((K + group - 1) / group)) << (gHalf !== 0 ? 3 : 5);
   for (let m0 = 0; m0 < M; m0 += MC) {
     const rows = min(MC, M - m0);
     for (let c = 0; c < N; c += 8) {

@@ -10,9 +10,9 @@
 // float32 weights src/quant's unpackWeight stands for.
 // With `activations: 'q8'` (src/quant/activations.ts) the same packed weights go to wasm/q8.ts instead:
 // qgemv8 and qgemm8 quantize x per block of 32 as ggml's Q8_0 and multiply in integers (llama.cpp's
-// arithmetic), in scratch of their own size (scratchFloats). Their weights' scales are kept as f16
-// alone where every group's offset is its scale·2^(bits−1) and the scale an f16 (q4_0, q8_0, MatMulNBits
-// without zero points: halfScalesFit): a decode step then streams 4.5 bits a 4-bit weight, not 6.
+// arithmetic), in scratch of their own size (scratchFloats). Either way the scales are kept as f16
+// alone where every group's offset is its scale·2^(bits−1) and the scale a finite f16 (q4_0, q8_0,
+// MatMulNBits without zero points: halfScalesFit): a decode step then streams 4.5 bits a 4-bit weight, not 6.
 
 import { InvalidArgumentError } from '../errors.ts';
 import { packWeight } from '../quant/pack.ts';
@@ -34,7 +34,7 @@ interface QuantizedProjection {
   kind: 'quantized';
   wq: number; // [⌈N/8⌉·2, W, 4] u32 (wasm/qgemm.ts)
   so: number; // [⌈N/8⌉·2, groups, 8] f32: 4 scales, then 4 offsets; with halfScales [⌈N/8⌉·2, groups, 4] f16 scales
-  /** 'q8' only: `so` holds f16 scales alone, each offset being scale·2^(bits−1) (halfScalesFit; wasm/q8.ts HALF_SCALES). */
+  /** `so` holds f16 scales alone, each offset being scale·2^(bits−1) (halfScalesFit; wasm/qgemm.ts HALF_SCALES). */
   halfScales: boolean;
   bias: number; // [⌈N/8⌉·8] f32
   N: number;
@@ -51,7 +51,7 @@ export type Activations = 'f32' | 'q8';
 
 export type Projection = FloatProjection | QuantizedProjection;
 
-/** wasm/q8.ts's HALF_SCALES, or'ed into `bits`. */
+/** wasm/qgemm.ts's HALF_SCALES, or'ed into `bits`. */
 const HALF_SCALES = 0x100;
 
 /** Rows at most which quantized projections run qgemv (each weight word read once for all rows). */
@@ -60,8 +60,8 @@ export const GEMV_ROWS = 8;
 /**
  * W [N, K] (float32 or quantized) and its bias (b[offset … offset + N), or none) put into `kernels`' memory.
  * `activations` picks the arithmetic of packed weights (float weights ignore it): 'f32' (qgemv, qgemm)
- * or 'q8' (qgemv8, qgemm8: llama.cpp's, on x quantized per block of 32). `halfScales` false keeps a
- * 'q8' projection's scales and offsets in f32 where they would fit f16 scales alone (tests: the same bits).
+ * or 'q8' (qgemv8, qgemm8: llama.cpp's, on x quantized per block of 32). `halfScales` false keeps the
+ * scales and offsets in f32 where they would fit f16 scales alone (tests and benchmarks: the same bits).
  */
 export function createProjection(
   kernels: WasmKernels,
@@ -84,7 +84,7 @@ export function createProjection(
   }
   if (W instanceof Float32Array) return { kind: 'float', w: kernels.put(packWeights(W, N, K)), bias: kernels.put(packBias(b, offset, N)), N, K };
   const packed = packWeight(W);
-  const half = halfScales && activations === 'q8' && halfScalesFit(packed);
+  const half = halfScales && halfScalesFit(packed);
   const { wq, so } = panelQuantized(packed);
   return {
     kind: 'quantized',
@@ -148,7 +148,7 @@ function panelHalfScales(p: PackedWeight): Uint16Array {
   return out;
 }
 
-/** The `bits` argument of p's kernel calls: its bits, | wasm/q8.ts's HALF_SCALES with halfScales. */
+/** The `bits` argument of p's kernel calls: its bits, | wasm/qgemm.ts's HALF_SCALES with halfScales. */
 export function kernelBits(p: QuantizedProjection): number {
   return p.bits | (p.halfScales ? HALF_SCALES : 0);
 }

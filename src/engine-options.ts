@@ -1,9 +1,11 @@
-// createAttentionEngine's `tuning` option and warmup/tune's options: checked, defaults filled in.
+// createAttentionEngine's `tuning` option, its 'wasm' backend's options (threads, wasmSimd), and
+// warmup/tune's options: checked, defaults filled in.
 
-import { InvalidArgumentError } from './errors.ts';
+import { InvalidArgumentError, UnsupportedError } from './errors.ts';
 import { TUNING_KEYS, WARMUP_OPTION_KEYS } from './option-keys.ts';
-import type { TuningStore, WarmupOptions } from './types.ts';
-import { describe, rejectUnknownKeys, requireObject } from './validate.ts';
+import type { EngineOptions, TuningStore, WarmupOptions } from './types.ts';
+import { describe, rejectUnknownKeys, requireObject, requirePositiveInteger } from './validate.ts';
+import { resolveWasmSimd } from './wasm/kernels.ts';
 import { defaultTuningStore } from './webgpu/tuning/store.ts';
 import type { ResolvedTuning } from './webgpu/tuning/tuner.ts';
 import { KERNEL_NAMES, type KernelChoice, type KernelName, VARIANTS } from './webgpu/variants.ts';
@@ -76,4 +78,44 @@ export function resolveTuning(where: string, given: unknown): ResolvedTuning {
     store = { where: typeof s.where === 'string' ? s.where : 'a custom store', load: s.load.bind(s), save: s.save.bind(s) };
   }
   return { mode, forced, store, background: (o.background as boolean | undefined) ?? null };
+}
+
+/** Why each 'wasm'-only option is the 'wasm' backend's (the fix of its refusal elsewhere). */
+const WASM_ONLY = {
+  threads: "Threads are the 'wasm' backend's: pass backend: 'wasm' with them.",
+  wasmSimd: "The build of the kernels is the 'wasm' backend's: pass backend: 'wasm' with it.",
+} as const;
+
+/**
+ * options.threads and options.wasmSimd checked: each only with backend 'wasm', threads a positive
+ * integer, wasmSimd one of its values and 'relaxed' only where the platform runs it (kernels.ts's
+ * probe). Returns wasmSimd (undefined: 'auto').
+ */
+export function resolveWasmOptions(where: string, options: EngineOptions, backend: unknown): EngineOptions['wasmSimd'] {
+  const { threads, wasmSimd } = options;
+  if (threads !== undefined) requirePositiveInteger(where, 'options.threads', threads);
+  if (wasmSimd !== undefined && wasmSimd !== 'auto' && wasmSimd !== 'relaxed' && wasmSimd !== 'simd128') {
+    throw new InvalidArgumentError({ where, argument: 'options.wasmSimd', expected: '"auto", "relaxed", "simd128" or left out', given: describe(wasmSimd) });
+  }
+  for (const name of ['threads', 'wasmSimd'] as const) {
+    if (options[name] !== undefined && backend !== 'wasm') {
+      throw new InvalidArgumentError({
+        where,
+        argument: `options.${name}`,
+        expected: "left out unless backend: 'wasm'",
+        given: describe(options[name]),
+        fix: WASM_ONLY[name],
+      });
+    }
+  }
+  if (wasmSimd !== undefined && resolveWasmSimd(wasmSimd) === null) {
+    throw new UnsupportedError({
+      where,
+      argument: 'options.wasmSimd',
+      expected: "'relaxed' only where the platform runs WebAssembly relaxed SIMD right",
+      given: "'relaxed' on a platform without it",
+      fix: "Pass 'auto' (or leave it out) to take relaxed SIMD where it is (Chromium ≥ 114, Node ≥ 22; Node 20 with node --experimental-wasm-relaxed-simd).",
+    });
+  }
+  return wasmSimd;
 }

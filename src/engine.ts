@@ -2,7 +2,7 @@
 
 import type { Backend } from './backend.ts';
 import { CpuBackend } from './cpu/backend.ts';
-import { DisposedError, InvalidArgumentError, UnsupportedError, WebGPUUnavailableError } from './errors.ts';
+import { DisposedError, InvalidArgumentError, WebGPUUnavailableError } from './errors.ts';
 import { MultiHeadAttention, withOutputType } from './layer.ts';
 import { type LayerSpec, resolveAttentionPlan, resolveLayerSpec, resolveLinearPlan, resolveShapeCalls, resolveWeights } from './plan/index.ts';
 import type {
@@ -24,8 +24,7 @@ import type {
 } from './types.ts';
 import { AutoBackend } from './auto/backend.ts';
 import { WasmBackend } from './wasm/backend.ts';
-import { resolveWasmSimd } from './wasm/kernels.ts';
-import { progressOption, resolveTuning } from './engine-options.ts';
+import { progressOption, resolveTuning, resolveWasmOptions } from './engine-options.ts';
 import { ENGINE_KEYS, LIMIT_KEYS } from './option-keys.ts';
 import { describe, knownKeys, rejectUnknownKeys, requireBoolean, requireObject, requirePositiveInteger } from './validate.ts';
 import { WebGPUBackend } from './webgpu/backend.ts';
@@ -293,42 +292,7 @@ export async function createAttentionEngine(options: EngineOptions = {}): Promis
     }
   }
   const tuning = resolveTuning(where, options.tuning);
-  if (options.threads !== undefined) {
-    requirePositiveInteger(where, 'options.threads', options.threads);
-    if (backend !== 'wasm') {
-      throw new InvalidArgumentError({
-        where,
-        argument: 'options.threads',
-        expected: "left out unless backend: 'wasm'",
-        given: describe(options.threads),
-        fix: "Threads are the 'wasm' backend's: pass backend: 'wasm' with them.",
-      });
-    }
-  }
-  const wasmSimd = options.wasmSimd;
-  if (wasmSimd !== undefined) {
-    if (wasmSimd !== 'auto' && wasmSimd !== 'relaxed' && wasmSimd !== 'simd128') {
-      throw new InvalidArgumentError({ where, argument: 'options.wasmSimd', expected: '"auto", "relaxed", "simd128" or left out', given: describe(wasmSimd) });
-    }
-    if (backend !== 'wasm') {
-      throw new InvalidArgumentError({
-        where,
-        argument: 'options.wasmSimd',
-        expected: "left out unless backend: 'wasm'",
-        given: describe(wasmSimd),
-        fix: "The build of the kernels is the 'wasm' backend's: pass backend: 'wasm' with it.",
-      });
-    }
-    if (resolveWasmSimd(wasmSimd) === null) {
-      throw new UnsupportedError({
-        where,
-        argument: 'options.wasmSimd',
-        expected: "'relaxed' only where the platform runs WebAssembly relaxed SIMD right",
-        given: "'relaxed' on a platform without it",
-        fix: "Pass 'auto' (or leave it out) to take relaxed SIMD where it is; it runs in Chromium ≥ 114, Node ≥ 22 and Deno (Node 20: node --experimental-wasm-relaxed-simd).",
-      });
-    }
-  }
+  const wasmSimd = resolveWasmOptions(where, options, backend);
   if (options.tuning !== undefined && (backend === 'cpu' || backend === 'wasm')) {
     throw new InvalidArgumentError({
       where,

@@ -260,17 +260,9 @@ class Q8 {
       }
       if (ONE) {
         // the unit is the group: y += s·(d·H) − o·(d·S)
-        let s: v128;
-        let o: v128;
-        if (half !== 0) {
-          s = Q.halfScales(sp);
-          o = f32x4.mul(s, f32x4.splat(half));
-          sp += 8;
-        } else {
-          s = v128.load(sp);
-          o = v128.load(sp, 16);
-          sp += 32;
-        }
+        const s = Q.scales(sp, half);
+        const o = Q.offsets(sp, half, s);
+        sp += Q.scaleBytes(half);
         A0 = f32x4.add(A0, f32x4.mul(s, f32x4.mul(v128.load32_splat(dp), f32x4.convert_i32x4_s(h0))));
         B0 = f32x4.add(B0, f32x4.mul(o, v128.load32_splat(dp + 4)));
         if (R > 1) {
@@ -286,17 +278,9 @@ class Q8 {
         }
         if (--left === 0 || un === nUnits - 1) {
           // the group's end: y += s·Σ d·H − o·Σ d·S
-          let s: v128;
-          let o: v128;
-          if (half !== 0) {
-            s = Q.halfScales(sp);
-            o = f32x4.mul(s, f32x4.splat(half));
-            sp += 8;
-          } else {
-            s = v128.load(sp);
-            o = v128.load(sp, 16);
-            sp += 32;
-          }
+          const s = Q.scales(sp, half);
+          const o = Q.offsets(sp, half, s);
+          sp += Q.scaleBytes(half);
           A0 = f32x4.add(A0, f32x4.mul(s, t0));
           B0 = f32x4.add(B0, f32x4.mul(o, f32x4.splat(ts0)));
           t0 = f32x4.splat(0);
@@ -643,7 +627,7 @@ export function qgemv8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
   const xq = scratch + dsBytes(M, K, group);
   quantizeQ8(x, ldx, M, K, unit, relaxed ? 12 : bits, xq, <i32>xqStride, ds);
   const panelBytes = (<usize>W) << 4;
-  const panelScales = (<usize>((K + group - 1) / group)) << (gHalf !== 0 ? 3 : 5); // a panel's scales (and offsets)
+  const panelScales = <usize>((K + group - 1) / group) * Q.scaleBytes(gHalf); // a panel's scales (and offsets)
   gTouchLimit = ((<usize>memory.size()) << 16) - 1024;
   for (let c = 0; c < N; c += 4) {
     const p = <usize>(c >> 2);
@@ -789,7 +773,7 @@ export function qgemm8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
   const xqStride = relaxed ? <usize>Kp : (<usize>Kp) << 1; // i8 or i16 values
   const dsStride = (<usize>nUnits) << 3;
   const panelBytes = (<usize>W) << 4;
-  const panelScales = (<usize>((K + group - 1) / group)) << (gHalf !== 0 ? 3 : 5); // a panel's scales (and offsets)
+  const panelScales = <usize>((K + group - 1) / group) * Q.scaleBytes(gHalf); // a panel's scales (and offsets)
   const groups = (K + group - 1) / group;
   const tile = scratch; // [4, 8] f32
   const wpanel = scratch + 128; // [Kp/2, 8, 2] i16

@@ -141,6 +141,26 @@ export class Q {
     return KvDecode.finiteHighHalfToFloat4(v128.shuffle<i8>(zero, h, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23));
   }
 
+  /** A group's 4 scales at sp: f16 (HALF_SCALES; `half` its offset factor, not 0) or f32. */
+  @inline
+  static scales(sp: usize, half: f32): v128 {
+    if (half !== 0) return Q.halfScales(sp);
+    return v128.load(sp);
+  }
+
+  /** The group's 4 offsets: s·half with HALF_SCALES, else the f32 ones after its scales. */
+  @inline
+  static offsets(sp: usize, half: f32, s: v128): v128 {
+    if (half !== 0) return f32x4.mul(s, f32x4.splat(half));
+    return v128.load(sp, 16);
+  }
+
+  /** Bytes of a group's scales (and offsets) in a 4-column panel: 8 with HALF_SCALES, else 32. */
+  @inline
+  static scaleBytes(half: f32): usize {
+    return half !== 0 ? 8 : 32;
+  }
+
   /** Stores the first n (≤ 4) lanes of a at ptr. */
   @inline
   static store4(ptr: usize, a: v128, n: i32): void {
@@ -238,17 +258,9 @@ export class Q {
           if (R > 1) p1 += 16;
         }
       }
-      let s: v128;
-      let o: v128;
-      if (half !== 0) {
-        s = Q.halfScales(sp);
-        o = f32x4.mul(s, f32x4.splat(half));
-        sp += 8;
-      } else {
-        s = v128.load(sp);
-        o = v128.load(sp, 16);
-        sp += 32;
-      }
+      const s = Q.scales(sp, half);
+      const o = Q.offsets(sp, half, s);
+      sp += Q.scaleBytes(half);
       A0 = f32x4.add(A0, f32x4.mul(f32x4.mul(s, v128.load32_splat(xg + sxg)), f32x4.add(f32x4.convert_i32x4_s(h0), f32x4.mul(f32x4.convert_i32x4_s(l0), lScale))));
       B0 = f32x4.add(B0, f32x4.mul(o, v128.load32_splat(xg)));
       if (R > 1) {
@@ -311,9 +323,9 @@ function partialWord(M: i32, bits: i32, x: usize, xStride: usize, wq: usize, so:
   const perWord = 32 / bits;
   const mask = i32x4.splat((1 << bits) - 1);
   const v = v128.load(wq + ((<usize>w) << 4));
-  const g = <usize>((w * perWord) / group);
-  const s = gHalf !== 0 ? Q.halfScales(so + (g << 3)) : v128.load(so + (g << 5));
-  const o = gHalf !== 0 ? f32x4.mul(s, f32x4.splat(gHalf)) : v128.load(so + (g << 5), 16);
+  const sp = so + <usize>((w * perWord) / group) * Q.scaleBytes(gHalf);
+  const s = Q.scales(sp, gHalf);
+  const o = Q.offsets(sp, gHalf, s);
   for (let r = 0; r < M; r++) {
     const out = y + <usize>r * yStride;
     let a = Q.load4(out, cols);
@@ -369,7 +381,7 @@ export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, 
   const yStride = (<usize>ldy) << 2;
   const groups = (K + group - 1) / group;
   const panelBytes = (<usize>((K * bits + 31) >> 5)) << 4; // one panel of wq
-  const panelScales = (<usize>groups) << (gHalf !== 0 ? 3 : 5); // one panel of so
+  const panelScales = <usize>groups * Q.scaleBytes(gHalf); // one panel of so
   // X [M, groups]: row r's Σ x over group g, over the whole words only (a partial last word is taken apart, exactly).
   const kWhole = (K / (32 / bits)) * (32 / bits);
   for (let r = 0; r < M; r++) {
@@ -478,17 +490,9 @@ function dequantPanel(K: i32, wq: usize, so: usize, bits: i32, group: i32, out: 
   let dst = out;
   const half = gHalf;
   for (let w0 = 0; w0 < W; w0 += wordsPerGroup) {
-    let s: v128;
-    let o: v128;
-    if (half !== 0) {
-      s = Q.halfScales(sp);
-      o = f32x4.mul(s, f32x4.splat(half));
-      sp += 8;
-    } else {
-      s = v128.load(sp);
-      o = v128.load(sp, 16);
-      sp += 32;
-    }
+    const s = Q.scales(sp, half);
+    const o = Q.offsets(sp, half, s);
+    sp += Q.scaleBytes(half);
     const w1 = min(w0 + wordsPerGroup, W);
     for (let w = w0; w < w1; w++) {
       const v = v128.load(wp);
@@ -508,7 +512,7 @@ export function qgemm(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, 
   const xStride = (<usize>ldx) << 2;
   const yStride = (<usize>ldy) << 2;
   const panelBytes = (<usize>((K * bits + 31) >> 5)) << 4;
-  const panelScales = (<usize>((K + group - 1) / group)) << (gHalf !== 0 ? 3 : 5);
+  const panelScales = <usize>((K + group - 1) / group) * Q.scaleBytes(gHalf);
   for (let m0 = 0; m0 < M; m0 += MC) {
     const rows = min(MC, M - m0);
     for (let c = 0; c < N; c += 8) {

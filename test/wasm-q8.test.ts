@@ -297,7 +297,7 @@ describe('the host: defaults, refusals, threads', () => {
     kernels.dispose();
   });
 
-  describe('2 threads give the bits 1 gives, the q8 kernels on the worker', () => {
+  describe("2 threads give the bits 1 gives (and the 'simd128' build's), the q8 kernels on the worker", () => {
     let pool: ThreadPool | null = null;
     // These passes run on the threads whatever their measured choice (thread-choice.ts ThreadChoice).
     beforeAll(() => setThreadChoiceMode('always'));
@@ -310,14 +310,16 @@ describe('the host: defaults, refusals, threads', () => {
       ['decode, partial panels on the split', 'nbits4-64-zp', 340, 1020, 3],
       ['prefill: rows (qgemm8; 4 lists a thread: rows ≥ 64·8)', 'q6_k', 256, 256, 520],
       ['prefill, few rows: columns (qgemm8)', 'nbits8-128', 1020, 1024, 12],
+      ['prefill of 4-bit weights (the relaxed micro-kernel), rows', 'nbits4-32-zp', 512, 1000, 530],
     ] as const)('%s', async (_, kind, N, K, M) => {
       pool ??= await ThreadPool.create(2);
       const one = await kernelInstance();
       const two = new WasmKernels(await compileKernels('shared'), pool);
+      const plain = await kernelInstance('simd128');
       const t = randomQuantized(kind, N, K, N + K);
       const xs = uniform(M * K, 1, mulberry32(M));
       const outs: Float32Array[] = [];
-      for (const kernels of [one, two]) {
+      for (const kernels of [one, two, plain]) {
         const p = createProjection(kernels, t, N, K, uniform(N, 0.1, mulberry32(1)), 0, 'q8');
         kernels.keep();
         const run = vi.spyOn(pool, 'run');
@@ -333,6 +335,7 @@ describe('the host: defaults, refusals, threads', () => {
         kernels.dispose();
       }
       expect(outs[1]).toEqual(outs[0]);
+      expect(outs[2], "the 'simd128' build").toEqual(outs[0]);
       expectClose(outs[0], reference(xs, M, K, unpackWeight(packWeight(t)), N, uniform(N, 0.1, mulberry32(1))), Q8_TOLERANCE, kind);
     });
   });
@@ -401,34 +404,6 @@ describe("the relaxed build gives the 'simd128' build's bits (wasm/q8.ts Q8.rdot
       relaxed.dispose();
       plain.dispose();
     }
-  });
-
-  describe('on 2 threads', () => {
-    let pool: ThreadPool | null = null;
-    beforeAll(() => setThreadChoiceMode('always'));
-    afterAll(() => {
-      setThreadChoiceMode('measured');
-      pool?.dispose();
-    });
-    test.each([
-      ['decode', 'q4_0', 1024, 1024, 3],
-      ['prefill', 'nbits4-32-zp', 512, 1000, 530],
-    ] as const)('%s, %s: the shared relaxed module = the one-thread simd128 one', async (_, kind, N, K, M) => {
-      pool ??= await ThreadPool.create(2);
-      const plain = await kernelInstance('simd128');
-      const two = new WasmKernels(await compileKernels('shared', 'relaxed'), pool);
-      const t = randomQuantized(kind, N, K, N + K);
-      const xs = uniform(M * K, 1, mulberry32(M));
-      const outs: Float32Array[] = [];
-      for (const kernels of [plain, two]) {
-        const p = createProjection(kernels, t, N, K, null, 0, 'q8');
-        kernels.keep();
-        const [y] = await project(kernels, [[kernels.put(xs), M, p]]);
-        outs.push(kernels.take(y, M * N));
-        kernels.dispose();
-      }
-      expect(outs[1]).toEqual(outs[0]);
-    });
   });
 });
 

@@ -60,8 +60,8 @@ export interface EngineOptions {
   threads?: number;
   /**
    * backend 'wasm' only: which build of its kernels runs. 'relaxed' adds WebAssembly's relaxed SIMD,
-   * whose 8-bit dot product speeds up 4-bit weights with `activations: 'q8'` (Chromium ≥ 114, Node ≥ 22,
-   * Deno; not Firefox or Safari today; Node 20 with `--experimental-wasm-relaxed-simd`); 'simd128' is
+   * whose 8-bit dot product speeds up 4-bit weights with `activations: 'q8'` (V8 ≥ 11.4: Chromium ≥ 114,
+   * Node ≥ 22; Node 20 with `--experimental-wasm-relaxed-simd`; elsewhere the probe decides); 'simd128' is
    * 128-bit SIMD alone; 'auto' (the default) takes 'relaxed' where the platform runs it right (a probe
    * checks its result), else 'simd128'. Both give the same results, bit for bit; engine.wasmSimd says
    * which runs. 'relaxed' where the platform lacks it is refused (UnsupportedError).

@@ -6,6 +6,7 @@
 // shared tolerance rule; the workers must have run kernels (ThreadPool.run's lists 1 …).
 
 import { type Page, test as base, expect } from '@playwright/test';
+import { expectClose } from '../src/util/tolerance.ts';
 import { expectNoPageProblems, expectOutputClose, LoggedPage, sharedPage } from './helpers.ts';
 
 const PAGE = '/e2e/wasm-threads.html';
@@ -45,12 +46,15 @@ test('cross-origin isolated, threads: 2: two threads, workers run kernels, = 1 t
   expectNoPageProblems(threadsPage, mark);
 });
 
-test("relaxed SIMD in Chromium: 'auto' takes the relaxed build, whose 4-bit 'q8' layer gives the simd128 build's bits (1 and 2 threads)", async ({ threadsPage }) => {
+test("relaxed SIMD in Chromium: 'auto' takes the relaxed build, whose 4-bit 'q8' layer agrees with the simd128 build's (1 and 2 threads)", async ({ threadsPage }) => {
+  // The projections' products give the same bits in both builds; the relaxed build fuses the float
+  // multiply-adds (F.madd), so an attention output on a rounding boundary of W_O's q8 input may round the
+  // other way: the project's rule, as test/wasm-simd.test.ts in Node.
   for (const threads of [1, 2]) {
     const r = await threadsPage.page.evaluate((t) => window.relaxedQ8(t), threads);
     expect(r.auto, 'engine.wasmSimd with wasmSimd left to auto (Chromium has relaxed SIMD since 114)').toBe('relaxed');
     expect(r.relaxed.every(Number.isFinite)).toBe(true);
-    expect(r.relaxed, `${threads} thread(s): relaxed = simd128`).toEqual(r.simd128);
+    expectClose(r.relaxed, r.simd128, { atol: 2e-4, rtol: 2e-3 }, `${threads} thread(s): relaxed against simd128`);
   }
 });
 

@@ -1,4 +1,5 @@
-// AssemblyScript, compiled to WebAssembly (128-bit SIMD) by scripts/build-wasm.mjs into
+// AssemblyScript, compiled to WebAssembly (128-bit SIMD, and again with relaxed SIMD, where the
+// multiply-adds are fused: F.madd in gemm.ts) by scripts/build-wasm.mjs into
 // src/wasm/module.ts. The attention of the 'wasm' backend, for one (sequence, head) per call:
 //
 //   setRule        the call's score rule (src/cpu/score-rule.ts, the float64 twin): scale, softcap,
@@ -29,6 +30,8 @@
 //           32h + 16 + i in its high nibble (value = nibble − 8); scales as kind 2; V [S] ggml q4_0 rows
 // V rows are gVRow bytes apart. The decoded values are exactly quant/kv.ts's decodeKvRow's (f16 exact,
 // f16 scale × small integer exact in f32).
+
+import { F } from './gemm';
 
 const BC: i32 = 64; // keys per block
 const RG: i32 = 32; // query rows per pass over the keys (8 quads of the score micro-kernel): K and V blocks read once per 32 rows
@@ -137,17 +140,17 @@ function scores4(q0: usize, q1: usize, q2: usize, q3: usize, block: usize, jn: i
       const k1 = v128.load(kp, 16);
       const dd = (<usize>d) << 2;
       let s = v128.load32_splat(q0 + dd);
-      a00 = f32x4.add(a00, f32x4.mul(s, k0));
-      a01 = f32x4.add(a01, f32x4.mul(s, k1));
+      a00 = F.madd(s, k0, a00);
+      a01 = F.madd(s, k1, a01);
       s = v128.load32_splat(q1 + dd);
-      a10 = f32x4.add(a10, f32x4.mul(s, k0));
-      a11 = f32x4.add(a11, f32x4.mul(s, k1));
+      a10 = F.madd(s, k0, a10);
+      a11 = F.madd(s, k1, a11);
       s = v128.load32_splat(q2 + dd);
-      a20 = f32x4.add(a20, f32x4.mul(s, k0));
-      a21 = f32x4.add(a21, f32x4.mul(s, k1));
+      a20 = F.madd(s, k0, a20);
+      a21 = F.madd(s, k1, a21);
       s = v128.load32_splat(q3 + dd);
-      a30 = f32x4.add(a30, f32x4.mul(s, k0));
-      a31 = f32x4.add(a31, f32x4.mul(s, k1));
+      a30 = F.madd(s, k0, a30);
+      a31 = F.madd(s, k1, a31);
       kp += (<usize>BC) << 2;
     }
     const at = sc + ((<usize>c) << 2);
@@ -177,10 +180,10 @@ function scores1(q0: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
     let kp = block + ((<usize>c) << 2);
     for (let d = 0; d < Dh; d++) {
       const s = v128.load32_splat(q0 + ((<usize>d) << 2));
-      a0 = f32x4.add(a0, f32x4.mul(s, v128.load(kp)));
-      a1 = f32x4.add(a1, f32x4.mul(s, v128.load(kp, 16)));
-      a2 = f32x4.add(a2, f32x4.mul(s, v128.load(kp, 32)));
-      a3 = f32x4.add(a3, f32x4.mul(s, v128.load(kp, 48)));
+      a0 = F.madd(s, v128.load(kp), a0);
+      a1 = F.madd(s, v128.load(kp, 16), a1);
+      a2 = F.madd(s, v128.load(kp, 32), a2);
+      a3 = F.madd(s, v128.load(kp, 48), a3);
       kp += (<usize>BC) << 2;
     }
     const out = sc + ((<usize>c) << 2);
@@ -195,8 +198,8 @@ function scores1(q0: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
     let kp = block + ((<usize>c) << 2);
     for (let d = 0; d < Dh; d++) {
       const s = v128.load32_splat(q0 + ((<usize>d) << 2));
-      a0 = f32x4.add(a0, f32x4.mul(s, v128.load(kp)));
-      a1 = f32x4.add(a1, f32x4.mul(s, v128.load(kp, 16)));
+      a0 = F.madd(s, v128.load(kp), a0);
+      a1 = F.madd(s, v128.load(kp, 16), a1);
       kp += (<usize>BC) << 2;
     }
     v128.store(sc + ((<usize>c) << 2), a0);
@@ -219,10 +222,10 @@ function pv1(sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, jn: i3
     let vp = v + ((<usize>d4) << 4);
     for (let jj = 0; jj < jn; jj++) {
       const p = v128.load32_splat(sc + ((<usize>jj) << 2));
-      a0 = f32x4.add(a0, f32x4.mul(p, v128.load(vp)));
-      a1 = f32x4.add(a1, f32x4.mul(p, v128.load(vp, 16)));
-      a2 = f32x4.add(a2, f32x4.mul(p, v128.load(vp, 32)));
-      a3 = f32x4.add(a3, f32x4.mul(p, v128.load(vp, 48)));
+      a0 = F.madd(p, v128.load(vp), a0);
+      a1 = F.madd(p, v128.load(vp, 16), a1);
+      a2 = F.madd(p, v128.load(vp, 32), a2);
+      a3 = F.madd(p, v128.load(vp, 48), a3);
       vp += vStride;
     }
     v128.store(ad, a0);
@@ -235,7 +238,7 @@ function pv1(sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, jn: i3
     let a = f32x4.mul(v128.load(ad), al);
     let vp = v + ((<usize>d4) << 4);
     for (let jj = 0; jj < jn; jj++) {
-      a = f32x4.add(a, f32x4.mul(v128.load32_splat(sc + ((<usize>jj) << 2)), v128.load(vp)));
+      a = F.madd(v128.load32_splat(sc + ((<usize>jj) << 2)), v128.load(vp), a);
       vp += vStride;
     }
     v128.store(ad, a);
@@ -275,17 +278,17 @@ function pv4(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vSt
       const va = v128.load(vp);
       const vb = v128.load(vp, 16);
       let p = v128.load32_splat(pp);
-      a0 = f32x4.add(a0, f32x4.mul(p, va));
-      b0 = f32x4.add(b0, f32x4.mul(p, vb));
+      a0 = F.madd(p, va, a0);
+      b0 = F.madd(p, vb, b0);
       p = v128.load32_splat(pp + rs);
-      a1 = f32x4.add(a1, f32x4.mul(p, va));
-      b1 = f32x4.add(b1, f32x4.mul(p, vb));
+      a1 = F.madd(p, va, a1);
+      b1 = F.madd(p, vb, b1);
       p = v128.load32_splat(pp + 2 * rs);
-      a2 = f32x4.add(a2, f32x4.mul(p, va));
-      b2 = f32x4.add(b2, f32x4.mul(p, vb));
+      a2 = F.madd(p, va, a2);
+      b2 = F.madd(p, vb, b2);
       p = v128.load32_splat(pp + 3 * rs);
-      a3 = f32x4.add(a3, f32x4.mul(p, va));
-      b3 = f32x4.add(b3, f32x4.mul(p, vb));
+      a3 = F.madd(p, va, a3);
+      b3 = F.madd(p, vb, b3);
       vp += vStride;
       pp += 4;
     }
@@ -308,10 +311,10 @@ function pv4(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vSt
     let pp = sc;
     for (let jj = 0; jj < jn; jj++) {
       const vv = v128.load(vp);
-      a0 = f32x4.add(a0, f32x4.mul(v128.load32_splat(pp), vv));
-      a1 = f32x4.add(a1, f32x4.mul(v128.load32_splat(pp + rs), vv));
-      a2 = f32x4.add(a2, f32x4.mul(v128.load32_splat(pp + 2 * rs), vv));
-      a3 = f32x4.add(a3, f32x4.mul(v128.load32_splat(pp + 3 * rs), vv));
+      a0 = F.madd(v128.load32_splat(pp), vv, a0);
+      a1 = F.madd(v128.load32_splat(pp + rs), vv, a1);
+      a2 = F.madd(v128.load32_splat(pp + 2 * rs), vv, a2);
+      a3 = F.madd(v128.load32_splat(pp + 3 * rs), vv, a3);
       vp += vStride;
       pp += 4;
     }

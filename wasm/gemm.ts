@@ -1,4 +1,5 @@
-// AssemblyScript, compiled to WebAssembly (128-bit SIMD) by scripts/build-wasm.mjs into
+// AssemblyScript, compiled to WebAssembly (128-bit SIMD, and again with relaxed SIMD, where the
+// multiply-adds are fused: F.madd in gemm.ts) by scripts/build-wasm.mjs into
 // src/wasm/module.ts. The projections of the 'wasm' backend: one GEMM for Q, K, V and the output.
 //
 //   gemm       y [M, N] (row stride ldy) = x [M, K] (row stride ldx) · Wᵀ + bias
@@ -13,6 +14,20 @@
 // The host guarantees: all pointers are byte addresses of f32 data inside memory; ldx ≥ K, ldy ≥ N.
 
 const MC: i32 = 64; // rows of x per chunk
+
+/**
+ * a·b + c on four lanes. The relaxed build (scripts/build-wasm.mjs) uses f32x4.relaxed_madd, which is one fused
+ * multiply-add where the CPU has one (x86 FMA3, Arm) and a multiply then an add elsewhere: the same
+ * arithmetic as the 128-bit build's, or one rounding fewer.
+ */
+// biome-ignore lint/complexity/noStaticOnlyClass: @inline needs a method here (see KvDecode)
+export class F {
+  @inline
+  static madd(a: v128, b: v128, c: v128): v128 {
+    if (ASC_FEATURE_RELAXED_SIMD) return f32x4.relaxed_madd(a, b, c);
+    return f32x4.add(c, f32x4.mul(a, b));
+  }
+}
 
 /** The first byte the host may use: everything above is its arena. */
 export function heapBase(): usize {
@@ -66,17 +81,17 @@ export function gemm(x: usize, ldx: i32, M: i32, K: i32, wp: usize, N: i32, bias
           const w0 = v128.load(w);
           const w1 = v128.load(w, 16);
           let s = v128.load32_splat(x0);
-          a00 = f32x4.add(a00, f32x4.mul(s, w0));
-          a01 = f32x4.add(a01, f32x4.mul(s, w1));
+          a00 = F.madd(s, w0, a00);
+          a01 = F.madd(s, w1, a01);
           s = v128.load32_splat(x0 + x1);
-          a10 = f32x4.add(a10, f32x4.mul(s, w0));
-          a11 = f32x4.add(a11, f32x4.mul(s, w1));
+          a10 = F.madd(s, w0, a10);
+          a11 = F.madd(s, w1, a11);
           s = v128.load32_splat(x0 + 2 * x1);
-          a20 = f32x4.add(a20, f32x4.mul(s, w0));
-          a21 = f32x4.add(a21, f32x4.mul(s, w1));
+          a20 = F.madd(s, w0, a20);
+          a21 = F.madd(s, w1, a21);
           s = v128.load32_splat(x0 + 3 * x1);
-          a30 = f32x4.add(a30, f32x4.mul(s, w0));
-          a31 = f32x4.add(a31, f32x4.mul(s, w1));
+          a30 = F.madd(s, w0, a30);
+          a31 = F.madd(s, w1, a31);
           x0 += 4;
           w += 32;
         }
@@ -86,7 +101,8 @@ export function gemm(x: usize, ldx: i32, M: i32, K: i32, wp: usize, N: i32, bias
         store8(out + 2 * yStride, a20, a21, cols);
         store8(out + 3 * yStride, a30, a31, cols);
       }
-      // The rows left over: one at a time.
+      // The rows left over: one at a time (k in the 4-row loop's order: a row gives the same bits alone or
+      // among others, which a paged call's rows rely on).
       for (; m < m1; m++) {
         let a0 = b0;
         let a1 = b1;
@@ -94,8 +110,8 @@ export function gemm(x: usize, ldx: i32, M: i32, K: i32, wp: usize, N: i32, bias
         let w = panel;
         for (let k = 0; k < K; k++) {
           const s = v128.load32_splat(x0);
-          a0 = f32x4.add(a0, f32x4.mul(s, v128.load(w)));
-          a1 = f32x4.add(a1, f32x4.mul(s, v128.load(w, 16)));
+          a0 = F.madd(s, v128.load(w), a0);
+          a1 = F.madd(s, v128.load(w, 16), a1);
           x0 += 4;
           w += 32;
         }

@@ -25,6 +25,7 @@
 // relative error of about 2e-7.
 
 import { KvDecode } from './attention';
+import { F } from './gemm';
 
 const CH: i32 = 64; // keys per chunk
 const RG_DECODED: i32 = 32; // query rows per pass over a decoded chunk (kinds 1 … 3)
@@ -89,10 +90,10 @@ function dots1x4(q0: usize, k0: usize, k1: usize, k2: usize, k3: usize, D4: i32)
   for (let d4 = 0; d4 < D4; d4++) {
     const off = (<usize>d4) << 4;
     const q = v128.load(q0 + off);
-    a0 = f32x4.add(a0, f32x4.mul(q, v128.load(k0 + off)));
-    a1 = f32x4.add(a1, f32x4.mul(q, v128.load(k1 + off)));
-    a2 = f32x4.add(a2, f32x4.mul(q, v128.load(k2 + off)));
-    a3 = f32x4.add(a3, f32x4.mul(q, v128.load(k3 + off)));
+    a0 = F.madd(q, v128.load(k0 + off), a0);
+    a1 = F.madd(q, v128.load(k1 + off), a1);
+    a2 = F.madd(q, v128.load(k2 + off), a2);
+    a3 = F.madd(q, v128.load(k3 + off), a3);
   }
   return sum4(a0, a1, a2, a3);
 }
@@ -128,17 +129,17 @@ function scores(q0: usize, qStride: usize, rows: i32, kAddr: usize, jn: i32, Dh:
         const x = v128.load(qa + off);
         const y = v128.load(qb + off);
         let k = v128.load(k0 + off);
-        a0 = f32x4.add(a0, f32x4.mul(x, k));
-        b0 = f32x4.add(b0, f32x4.mul(y, k));
+        a0 = F.madd(x, k, a0);
+        b0 = F.madd(y, k, b0);
         k = v128.load(k1 + off);
-        a1 = f32x4.add(a1, f32x4.mul(x, k));
-        b1 = f32x4.add(b1, f32x4.mul(y, k));
+        a1 = F.madd(x, k, a1);
+        b1 = F.madd(y, k, b1);
         k = v128.load(k2 + off);
-        a2 = f32x4.add(a2, f32x4.mul(x, k));
-        b2 = f32x4.add(b2, f32x4.mul(y, k));
+        a2 = F.madd(x, k, a2);
+        b2 = F.madd(y, k, b2);
         k = v128.load(k3 + off);
-        a3 = f32x4.add(a3, f32x4.mul(x, k));
-        b3 = f32x4.add(b3, f32x4.mul(y, k));
+        a3 = F.madd(x, k, a3);
+        b3 = F.madd(y, k, b3);
       }
       v128.store(sc + <usize>r * rs + ((<usize>jj) << 2), sum4(a0, a1, a2, a3));
       v128.store(sc + <usize>(r + 1) * rs + ((<usize>jj) << 2), sum4(b0, b1, b2, b3));
@@ -151,7 +152,7 @@ function scores(q0: usize, qStride: usize, rows: i32, kAddr: usize, jn: i32, Dh:
     for (let r = 0; r < rows; r++) {
       const qr = q0 + <usize>r * qStride;
       let a = f32x4.splat(0);
-      for (let d4 = 0; d4 < D4; d4++) a = f32x4.add(a, f32x4.mul(v128.load(qr + ((<usize>d4) << 4)), v128.load(kp + ((<usize>d4) << 4))));
+      for (let d4 = 0; d4 < D4; d4++) a = F.madd(v128.load(qr + ((<usize>d4) << 4)), v128.load(kp + ((<usize>d4) << 4)), a);
       store<f32>(sc + <usize>r * rs + ((<usize>jj) << 2), f32x4.extract_lane(a, 0) + f32x4.extract_lane(a, 1) + (f32x4.extract_lane(a, 2) + f32x4.extract_lane(a, 3)));
     }
   }
@@ -182,8 +183,8 @@ function pvOne(sc: usize, acc: usize, alpha: f32, vAddr: usize, jn: i32, Dh: i32
     for (let jj = 0; jj < jn; jj++) {
       const vp = <usize>load<u32>(vAddr + ((<usize>jj) << 2)) + off;
       const p = v128.load32_splat(sc + ((<usize>jj) << 2));
-      a0 = f32x4.add(a0, f32x4.mul(p, v128.load(vp)));
-      a1 = f32x4.add(a1, f32x4.mul(p, v128.load(vp, 16)));
+      a0 = F.madd(p, v128.load(vp), a0);
+      a1 = F.madd(p, v128.load(vp, 16), a1);
     }
     v128.store(acc + off, a0);
     v128.store(acc + off, a1, 16);
@@ -193,7 +194,7 @@ function pvOne(sc: usize, acc: usize, alpha: f32, vAddr: usize, jn: i32, Dh: i32
     let a = f32x4.mul(v128.load(acc + off), al);
     for (let jj = 0; jj < jn; jj++) {
       const vp = <usize>load<u32>(vAddr + ((<usize>jj) << 2)) + off;
-      a = f32x4.add(a, f32x4.mul(v128.load32_splat(sc + ((<usize>jj) << 2)), v128.load(vp)));
+      a = F.madd(v128.load32_splat(sc + ((<usize>jj) << 2)), v128.load(vp), a);
     }
     v128.store(acc + off, a);
   }
@@ -231,17 +232,17 @@ function pvFour(sc: usize, acc: usize, rowBytes: usize, alpha: usize, vAddr: usi
       const vb = v128.load(vp, 16);
       const pp = sc + ((<usize>jj) << 2);
       let p = v128.load32_splat(pp);
-      a0 = f32x4.add(a0, f32x4.mul(p, va));
-      b0 = f32x4.add(b0, f32x4.mul(p, vb));
+      a0 = F.madd(p, va, a0);
+      b0 = F.madd(p, vb, b0);
       p = v128.load32_splat(pp + rs);
-      a1 = f32x4.add(a1, f32x4.mul(p, va));
-      b1 = f32x4.add(b1, f32x4.mul(p, vb));
+      a1 = F.madd(p, va, a1);
+      b1 = F.madd(p, vb, b1);
       p = v128.load32_splat(pp + 2 * rs);
-      a2 = f32x4.add(a2, f32x4.mul(p, va));
-      b2 = f32x4.add(b2, f32x4.mul(p, vb));
+      a2 = F.madd(p, va, a2);
+      b2 = F.madd(p, vb, b2);
       p = v128.load32_splat(pp + 3 * rs);
-      a3 = f32x4.add(a3, f32x4.mul(p, va));
-      b3 = f32x4.add(b3, f32x4.mul(p, vb));
+      a3 = F.madd(p, va, a3);
+      b3 = F.madd(p, vb, b3);
     }
     v128.store(ad, a0);
     v128.store(ad + rowBytes, a1);
@@ -262,10 +263,10 @@ function pvFour(sc: usize, acc: usize, rowBytes: usize, alpha: usize, vAddr: usi
     for (let jj = 0; jj < jn; jj++) {
       const vv = v128.load(<usize>load<u32>(vAddr + ((<usize>jj) << 2)) + off);
       const pp = sc + ((<usize>jj) << 2);
-      a0 = f32x4.add(a0, f32x4.mul(v128.load32_splat(pp), vv));
-      a1 = f32x4.add(a1, f32x4.mul(v128.load32_splat(pp + rs), vv));
-      a2 = f32x4.add(a2, f32x4.mul(v128.load32_splat(pp + 2 * rs), vv));
-      a3 = f32x4.add(a3, f32x4.mul(v128.load32_splat(pp + 3 * rs), vv));
+      a0 = F.madd(v128.load32_splat(pp), vv, a0);
+      a1 = F.madd(v128.load32_splat(pp + rs), vv, a1);
+      a2 = F.madd(v128.load32_splat(pp + 2 * rs), vv, a2);
+      a3 = F.madd(v128.load32_splat(pp + 3 * rs), vv, a3);
     }
     v128.store(ad, a0);
     v128.store(ad + rowBytes, a1);

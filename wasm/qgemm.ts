@@ -37,7 +37,7 @@
 // M·(2·groups + K) (qgemv).
 
 import { KvDecode } from './attention';
-import { gemm } from './gemm';
+import { F, gemm } from './gemm';
 
 const MC: i32 = 64; // rows of x per chunk (as gemm.ts)
 /**
@@ -331,7 +331,7 @@ function partialWord(M: i32, bits: i32, x: usize, xStride: usize, wq: usize, so:
     let a = Q.load4(out, cols);
     let xk = x + <usize>r * xStride + ((<usize>(w * perWord)) << 2);
     for (let j = 0; j < n; j++) {
-      a = f32x4.add(a, f32x4.mul(v128.load32_splat(xk), Q.dequant(v, j * bits, mask, s, o)));
+      a = F.madd(v128.load32_splat(xk), Q.dequant(v, j * bits, mask, s, o), a);
       xk += 4;
     }
     Q.store4(out, a, cols);

@@ -3,7 +3,7 @@
 // The rounding itself is pinned in quant-formats.test.ts ('floatToHalfBits rounds to nearest even').
 
 import { expect, test } from 'vitest';
-import { floatToHalfBits, fromF16, halfToFloat, toF16 } from '../src/util/f16.ts';
+import { floatToHalfBits, fromF16, halfBitsOfFloat32Bits, halfToFloat, toF16 } from '../src/util/f16.ts';
 
 const same = (a: number, b: number) => Object.is(a, b) || (Number.isNaN(a) && Number.isNaN(b));
 
@@ -24,4 +24,48 @@ test('toF16 equals floatToHalfBits, and round-trips every half that is not NaN',
   const halves = Uint16Array.from({ length: 0x10000 }, (_, h) => h).filter((h) => (h & 0x7c00) !== 0x7c00 || !(h & 0x3ff));
   const back = toF16(fromF16(halves));
   for (let i = 0; i < halves.length; i++) if (back[i] !== halves[i]) expect.fail(`half 0x${halves[i].toString(16)} came back as 0x${back[i].toString(16)}`);
+});
+
+/** The half nearest to float32 `v` (ties to the even one; ±Infinity from 65520; NaN quiet), found by search among the halves' values: independent of f16.ts's bit arithmetic. */
+function nearestHalf(v: number): number {
+  const sign = v < 0 || Object.is(v, -0) ? 0x8000 : 0;
+  if (Number.isNaN(v)) return 0x7e00; // the sign of a NaN is not pinned here
+  const m = Math.abs(v);
+  if (m >= 65520) return sign | 0x7c00;
+  let lo = 0; // the largest h with halfToFloat(h) ≤ m
+  let hi = 0x7bff;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (halfToFloat(mid) <= m) lo = mid;
+    else hi = mid - 1;
+  }
+  if (lo === 0x7bff) return sign | lo;
+  const below = m - halfToFloat(lo);
+  const above = halfToFloat(lo + 1) - m;
+  return sign | (below < above || (below === above && (lo & 1) === 0) ? lo : lo + 1);
+}
+
+test('halfBitsOfFloat32Bits (the normal range in one step, the rest by cases) rounds every tie, its neighbours and a spread of float32s as a search over the halves does', () => {
+  const f = new Float32Array(1);
+  const u = new Uint32Array(f.buffer);
+  const check = (bits: number) => {
+    u[0] = bits;
+    const v = f[0];
+    const got = halfBitsOfFloat32Bits(bits);
+    const want = nearestHalf(v);
+    if (Number.isNaN(v) ? (got & 0x7fff) !== 0x7e00 : got !== want) expect.fail(`float32 0x${(bits >>> 0).toString(16)} (${v}): 0x${got.toString(16)}, want 0x${want.toString(16)}`);
+    if (!Number.isNaN(v)) expect(floatToHalfBits(v)).toBe(got);
+  };
+  // Every tie between neighbouring halves (the midpoints are float32s), one float32 ulp each side, both signs.
+  for (let h = 0; h < 0x7bff; h++) {
+    f[0] = (halfToFloat(h) + halfToFloat(h + 1)) / 2;
+    const tie = u[0];
+    for (const bits of [tie - 1, tie, tie + 1]) for (const s of [0, 0x80000000]) check((bits | s) >>> 0);
+  }
+  // The edges of the one-step range, Infinity, NaN, zeros, subnormal float32s, and a stride over all patterns.
+  for (const bits of [0x38800000, 0x387fffff, 0x477fefff, 0x477ff000, 0x477ff001, 0x7f800000, 0x7fc00000, 0x7f800001, 0, 1, 0x007fffff, 0x33000000, 0x33000001, 0x32ffffff]) {
+    check(bits);
+    check((bits | 0x80000000) >>> 0);
+  }
+  for (let bits = 0; bits < 2 ** 32; bits += 65521) check(bits);
 });

@@ -10,8 +10,16 @@ const u32 = new Uint32Array(f32.buffer);
 /** The float16 bits nearest to `value` (first rounded to float32); ±Infinity past 65504, NaN kept. */
 export function floatToHalfBits(value: number): number {
   f32[0] = value;
-  const x = u32[0];
+  return halfBitsOfFloat32Bits(u32[0]);
+}
+
+/** floatToHalfBits of the float32 whose bits are `x` (an unsigned or signed 32-bit integer): for callers that read a Uint32Array view of float32 data. */
+export function halfBitsOfFloat32Bits(x: number): number {
   const sign = (x >>> 16) & 0x8000;
+  const a = x & 0x7fffffff;
+  // A half's normal range, below 65520 (which rounds to Infinity): the exponent rebased (127 → 15) and
+  // the 13 bits below the half's last rounded to nearest, ties to even; a carry into the exponent is right.
+  if (a >= 0x38800000 && a < 0x477ff000) return sign | ((a - 0x38000000 + 0xfff + ((a >>> 13) & 1)) >>> 13);
   const exp = (x >>> 23) & 0xff;
   let mant = x & 0x7fffff;
   if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0); // Inf or NaN

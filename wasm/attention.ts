@@ -715,9 +715,11 @@ export function probabilities(q: usize, ldq: i32, kt: usize, Sq: i32, Skv: i32, 
     const qr = q + ((<usize>i * <usize>ldq) << 2);
     const dst = out + ((<usize>i * <usize>ldp) << 2);
     for (let j = 0; j < Skv; j++) {
-      let dot: f32 = 0;
-      for (let d = 0; d < Dh; d++) dot += load<f32>(qr + ((<usize>d) << 2)) * keyAt(kt, j, d, Dh);
-      const s = score(dot, i, ip, j, first, last, Skv);
+      // The score as attend's kernels sum it, bit for bit (F.madd: fused in the relaxed build), so that
+      // exp(s − m) meets attend's own m: with logits of 1e25 one rounding apart would overflow it.
+      let acc = f32x4.splat(0);
+      for (let d = 0; d < Dh; d++) acc = F.madd(v128.load32_splat(qr + ((<usize>d) << 2)), f32x4.splat(keyAt(kt, j, d, Dh)), acc);
+      const s = score(f32x4.extract_lane(acc, 0), i, ip, j, first, last, Skv);
       store<f32>(dst + ((<usize>j) << 2), s === -Infinity ? 0 : Mathf.exp(s - m) * inv);
     }
   }

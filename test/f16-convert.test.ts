@@ -53,7 +53,8 @@ test('halfBitsOfFloat32Bits (the normal range in one step, the rest by cases) ro
     const v = f[0];
     const got = halfBitsOfFloat32Bits(bits);
     const want = nearestHalf(v);
-    if (Number.isNaN(v) ? (got & 0x7fff) !== 0x7e00 : got !== want) expect.fail(`float32 0x${(bits >>> 0).toString(16)} (${v}): 0x${got.toString(16)}, want 0x${want.toString(16)}`);
+    if (Number.isNaN(v) ? (got & 0x7fff) !== 0x7e00 : got !== want)
+      expect.fail(`float32 0x${(bits >>> 0).toString(16)} (${v}): 0x${got.toString(16)}, want 0x${want.toString(16)}`);
     if (!Number.isNaN(v)) expect(floatToHalfBits(v)).toBe(got);
   };
   // Every tie between neighbouring halves (the midpoints are float32s), one float32 ulp each side, both signs.
@@ -63,7 +64,9 @@ test('halfBitsOfFloat32Bits (the normal range in one step, the rest by cases) ro
     for (const bits of [tie - 1, tie, tie + 1]) for (const s of [0, 0x80000000]) check((bits | s) >>> 0);
   }
   // The edges of the one-step range, Infinity, NaN, zeros, subnormal float32s, and a stride over all patterns.
-  for (const bits of [0x38800000, 0x387fffff, 0x477fefff, 0x477ff000, 0x477ff001, 0x7f800000, 0x7fc00000, 0x7f800001, 0, 1, 0x007fffff, 0x33000000, 0x33000001, 0x32ffffff]) {
+  for (const bits of [
+    0x38800000, 0x387fffff, 0x477fefff, 0x477ff000, 0x477ff001, 0x7f800000, 0x7fc00000, 0x7f800001, 0, 1, 0x007fffff, 0x33000000, 0x33000001, 0x32ffffff,
+  ]) {
     check(bits);
     check((bits | 0x80000000) >>> 0);
   }

@@ -7,6 +7,7 @@
 
 import { describe, expect, test } from 'vitest';
 import { mulberry32, uniform } from './helpers/random.ts';
+import { floatToHalfBits } from '../src/util/f16.ts';
 import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
 
 const SCRATCH_ROWS = 32; // attend's RG
@@ -70,4 +71,57 @@ describe('attendHeads gives, bit for bit, attend per head', () => {
     k.attend(q, Dh, kt, v, Dh, single, Dh, 1, Skv - rows + 1, Dh, 0, scratch); // row 0 at position Skv − rows
     expect(Array.from(kernels.take(after, Dh))).toEqual(Array.from(kernels.take(single, Dh)));
   });
+});
+
+describe('an f16 cache: a group of 2 … 4 heads reads the halves where they are (scores4Half, pv4Half) and gives the bits of decoding each block first', () => {
+  // 5 heads take the decoded tile (a quad and a lone row: wasm/attention.ts decodes a block for more
+  // than one quad); their first rows are the same query rows, so they must equal the 2 … 4 heads' bit for
+  // bit. Skv 70 (a partial second block), 200; Dh 32, 64, 128 (the widened path needs Dh % 8 = 0) and 36
+  // (the tile either way: the control). ±∞ and NaN among the keys and values take the exact conversion.
+  const shapes = [
+    [2, 70, 32],
+    [3, 200, 64],
+    [4, 200, 128],
+    [4, 70, 36],
+  ] as const;
+  test.each(shapes.flatMap((s) => [false, true].map((specials) => [...s, specials] as const)))(
+    '%i heads, Skv=%i, Dh=%i, specials %s',
+    async (heads, Skv, Dh, specials) => {
+      const kernels = new WasmKernels(await compileKernels('single'));
+      const k = kernels.k;
+      const r = mulberry32(heads * 1000 + Skv + Dh);
+      const q = kernels.put(uniform((heads + 1) * Dh, 1, r)); // [heads + 1, Dh]
+      const keys = uniform(Skv * Dh, 1, r);
+      const values = uniform(Skv * Dh, 1, r);
+      if (specials) {
+        keys[3 * Dh + 5] = Number.POSITIVE_INFINITY; // key 3: its scores ±∞ or NaN; the rows see it
+        values[(Skv - 2) * Dh + 1] = Number.NaN;
+        values[7 * Dh] = Number.NEGATIVE_INFINITY;
+      }
+      // The cache's kind 1 layout: Kᵀ [⌈Skv/64⌉, Dh, 64] and V [Skv, Dh], f16 bits (zero past Skv).
+      const blocks = Math.ceil(Skv / KEYS);
+      const kt16 = new Uint16Array(blocks * Dh * KEYS);
+      for (let j = 0; j < Skv; j++) for (let d = 0; d < Dh; d++) kt16[((j >> 6) * Dh + d) * KEYS + (j & 63)] = floatToHalfBits(keys[j * Dh + d]);
+      const v16 = Uint16Array.from(values, floatToHalfBits);
+      const kt = kernels.putBytes(new Uint8Array(kt16.buffer));
+      const v = kernels.putBytes(new Uint8Array(v16.buffer));
+      const dec = kernels.alloc(128 * Dh);
+      k.setRule(1 / Math.sqrt(Dh), 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 2 * Dh, dec);
+      const scratch = kernels.alloc(SCRATCH_ROWS * (KEYS + Dh + 3 + 5));
+      const [widened, decoded] = [kernels.alloc(heads * Dh), kernels.alloc((heads + 1) * Dh)];
+      k.attendHeads(q, Dh, kt, v, 0, widened, Dh, heads, Skv, Dh, scratch);
+      k.attendHeads(q, Dh, kt, v, 0, decoded, Dh, heads + 1, Skv, Dh, scratch);
+      const [got, want] = [kernels.take(widened, heads * Dh), kernels.take(decoded, heads * Dh)];
+      expect(
+        want.some((x) => x !== 0 && Number.isFinite(x)),
+        'something finite to compare',
+      ).toBe(true);
+      if (specials)
+        expect(
+          want.some((x) => !Number.isFinite(x)),
+          'the specials reach the output',
+        ).toBe(true);
+      expect(Array.from(got).map(String)).toEqual(Array.from(want).map(String)); // NaN equals NaN here
+    },
+  );
 });

@@ -73,12 +73,15 @@ describe('attendHeads gives, bit for bit, attend per head', () => {
   });
 });
 
-describe('an f16 cache: a group of 2 … 4 heads reads the halves where they are (scores4Half, pv4Half) and gives the bits of decoding each block first', () => {
+describe('an f16 cache: 1 … 4 heads of a key/value head read the halves where they are (scores1Half, pv1Half, scores4Half, pv4Half) and give the bits of decoding each block first', () => {
   // 5 heads take the decoded tile (a quad and a lone row: wasm/attention.ts decodes a block for more
-  // than one quad); their first rows are the same query rows, so they must equal the 2 … 4 heads' bit for
+  // than one quad); their first rows are the same query rows, so they must equal the 1 … 4 heads' bit for
   // bit. Skv 70 (a partial second block), 200; Dh 32, 64, 128 (the widened path needs Dh % 8 = 0) and 36
   // (the tile either way: the control). ±∞ and NaN among the keys and values take the exact conversion.
   const shapes = [
+    [1, 70, 32],
+    [1, 200, 128],
+    [1, 130, 40],
     [2, 70, 32],
     [3, 200, 64],
     [4, 200, 128],
@@ -90,7 +93,9 @@ describe('an f16 cache: a group of 2 … 4 heads reads the halves where they are
       const kernels = new WasmKernels(await compileKernels('single'));
       const k = kernels.k;
       const r = mulberry32(heads * 1000 + Skv + Dh);
-      const q = kernels.put(uniform((heads + 1) * Dh, 1, r)); // [heads + 1, Dh]
+      const queries = uniform(5 * Dh, 1, r); // [5, Dh]
+      queries[5] = -0.5; // row 0 scores key 3 (below) −∞: its other columns stay finite
+      const q = kernels.put(queries);
       const keys = uniform(Skv * Dh, 1, r);
       const values = uniform(Skv * Dh, 1, r);
       if (specials) {
@@ -108,9 +113,9 @@ describe('an f16 cache: a group of 2 … 4 heads reads the halves where they are
       const dec = kernels.alloc(128 * Dh);
       k.setRule(1 / Math.sqrt(Dh), 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 2 * Dh, dec);
       const scratch = kernels.alloc(SCRATCH_ROWS * (KEYS + Dh + 3 + 5));
-      const [widened, decoded] = [kernels.alloc(heads * Dh), kernels.alloc((heads + 1) * Dh)];
+      const [widened, decoded] = [kernels.alloc(heads * Dh), kernels.alloc(5 * Dh)];
       k.attendHeads(q, Dh, kt, v, 0, widened, Dh, heads, Skv, Dh, scratch);
-      k.attendHeads(q, Dh, kt, v, 0, decoded, Dh, heads + 1, Skv, Dh, scratch);
+      k.attendHeads(q, Dh, kt, v, 0, decoded, Dh, 5, Skv, Dh, scratch);
       const [got, want] = [kernels.take(widened, heads * Dh), kernels.take(decoded, heads * Dh)];
       expect(
         want.some((x) => x !== 0 && Number.isFinite(x)),

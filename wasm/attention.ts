@@ -23,9 +23,10 @@
 // A KV cache stored as 'f16', 'q8_0' or 'q4_0' (setRule's kind 1, 2, 3; src/wasm/kv-cache.ts writes it) is
 // read where it is: each block of 64 keys is decoded into a scratch (gDec: Kᵀ [Dh, 64] then V [64, Dh]
 // f32) just before its scores, and the scores and P·V run on that tile; nothing else of the cache is
-// ever copied. An f16 cache read by a decode step's GQA group of 2 … 4 heads (one quad of rows, Dh a
-// multiple of 8) skips the tile: scores4Half and pv4Half widen each 8 halves where they read them (the
-// same values and sums, bit for bit; 0.54–0.56 against 0.59–0.61 ms for E 2048 H 16 G 4 over 1024 keys). Its layouts, per (sequence, key/value head):
+// ever copied. An f16 cache read by 1 … 4 rows (a decode step's GQA group or lone head: one quad, Dh a
+// multiple of 8) skips the tile: scores4Half and pv4Half (scores1Half, pv1Half for one row) widen each 8
+// halves where they read them (the same values and sums, bit for bit; 0.54–0.56 against 0.59–0.61 ms for
+// E 2048 H 16 G 4 over 1024 keys). Its layouts, per (sequence, key/value head):
 //   kind 1  Kᵀ [⌈S/64⌉, Dh, 64] f16 bits;                      V [S, Dh] f16 bits (quant/kv.ts's rows)
 //   kind 2  Kᵀ [⌈S/64⌉, Dh, 64] i8, scales [⌈S/64⌉, Dh/32, 64] f16 (kt's, at gKs); V [S] ggml q8_0 rows
 //   kind 3  Kᵀ [⌈S/64⌉, Dh, 32 bytes]: keys 32h + i (i < 16) in the low nibble of byte 16h + i, keys
@@ -527,6 +528,28 @@ export class KvDecode {
   }
 }
 
+/** The 8 f16s of x (KvDecode.halves8's rule, exact) as f32: lanes 0 … 3 (lo) or 4 … 7. */
+// biome-ignore lint/complexity/noStaticOnlyClass: @inline needs a method here (see KvDecode)
+class H8 {
+  @inline
+  static special(x: v128): bool {
+    const exp = i16x8.splat(0x7c00);
+    return v128.any_true(i16x8.eq(v128.and(x, exp), exp));
+  }
+
+  @inline
+  static lo(x: v128, special: bool): v128 {
+    if (special) return halfToFloat4(i32x4.extend_low_i16x8_u(x));
+    return KvDecode.finiteHighHalfToFloat4(i8x16.shuffle(i32x4.splat(0), x, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23));
+  }
+
+  @inline
+  static hi(x: v128, special: bool): v128 {
+    if (special) return halfToFloat4(i32x4.extend_high_i16x8_u(x));
+    return KvDecode.finiteHighHalfToFloat4(i8x16.shuffle(i32x4.splat(0), x, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31));
+  }
+}
+
 /**
  * scores4 over a kind 1 (f16) cache's Kᵀ block [Dh, 64] of f16 bits at `block`, each 8 keys' halves
  * widened where they are read (KvDecode.halves8's rule: exact) instead of decodeKeys' tile: the same
@@ -535,8 +558,6 @@ export class KvDecode {
  */
 function scores4Half(q0: usize, q1: usize, q2: usize, q3: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
   const rs = (<usize>BC) << 2;
-  const exp = i16x8.splat(0x7c00);
-  const zero = i32x4.splat(0);
   for (let c = 0; c < jn; c += 8) {
     let a00 = f32x4.splat(0);
     let a01 = a00;
@@ -549,15 +570,9 @@ function scores4Half(q0: usize, q1: usize, q2: usize, q3: usize, block: usize, j
     let kp = block + ((<usize>c) << 1);
     for (let d = 0; d < Dh; d++) {
       const x = v128.load(kp);
-      let k0: v128;
-      let k1: v128;
-      if (v128.any_true(i16x8.eq(v128.and(x, exp), exp))) {
-        k0 = halfToFloat4(i32x4.extend_low_i16x8_u(x)); // ±∞ or NaN among them (rare: the general rule)
-        k1 = halfToFloat4(i32x4.extend_high_i16x8_u(x));
-      } else {
-        k0 = KvDecode.finiteHighHalfToFloat4(i8x16.shuffle(zero, x, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23));
-        k1 = KvDecode.finiteHighHalfToFloat4(i8x16.shuffle(zero, x, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31));
-      }
+      const special = H8.special(x); // ±∞ or NaN among them (rare: the general rule)
+      const k0 = H8.lo(x, special);
+      const k1 = H8.hi(x, special);
       const dd = (<usize>d) << 2;
       let s = v128.load32_splat(q0 + dd);
       a00 = F.madd(s, k0, a00);
@@ -586,6 +601,101 @@ function scores4Half(q0: usize, q1: usize, q2: usize, q3: usize, block: usize, j
 }
 
 /**
+ * scores1 over a kind 1 (f16) cache's Kᵀ block of f16 bits, the halves widened where they are read (as
+ * scores4Half): decodeKeys' values and scores1's sums, bit for bit (each key's sum over d in order).
+ */
+function scores1Half(q0: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
+  const end = (jn + 7) & ~7;
+  let c = 0;
+  for (; c + 16 <= end; c += 16) {
+    let a0 = f32x4.splat(0);
+    let a1 = a0;
+    let a2 = a0;
+    let a3 = a0;
+    let kp = block + ((<usize>c) << 1);
+    for (let d = 0; d < Dh; d++) {
+      const s = v128.load32_splat(q0 + ((<usize>d) << 2));
+      const x = v128.load(kp);
+      const y = v128.load(kp, 16);
+      const sx = H8.special(x);
+      const sy = H8.special(y);
+      a0 = F.madd(s, H8.lo(x, sx), a0);
+      a1 = F.madd(s, H8.hi(x, sx), a1);
+      a2 = F.madd(s, H8.lo(y, sy), a2);
+      a3 = F.madd(s, H8.hi(y, sy), a3);
+      kp += (<usize>BC) << 1;
+    }
+    const out = sc + ((<usize>c) << 2);
+    v128.store(out, a0);
+    v128.store(out, a1, 16);
+    v128.store(out, a2, 32);
+    v128.store(out, a3, 48);
+  }
+  for (; c < end; c += 8) {
+    let a0 = f32x4.splat(0);
+    let a1 = a0;
+    let kp = block + ((<usize>c) << 1);
+    for (let d = 0; d < Dh; d++) {
+      const s = v128.load32_splat(q0 + ((<usize>d) << 2));
+      const x = v128.load(kp);
+      const sx = H8.special(x);
+      a0 = F.madd(s, H8.lo(x, sx), a0);
+      a1 = F.madd(s, H8.hi(x, sx), a1);
+      kp += (<usize>BC) << 1;
+    }
+    v128.store(sc + ((<usize>c) << 2), a0);
+    v128.store(sc + ((<usize>c) << 2), a1, 16);
+  }
+}
+
+/** pv1 over a kind 1 (f16) cache's V rows (jn from v, gVRow bytes apart), widened where read: pv1's sums, bit for bit. Dh a multiple of 8. */
+function pv1Half(sc: usize, acc: usize, alpha: f32, v: usize, jn: i32, Dh: i32): void {
+  const al = f32x4.splat(alpha);
+  const vStride = gVRow;
+  let d = 0;
+  for (; d + 16 <= Dh; d += 16) {
+    const ad = acc + ((<usize>d) << 2);
+    let a0 = f32x4.mul(v128.load(ad), al);
+    let a1 = f32x4.mul(v128.load(ad, 16), al);
+    let a2 = f32x4.mul(v128.load(ad, 32), al);
+    let a3 = f32x4.mul(v128.load(ad, 48), al);
+    let vp = v + ((<usize>d) << 1);
+    for (let jj = 0; jj < jn; jj++) {
+      const p = v128.load32_splat(sc + ((<usize>jj) << 2));
+      const x = v128.load(vp);
+      const y = v128.load(vp, 16);
+      const sx = H8.special(x);
+      const sy = H8.special(y);
+      a0 = F.madd(p, H8.lo(x, sx), a0);
+      a1 = F.madd(p, H8.hi(x, sx), a1);
+      a2 = F.madd(p, H8.lo(y, sy), a2);
+      a3 = F.madd(p, H8.hi(y, sy), a3);
+      vp += vStride;
+    }
+    v128.store(ad, a0);
+    v128.store(ad, a1, 16);
+    v128.store(ad, a2, 32);
+    v128.store(ad, a3, 48);
+  }
+  for (; d < Dh; d += 8) {
+    const ad = acc + ((<usize>d) << 2);
+    let a0 = f32x4.mul(v128.load(ad), al);
+    let a1 = f32x4.mul(v128.load(ad, 16), al);
+    let vp = v + ((<usize>d) << 1);
+    for (let jj = 0; jj < jn; jj++) {
+      const p = v128.load32_splat(sc + ((<usize>jj) << 2));
+      const x = v128.load(vp);
+      const sx = H8.special(x);
+      a0 = F.madd(p, H8.lo(x, sx), a0);
+      a1 = F.madd(p, H8.hi(x, sx), a1);
+      vp += vStride;
+    }
+    v128.store(ad, a0);
+    v128.store(ad, a1, 16);
+  }
+}
+
+/**
  * pv4 over a kind 1 (f16) cache's V rows (jn of them from v, gVRow bytes apart), each row's halves
  * widened where they are read, as scores4Half: decodeValues' values and pv4's sums, bit for bit. Dh a
  * multiple of 8.
@@ -596,8 +706,6 @@ function pv4Half(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize,
   const al1 = v128.load32_splat(alpha, 4);
   const al2 = v128.load32_splat(alpha, 8);
   const al3 = v128.load32_splat(alpha, 12);
-  const exp = i16x8.splat(0x7c00);
-  const zero = i32x4.splat(0);
   const vStride = gVRow;
   for (let d = 0; d < Dh; d += 8) {
     const ad = acc + ((<usize>d) << 2);
@@ -613,15 +721,9 @@ function pv4Half(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize,
     let pp = sc;
     for (let jj = 0; jj < jn; jj++) {
       const x = v128.load(vp);
-      let va: v128;
-      let vb: v128;
-      if (v128.any_true(i16x8.eq(v128.and(x, exp), exp))) {
-        va = halfToFloat4(i32x4.extend_low_i16x8_u(x));
-        vb = halfToFloat4(i32x4.extend_high_i16x8_u(x));
-      } else {
-        va = KvDecode.finiteHighHalfToFloat4(i8x16.shuffle(zero, x, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23));
-        vb = KvDecode.finiteHighHalfToFloat4(i8x16.shuffle(zero, x, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31));
-      }
+      const special = H8.special(x);
+      const va = H8.lo(x, special);
+      const vb = H8.hi(x, special);
       let p = v128.load32_splat(pp);
       a0 = F.madd(p, va, a0);
       b0 = F.madd(p, vb, b0);
@@ -758,7 +860,7 @@ export function attend(q: usize, ldq: i32, kt: usize, v: usize, ldv: i32, o: usi
     memory.fill(acc, 0, rowBytes * R4);
     // An f16 cache read by one quad of 2 … 4 rows (a decode step's GQA group): each block's halves widened
     // where the kernels read them (scores4Half, pv4Half), not decoded into gDec first for so few rows.
-    const halves = gKind === 1 && R4 === 4 && R > 1 && (Dh & 7) === 0;
+    const halves = gKind === 1 && R4 === 4 && (Dh & 7) === 0; // R 1 (one head a key/value head) too: scores1Half, pv1Half
     for (let j0 = lo & ~(BC - 1); j0 <= hi; j0 += BC) {
       const jn = min(BC, hi + 1 - j0);
       // The block's Kᵀ [Dh, 64] and first V row: where they are (f32), or decoded into gDec (f16, q-dtypes).
@@ -780,7 +882,9 @@ export function attend(q: usize, ldq: i32, kt: usize, v: usize, ldv: i32, o: usi
         vs = (<usize>Dh) << 2;
         decodeKeys(kt, j0 >> 6, Dh, kb);
       }
-      if (halves) {
+      if (halves && R === 1) {
+        scores1Half(q + <usize>i0 * qStride, kb, jn, Dh, sc);
+      } else if (halves) {
         scores4Half(
           q + <usize>i0 * qStride,
           q + <usize>min(i0 + 1, Sq - 1) * qStride,
@@ -812,7 +916,8 @@ export function attend(q: usize, ldq: i32, kt: usize, v: usize, ldv: i32, o: usi
         softmaxRow(sc + <usize>r * rs, (i0 + r) * step, ip0 + step * r, j0, jn, first, last, Skv, m + ro, l + ro, alpha + ro);
       }
       if (halves) {
-        pv4Half(sc, acc, rowBytes, alpha, vb, jn, Dh);
+        if (R === 1) pv1Half(sc, acc, load<f32>(alpha), vb, jn, Dh);
+        else pv4Half(sc, acc, rowBytes, alpha, vb, jn, Dh);
         continue;
       }
       if (gKind !== 0) decodeValues(v, j0, jn, Dh, vb);

@@ -10,7 +10,8 @@
 //
 // With a KV cache, the new tokens' K and V are copied into the cache's block, held in the same memory
 // below the arena (kv-cache.ts; rounded to the cache's dtype: 'f32', 'f16', 'q8_0', 'q4_0'), and the
-// attention reads rows 0 … Skv − 1 of it in place (f16 and q-dtypes decoded a block of 64 keys at a time).
+// attention reads rows 0 … Skv − 1 of it in place (q-dtypes, and f16 read by more than 4 heads a key/value
+// head, decoded a block of 64 keys at a time; f16 read by 1 … 4 widened where the kernels read it).
 // A call on a PagedKvCache runs the same passes once for all its sequences (paged-attention.ts), the
 // pool held likewise (paged-kv-cache.ts; any of the four dtypes) and read in place through each
 // sequence's block table.

@@ -1,11 +1,12 @@
 // A layer run as a model decodes, for the e2e pages (harness.ts, wasm-threads.ts): a prefill into a
 // new KV cache, then one-token decode steps, the outputs put back in token order.
 
-import type { MultiHeadAttention } from '../src/index.ts';
+import type { KvCacheDtype, MultiHeadAttention } from '../src/index.ts';
 
 /**
  * The output [B, S, E] of `layer` on x [B, S, E]: the first S − steps tokens of each sequence as one
- * prefill into a new KV cache, then the last `steps` as one-token decode steps over it.
+ * prefill into a new KV cache (of `cacheDtype`, or the backend's default), then the last `steps` as
+ * one-token decode steps over it.
  */
 export async function prefillThenDecode(
   layer: MultiHeadAttention,
@@ -15,9 +16,10 @@ export async function prefillThenDecode(
   E: number,
   steps: number,
   isCausal: boolean,
+  cacheDtype?: KvCacheDtype,
 ): Promise<Float32Array> {
   const out = new Float32Array(B * S * E);
-  const cache = layer.createKvCache({ batchSize: B, maxSeqLen: S });
+  const cache = layer.createKvCache({ batchSize: B, maxSeqLen: S, ...(cacheDtype ? { dtype: cacheDtype } : {}) });
   try {
     const span = async (t0: number, t1: number) => {
       const rows = new Float32Array(B * (t1 - t0) * E);

@@ -6,7 +6,7 @@
 // Vite serves this file and the engine's TypeScript (and `?raw` WGSL) straight from the repo root;
 // the relative import below is the URL /src/index.ts, the package entry.
 
-import { type AttentionEngine, createAttentionEngine, type MultiHeadAttention, quantizeWeights } from '../src/index.ts';
+import { type AttentionEngine, createAttentionEngine, type KvCacheDtype, type MultiHeadAttention, quantizeWeights } from '../src/index.ts';
 import { randomLayerInputs } from '../test/helpers/random.ts';
 import { prefillThenDecode } from './decode-steps.ts';
 
@@ -24,6 +24,17 @@ export interface CaseParams {
   weights?: 'q4_0' | 'q8_0' | 'q4_k' | 'nbits';
   /** The last decodeSteps tokens of each sequence as one-token decode steps over a KV cache (the rest its prefill). */
   decodeSteps?: number;
+  /** That cache's dtype (default: the backend's). */
+  cacheDtype?: KvCacheDtype;
+}
+
+/** runWasmCase's result: the 'wasm' backend (its own engine, one thread) against the CPU backend. */
+export interface WasmCaseResult {
+  /** engine.wasmSimd: which build of the kernels ran. */
+  wasmSimd: string | null;
+  wasm: number[] | null;
+  cpu: number[];
+  thrown: string | null;
 }
 
 export interface CaseResult {
@@ -59,6 +70,8 @@ declare global {
   interface Window {
     harnessReady: boolean;
     runCase(params: CaseParams): Promise<CaseResult>;
+    /** The case on the 'wasm' backend ('auto' build, one thread) and on the CPU backend: no WebGPU. */
+    runWasmCase(params: CaseParams): Promise<WasmCaseResult>;
     adapterInfo(): Promise<AdapterReport>;
     /** Uncaptured WebGPU errors since the page loaded. */
     uncapturedErrors(): string[];
@@ -122,7 +135,7 @@ window.backgroundWork = async () => {
 async function runLayer(layer: MultiHeadAttention, x: Float32Array, p: CaseParams): Promise<Float32Array> {
   const steps = p.decodeSteps ?? 0;
   if (steps === 0) return (await layer.forward(x, { batchSize: p.batchSize, seqLen: p.seqLen, isCausal: p.isCausal })).output;
-  return prefillThenDecode(layer, x, p.batchSize, p.seqLen, p.embedDim, steps, p.isCausal);
+  return prefillThenDecode(layer, x, p.batchSize, p.seqLen, p.embedDim, steps, p.isCausal, p.cacheDtype);
 }
 
 window.runCase = async (p: CaseParams): Promise<CaseResult> => {
@@ -172,6 +185,28 @@ window.runCase = async (p: CaseParams): Promise<CaseResult> => {
     buffersBefore,
     buffersAfter: gpu.stats().buffers,
   };
+};
+
+window.runWasmCase = async (p: CaseParams): Promise<WasmCaseResult> => {
+  const config = { embedDim: p.embedDim, numHeads: p.numHeads, numKvHeads: p.numKvHeads, bias: p.bias };
+  const inputs = randomLayerInputs(config, p.batchSize * p.seqLen, p.seed);
+  const stateDict = p.weights ? quantizeWeights(inputs.stateDict, { dtype: p.weights }) : inputs.stateDict;
+  const cpu = await createAttentionEngine({ backend: 'cpu' });
+  const wasm = await createAttentionEngine({ backend: 'wasm', threads: 1 });
+  try {
+    const cpuOut = await runLayer(cpu.createMultiHeadAttention(config, stateDict), inputs.query, p);
+    let out: Float32Array | null = null;
+    let thrown: string | null = null;
+    try {
+      out = await runLayer(wasm.createMultiHeadAttention(config, stateDict), inputs.query, p);
+    } catch (e) {
+      thrown = `${(e as Error).name}: ${(e as Error).message}`;
+    }
+    return { wasmSimd: wasm.wasmSimd, wasm: out ? Array.from(out) : null, cpu: Array.from(cpuOut), thrown };
+  } finally {
+    cpu.dispose();
+    wasm.dispose();
+  }
 };
 
 window.harnessReady = true;

@@ -5,7 +5,9 @@
 //       backend, |gpu − ref| ≤ atol + rtol·|ref| (e2e/output-check.ts; a NaN fails), then one more
 //       forward and the page's whole log and uncaptured WebGPU errors, which must be empty;
 //   (b) the demo page's correctness panel (demo/index.html), as e2e/demo.spec.ts drives it: the default
-//       shape, engine.warmup, then B=3 S=33 E=96 H=6 causal; PASS each time, a clean page.
+//       shape, engine.warmup, then B=3 S=33 E=96 H=6 causal; PASS each time, a clean page;
+//   (c) in (a)'s page, the 'wasm' backend (WASM_CASES, e2e/harness.ts runWasmCase) against the CPU
+//       backend: Firefox runs relaxed SIMD, so the relaxed build ('auto') must be the one that ran.
 // Firefox has no `subgroups` feature: the engine runs its subgroup-free variants there.
 //
 // It serves the repo and launches Firefox as scripts/firefox.ts does (Vite on 127.0.0.1, a fresh profile
@@ -18,11 +20,27 @@
 
 import type { Browser, Page } from 'puppeteer-core';
 import { CLOSING_CASE, correctnessCases } from '../e2e/cases.ts';
-import type { AdapterReport, CaseParams, CaseResult } from '../e2e/harness.ts';
+import type { AdapterReport, CaseParams, CaseResult, WasmCaseResult } from '../e2e/harness.ts';
 import { checkOutput } from '../e2e/output-check.ts';
 import { FIREFOX, type FirefoxSession, firefoxMissing, LVP_ICD, startFirefox } from './firefox.ts';
 
 const TIMEOUT_S = Number(process.env.FIREFOX_TEST_TIMEOUT_S ?? 300);
+
+/** The 'wasm' backend's cases: no WebGPU (e2e/harness.ts runWasmCase). */
+const WASM_CASES: [string, CaseParams][] = [
+  [
+    'float weights, E=128 H=8 G=2 (a group of 4 heads), B=2 S=40 causal: prefill 36, 4 decode steps over an f16 cache',
+    { embedDim: 128, numHeads: 8, numKvHeads: 2, batchSize: 2, seqLen: 40, isCausal: true, bias: true, seed: 41, decodeSteps: 4, cacheDtype: 'f16' },
+  ],
+  [
+    'q4_0 weights, E=256 H=4 (one head a key/value head), B=1 S=80 causal: prefill 77, 3 decode steps over an f16 cache',
+    { embedDim: 256, numHeads: 4, batchSize: 1, seqLen: 80, isCausal: true, bias: false, seed: 42, weights: 'q4_0', decodeSteps: 3, cacheDtype: 'f16' },
+  ],
+  [
+    'q4_0 weights, E=256 H=8 G=2, B=2 S=70 causal, one forward',
+    { embedDim: 256, numHeads: 8, numKvHeads: 2, batchSize: 2, seqLen: 70, isCausal: true, bias: true, seed: 43, weights: 'q4_0' },
+  ],
+];
 const PORT = Number(process.env.FIREFOX_TEST_PORT ?? 5175); // Playwright's server is on 5174; the next free one is taken
 
 const t0 = performance.now();
@@ -127,6 +145,23 @@ async function harnessSuite(base: string): Promise<void> {
   // Firefox's adapter info names nothing; its isFallbackAdapter says lavapipe is a CPU, whose in-line
   // built-in choice is tier 0's variants (variants.ts inLineChoice: the built-in ones take seconds to compile).
   result(!!work?.defaultsAreTier0, "default tuning on a fallback adapter: engine.tuning.defaults are tier 0's variants", JSON.stringify(work));
+
+  // The 'wasm' backend here: 'auto' takes the relaxed build where src/wasm/kernels.ts' probe finds relaxed
+  // SIMD right, as Firefox ESR 153 does (checked 2026-12-05), so these run its fused multiply-adds and an
+  // f16 cache's halves widened in place (by a GQA group of 4 rows, by a lone head), against the CPU backend.
+  const runWasm = async (p: CaseParams): Promise<WasmCaseResult> => JSON.parse(await page.evaluate(async (q) => JSON.stringify(await window.runWasmCase(q)), p));
+  for (const [name, params] of WASM_CASES) {
+    const mark = problems.length;
+    const w = await runWasm(params);
+    const errors = [w.thrown && `forward threw: ${w.thrown}`, ...problems.slice(mark)].filter(Boolean) as string[];
+    const n = params.batchSize * params.seqLen * params.embedDim;
+    if (!errors.length && (w.cpu.length !== n || w.wasm?.length !== n)) errors.push(`output lengths: wasm ${w.wasm?.length}, cpu ${w.cpu.length}, expected ${n}`);
+    if (w.wasmSimd !== 'relaxed')
+      errors.push(`engine.wasmSimd is ${JSON.stringify(w.wasmSimd)}: Firefox ESR 153 runs relaxed SIMD, so 'auto' must take the relaxed build`);
+    const check = errors.length ? null : checkOutput(w.wasm!, w.cpu, params, ['wasm', 'cpu']);
+    const ok = check?.ok === true;
+    result(ok, `wasm (${w.wasmSimd}) › ${name}`, check ? (ok ? check.summary : check.failure) : errors.join('\n'));
+  }
 
   const r = await run(CLOSING_CASE);
   const uncaptured = await page.evaluate(() => window.uncapturedErrors());

@@ -24,7 +24,7 @@
 // read where it is: each block of 64 keys is decoded into a scratch (gDec: Kᵀ [Dh, 64] then V [64, Dh]
 // f32) just before its scores, and the scores and P·V run on that tile; nothing else of the cache is
 // ever copied. An f16 cache read by 1 … 4 rows (a decode step's GQA group or lone head: one quad, Dh a
-// multiple of 8) skips the tile: scores4Half and pv4Half (scores1Half, pv1Half for one row) widen each 8
+// multiple of 8) skips the tile: Tile's kernels in their f16 form widen each 8
 // halves where they read them (the same values and sums, bit for bit; 0.54–0.56 against 0.59–0.61 ms for
 // E 2048 H 16 G 4 over 1024 keys). Its layouts, per (sequence, key/value head):
 //   kind 1  Kᵀ [⌈S/64⌉, Dh, 64] f16 bits;                      V [S, Dh] f16 bits (quant/kv.ts's rows)
@@ -125,217 +125,333 @@ function lastKey(ip: i32, Skv: i32): i32 {
   return gCausal || gWindow > 0 ? min(ip, Skv - 1) : Skv - 1;
 }
 
-/** Scores of 4 query rows (q0 … q3) × jn keys of the Kᵀ block [Dh, 64] at `block`: Σ_d q[r, d]·Kᵀ[d, j], 8 keys per step, into sc rows [4, BC]. */
-function scores4(q0: usize, q1: usize, q2: usize, q3: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
-  const rs = (<usize>BC) << 2;
-  for (let c = 0; c < jn; c += 8) {
-    let a00 = f32x4.splat(0);
-    let a01 = a00;
-    let a10 = a00;
-    let a11 = a00;
-    let a20 = a00;
-    let a21 = a00;
-    let a30 = a00;
-    let a31 = a00;
-    let kp = block + ((<usize>c) << 2);
-    for (let d = 0; d < Dh; d++) {
-      const k0 = v128.load(kp);
-      const k1 = v128.load(kp, 16);
-      const dd = (<usize>d) << 2;
-      let s = v128.load32_splat(q0 + dd);
-      a00 = F.madd(s, k0, a00);
-      a01 = F.madd(s, k1, a01);
-      s = v128.load32_splat(q1 + dd);
-      a10 = F.madd(s, k0, a10);
-      a11 = F.madd(s, k1, a11);
-      s = v128.load32_splat(q2 + dd);
-      a20 = F.madd(s, k0, a20);
-      a21 = F.madd(s, k1, a21);
-      s = v128.load32_splat(q3 + dd);
-      a30 = F.madd(s, k0, a30);
-      a31 = F.madd(s, k1, a31);
-      kp += (<usize>BC) << 2;
-    }
-    const at = sc + ((<usize>c) << 2);
-    v128.store(at, a00);
-    v128.store(at, a01, 16);
-    v128.store(at + rs, a10);
-    v128.store(at + rs, a11, 16);
-    v128.store(at + 2 * rs, a20);
-    v128.store(at + 2 * rs, a21, 16);
-    v128.store(at + 3 * rs, a30);
-    v128.store(at + 3 * rs, a31, 16);
-  }
-}
-
 /**
- * scores4 for one query row. 16 keys per step where 16 are left (four sums that do not wait on each
- * other: one would wait a float add's latency per step), else 8; each key's sum runs over d in order.
+ * The score and P·V micro-kernels, each in two forms (HALF a constant, folded away): over float32 keys
+ * and values (a cache of kind 0, or a tile decodeKeys / decodeValues filled), or over an f16 cache's
+ * own bits (kind 1), each 8 halves widened where they are read (H8: KvDecode.halves8's rule, exact).
+ * Both forms give the same values the same sums, bit for bit: the f16 form only skips the tile, for
+ * a quad of rows or fewer that would not share it (attend: a decode step's GQA group, a lone head).
+ * HALF needs Dh a multiple of 8.
  */
-function scores1(q0: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
-  const end = (jn + 7) & ~7; // as scores4: whole 8s of the zero-padded block
-  let c = 0;
-  for (; c + 16 <= end; c += 16) {
-    let a0 = f32x4.splat(0);
-    let a1 = a0;
-    let a2 = a0;
-    let a3 = a0;
-    let kp = block + ((<usize>c) << 2);
-    for (let d = 0; d < Dh; d++) {
-      const s = v128.load32_splat(q0 + ((<usize>d) << 2));
-      a0 = F.madd(s, v128.load(kp), a0);
-      a1 = F.madd(s, v128.load(kp, 16), a1);
-      a2 = F.madd(s, v128.load(kp, 32), a2);
-      a3 = F.madd(s, v128.load(kp, 48), a3);
-      kp += (<usize>BC) << 2;
-    }
-    const out = sc + ((<usize>c) << 2);
-    v128.store(out, a0);
-    v128.store(out, a1, 16);
-    v128.store(out, a2, 32);
-    v128.store(out, a3, 48);
-  }
-  for (; c < end; c += 8) {
-    let a0 = f32x4.splat(0);
-    let a1 = a0;
-    let kp = block + ((<usize>c) << 2);
-    for (let d = 0; d < Dh; d++) {
-      const s = v128.load32_splat(q0 + ((<usize>d) << 2));
-      a0 = F.madd(s, v128.load(kp), a0);
-      a1 = F.madd(s, v128.load(kp, 16), a1);
-      kp += (<usize>BC) << 2;
-    }
-    v128.store(sc + ((<usize>c) << 2), a0);
-    v128.store(sc + ((<usize>c) << 2), a1, 16);
-  }
-}
-
-/** pv4 for one row: acc ← alpha·acc + Σ_j p[j]·V[j]. */
-function pv1(sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, jn: i32, Dh: i32): void {
-  const al = f32x4.splat(alpha);
-  const D4 = Dh >> 2;
-  let d4 = 0;
-  // 16 elements of Dh at a time (four sums that do not wait on each other), each summed over the keys in order.
-  for (; d4 + 4 <= D4; d4 += 4) {
-    const ad = acc + ((<usize>d4) << 4);
-    let a0 = f32x4.mul(v128.load(ad), al);
-    let a1 = f32x4.mul(v128.load(ad, 16), al);
-    let a2 = f32x4.mul(v128.load(ad, 32), al);
-    let a3 = f32x4.mul(v128.load(ad, 48), al);
-    let vp = v + ((<usize>d4) << 4);
-    for (let jj = 0; jj < jn; jj++) {
-      const p = v128.load32_splat(sc + ((<usize>jj) << 2));
-      a0 = F.madd(p, v128.load(vp), a0);
-      a1 = F.madd(p, v128.load(vp, 16), a1);
-      a2 = F.madd(p, v128.load(vp, 32), a2);
-      a3 = F.madd(p, v128.load(vp, 48), a3);
-      vp += vStride;
-    }
-    v128.store(ad, a0);
-    v128.store(ad, a1, 16);
-    v128.store(ad, a2, 32);
-    v128.store(ad, a3, 48);
-  }
-  for (; d4 < D4; d4++) {
-    const ad = acc + ((<usize>d4) << 4);
-    let a = f32x4.mul(v128.load(ad), al);
-    let vp = v + ((<usize>d4) << 4);
-    for (let jj = 0; jj < jn; jj++) {
-      a = F.madd(v128.load32_splat(sc + ((<usize>jj) << 2)), v128.load(vp), a);
-      vp += vStride;
-    }
-    v128.store(ad, a);
-  }
-  for (let d = D4 << 2; d < Dh; d++) {
-    const ad = acc + ((<usize>d) << 2);
-    let a = load<f32>(ad) * alpha;
-    for (let jj = 0; jj < jn; jj++) a += load<f32>(sc + ((<usize>jj) << 2)) * load<f32>(v + <usize>jj * vStride + ((<usize>d) << 2));
-    store<f32>(ad, a);
-  }
-}
-
-/** acc[r] ← alpha[r]·acc[r] + Σ_j p[r, j]·V[j] for 4 rows (V's jn rows from v): one V load serves the 4, f32x4 over Dh, scalar past the last whole 4. */
-function pv4(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vStride: usize, jn: i32, Dh: i32): void {
-  const rs = (<usize>BC) << 2;
-  const al0 = v128.load32_splat(alpha);
-  const al1 = v128.load32_splat(alpha, 4);
-  const al2 = v128.load32_splat(alpha, 8);
-  const al3 = v128.load32_splat(alpha, 12);
-  const D4 = Dh >> 2;
-  let d4 = 0;
-  // Two vec4s of V a step where two are left: 8 sums that do not wait on each other's add (4 would
-  // wait its latency each key), and each p splat serves both.
-  for (; d4 + 2 <= D4; d4 += 2) {
-    const ad = acc + ((<usize>d4) << 4);
-    let a0 = f32x4.mul(v128.load(ad), al0);
-    let a1 = f32x4.mul(v128.load(ad + rowBytes), al1);
-    let a2 = f32x4.mul(v128.load(ad + 2 * rowBytes), al2);
-    let a3 = f32x4.mul(v128.load(ad + 3 * rowBytes), al3);
-    let b0 = f32x4.mul(v128.load(ad, 16), al0);
-    let b1 = f32x4.mul(v128.load(ad + rowBytes, 16), al1);
-    let b2 = f32x4.mul(v128.load(ad + 2 * rowBytes, 16), al2);
-    let b3 = f32x4.mul(v128.load(ad + 3 * rowBytes, 16), al3);
-    let vp = v + ((<usize>d4) << 4);
-    let pp = sc;
-    for (let jj = 0; jj < jn; jj++) {
-      const va = v128.load(vp);
-      const vb = v128.load(vp, 16);
-      let p = v128.load32_splat(pp);
-      a0 = F.madd(p, va, a0);
-      b0 = F.madd(p, vb, b0);
-      p = v128.load32_splat(pp + rs);
-      a1 = F.madd(p, va, a1);
-      b1 = F.madd(p, vb, b1);
-      p = v128.load32_splat(pp + 2 * rs);
-      a2 = F.madd(p, va, a2);
-      b2 = F.madd(p, vb, b2);
-      p = v128.load32_splat(pp + 3 * rs);
-      a3 = F.madd(p, va, a3);
-      b3 = F.madd(p, vb, b3);
-      vp += vStride;
-      pp += 4;
-    }
-    v128.store(ad, a0);
-    v128.store(ad + rowBytes, a1);
-    v128.store(ad + 2 * rowBytes, a2);
-    v128.store(ad + 3 * rowBytes, a3);
-    v128.store(ad, b0, 16);
-    v128.store(ad + rowBytes, b1, 16);
-    v128.store(ad + 2 * rowBytes, b2, 16);
-    v128.store(ad + 3 * rowBytes, b3, 16);
-  }
-  for (; d4 < D4; d4++) {
-    const ad = acc + ((<usize>d4) << 4);
-    let a0 = f32x4.mul(v128.load(ad), al0);
-    let a1 = f32x4.mul(v128.load(ad + rowBytes), al1);
-    let a2 = f32x4.mul(v128.load(ad + 2 * rowBytes), al2);
-    let a3 = f32x4.mul(v128.load(ad + 3 * rowBytes), al3);
-    let vp = v + ((<usize>d4) << 4);
-    let pp = sc;
-    for (let jj = 0; jj < jn; jj++) {
-      const vv = v128.load(vp);
-      a0 = F.madd(v128.load32_splat(pp), vv, a0);
-      a1 = F.madd(v128.load32_splat(pp + rs), vv, a1);
-      a2 = F.madd(v128.load32_splat(pp + 2 * rs), vv, a2);
-      a3 = F.madd(v128.load32_splat(pp + 3 * rs), vv, a3);
-      vp += vStride;
-      pp += 4;
-    }
-    v128.store(ad, a0);
-    v128.store(ad + rowBytes, a1);
-    v128.store(ad + 2 * rowBytes, a2);
-    v128.store(ad + 3 * rowBytes, a3);
-  }
-  for (let d = D4 << 2; d < Dh; d++) {
-    for (let r = 0; r < 4; r++) {
-      const ad = acc + <usize>r * rowBytes + ((<usize>d) << 2);
-      let a = load<f32>(ad) * load<f32>(alpha + ((<usize>r) << 2));
-      for (let jj = 0; jj < jn; jj++) {
-        a += load<f32>(sc + <usize>r * rs + ((<usize>jj) << 2)) * load<f32>(v + <usize>jj * vStride + ((<usize>d) << 2));
+// biome-ignore lint/complexity/noStaticOnlyClass: @inline needs a method here (see KvDecode)
+class Tile {
+  /**
+   * Scores of 4 query rows (q0 … q3) × jn keys of the Kᵀ block [Dh, 64] at `block` (f32, or f16 bits):
+   * Σ_d q[r, d]·Kᵀ[d, j], 8 keys per step, into sc rows [4, BC].
+   */
+  @inline
+  static scores4(HALF: bool, q0: usize, q1: usize, q2: usize, q3: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
+    const rs = (<usize>BC) << 2;
+    const size: usize = HALF ? 2 : 4; // bytes a key's value
+    for (let c = 0; c < jn; c += 8) {
+      let a00 = f32x4.splat(0);
+      let a01 = a00;
+      let a10 = a00;
+      let a11 = a00;
+      let a20 = a00;
+      let a21 = a00;
+      let a30 = a00;
+      let a31 = a00;
+      let kp = block + <usize>c * size;
+      for (let d = 0; d < Dh; d++) {
+        let k0: v128;
+        let k1: v128;
+        if (HALF) {
+          const x = v128.load(kp);
+          const special = H8.special(x); // ±∞ or NaN among them (rare: the general rule)
+          k0 = H8.lo(x, special);
+          k1 = H8.hi(x, special);
+        } else {
+          k0 = v128.load(kp);
+          k1 = v128.load(kp, 16);
+        }
+        const dd = (<usize>d) << 2;
+        let s = v128.load32_splat(q0 + dd);
+        a00 = F.madd(s, k0, a00);
+        a01 = F.madd(s, k1, a01);
+        s = v128.load32_splat(q1 + dd);
+        a10 = F.madd(s, k0, a10);
+        a11 = F.madd(s, k1, a11);
+        s = v128.load32_splat(q2 + dd);
+        a20 = F.madd(s, k0, a20);
+        a21 = F.madd(s, k1, a21);
+        s = v128.load32_splat(q3 + dd);
+        a30 = F.madd(s, k0, a30);
+        a31 = F.madd(s, k1, a31);
+        kp += <usize>BC * size;
       }
+      const at = sc + ((<usize>c) << 2);
+      v128.store(at, a00);
+      v128.store(at, a01, 16);
+      v128.store(at + rs, a10);
+      v128.store(at + rs, a11, 16);
+      v128.store(at + 2 * rs, a20);
+      v128.store(at + 2 * rs, a21, 16);
+      v128.store(at + 3 * rs, a30);
+      v128.store(at + 3 * rs, a31, 16);
+    }
+  }
+
+  /**
+   * scores4 for one query row. 16 keys per step where 16 are left (four sums that do not wait on each
+   * other: one would wait a float add's latency per step), else 8; each key's sum runs over d in order.
+   */
+  @inline
+  static scores1(HALF: bool, q0: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
+    const size: usize = HALF ? 2 : 4;
+    const end = (jn + 7) & ~7; // as scores4: whole 8s of the zero-padded block
+    let c = 0;
+    for (; c + 16 <= end; c += 16) {
+      let a0 = f32x4.splat(0);
+      let a1 = a0;
+      let a2 = a0;
+      let a3 = a0;
+      let kp = block + <usize>c * size;
+      for (let d = 0; d < Dh; d++) {
+        const s = v128.load32_splat(q0 + ((<usize>d) << 2));
+        if (HALF) {
+          const x = v128.load(kp);
+          const y = v128.load(kp, 16);
+          const sx = H8.special(x);
+          const sy = H8.special(y);
+          a0 = F.madd(s, H8.lo(x, sx), a0);
+          a1 = F.madd(s, H8.hi(x, sx), a1);
+          a2 = F.madd(s, H8.lo(y, sy), a2);
+          a3 = F.madd(s, H8.hi(y, sy), a3);
+        } else {
+          a0 = F.madd(s, v128.load(kp), a0);
+          a1 = F.madd(s, v128.load(kp, 16), a1);
+          a2 = F.madd(s, v128.load(kp, 32), a2);
+          a3 = F.madd(s, v128.load(kp, 48), a3);
+        }
+        kp += <usize>BC * size;
+      }
+      const out = sc + ((<usize>c) << 2);
+      v128.store(out, a0);
+      v128.store(out, a1, 16);
+      v128.store(out, a2, 32);
+      v128.store(out, a3, 48);
+    }
+    for (; c < end; c += 8) {
+      let a0 = f32x4.splat(0);
+      let a1 = a0;
+      let kp = block + <usize>c * size;
+      for (let d = 0; d < Dh; d++) {
+        const s = v128.load32_splat(q0 + ((<usize>d) << 2));
+        if (HALF) {
+          const x = v128.load(kp);
+          const sx = H8.special(x);
+          a0 = F.madd(s, H8.lo(x, sx), a0);
+          a1 = F.madd(s, H8.hi(x, sx), a1);
+        } else {
+          a0 = F.madd(s, v128.load(kp), a0);
+          a1 = F.madd(s, v128.load(kp, 16), a1);
+        }
+        kp += <usize>BC * size;
+      }
+      v128.store(sc + ((<usize>c) << 2), a0);
+      v128.store(sc + ((<usize>c) << 2), a1, 16);
+    }
+  }
+
+  /** pv4 for one row: acc ← alpha·acc + Σ_j p[j]·V[j] (V rows from v, vStride bytes apart; f32 or f16 bits). */
+  @inline
+  static pv1(HALF: bool, sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, jn: i32, Dh: i32): void {
+    const al = f32x4.splat(alpha);
+    const size: usize = HALF ? 2 : 4;
+    let d = 0;
+    // 16 elements of Dh at a time (four sums that do not wait on each other), each summed over the keys in order.
+    for (; d + 16 <= Dh; d += 16) {
+      const ad = acc + ((<usize>d) << 2);
+      let a0 = f32x4.mul(v128.load(ad), al);
+      let a1 = f32x4.mul(v128.load(ad, 16), al);
+      let a2 = f32x4.mul(v128.load(ad, 32), al);
+      let a3 = f32x4.mul(v128.load(ad, 48), al);
+      let vp = v + <usize>d * size;
+      for (let jj = 0; jj < jn; jj++) {
+        const p = v128.load32_splat(sc + ((<usize>jj) << 2));
+        if (HALF) {
+          const x = v128.load(vp);
+          const y = v128.load(vp, 16);
+          const sx = H8.special(x);
+          const sy = H8.special(y);
+          a0 = F.madd(p, H8.lo(x, sx), a0);
+          a1 = F.madd(p, H8.hi(x, sx), a1);
+          a2 = F.madd(p, H8.lo(y, sy), a2);
+          a3 = F.madd(p, H8.hi(y, sy), a3);
+        } else {
+          a0 = F.madd(p, v128.load(vp), a0);
+          a1 = F.madd(p, v128.load(vp, 16), a1);
+          a2 = F.madd(p, v128.load(vp, 32), a2);
+          a3 = F.madd(p, v128.load(vp, 48), a3);
+        }
+        vp += vStride;
+      }
+      v128.store(ad, a0);
+      v128.store(ad, a1, 16);
+      v128.store(ad, a2, 32);
+      v128.store(ad, a3, 48);
+    }
+    if (HALF) {
+      for (; d < Dh; d += 8) {
+        const ad = acc + ((<usize>d) << 2);
+        let a0 = f32x4.mul(v128.load(ad), al);
+        let a1 = f32x4.mul(v128.load(ad, 16), al);
+        let vp = v + ((<usize>d) << 1);
+        for (let jj = 0; jj < jn; jj++) {
+          const p = v128.load32_splat(sc + ((<usize>jj) << 2));
+          const x = v128.load(vp);
+          const sx = H8.special(x);
+          a0 = F.madd(p, H8.lo(x, sx), a0);
+          a1 = F.madd(p, H8.hi(x, sx), a1);
+          vp += vStride;
+        }
+        v128.store(ad, a0);
+        v128.store(ad, a1, 16);
+      }
+      return;
+    }
+    for (; d + 4 <= Dh; d += 4) {
+      const ad = acc + ((<usize>d) << 2);
+      let a = f32x4.mul(v128.load(ad), al);
+      let vp = v + ((<usize>d) << 2);
+      for (let jj = 0; jj < jn; jj++) {
+        a = F.madd(v128.load32_splat(sc + ((<usize>jj) << 2)), v128.load(vp), a);
+        vp += vStride;
+      }
+      v128.store(ad, a);
+    }
+    for (; d < Dh; d++) {
+      const ad = acc + ((<usize>d) << 2);
+      let a = load<f32>(ad) * alpha;
+      for (let jj = 0; jj < jn; jj++) a += load<f32>(sc + ((<usize>jj) << 2)) * load<f32>(v + <usize>jj * vStride + ((<usize>d) << 2));
       store<f32>(ad, a);
     }
   }
+
+  /**
+   * acc[r] ← alpha[r]·acc[r] + Σ_j p[r, j]·V[j] for 4 rows (V's jn rows from v, vStride bytes apart; f32 or
+   * f16 bits): one V load serves the 4, f32x4 over Dh, scalar past the last whole 4.
+   */
+  @inline
+  static pv4(HALF: bool, sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vStride: usize, jn: i32, Dh: i32): void {
+    const rs = (<usize>BC) << 2;
+    const size: usize = HALF ? 2 : 4;
+    const al0 = v128.load32_splat(alpha);
+    const al1 = v128.load32_splat(alpha, 4);
+    const al2 = v128.load32_splat(alpha, 8);
+    const al3 = v128.load32_splat(alpha, 12);
+    let d = 0;
+    // 8 elements of Dh a step where 8 are left: 8 sums that do not wait on each other's add (4 would
+    // wait its latency each key), and each p splat serves both halves.
+    for (; d + 8 <= Dh; d += 8) {
+      const ad = acc + ((<usize>d) << 2);
+      let a0 = f32x4.mul(v128.load(ad), al0);
+      let a1 = f32x4.mul(v128.load(ad + rowBytes), al1);
+      let a2 = f32x4.mul(v128.load(ad + 2 * rowBytes), al2);
+      let a3 = f32x4.mul(v128.load(ad + 3 * rowBytes), al3);
+      let b0 = f32x4.mul(v128.load(ad, 16), al0);
+      let b1 = f32x4.mul(v128.load(ad + rowBytes, 16), al1);
+      let b2 = f32x4.mul(v128.load(ad + 2 * rowBytes, 16), al2);
+      let b3 = f32x4.mul(v128.load(ad + 3 * rowBytes, 16), al3);
+      let vp = v + <usize>d * size;
+      let pp = sc;
+      for (let jj = 0; jj < jn; jj++) {
+        let va: v128;
+        let vb: v128;
+        if (HALF) {
+          const x = v128.load(vp);
+          const special = H8.special(x);
+          va = H8.lo(x, special);
+          vb = H8.hi(x, special);
+        } else {
+          va = v128.load(vp);
+          vb = v128.load(vp, 16);
+        }
+        let p = v128.load32_splat(pp);
+        a0 = F.madd(p, va, a0);
+        b0 = F.madd(p, vb, b0);
+        p = v128.load32_splat(pp + rs);
+        a1 = F.madd(p, va, a1);
+        b1 = F.madd(p, vb, b1);
+        p = v128.load32_splat(pp + 2 * rs);
+        a2 = F.madd(p, va, a2);
+        b2 = F.madd(p, vb, b2);
+        p = v128.load32_splat(pp + 3 * rs);
+        a3 = F.madd(p, va, a3);
+        b3 = F.madd(p, vb, b3);
+        vp += vStride;
+        pp += 4;
+      }
+      v128.store(ad, a0);
+      v128.store(ad + rowBytes, a1);
+      v128.store(ad + 2 * rowBytes, a2);
+      v128.store(ad + 3 * rowBytes, a3);
+      v128.store(ad, b0, 16);
+      v128.store(ad + rowBytes, b1, 16);
+      v128.store(ad + 2 * rowBytes, b2, 16);
+      v128.store(ad + 3 * rowBytes, b3, 16);
+    }
+    if (HALF) return; // Dh a multiple of 8
+    for (; d + 4 <= Dh; d += 4) {
+      const ad = acc + ((<usize>d) << 2);
+      let a0 = f32x4.mul(v128.load(ad), al0);
+      let a1 = f32x4.mul(v128.load(ad + rowBytes), al1);
+      let a2 = f32x4.mul(v128.load(ad + 2 * rowBytes), al2);
+      let a3 = f32x4.mul(v128.load(ad + 3 * rowBytes), al3);
+      let vp = v + ((<usize>d) << 2);
+      let pp = sc;
+      for (let jj = 0; jj < jn; jj++) {
+        const vv = v128.load(vp);
+        a0 = F.madd(v128.load32_splat(pp), vv, a0);
+        a1 = F.madd(v128.load32_splat(pp + rs), vv, a1);
+        a2 = F.madd(v128.load32_splat(pp + 2 * rs), vv, a2);
+        a3 = F.madd(v128.load32_splat(pp + 3 * rs), vv, a3);
+        vp += vStride;
+        pp += 4;
+      }
+      v128.store(ad, a0);
+      v128.store(ad + rowBytes, a1);
+      v128.store(ad + 2 * rowBytes, a2);
+      v128.store(ad + 3 * rowBytes, a3);
+    }
+    for (; d < Dh; d++) {
+      for (let r = 0; r < 4; r++) {
+        const ad = acc + <usize>r * rowBytes + ((<usize>d) << 2);
+        let a = load<f32>(ad) * load<f32>(alpha + ((<usize>r) << 2));
+        for (let jj = 0; jj < jn; jj++) {
+          a += load<f32>(sc + <usize>r * rs + ((<usize>jj) << 2)) * load<f32>(v + <usize>jj * vStride + ((<usize>d) << 2));
+        }
+        store<f32>(ad, a);
+      }
+    }
+  }
+}
+
+/** Tile's kernels, each form its own function (as attend calls them: kept apart, not inlined into it). */
+function scores4(q0: usize, q1: usize, q2: usize, q3: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
+  Tile.scores4(false, q0, q1, q2, q3, block, jn, Dh, sc);
+}
+function scores4Half(q0: usize, q1: usize, q2: usize, q3: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
+  Tile.scores4(true, q0, q1, q2, q3, block, jn, Dh, sc);
+}
+function scores1(q0: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
+  Tile.scores1(false, q0, block, jn, Dh, sc);
+}
+function scores1Half(q0: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
+  Tile.scores1(true, q0, block, jn, Dh, sc);
+}
+function pv1(sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, jn: i32, Dh: i32): void {
+  Tile.pv1(false, sc, acc, alpha, v, vStride, jn, Dh);
+}
+function pv1Half(sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, jn: i32, Dh: i32): void {
+  Tile.pv1(true, sc, acc, alpha, v, vStride, jn, Dh);
+}
+function pv4(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vStride: usize, jn: i32, Dh: i32): void {
+  Tile.pv4(false, sc, acc, rowBytes, alpha, v, vStride, jn, Dh);
+}
+function pv4Half(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vStride: usize, jn: i32, Dh: i32): void {
+  Tile.pv4(true, sc, acc, rowBytes, alpha, v, vStride, jn, Dh);
 }
 
 /**
@@ -550,206 +666,6 @@ class H8 {
   }
 }
 
-/**
- * scores4 over a kind 1 (f16) cache's Kᵀ block [Dh, 64] of f16 bits at `block`, each 8 keys' halves
- * widened where they are read (KvDecode.halves8's rule: exact) instead of decodeKeys' tile: the same
- * values and the same sums, bit for bit, with no tile written and read back. For a decode step's GQA
- * group of 2 … 4 heads, where the tile would serve one quad of rows only.
- */
-function scores4Half(q0: usize, q1: usize, q2: usize, q3: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
-  const rs = (<usize>BC) << 2;
-  for (let c = 0; c < jn; c += 8) {
-    let a00 = f32x4.splat(0);
-    let a01 = a00;
-    let a10 = a00;
-    let a11 = a00;
-    let a20 = a00;
-    let a21 = a00;
-    let a30 = a00;
-    let a31 = a00;
-    let kp = block + ((<usize>c) << 1);
-    for (let d = 0; d < Dh; d++) {
-      const x = v128.load(kp);
-      const special = H8.special(x); // ±∞ or NaN among them (rare: the general rule)
-      const k0 = H8.lo(x, special);
-      const k1 = H8.hi(x, special);
-      const dd = (<usize>d) << 2;
-      let s = v128.load32_splat(q0 + dd);
-      a00 = F.madd(s, k0, a00);
-      a01 = F.madd(s, k1, a01);
-      s = v128.load32_splat(q1 + dd);
-      a10 = F.madd(s, k0, a10);
-      a11 = F.madd(s, k1, a11);
-      s = v128.load32_splat(q2 + dd);
-      a20 = F.madd(s, k0, a20);
-      a21 = F.madd(s, k1, a21);
-      s = v128.load32_splat(q3 + dd);
-      a30 = F.madd(s, k0, a30);
-      a31 = F.madd(s, k1, a31);
-      kp += (<usize>BC) << 1;
-    }
-    const at = sc + ((<usize>c) << 2);
-    v128.store(at, a00);
-    v128.store(at, a01, 16);
-    v128.store(at + rs, a10);
-    v128.store(at + rs, a11, 16);
-    v128.store(at + 2 * rs, a20);
-    v128.store(at + 2 * rs, a21, 16);
-    v128.store(at + 3 * rs, a30);
-    v128.store(at + 3 * rs, a31, 16);
-  }
-}
-
-/**
- * scores1 over a kind 1 (f16) cache's Kᵀ block of f16 bits, the halves widened where they are read (as
- * scores4Half): decodeKeys' values and scores1's sums, bit for bit (each key's sum over d in order).
- */
-function scores1Half(q0: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
-  const end = (jn + 7) & ~7;
-  let c = 0;
-  for (; c + 16 <= end; c += 16) {
-    let a0 = f32x4.splat(0);
-    let a1 = a0;
-    let a2 = a0;
-    let a3 = a0;
-    let kp = block + ((<usize>c) << 1);
-    for (let d = 0; d < Dh; d++) {
-      const s = v128.load32_splat(q0 + ((<usize>d) << 2));
-      const x = v128.load(kp);
-      const y = v128.load(kp, 16);
-      const sx = H8.special(x);
-      const sy = H8.special(y);
-      a0 = F.madd(s, H8.lo(x, sx), a0);
-      a1 = F.madd(s, H8.hi(x, sx), a1);
-      a2 = F.madd(s, H8.lo(y, sy), a2);
-      a3 = F.madd(s, H8.hi(y, sy), a3);
-      kp += (<usize>BC) << 1;
-    }
-    const out = sc + ((<usize>c) << 2);
-    v128.store(out, a0);
-    v128.store(out, a1, 16);
-    v128.store(out, a2, 32);
-    v128.store(out, a3, 48);
-  }
-  for (; c < end; c += 8) {
-    let a0 = f32x4.splat(0);
-    let a1 = a0;
-    let kp = block + ((<usize>c) << 1);
-    for (let d = 0; d < Dh; d++) {
-      const s = v128.load32_splat(q0 + ((<usize>d) << 2));
-      const x = v128.load(kp);
-      const sx = H8.special(x);
-      a0 = F.madd(s, H8.lo(x, sx), a0);
-      a1 = F.madd(s, H8.hi(x, sx), a1);
-      kp += (<usize>BC) << 1;
-    }
-    v128.store(sc + ((<usize>c) << 2), a0);
-    v128.store(sc + ((<usize>c) << 2), a1, 16);
-  }
-}
-
-/** pv1 over a kind 1 (f16) cache's V rows (jn from v, gVRow bytes apart), widened where read: pv1's sums, bit for bit. Dh a multiple of 8. */
-function pv1Half(sc: usize, acc: usize, alpha: f32, v: usize, jn: i32, Dh: i32): void {
-  const al = f32x4.splat(alpha);
-  const vStride = gVRow;
-  let d = 0;
-  for (; d + 16 <= Dh; d += 16) {
-    const ad = acc + ((<usize>d) << 2);
-    let a0 = f32x4.mul(v128.load(ad), al);
-    let a1 = f32x4.mul(v128.load(ad, 16), al);
-    let a2 = f32x4.mul(v128.load(ad, 32), al);
-    let a3 = f32x4.mul(v128.load(ad, 48), al);
-    let vp = v + ((<usize>d) << 1);
-    for (let jj = 0; jj < jn; jj++) {
-      const p = v128.load32_splat(sc + ((<usize>jj) << 2));
-      const x = v128.load(vp);
-      const y = v128.load(vp, 16);
-      const sx = H8.special(x);
-      const sy = H8.special(y);
-      a0 = F.madd(p, H8.lo(x, sx), a0);
-      a1 = F.madd(p, H8.hi(x, sx), a1);
-      a2 = F.madd(p, H8.lo(y, sy), a2);
-      a3 = F.madd(p, H8.hi(y, sy), a3);
-      vp += vStride;
-    }
-    v128.store(ad, a0);
-    v128.store(ad, a1, 16);
-    v128.store(ad, a2, 32);
-    v128.store(ad, a3, 48);
-  }
-  for (; d < Dh; d += 8) {
-    const ad = acc + ((<usize>d) << 2);
-    let a0 = f32x4.mul(v128.load(ad), al);
-    let a1 = f32x4.mul(v128.load(ad, 16), al);
-    let vp = v + ((<usize>d) << 1);
-    for (let jj = 0; jj < jn; jj++) {
-      const p = v128.load32_splat(sc + ((<usize>jj) << 2));
-      const x = v128.load(vp);
-      const sx = H8.special(x);
-      a0 = F.madd(p, H8.lo(x, sx), a0);
-      a1 = F.madd(p, H8.hi(x, sx), a1);
-      vp += vStride;
-    }
-    v128.store(ad, a0);
-    v128.store(ad, a1, 16);
-  }
-}
-
-/**
- * pv4 over a kind 1 (f16) cache's V rows (jn of them from v, gVRow bytes apart), each row's halves
- * widened where they are read, as scores4Half: decodeValues' values and pv4's sums, bit for bit. Dh a
- * multiple of 8.
- */
-function pv4Half(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, jn: i32, Dh: i32): void {
-  const rs = (<usize>BC) << 2;
-  const al0 = v128.load32_splat(alpha);
-  const al1 = v128.load32_splat(alpha, 4);
-  const al2 = v128.load32_splat(alpha, 8);
-  const al3 = v128.load32_splat(alpha, 12);
-  const vStride = gVRow;
-  for (let d = 0; d < Dh; d += 8) {
-    const ad = acc + ((<usize>d) << 2);
-    let a0 = f32x4.mul(v128.load(ad), al0);
-    let a1 = f32x4.mul(v128.load(ad + rowBytes), al1);
-    let a2 = f32x4.mul(v128.load(ad + 2 * rowBytes), al2);
-    let a3 = f32x4.mul(v128.load(ad + 3 * rowBytes), al3);
-    let b0 = f32x4.mul(v128.load(ad, 16), al0);
-    let b1 = f32x4.mul(v128.load(ad + rowBytes, 16), al1);
-    let b2 = f32x4.mul(v128.load(ad + 2 * rowBytes, 16), al2);
-    let b3 = f32x4.mul(v128.load(ad + 3 * rowBytes, 16), al3);
-    let vp = v + ((<usize>d) << 1);
-    let pp = sc;
-    for (let jj = 0; jj < jn; jj++) {
-      const x = v128.load(vp);
-      const special = H8.special(x);
-      const va = H8.lo(x, special);
-      const vb = H8.hi(x, special);
-      let p = v128.load32_splat(pp);
-      a0 = F.madd(p, va, a0);
-      b0 = F.madd(p, vb, b0);
-      p = v128.load32_splat(pp + rs);
-      a1 = F.madd(p, va, a1);
-      b1 = F.madd(p, vb, b1);
-      p = v128.load32_splat(pp + 2 * rs);
-      a2 = F.madd(p, va, a2);
-      b2 = F.madd(p, vb, b2);
-      p = v128.load32_splat(pp + 3 * rs);
-      a3 = F.madd(p, va, a3);
-      b3 = F.madd(p, vb, b3);
-      vp += vStride;
-      pp += 4;
-    }
-    v128.store(ad, a0);
-    v128.store(ad + rowBytes, a1);
-    v128.store(ad + 2 * rowBytes, a2);
-    v128.store(ad + 3 * rowBytes, a3);
-    v128.store(ad, b0, 16);
-    v128.store(ad + rowBytes, b1, 16);
-    v128.store(ad + 2 * rowBytes, b2, 16);
-    v128.store(ad + 3 * rowBytes, b3, 16);
-  }
-}
-
 /** Kᵀ block `blk` [Dh, 64] of a kind 1 … 3 cache (kt: its (sequence, head)'s base) decoded as f32 into out. */
 function decodeKeys(kt: usize, blk: i32, Dh: i32, out: usize): void {
   const n = (<usize>Dh) << 6; // values in the block
@@ -859,8 +775,8 @@ export function attend(q: usize, ldq: i32, kt: usize, v: usize, ldv: i32, o: usi
     }
     memory.fill(acc, 0, rowBytes * R4);
     // An f16 cache read by one quad of 2 … 4 rows (a decode step's GQA group): each block's halves widened
-    // where the kernels read them (scores4Half, pv4Half), not decoded into gDec first for so few rows.
-    const halves = gKind === 1 && R4 === 4 && (Dh & 7) === 0; // R 1 (one head a key/value head) too: scores1Half, pv1Half
+    // where the kernels read them (Tile's f16 form), not decoded into gDec first for so few rows.
+    const halves = gKind === 1 && R4 === 4 && (Dh & 7) === 0; // R 1 (one head a key/value head) too
     for (let j0 = lo & ~(BC - 1); j0 <= hi; j0 += BC) {
       const jn = min(BC, hi + 1 - j0);
       // The block's Kᵀ [Dh, 64] and first V row: where they are (f32), or decoded into gDec (f16, q-dtypes).
@@ -916,8 +832,8 @@ export function attend(q: usize, ldq: i32, kt: usize, v: usize, ldv: i32, o: usi
         softmaxRow(sc + <usize>r * rs, (i0 + r) * step, ip0 + step * r, j0, jn, first, last, Skv, m + ro, l + ro, alpha + ro);
       }
       if (halves) {
-        if (R === 1) pv1Half(sc, acc, load<f32>(alpha), vb, jn, Dh);
-        else pv4Half(sc, acc, rowBytes, alpha, vb, jn, Dh);
+        if (R === 1) pv1Half(sc, acc, load<f32>(alpha), vb, gVRow, jn, Dh);
+        else pv4Half(sc, acc, rowBytes, alpha, vb, gVRow, jn, Dh);
         continue;
       }
       if (gKind !== 0) decodeValues(v, j0, jn, Dh, vb);

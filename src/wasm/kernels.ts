@@ -37,6 +37,7 @@ interface KernelExports {
   /** wasm/q8.ts: x [M, K] quantized per block of 32 as quantizeActivationsQ8 (i16 values in `layout` 0, 4 or 8; (d, d·S) per unit). */
   quantizeQ8(x: number, ldx: number, M: number, K: number, unit: number, layout: number, q: number, ldq: number, ds: number): void;
   transpose(k: number, ldk: number, rows: number, Dh: number, kt: number): void;
+  rotary(x: number, ldx: number, rows: number, heads: number, Dh: number, angles: number, dim: number, interleaved: number): void;
   setRule(
     scale: number,
     softcap: number,

@@ -3,7 +3,8 @@
 //
 //   pass 1  gemm ×3     X [T, E] · W_qᵀ, W_kᵀ, W_vᵀ + b  → Q [T, H·Dh], K, V [T', G·Dh]   (token-major;
 //                       quantized weights: qgemv for ≤ 8 rows, else qgemm, each weight as given: projection.ts)
-//   pass 1½ (rotary, QK-norm: cpu/head-transform.ts's transformHead on each float32 head row)
+//   pass 1½ (rotary, QK-norm: cpu/head-transform.ts's transformHead on each float32 head row; rotary alone
+//           in the kernels, rotary.ts, the same numbers)
 //   pass 2  attention   per (sequence, head), online softmax over blocks of 64 keys → O [T, H·Dh]
 //                       (scoreMod and linear layers: the float64 reference's pass, attention.ts)
 //   pass 3  gemm        O [T, H·Dh] · W_Oᵀ + b_O → Y [T, E]                       (or qgemv / qgemm)
@@ -27,6 +28,7 @@ import { WasmKvCache } from './kv-cache.ts';
 import type { KvCacheDtype } from '../types.ts';
 import { createProjection, type Projection, project } from './projection.ts';
 import { runPaged } from './paged-attention.ts';
+import { rotateInKernels } from './rotary.ts';
 import { WasmPagedStorage } from './paged-kv-cache.ts';
 
 export class WasmLayer implements BackendLayer {
@@ -127,8 +129,18 @@ export class WasmLayer implements BackendLayer {
       [crossInputs ? kernels.put(plan.key) : x, batches * kvRows, this.k],
       [crossInputs ? kernels.put(plan.value) : x, batches * kvRows, this.v],
     ]);
-    this.transformHeads(kernels, plan, q, tokens, H, 'query');
-    this.transformHeads(kernels, plan, k, batches * kvRows, G, 'key');
+    // Rotary without QK-norm in the kernels, one token's angles for its query and key heads (rotary.ts);
+    // else in JavaScript (cpu/head-transform.ts): the same numbers either way.
+    const inKernels =
+      batches * kvRows === tokens &&
+      rotateInKernels(kernels, this.spec, tokens, (m) => plan.positions![m], [
+        [q, H],
+        [k, G],
+      ]);
+    if (!inKernels) {
+      this.transformHeads(kernels, plan, q, tokens, H, 'query');
+      this.transformHeads(kernels, plan, k, batches * kvRows, G, 'key');
+    }
     normValues(this.spec, kernels.f32, v >> 2, batches * kvRows * G * Dh); // config.vNorm, before V is cached
 
     let kView: HeadView | TransposedKeys = tokenMajor(k, kvRows, G, Dh);

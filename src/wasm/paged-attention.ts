@@ -1,7 +1,8 @@
 // A call on a PagedKvCache on the 'wasm' backend (WasmLayer.forwardPaged), ONE pass for all sequences:
 //
 //   pass 1  gemm ×3     X [T, E] · W_qᵀ, W_kᵀ, W_vᵀ + b → Q [T, H·Dh], K, V [T, G·Dh]   (all T rows at once)
-//   pass 1½ QK-norm, rotary: each row at its own sequence's position (the sequence's plan.positions)
+//   pass 1½ QK-norm, rotary: each row at its own sequence's position (the sequence's plan.positions);
+//           rotary alone in the kernels (rotary.ts)
 //   append  each sequence's new K, V rows copied into its blocks, rounded to the pool's dtype (O(new
 //           rows); paged-kv-cache.ts)
 //   pass 2  attendPaged per (sequence, head), or per (sequence, key/value head) for a decode step's
@@ -17,6 +18,7 @@ import { normAcrossHeads, normValues, transformHead } from '../cpu/head-transfor
 import { type LayerSpec, type PagedPlan, rotaryAngles } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import type { WasmKernels } from './kernels.ts';
+import { rotateInKernels } from './rotary.ts';
 import { listsFor, MIN_WORK_PER_THREAD, sizeClass } from './thread-choice.ts';
 import type { WasmPagedStorage } from './paged-kv-cache.ts';
 import { type Projection, project } from './projection.ts';
@@ -54,7 +56,15 @@ export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedPr
   ]);
 
   // QK-norm and rotary, each row at its sequence's position; vNorm before V is cached.
-  if (spec.rotary || spec.qkNorm) {
+  const rowPositions = spec.rotary ? new Float64Array(T) : null; // each row's position in its sequence
+  if (rowPositions) for (const s of plan.sequences) for (let i = 0; i < s.length; i++) rowPositions[s.row + i] = s.plan.positions![i];
+  if (
+    (spec.rotary || spec.qkNorm) &&
+    !rotateInKernels(kernels, spec, T, (m) => rowPositions![m], [
+      [q, H],
+      [k, G],
+    ])
+  ) {
     const f32 = kernels.f32;
     const angles = spec.rotary ? new Float64Array(spec.rotary.dim) : undefined;
     for (const s of plan.sequences) {

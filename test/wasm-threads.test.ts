@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { availableParallelism } from 'node:os';
 import { type AttentionEngine, createAttentionEngine, DisposedError, InvalidArgumentError, type MultiHeadAttentionConfig } from '../src/index.ts';
 import { mulberry32, randomStateDict, uniform } from './helpers/random.ts';
-import { resolveThreads, type ThreadEnvironment, ThreadPool, type ThreadPort, threadSupport } from '../src/wasm/threads.ts';
+import { resolveThreads, type ThreadEnvironment, threadSupport } from '../src/wasm/thread-support.ts';
+import { ThreadPool, type ThreadPort } from '../src/wasm/threads.ts';
 import { setThreadChoiceMode } from '../src/wasm/thread-choice.ts';
 
 // The passes this file spies on run on the threads whatever their measured choice (thread-choice.ts ThreadChoice).

@@ -12,7 +12,8 @@ import type { ForwardResult } from '../types.ts';
 import { headSplit, runAttention } from './attention.ts';
 import { compileKernels, resolveWasmSimd, WasmKernels, type WasmSimd } from './kernels.ts';
 import { coveredByKernels, WasmLayer } from './layer.ts';
-import { resolveThreads, type ThreadPool } from './threads.ts';
+import { resolveThreads } from './thread-support.ts';
+import type { ThreadPool } from './threads.ts';
 
 const GIVEN = "an engine on the 'wasm' backend";
 

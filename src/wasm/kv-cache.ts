@@ -23,8 +23,7 @@ import type { KvCacheDtype } from '../types.ts';
 import { halfBitsOfFloat32Bits } from '../util/f16.ts';
 import { type HeadView, headSplit, type StoredKv, type TransposedKeys } from './attention.ts';
 import type { WasmKernels } from './kernels.ts';
-
-const BLOCK = 64; // keys per Kᵀ block (wasm/attention.ts's BC)
+import { BLOCK, getKey, keyColumn, putKey } from './kv-columns.ts';
 
 /** wasm/attention.ts's kind of each dtype. */
 const KIND: Record<KvCacheDtype, number> = { f32: 0, f16: 1, q8_0: 2, q4_0: 3 };
@@ -133,7 +132,7 @@ export class WasmKvCache implements KvCacheStorage {
     for (let b = 0; b < B; b++) {
       for (let s = 0; s < n; s++) {
         const r = start + s;
-        const column = Math.floor(r / BLOCK) * Dh * BLOCK + (r % BLOCK); // Kᵀ's element (r, d = 0), in halves from ktAt
+        const column = keyColumn(r, Dh); // Kᵀ's element (r, d = 0), in halves from ktAt
         for (let g = 0; g < G; g++) {
           const from = ((b * n + s) * G + g) * Dh;
           const bg = b * G + g;
@@ -311,67 +310,14 @@ export class WasmKvCache implements KvCacheStorage {
     }
   }
 
-  /** Key row r of (b, g) = bg from its encoded row at from[at …] (kvRowBytes bytes) into Kᵀ's column r (and its scales). */
+  /** Key row r of (b, g) = bg from its encoded row at from[at …] into Kᵀ's column r (kv-columns.ts). */
   private putKey(bg: number, r: number, from: Uint8Array, at: number): void {
-    const { Dh, dtype } = this;
-    const u8 = this.kernels.u8;
-    const base = this.ktAt(bg);
-    const blk = Math.floor(r / BLOCK);
-    const c = r % BLOCK;
-    if (dtype === 'f32' || dtype === 'f16') {
-      const size = dtype === 'f32' ? 4 : 2;
-      for (let d = 0; d < Dh; d++) {
-        const to = base + ((blk * Dh + d) * BLOCK + c) * size;
-        for (let i = 0; i < size; i++) u8[to + i] = from[at + size * d + i];
-      }
-      return;
-    }
-    const ks = this.ksAt(bg) + (blk * (Dh / 32) * BLOCK + c) * 2;
-    const bytes = dtype === 'q8_0' ? 34 : 18;
-    for (let b = 0; b < Dh / 32; b++) {
-      const p = at + b * bytes;
-      u8[ks + b * BLOCK * 2] = from[p];
-      u8[ks + b * BLOCK * 2 + 1] = from[p + 1];
-      for (let j = 0; j < 32; j++) {
-        const d = 32 * b + j;
-        if (dtype === 'q8_0') u8[base + (blk * Dh + d) * BLOCK + c] = from[p + 2 + j];
-        else {
-          const nibble = (from[p + 2 + (j & 15)] >> (j < 16 ? 0 : 4)) & 15;
-          const byte = base + (blk * Dh + d) * 32 + 16 * (c >> 5) + (c & 15);
-          u8[byte] = c & 16 ? (u8[byte] & 0x0f) | (nibble << 4) : (u8[byte] & 0xf0) | nibble;
-        }
-      }
-    }
+    putKey(this.kernels.u8, this.dtype, this.Dh, this.ktAt(bg), this.ksAt(bg), r, from, at);
   }
 
-  /** to[at …] ← key row r of (b, g) = bg, encoded (putKey's inverse). */
+  /** to[at …] ← key row r of (b, g) = bg, encoded. */
   private getKey(bg: number, r: number, to: Uint8Array, at: number): void {
-    const { Dh, dtype } = this;
-    const u8 = this.kernels.u8;
-    const base = this.ktAt(bg);
-    const blk = Math.floor(r / BLOCK);
-    const c = r % BLOCK;
-    if (dtype === 'f32' || dtype === 'f16') {
-      const size = dtype === 'f32' ? 4 : 2;
-      for (let d = 0; d < Dh; d++) {
-        const from = base + ((blk * Dh + d) * BLOCK + c) * size;
-        for (let i = 0; i < size; i++) to[at + size * d + i] = u8[from + i];
-      }
-      return;
-    }
-    const ks = this.ksAt(bg) + (blk * (Dh / 32) * BLOCK + c) * 2;
-    const bytes = dtype === 'q8_0' ? 34 : 18;
-    for (let b = 0; b < Dh / 32; b++) {
-      const p = at + b * bytes;
-      to[p] = u8[ks + b * BLOCK * 2];
-      to[p + 1] = u8[ks + b * BLOCK * 2 + 1];
-      if (dtype === 'q8_0') {
-        for (let j = 0; j < 32; j++) to[p + 2 + j] = u8[base + (blk * Dh + 32 * b + j) * BLOCK + c];
-      } else {
-        const nibble = (d: number) => (u8[base + (blk * Dh + d) * 32 + 16 * (c >> 5) + (c & 15)] >> (c & 16 ? 4 : 0)) & 15;
-        for (let j = 0; j < 16; j++) to[p + 2 + j] = nibble(32 * b + j) | (nibble(32 * b + 16 + j) << 4);
-      }
-    }
+    getKey(this.kernels.u8, this.dtype, this.Dh, this.ktAt(bg), this.ksAt(bg), r, to, at);
   }
 
   /** Key row r of (b, g) [Dh] ← from[at …] (an f32 cache's Kᵀ column r). */
@@ -388,7 +334,7 @@ export class WasmKvCache implements KvCacheStorage {
 
   /** The float index of Kᵀ[d = 0, key r] of (b, g) = bg (f32 caches). */
   private ktColumnF32(bg: number, r: number): number {
-    return (this.ktAt(bg) >> 2) + Math.floor(r / BLOCK) * this.Dh * BLOCK + (r % BLOCK);
+    return (this.ktAt(bg) >> 2) + keyColumn(r, this.Dh);
   }
 
   /** Byte address of (b, g) = bg's Kᵀ. */

@@ -10,7 +10,7 @@
 // the results do not depend on who ran what.
 // The workers (worker.ts) are Node's worker_threads, or in a browser Web Workers, where the page is
 // cross-origin isolated (SharedArrayBuffer); elsewhere one thread, and resolveThreads says why
-// (threadSupport) in the engine's threadsNote.
+// (thread-support.ts: threadSupport) in the engine's threadsNote.
 //
 // How a pass reaches a worker: through shared memory. The caller writes the pass into the job area and
 // offers it to every worker (OFFER = seq, and a notify); a worker waiting in memory (for LINGER_MS after
@@ -23,8 +23,7 @@
 // (open, close, names) go first: a worker handles them in its event loop and comes back to listen.
 
 import { AttentionError, DisposedError } from '../errors.ts';
-import { importNodeOnly } from '../node-only.ts';
-import { AREA, AWAY, DONE, FAILED, HANDLED, inNode, OFFER, SENT, SLOT, SPIN_MS, START_TIMEOUT_MS, STATE, startWorker, type ThreadPort, WAITING } from './worker.ts';
+import { AREA, AWAY, DONE, FAILED, HANDLED, OFFER, SENT, SLOT, SPIN_MS, START_TIMEOUT_MS, STATE, startWorker, type ThreadPort, WAITING } from './worker.ts';
 
 export type { ThreadPort };
 
@@ -345,70 +344,4 @@ function canBlock(): boolean {
     }
   }
   return blocking;
-}
-
-/** What decides whether threads can run here. */
-export interface ThreadEnvironment {
-  node: boolean;
-  /** The page's crossOriginIsolated (browsers; undefined where there is none). */
-  crossOriginIsolated: boolean | undefined;
-  sharedArrayBuffer: boolean;
-  /** Web Workers (browsers). */
-  workers: boolean;
-}
-
-export function threadEnvironment(): ThreadEnvironment {
-  return {
-    node: inNode(),
-    crossOriginIsolated: (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated,
-    sharedArrayBuffer: typeof SharedArrayBuffer !== 'undefined',
-    workers: typeof Worker !== 'undefined',
-  };
-}
-
-/** Why threads cannot run in `env` (the engine's threadsNote, with the fix), or null when they can. */
-export function threadSupport(env: ThreadEnvironment): string | null {
-  const one = "the 'wasm' backend runs on one thread";
-  if (!env.node) {
-    if (env.crossOriginIsolated !== true) {
-      return (
-        `this page is not cross-origin isolated (crossOriginIsolated is false, so there is no SharedArrayBuffer): ${one}. ` +
-        'For threads, serve the page with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp'
-      );
-    }
-    if (!env.workers) return `Web Workers are not available here: ${one}`;
-  }
-  if (!env.sharedArrayBuffer) return `SharedArrayBuffer is not available here: ${one}`;
-  return null;
-}
-
-/** The number of cores: os.availableParallelism() in Node, navigator.hardwareConcurrency in a browser. */
-async function cores(node: boolean): Promise<number> {
-  if (node) {
-    const os = (await importNodeOnly('node:os')) as { availableParallelism?: () => number; cpus: () => unknown[] };
-    return os.availableParallelism?.() ?? os.cpus().length;
-  }
-  return (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency ?? 1;
-}
-
-/**
- * The threads the 'wasm' backend will run: `requested`, or the number of cores, where threads are
- * available; else 1, with the reason.
- */
-export async function resolveThreads(
-  requested: number | undefined,
-  env = threadEnvironment(),
-  start: () => ThreadPort | Promise<ThreadPort> = startWorker,
-): Promise<{ pool: ThreadPool | null; note: string | null }> {
-  if (requested === 1) return { pool: null, note: null };
-  const unsupported = threadSupport(env);
-  if (unsupported) return { pool: null, note: unsupported };
-  const threads = requested ?? (await cores(env.node));
-  if (threads <= 1) return { pool: null, note: null };
-  try {
-    return { pool: await ThreadPool.create(threads, start), note: null };
-  } catch (e) {
-    const fix = env.node ? '' : '. A Content-Security-Policy that forbids blob: workers does this: allow them with worker-src blob:';
-    return { pool: null, note: `worker threads could not be started (${(e as Error).message}): the 'wasm' backend runs on one thread${fix}` };
-  }
 }

@@ -45,7 +45,7 @@ describe('the rotary kernel turns heads as transformHead does, bit for bit', () 
     const k = uniform(rows * G * Dh, 3, mulberry32(2));
     const [qp, kp] = [kernels.put(q), kernels.put(k)];
     expect(
-      rotateInKernels(kernels, spec, rows, (m) => positions[m], [
+      rotateInKernels(kernels, spec, positions, [
         [qp, H],
         [kp, G],
       ]),
@@ -75,7 +75,7 @@ describe('the rotary kernel turns heads as transformHead does, bit for bit', () 
       { rotary, qkNorm, headDim: Dh },
       { rotary: null, qkNorm: null, headDim: Dh },
     ] as unknown as LayerSpec[]) {
-      expect(rotateInKernels(kernels, spec, 1, () => 3, [[p, 2]])).toBe(false);
+      expect(rotateInKernels(kernels, spec, [3], [[p, 2]])).toBe(false);
       expect(Array.from(kernels.take(p, 2 * Dh))).toEqual(Array.from(x));
     }
   });

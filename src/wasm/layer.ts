@@ -132,8 +132,9 @@ export class WasmLayer implements BackendLayer {
     // Rotary without QK-norm in the kernels, one token's angles for its query and key heads (rotary.ts);
     // else in JavaScript (cpu/head-transform.ts): the same numbers either way.
     const inKernels =
+      !!plan.positions &&
       batches * kvRows === tokens &&
-      rotateInKernels(kernels, this.spec, tokens, (m) => plan.positions![m], [
+      rotateInKernels(kernels, this.spec, plan.positions.subarray(0, tokens), [
         [q, H],
         [k, G],
       ]);

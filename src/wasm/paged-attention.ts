@@ -42,6 +42,13 @@ function scratchFloats(Dh: number, kind: number): number {
 /** Multiply-adds of a paged call's attention below which it runs on one thread (see runPaged). */
 const PAGED_MIN_WORK = 8 * MIN_WORK_PER_THREAD;
 
+/** Each of the call's T rows' position in its own sequence. */
+function rowPositions(plan: PagedPlan, T: number): Int32Array {
+  const positions = new Int32Array(T);
+  for (const s of plan.sequences) positions.set(s.plan.positions!.subarray(0, s.length), s.row);
+  return positions;
+}
+
 /** Runs `plan` on the layer's kernels; the pool must be placed and the arena free (WasmLayer's queue). */
 export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedProjections, plan: PagedPlan): Promise<ForwardResult> {
   kernels.release(0); // the previous call's buffers
@@ -56,15 +63,14 @@ export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedPr
   ]);
 
   // QK-norm and rotary, each row at its sequence's position; vNorm before V is cached.
-  const rowPositions = spec.rotary ? new Float64Array(T) : null; // each row's position in its sequence
-  if (rowPositions) for (const s of plan.sequences) for (let i = 0; i < s.length; i++) rowPositions[s.row + i] = s.plan.positions![i];
-  if (
-    (spec.rotary || spec.qkNorm) &&
-    !rotateInKernels(kernels, spec, T, (m) => rowPositions![m], [
+  const inKernels =
+    !!spec.rotary &&
+    !spec.qkNorm &&
+    rotateInKernels(kernels, spec, rowPositions(plan, T), [
       [q, H],
       [k, G],
-    ])
-  ) {
+    ]);
+  if ((spec.rotary || spec.qkNorm) && !inKernels) {
     const f32 = kernels.f32;
     const angles = spec.rotary ? new Float64Array(spec.rotary.dim) : undefined;
     for (const s of plan.sequences) {

@@ -11,16 +11,18 @@ import type { WasmKernels } from './kernels.ts';
 
 /**
  * Turns the rows' heads (each [ptr, heads]: token-major [rows, heads·Dh] at byte address ptr) by the
- * rotary of `spec`, row m at `position(m)`. Returns false, doing nothing, where the kernels do not
- * apply (no rotary, or QK-norm): the caller transforms the heads itself.
+ * rotary of `spec`, row m at positions[m]. Returns false, doing nothing, where the kernels do not apply
+ * (no rotary, or QK-norm): the caller transforms the heads itself.
  */
-export function rotateInKernels(kernels: WasmKernels, spec: LayerSpec, rows: number, position: (m: number) => number, targets: [ptr: number, heads: number][]): boolean {
+export function rotateInKernels(kernels: WasmKernels, spec: LayerSpec, positions: ArrayLike<number>, targets: [ptr: number, heads: number][]): boolean {
   const { rotary, qkNorm, headDim: Dh } = spec;
-  if (!rotary || qkNorm || rows === 0) return !!rotary && !qkNorm;
+  if (!rotary || qkNorm) return false;
+  const rows = positions.length;
+  if (rows === 0) return true;
   const angles = kernels.alloc(2 * rows * rotary.dim); // f64 [rows, dim]: two floats' bytes each
   const view = new Float64Array(kernels.memory.buffer, angles, rows * rotary.dim);
   const one = new Float64Array(rotary.dim);
-  for (let m = 0; m < rows; m++) view.set(rotaryAngles(rotary, position(m), one), m * rotary.dim);
+  for (let m = 0; m < rows; m++) view.set(rotaryAngles(rotary, positions[m], one), m * rotary.dim);
   for (const [ptr, heads] of targets) kernels.k.rotary(ptr, heads * Dh, rows, heads, Dh, angles, rotary.dim, rotary.interleaved ? 1 : 0);
   return true;
 }

@@ -104,7 +104,8 @@ export class AttentionEngine {
 
   /**
    * Which build of the 'wasm' backend's kernels runs (options.wasmSimd): 'relaxed' (relaxed SIMD's 8-bit
-   * dot product for 4-bit weights with `activations: 'q8'`) or 'simd128'; null on an engine without them.
+   * dot product for 4-bit weights with `activations: 'q8'`, fused float multiply-adds) or 'simd128'; null
+   * on an engine without them.
    */
   get wasmSimd(): 'relaxed' | 'simd128' | null {
     return this.live('wasmSimd').wasmSimd ?? null;

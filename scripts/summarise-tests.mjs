@@ -2,7 +2,8 @@
 // Prints where the time went (the slowest test files and tests of each report, with their share of
 // the run) and one closing line for the whole run, "N passed, N failed", from the JSON reports of
 // vitest and Playwright. Exits non-zero when a report is missing, a test failed, or no test ran at all.
-// `--top N` sets how many files and tests are listed (default 8; 0: none).
+// `--top N` sets how many files and tests are listed (default 8; 0: none). Each failed test is named
+// last, with the first lines of its error, so that a log's tail says what failed.
 import { existsSync, readFileSync } from 'node:fs';
 import { relative } from 'node:path';
 
@@ -13,6 +14,15 @@ const [vitestFile, playwrightFile] = args;
 let passed = 0;
 let failed = 0;
 const problems = [];
+/** [name, error's first lines] of each failed test, printed last. */
+const failures = [];
+const firstLines = (text, n = 6) =>
+  String(text ?? '')
+    .replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g'), '') // colour codes
+    .split('\n')
+    .filter((l) => l.trim() !== '' && !/node_modules|node:internal|new Promise/.test(l))
+    .slice(0, n)
+    .join('\n      ');
 
 const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
 
@@ -32,6 +42,12 @@ if (existsSync(vitestFile)) {
   console.log(`vitest:     ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests ?? 0} skipped`);
   const files = r.testResults.map((f) => [relative(process.cwd(), f.name), f.endTime - f.startTime]);
   const tests = r.testResults.flatMap((f) => f.assertionResults.map((t) => [`${relative(process.cwd(), f.name)} > ${t.fullName}`, t.duration ?? 0]));
+  for (const f of r.testResults) {
+    const name = relative(process.cwd(), f.name);
+    for (const t of f.assertionResults) if (t.status === 'failed') failures.push([`vitest ${name} > ${t.fullName}`, firstLines(t.failureMessages?.[0])]);
+    // A file that failed outside its tests (an import, a hook) has no failed test to name it.
+    if (f.status === 'failed' && !f.assertionResults.some((t) => t.status === 'failed')) failures.push([`vitest ${name}`, firstLines(f.message)]);
+  }
   const total = files.reduce((a, [, ms]) => a + ms, 0);
   slowest('slowest files', files, total);
   slowest('slowest tests', tests, total);
@@ -46,7 +62,13 @@ if (existsSync(playwrightFile)) {
   const tests = [];
   const walk = (suite, file) => {
     for (const spec of suite.specs ?? []) {
-      for (const t of spec.tests) tests.push([`${spec.file ?? file} > ${spec.title}`, t.results.reduce((a, x) => a + (x.duration ?? 0), 0)]);
+      for (const t of spec.tests) {
+        tests.push([`${spec.file ?? file} > ${spec.title}`, t.results.reduce((a, x) => a + (x.duration ?? 0), 0)]);
+        if (t.status === 'unexpected' || t.status === 'flaky') {
+          const error = t.results.find((x) => x.status !== 'passed' && x.status !== 'skipped');
+          failures.push([`playwright ${spec.file ?? file} > ${spec.title} (${t.status})`, firstLines(error?.error?.message ?? error?.errors?.[0]?.message)]);
+        }
+      }
     }
     for (const child of suite.suites ?? []) walk(child, suite.file ?? file);
   };
@@ -57,6 +79,7 @@ if (existsSync(playwrightFile)) {
   slowest('slowest tests', tests, s.duration ?? 0);
 } else problems.push(`no Playwright report at ${playwrightFile}`);
 
+for (const [name, error] of failures) console.log(`FAILED ${name}\n      ${error}`);
 for (const p of problems) console.log(p);
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed > 0 || passed === 0 || problems.length > 0 ? 1 : 0);

@@ -288,7 +288,9 @@ export class PagedKvCache {
    */
   reserve(where: string, calls: readonly { id: number; length: number }[]): PagedReservation[] {
     const { blockSize } = this.table;
-    const refs = Int32Array.from(this.table.refs);
+    // The holders of each block as the count goes: the table's own, copied at the first shared block
+    // (a decode step writes into blocks it alone holds: no copy).
+    let refs: Int32Array | null = null;
     let need = 0;
     for (const { id, length } of calls) {
       const blocks = this.table.sequences.get(id)!;
@@ -297,7 +299,8 @@ export class PagedKvCache {
       const end = Math.ceil((start + length) / blockSize);
       for (let b = first; b < end; b++) {
         if (b >= blocks.length) need++;
-        else if (refs[blocks[b]] > 1) {
+        else if ((refs ?? this.table.refs)[blocks[b]] > 1) {
+          refs ??= this.table.refs.slice();
           refs[blocks[b]]--;
           need++;
         }
@@ -312,7 +315,7 @@ export class PagedKvCache {
         fix: 'remove() or truncate() sequences to free blocks, split the call, or create the cache with more maxBlocks.',
       });
     }
-    return calls.map(({ id, length }) => {
+    const held = calls.map(({ id, length }) => {
       const blocks = this.table.sequences.get(id)!;
       const start = this.lengths.get(id) ?? 0;
       const end = Math.ceil((start + length) / blockSize);
@@ -325,7 +328,15 @@ export class PagedKvCache {
           blocks[b] = copy;
         }
       }
-      return { id, start, length, blocks: Int32Array.from(blocks) };
+      return blocks;
+    });
+    // Each sequence's blocks a view of one array (one allocation for the call, not one per sequence).
+    const all = new Int32Array(held.reduce((n, blocks) => n + blocks.length, 0));
+    let at = 0;
+    return calls.map(({ id, length }, i) => {
+      all.set(held[i], at);
+      at += held[i].length;
+      return { id, start: this.lengths.get(id) ?? 0, length, blocks: all.subarray(at - held[i].length, at) };
     });
   }
 

@@ -88,22 +88,54 @@ export function setRule(
   gMask = mask;
 }
 
-/** eˣ on four lanes: 2^n · p(f), t = x·log2e = n + f, |f| ≤ ½; x ≤ −88 gives 0 (−∞ included). */
-function exp4(x: v128): v128 {
-  let t = f32x4.mul(x, f32x4.splat(LOG2E));
-  t = f32x4.min(f32x4.max(t, f32x4.splat(-127)), f32x4.splat(127));
-  const n = f32x4.nearest(t);
-  const f = f32x4.sub(t, n);
-  let p = f32x4.splat(1.5353361883195e-4);
-  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(1.339887440266574e-3));
-  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(9.61843735767464e-3));
-  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(5.550332471162809e-2));
-  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(2.402264791363012e-1));
-  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(6.931472028550421e-1));
-  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(1));
-  // 2^n from its exponent bits; n = −127 gives the bits of 0.
-  const scale = i32x4.shl(i32x4.add(i32x4.trunc_sat_f32x4_s(n), i32x4.splat(127)), 23);
-  return f32x4.mul(p, scale);
+const ROUND: f32 = 12582912; // 1.5·2²³: t + ROUND is t rounded to an integer n (ties to even, |t| < 2²²), n in its low bits
+
+/** The online softmax's vector parts, shared with wasm/paged.ts (a class: @inline needs a method, see KvDecode). */
+// biome-ignore lint/complexity/noStaticOnlyClass: @inline needs a method here (see KvDecode)
+export class Softmax {
+  /**
+   * eˣ on four lanes: 2^n · p(f), t = x·log2e = n + f, |f| ≤ ½; x ≤ −88 gives 0 (−∞ included), NaN gives
+   * NaN. pmin/pmax clamp as min/max do here (NaN kept) in one instruction each; n comes from t + ROUND
+   * (f32x4.nearest's value, and its bits give 2^n without a float-to-int conversion).
+   */
+  @inline
+  static exp4(x: v128): v128 {
+    let t = f32x4.mul(x, f32x4.splat(LOG2E));
+    t = f32x4.pmin(f32x4.pmax(t, f32x4.splat(-127)), f32x4.splat(127));
+    const big = f32x4.add(t, f32x4.splat(ROUND));
+    const n = f32x4.sub(big, f32x4.splat(ROUND));
+    const f = f32x4.sub(t, n);
+    let p = f32x4.splat(1.5353361883195e-4);
+    p = f32x4.add(f32x4.mul(p, f), f32x4.splat(1.339887440266574e-3));
+    p = f32x4.add(f32x4.mul(p, f), f32x4.splat(9.61843735767464e-3));
+    p = f32x4.add(f32x4.mul(p, f), f32x4.splat(5.550332471162809e-2));
+    p = f32x4.add(f32x4.mul(p, f), f32x4.splat(2.402264791363012e-1));
+    p = f32x4.add(f32x4.mul(p, f), f32x4.splat(6.931472028550421e-1));
+    p = f32x4.add(f32x4.mul(p, f), f32x4.splat(1));
+    // 2^n from its exponent bits, n + 127 = bits(big) − bits(ROUND) + 127; n = −127 gives the bits of 0.
+    const scale = i32x4.shl(i32x4.add(big, i32x4.splat(127 - 0x4b400000)), 23);
+    return f32x4.mul(p, scale);
+  }
+
+  /**
+   * row[0 … n − 1] (n a multiple of 4) times `scale`, in place; returns their maximum, NaN where one is NaN
+   * (as f32.max gives it). f32x4.pmax is one instruction where f32x4.max takes several; NaN lanes are
+   * tracked on the side.
+   */
+  @inline
+  static scaleRowMax(row: usize, n: i32, scale: f32): f32 {
+    const sv = f32x4.splat(scale);
+    let mv = f32x4.splat(-Infinity);
+    let nan = i32x4.splat(0);
+    for (let jj = 0; jj < n; jj += 4) {
+      const s = f32x4.mul(v128.load(row + ((<usize>jj) << 2)), sv);
+      v128.store(row + ((<usize>jj) << 2), s);
+      mv = f32x4.pmax(mv, s);
+      nan = v128.or(nan, f32x4.ne(s, s));
+    }
+    if (v128.any_true(nan)) return NaN;
+    return max(max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
+  }
 }
 
 /** The rule applied to dot = q·k of key j for row i (aligned i'), or −∞ when the row does not see j. */
@@ -465,14 +497,8 @@ function softmaxRow(row: usize, i: i32, ip: i32, j0: i32, jn: i32, first: i32, l
   // Where the rule is a scale alone (every key of the block in the row's band, no padding, mask,
   // softcap or ALiBi): four scores per step.
   if (gPad === 0 && gMask === 0 && gSoftcap <= 0 && gSlope === 0 && j0 >= first && j0 + jn - 1 <= last) {
-    const scale = f32x4.splat(gScale);
-    let mv = f32x4.splat(-Infinity);
-    for (; jj + 4 <= jn; jj += 4) {
-      const s = f32x4.mul(v128.load(row + ((<usize>jj) << 2)), scale);
-      v128.store(row + ((<usize>jj) << 2), s);
-      mv = f32x4.max(mv, s);
-    }
-    mx = max(max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
+    jj = jn & ~3;
+    mx = Softmax.scaleRowMax(row, jj, gScale);
   }
   for (; jj < jn; jj++) {
     const s = score(load<f32>(row + ((<usize>jj) << 2)), i, ip, j0 + jj, first, last, Skv);
@@ -493,7 +519,7 @@ function softmaxRow(row: usize, i: i32, ip: i32, j0: i32, jn: i32, first: i32, l
   const mv = f32x4.splat(mNew);
   let sum = f32x4.splat(0);
   for (let jj = 0; jj < jn; jj += 4) {
-    const p = exp4(f32x4.sub(v128.load(row + ((<usize>jj) << 2)), mv));
+    const p = Softmax.exp4(f32x4.sub(v128.load(row + ((<usize>jj) << 2)), mv));
     v128.store(row + ((<usize>jj) << 2), p);
     sum = f32x4.add(sum, p);
   }

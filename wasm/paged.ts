@@ -24,12 +24,11 @@
 // (32 rows a pass, a chunk decoded once for them) ≥ 2400 + 32·(Dh + 3) + 64·Dh. The fast exp has a
 // relative error of about 2e-7.
 
-import { KvDecode } from './attention';
+import { KvDecode, Softmax } from './attention';
 import { F } from './gemm';
 
 const CH: i32 = 64; // keys per chunk
 const RG_DECODED: i32 = 32; // query rows per pass over a decoded chunk (kinds 1 … 3)
-const LOG2E: f32 = <f32>Math.LOG2E;
 
 let pScale: f32 = 1;
 let pSoftcap: f32 = 0;
@@ -51,23 +50,6 @@ export function setPagedRule(scale: f32, softcap: f32, slope: f32, sink: f32, ha
   pHasSink = hasSink !== 0;
   pWindow = window;
   pMask = mask;
-}
-
-/** eˣ on four lanes (wasm/attention.ts's exp4): 2^n · p(f), t = x·log2e = n + f; x ≤ −88 gives 0 (−∞ included). */
-function exp4(x: v128): v128 {
-  let t = f32x4.mul(x, f32x4.splat(LOG2E));
-  t = f32x4.min(f32x4.max(t, f32x4.splat(-127)), f32x4.splat(127));
-  const n = f32x4.nearest(t);
-  const f = f32x4.sub(t, n);
-  let p = f32x4.splat(1.5353361883195e-4);
-  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(1.339887440266574e-3));
-  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(9.61843735767464e-3));
-  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(5.550332471162809e-2));
-  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(2.402264791363012e-1));
-  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(6.931472028550421e-1));
-  p = f32x4.add(f32x4.mul(p, f), f32x4.splat(1));
-  const scale = i32x4.shl(i32x4.add(i32x4.trunc_sat_f32x4_s(n), i32x4.splat(127)), 23);
-  return f32x4.mul(p, scale);
 }
 
 function hsum(a: v128): f32 {
@@ -295,14 +277,8 @@ function softmaxRow(row: usize, maskRow: i32, ip: i32, j0: i32, jn: i32, first: 
   let jj = 0;
   // Where the rule is a scale alone (every key of the chunk in the row's band, no mask, softcap or ALiBi): four scores a step.
   if (pMask === 0 && pSoftcap <= 0 && pSlope === 0 && j0 >= first && j0 + jn - 1 <= last) {
-    const scale = f32x4.splat(pScale);
-    let mv = f32x4.splat(-Infinity);
-    for (; jj + 4 <= jn; jj += 4) {
-      const s = f32x4.mul(v128.load(row + ((<usize>jj) << 2)), scale);
-      v128.store(row + ((<usize>jj) << 2), s);
-      mv = f32x4.max(mv, s);
-    }
-    mx = max(max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
+    jj = jn & ~3;
+    mx = Softmax.scaleRowMax(row, jj, pScale);
   }
   for (; jj < jn; jj++) {
     const j = j0 + jj;
@@ -330,7 +306,7 @@ function softmaxRow(row: usize, maskRow: i32, ip: i32, j0: i32, jn: i32, first: 
   const mv = f32x4.splat(mNew);
   let sum = f32x4.splat(0);
   for (let jj = 0; jj < jn; jj += 4) {
-    const p = exp4(f32x4.sub(v128.load(row + ((<usize>jj) << 2)), mv));
+    const p = Softmax.exp4(f32x4.sub(v128.load(row + ((<usize>jj) << 2)), mv));
     v128.store(row + ((<usize>jj) << 2), p);
     sum = f32x4.add(sum, p);
   }

@@ -387,12 +387,20 @@ export function attendPaged(
     memory.fill(acc, 0, <usize>R4 * rowBytes);
     for (let j0 = lo; j0 <= hi; j0 += CH) {
       const jn = min(CH, hi + 1 - j0);
-      for (let jj = 0; jj < jn; jj++) {
+      // The keys' addresses, a run of rows per block.
+      for (let jj = 0; jj < jn; ) {
         const j = j0 + jj;
         const block = <usize>load<i32>(table + ((<usize>(j >> shift)) << 2));
         const off = block * <usize>blockBytes + <usize>headBytes + <usize>(j & within) * keyBytes;
-        store<u32>(kAddr + ((<usize>jj) << 2), <u32>(kPool + off));
-        store<u32>(vAddr + ((<usize>jj) << 2), <u32>(vPool + off));
+        let ka = kPool + off;
+        let va = vPool + off;
+        const end = min(jn, jj + within + 1 - (j & within));
+        for (; jj < end; jj++) {
+          store<u32>(kAddr + ((<usize>jj) << 2), <u32>ka);
+          store<u32>(vAddr + ((<usize>jj) << 2), <u32>va);
+          ka += keyBytes;
+          va += keyBytes;
+        }
       }
       if (pKind !== 0) decodeChunk(kAddr, jn, Dh, tile, tileRow);
       // Each quad of rows: two rows together, a third alone.

@@ -196,6 +196,19 @@ const ALIGN = 64; // bytes: every buffer starts on a cache line
 const PAGE = 65536;
 
 /**
+ * Runs one call: its arguments by index (no rest array, no spread: a decode step makes dozens of calls),
+ * up to 16 of them (the kernels' longest takes 15); a wasm function ignores the undefined ones past its own.
+ */
+function callKernel(k: Record<string, (...args: number[]) => void>, c: KernelCall): void {
+  if (c.length > 17) {
+    k[c[0]](...(c.slice(1) as number[]));
+    return;
+  }
+  const a = c as unknown as number[];
+  k[c[0]](a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16]);
+}
+
+/**
  * One instance of the kernels and its memory; with a thread pool, the memory is shared and every
  * worker holds an instance on it too.
  */
@@ -219,6 +232,7 @@ export class WasmKernels {
   private readonly warm = new Set<string>();
   private f32View: Float32Array;
   private u8View: Uint8Array;
+  private i32View: Int32Array;
 
   /** `module` from compileKernels('single'), or from compileKernels('shared') with a pool. */
   constructor(
@@ -241,6 +255,7 @@ export class WasmKernels {
     this.heldFrom = this.bottom;
     this.f32View = new Float32Array(this.memory.buffer);
     this.u8View = new Uint8Array(this.memory.buffer);
+    this.i32View = new Int32Array(this.memory.buffer);
   }
 
   /**
@@ -251,7 +266,7 @@ export class WasmKernels {
   async run(lists: KernelCall[][], kind?: string): Promise<void> {
     const local = (calls: KernelCall[]) => {
       const k = this.k as unknown as Record<string, (...args: number[]) => void>;
-      for (const [name, ...args] of calls) k[name](...args);
+      for (let i = 0; i < calls.length; i++) callKernel(k, calls[i]);
     };
     const t0 = performance.now();
     if (this.pool) await this.pool.run(this.id, lists, local);
@@ -343,6 +358,11 @@ export class WasmKernels {
   get f32(): Float32Array {
     if (this.f32View.byteLength !== this.memory.buffer.byteLength) this.f32View = new Float32Array(this.memory.buffer);
     return this.f32View;
+  }
+
+  get i32(): Int32Array {
+    if (this.i32View.byteLength !== this.memory.buffer.byteLength) this.i32View = new Int32Array(this.memory.buffer);
+    return this.i32View;
   }
 
   get u8(): Uint8Array {

@@ -92,83 +92,68 @@ export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedPr
   for (const s of plan.sequences) store.append(s.blocks, k + 4 * s.row * G * Dh, v + 4 * s.row * G * Dh, s.start, s.length);
 
   // Each sequence's block table and tree mask in the arena.
-  const table = kernels.alloc(plan.sequences.reduce((n, s) => n + s.blocks.length, 0));
-  const i32 = new Int32Array(kernels.memory.buffer);
-  let next = table;
-  const tables = plan.sequences.map((s) => {
-    i32.set(s.blocks, next >> 2);
-    next += 4 * s.blocks.length;
-    return next - 4 * s.blocks.length;
-  });
-  const masks = plan.sequences.map((s) => (s.plan.masks.attnMask ? kernels.put(s.plan.masks.attnMask) : 0));
+  const tables: number[] = [];
+  const masks: number[] = [];
+  for (const s of plan.sequences) {
+    const table = kernels.alloc(s.blocks.length);
+    kernels.i32.set(s.blocks, table >> 2);
+    tables.push(table);
+    masks.push(s.plan.masks.attnMask ? kernels.put(s.plan.masks.attnMask) : 0);
+  }
   const o = kernels.alloc(T * H * Dh); // O [T, H·Dh]
 
-  // Tasks: a decode step of a sequence takes the query heads of one key/value head together where their rule is the same.
+  // Tasks, each a rule and an attendPaged call: a decode step of a sequence takes the query heads of one
+  // key/value head together where their rule is the same (no per-head sinks or ALiBi slopes).
   const perKv = H / G;
-  const tasks: { cost: number; calls: KernelCall[] }[] = [];
+  const costs: number[] = [];
+  const calls: KernelCall[] = []; // rule, call, rule, call, …
   const { blockBytes, rowBytes, kind } = store;
   let work = 0;
-  plan.sequences.forEach((s, n) => {
+  for (let n = 0; n < plan.sequences.length; n++) {
+    const s = plan.sequences[n];
     const Skv = s.start + s.length;
     const { scale, softcap, sinks, alibiSlopes } = s.plan.score;
     const window = s.plan.masks.window;
-    const rule = (h: number): KernelCall => [
-      'setPagedRule',
-      scale,
-      softcap,
-      alibiSlopes ? alibiSlopes[h] : 0,
-      sinks ? sinks[h] : 0,
-      sinks ? 1 : 0,
-      window,
-      masks[n],
-      kind,
-      rowBytes,
-    ];
     const keys = window > 0 ? Math.min(Skv, window + s.length) : Skv; // keys a head reads (a bound)
     work += H * s.length * keys * Dh;
     const grouped = s.length === 1 && perKv > 1 && !sinks && !alibiSlopes;
+    const perHead = !!(sinks || alibiSlopes);
+    let rule: KernelCall = ['setPagedRule', scale, softcap, 0, 0, 0, window, masks[n], kind, rowBytes];
     for (let h = 0; h < H; h += grouped ? perKv : 1) {
+      if (perHead) rule = ['setPagedRule', scale, softcap, alibiSlopes ? alibiSlopes[h] : 0, sinks ? sinks[h] : 0, sinks ? 1 : 0, window, masks[n], kind, rowBytes];
       const g = Math.floor(h / perKv);
       const at = 4 * (s.row * H + h) * Dh;
-      const call: KernelCall = grouped
-        ? ['attendPaged', q + at, Dh, perKv, 1, store.keys, store.values, tables[n], store.shift, blockBytes, g * store.blockSize * rowBytes, o + at, Dh, Skv, Dh, 0]
-        : [
-            'attendPaged',
-            q + at,
-            H * Dh,
-            s.length,
-            0,
-            store.keys,
-            store.values,
-            tables[n],
-            store.shift,
-            blockBytes,
-            g * store.blockSize * rowBytes,
-            o + at,
-            H * Dh,
-            Skv,
-            Dh,
-            0,
-          ];
-      tasks.push({ cost: (grouped ? perKv : s.length) * keys, calls: [rule(h), call] });
+      const rows = grouped ? perKv : s.length;
+      const ld = grouped ? Dh : H * Dh;
+      const head = g * store.blockSize * rowBytes; // where head g's rows start in a block
+      const { keys: kPool, values: vPool, shift } = store;
+      calls.push(rule, ['attendPaged', q + at, ld, rows, grouped ? 1 : 0, kPool, vPool, tables[n], shift, blockBytes, head, o + at, ld, Skv, Dh, 0]);
+      costs.push(rows * keys);
     }
-  });
+  }
   // Threads only for work well past a plain pass's bound: 8 one-token steps over 100 … 800 keys (E 256,
   // H 8, G 2: 0.9M multiply-adds) took 1.78 ms on 2 threads against 0.77 ms on one (2026-12-05, quiet):
   // the hand-off to the workers costs more than such a call's attention.
-  const passKind = `paged:${tasks.length}:${sizeClass(work)}:${kind}`; // ThreadChoice's
-  const threads = Math.min(work < PAGED_MIN_WORK ? 1 : listsFor(kernels, work, passKind), tasks.length); // lists
+  const passKind = `paged:${costs.length}:${sizeClass(work)}:${kind}`; // ThreadChoice's
+  const threads = Math.min(work < PAGED_MIN_WORK ? 1 : listsFor(kernels, work, passKind), costs.length); // lists
   const lists: KernelCall[][] = Array.from({ length: threads }, () => []);
   const scratch = lists.map(() => kernels.alloc(scratchFloats(Dh, kind)));
-  // The costliest first, each to the least loaded thread.
-  const load = new Float64Array(threads);
-  for (const task of [...tasks].sort((a, b) => b.cost - a.cost)) {
-    let t = 0;
-    for (let u = 1; u < threads; u++) if (load[u] < load[t]) t = u;
-    load[t] += task.cost;
-    const [rule, call] = task.calls;
-    call[call.length - 1] = scratch[t];
-    lists[t].push(rule, call);
+  if (threads === 1) {
+    // One list: the tasks in order, one scratch.
+    for (let i = 1; i < calls.length; i += 2) calls[i][15] = scratch[0];
+    lists[0] = calls;
+  } else {
+    // The costliest first, each to the least loaded thread.
+    const load = new Float64Array(threads);
+    const order = costs.map((_, i) => i).sort((a, b) => costs[b] - costs[a]);
+    for (const i of order) {
+      let t = 0;
+      for (let u = 1; u < threads; u++) if (load[u] < load[t]) t = u;
+      load[t] += costs[i];
+      const call = calls[2 * i + 1];
+      call[15] = scratch[t];
+      lists[t].push(calls[2 * i], call);
+    }
   }
   await kernels.run(lists, passKind);
 

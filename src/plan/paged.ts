@@ -13,6 +13,9 @@ import { isTensorArray, refuseDropout, requireTensorArray, resolveOutputType, re
 import { checkTreeParents, resolveKvCacheDtype, treeMask } from './kv-cache.ts';
 import type { LayerSpec, PagedPlan, PagedSequencePlan } from './types.ts';
 
+/** A sequence plan's blocks until the reservation fills them in. */
+const NO_BLOCKS = new Int32Array(0);
+
 /** Whether forward's options are a call on a paged cache (they have `sequences`, or a PagedKvCache as kvCache). */
 export function isPagedCall(options: unknown): options is PagedForwardOptions {
   if (typeof options !== 'object' || options === null) return false;
@@ -24,7 +27,7 @@ export function isPagedCall(options: unknown): options is PagedForwardOptions {
 export function resolvePagedPlan(spec: LayerSpec, query: unknown, options: unknown, owner: object): PagedPlan {
   const where = 'MultiHeadAttention.forward';
   const o = requireObject(where, 'options', options, 'Pass { kvCache, sequences: [{ id, length }, …] }.');
-  rejectUnknownKeys(where, 'options', o, [...FORWARD_KEYS]);
+  rejectUnknownKeys(where, 'options', o, FORWARD_KEYS);
   for (const name of Object.keys(o)) {
     if (o[name] !== undefined && (name === 'cuSeqlens' || !(PAGED_KEYS as readonly string[]).includes(name))) {
       throw new InvalidArgumentError({
@@ -181,31 +184,26 @@ export function resolvePagedPlan(spec: LayerSpec, query: unknown, options: unkno
 
   // Each sequence's plan, as a plain cached call of it alone (checks the score options once per sequence; they are the same).
   let row = 0;
-  const parts: Omit<PagedSequencePlan, 'blocks'>[] = entries.map((e) => {
+  const scoreOptions = { scale: o.scale, softcap: o.softcap, sinks: o.sinks, alibiSlopes: o.alibiSlopes };
+  const sequences: PagedSequencePlan[] = entries.map((e) => {
     const start = cache.lengthOf(e.id);
     const Skv = start + e.length;
     const rows = x.subarray(row * E, (row + e.length) * E);
     const first = row;
     row += e.length;
     const call = { batchSize: 1, seqLen: e.length, kvSeqLen: Skv, start, isCausal: true, needWeights: false, window };
-    const scoreOptions = { scale: o.scale, softcap: o.softcap, sinks: o.sinks, alibiSlopes: o.alibiSlopes };
+    let options: Record<string, unknown> = scoreOptions;
     if (e.tree) {
       const { mask, depths } = treeMask(e.tree, start);
-      const positions = spec.rotary ? { positionIds: depths.map((d) => start + d) } : {};
-      const plan = makeBatchedPlan(where, spec, { ...scoreOptions, attnMask: mask, ...positions }, call, { mode: 'self', query: rows });
-      return { id: e.id, row: first, start, length: e.length, tree: e.tree, plan };
+      options = { ...scoreOptions, attnMask: mask, ...(spec.rotary ? { positionIds: depths.map((d) => start + d) } : {}) };
     }
-    const plan = makeBatchedPlan(where, spec, scoreOptions, call, { mode: 'self', query: rows });
-    return { id: e.id, row: first, start, length: e.length, tree: null, plan };
+    const plan = makeBatchedPlan(where, spec, options, call, { mode: 'self', query: rows });
+    return { id: e.id, row: first, start, length: e.length, tree: e.tree, plan, blocks: NO_BLOCKS };
   });
+  // Every check passed: the blocks are reserved (the only change to the cache before the call runs).
   const reserved = cache.reserve(where, entries);
-  return {
-    layer: spec,
-    cache,
-    query: x,
-    tokens: T,
-    sequences: parts.map((p, i) => ({ ...p, blocks: reserved[i].blocks })),
-  };
+  for (let i = 0; i < sequences.length; i++) sequences[i].blocks = reserved[i].blocks;
+  return { layer: spec, cache, query: x, tokens: T, sequences };
 }
 
 /** mha.createPagedKvCache's options: a new block table, or `sharing` another layer's. */

@@ -83,8 +83,10 @@ export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: H
   const perKv = H / G;
   const grouped = perKv > 1 && !varlen && plan.seqLen === 1 && !plan.needWeights && !alibiSlopes && !sinks && !attnMaskPerHead;
   const stored = 'kt' in k ? k.stored : undefined;
-  const kind = `attend:${grouped ? 'heads' : 'rows'}:${B}x${H}/${G}:${sizeClass(plan.seqLen)}x${sizeClass(longest)}:${Dh}:${stored?.kind ?? 0}`;
-  const threads = Math.min(listsFor(kernels, work, kind), grouped ? B * G : B * H); // lists; one task a (sequence, head) or a group
+  // The kind of pass, for ThreadChoice (one thread: no choice to make, no name needed).
+  const kind =
+    kernels.threads > 1 ? `attend:${grouped ? 'heads' : 'rows'}:${B}x${H}/${G}:${sizeClass(plan.seqLen)}x${sizeClass(longest)}:${Dh}:${stored?.kind ?? 0}` : undefined;
+  const threads = kind === undefined ? 1 : Math.min(listsFor(kernels, work, kind), grouped ? B * G : B * H); // lists; one task a (sequence, head) or a group
   // Each list's own Kᵀ [⌈Skv/64⌉, Dh, 64], scratch and row statistics (and, for a cache of another
   // dtype than f32, the tile one K and V block is decoded into: 2 · 64 · Dh floats).
   const own = Array.from({ length: threads }, () => ({

@@ -134,8 +134,8 @@ export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedPr
   // Threads only for work well past a plain pass's bound: 8 one-token steps over 100 … 800 keys (E 256,
   // H 8, G 2: 0.9M multiply-adds) took 1.78 ms on 2 threads against 0.77 ms on one (2026-12-05, quiet):
   // the hand-off to the workers costs more than such a call's attention.
-  const passKind = `paged:${costs.length}:${sizeClass(work)}:${kind}`; // ThreadChoice's
-  const threads = Math.min(work < PAGED_MIN_WORK ? 1 : listsFor(kernels, work, passKind), costs.length); // lists
+  const passKind = kernels.threads > 1 && work >= PAGED_MIN_WORK ? `paged:${costs.length}:${sizeClass(work)}:${kind}` : undefined; // ThreadChoice's
+  const threads = passKind === undefined ? 1 : Math.min(listsFor(kernels, work, passKind), costs.length); // lists
   const lists: KernelCall[][] = Array.from({ length: threads }, () => []);
   const scratch = lists.map(() => kernels.alloc(scratchFloats(Dh, kind)));
   if (threads === 1) {

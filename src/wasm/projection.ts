@@ -189,13 +189,20 @@ export function scratchFloats(p: Projection, rows: number): number {
  */
 export async function project(kernels: WasmKernels, jobs: [x: number, rows: number, p: Projection][]): Promise<number[]> {
   // The kind of pass (ThreadChoice): the projections' sizes and kinds, and the rows (a size class past a decode step's).
+  // (One thread: no choice to make, no name needed.)
   const rows0 = jobs[0][1];
-  const kind = `project:${rows0 <= GEMV_ROWS ? rows0 : `~${sizeClass(rows0)}`}:${jobs.map(([, , p]) => `${p.kind === 'float' ? 'f' : `${p.bits}${p.activations === 'q8' ? 'q8' : ''}`}:${p.K}x${p.N}`).join('+')}`;
-  const T = listsFor(
-    kernels,
-    jobs.reduce((sum, [, rows, p]) => sum + rows * p.K * p.N, 0),
-    kind,
-  );
+  const kind =
+    kernels.threads > 1
+      ? `project:${rows0 <= GEMV_ROWS ? rows0 : `~${sizeClass(rows0)}`}:${jobs.map(([, , p]) => `${p.kind === 'float' ? 'f' : `${p.bits}${p.activations === 'q8' ? 'q8' : ''}`}:${p.K}x${p.N}`).join('+')}`
+      : undefined;
+  const T =
+    kind === undefined
+      ? 1
+      : listsFor(
+          kernels,
+          jobs.reduce((sum, [, rows, p]) => sum + rows * p.K * p.N, 0),
+          kind,
+        );
   const lists: KernelCall[][] = Array.from({ length: T }, () => []);
   const ys = jobs.map(([, rows, p]) => kernels.alloc(rows * p.N));
   // The quantized kernels' scratch, one per thread (scratchFloats), as large as the largest job's.

@@ -200,12 +200,14 @@ const PAGE = 65536;
  * up to 16 of them (the kernels' longest takes 15); a wasm function ignores the undefined ones past its own.
  */
 function callKernel(k: Record<string, (...args: number[]) => void>, c: KernelCall): void {
+  const f = k[c[0]];
+  if (typeof f !== 'function') throw new Error(`no kernel ${c[0]} in this instance`); // as a worker says it (worker.ts)
   if (c.length > 17) {
-    k[c[0]](...(c.slice(1) as number[]));
+    f(...(c.slice(1) as number[]));
     return;
   }
   const a = c as unknown as number[];
-  k[c[0]](a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16]);
+  f(a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16]);
 }
 
 /**

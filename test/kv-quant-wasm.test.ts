@@ -388,7 +388,7 @@ test('the kernel decodes f16 exactly: normals, subnormals, ±0, ±∞ (V), and s
   const kt = kernels.alloc((Dh * 64 * 2) / 4);
   const u16 = () => new Uint16Array(kernels.memory.buffer);
   u16().set(bits, v >> 1);
-  k.setRule(1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 2 * Dh, dec);
+  k.setRule(1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 2 * Dh, dec, 0);
   k.attend(q, Dh, kt, v, Dh, o, Dh, 1, 1, Dh, 0, scratch);
   const got = kernels.take(o, Dh);
   for (const [d, b] of bits.entries()) expect(got[d], `V bits ${b.toString(16)}`).toBe(halfToFloat(b) + 0); // +0: the accumulator turns −0 into 0

@@ -55,6 +55,7 @@ let gKind: i32 = 0; // how K and V are stored: 0 f32 (Kᵀ blocks, V rows of ldv
 let gKs: usize = 0; // kinds 2, 3: the K scales
 let gVRow: usize = 0; // kinds 1 … 3: bytes from one V row to the next
 let gDec: usize = 0; // kinds 1 … 3: scratch for a decoded block, 128·Dh floats (16-byte aligned)
+let gFinite: bool = false; // kind 1: the cache holds no ±∞ or NaN half (its writes checked), so Tile's f16 form skips the check
 
 export function setRule(
   scale: f32,
@@ -71,8 +72,10 @@ export function setRule(
   ks: usize,
   vRow: usize,
   dec: usize,
+  finite: i32,
 ): void {
   gKind = kind;
+  gFinite = kind === 1 && finite !== 0;
   gKs = ks;
   gVRow = vRow;
   gDec = dec;
@@ -158,12 +161,13 @@ function lastKey(ip: i32, Skv: i32): i32 {
 }
 
 /**
- * The score and P·V micro-kernels, each in two forms (HALF a constant, folded away): over float32 keys
- * and values (a cache of kind 0, or a tile decodeKeys / decodeValues filled), or over an f16 cache's
- * own bits (kind 1), each 8 halves widened where they are read (H8: KvDecode.halves8's rule, exact).
- * Both forms give the same values the same sums, bit for bit: the f16 form only skips the tile, for
+ * The score and P·V micro-kernels, each in three forms (FORM a constant, folded away): 0 over float32
+ * keys and values (a cache of kind 0, or a tile decodeKeys / decodeValues filled), or over an f16 cache's
+ * own bits (kind 1), each 8 halves widened where they are read (H8: KvDecode.halves8's rule, exact):
+ * 1 checks each 8 for ±∞ and NaN, 2 does not (a cache that holds none: gFinite).
+ * Every form gives the same values the same sums, bit for bit: the f16 forms only skip the tile, for
  * a quad of rows or fewer that would not share it (attend: a decode step's GQA group, a lone head).
- * HALF needs Dh a multiple of 8.
+ * The f16 forms need Dh a multiple of 8.
  */
 // biome-ignore lint/complexity/noStaticOnlyClass: @inline needs a method here (see KvDecode)
 class Tile {
@@ -172,7 +176,8 @@ class Tile {
    * Σ_d q[r, d]·Kᵀ[d, j], 8 keys per step, into sc rows [4, BC].
    */
   @inline
-  static scores4(HALF: bool, q0: usize, q1: usize, q2: usize, q3: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
+  static scores4(FORM: i32, q0: usize, q1: usize, q2: usize, q3: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
+    const HALF = FORM !== 0;
     const rs = (<usize>BC) << 2;
     const size: usize = HALF ? 2 : 4; // bytes a key's value
     for (let c = 0; c < jn; c += 8) {
@@ -190,7 +195,7 @@ class Tile {
         let k1: v128;
         if (HALF) {
           const x = v128.load(kp);
-          const special = H8.special(x); // ±∞ or NaN among them (rare: the general rule)
+          const special = H8.special(x, FORM); // ±∞ or NaN among them (rare: the general rule)
           k0 = H8.lo(x, special);
           k1 = H8.hi(x, special);
         } else {
@@ -229,7 +234,8 @@ class Tile {
    * other: one would wait a float add's latency per step), else 8; each key's sum runs over d in order.
    */
   @inline
-  static scores1(HALF: bool, q0: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
+  static scores1(FORM: i32, q0: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
+    const HALF = FORM !== 0;
     const size: usize = HALF ? 2 : 4;
     const end = (jn + 7) & ~7; // as scores4: whole 8s of the zero-padded block
     let c = 0;
@@ -244,8 +250,8 @@ class Tile {
         if (HALF) {
           const x = v128.load(kp);
           const y = v128.load(kp, 16);
-          const sx = H8.special(x);
-          const sy = H8.special(y);
+          const sx = H8.special(x, FORM);
+          const sy = H8.special(y, FORM);
           a0 = F.madd(s, H8.lo(x, sx), a0);
           a1 = F.madd(s, H8.hi(x, sx), a1);
           a2 = F.madd(s, H8.lo(y, sy), a2);
@@ -272,7 +278,7 @@ class Tile {
         const s = v128.load32_splat(q0 + ((<usize>d) << 2));
         if (HALF) {
           const x = v128.load(kp);
-          const sx = H8.special(x);
+          const sx = H8.special(x, FORM);
           a0 = F.madd(s, H8.lo(x, sx), a0);
           a1 = F.madd(s, H8.hi(x, sx), a1);
         } else {
@@ -288,7 +294,8 @@ class Tile {
 
   /** pv4 for one row: acc ← alpha·acc + Σ_j p[j]·V[j] (V rows from v, vStride bytes apart; f32 or f16 bits). */
   @inline
-  static pv1(HALF: bool, sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, jn: i32, Dh: i32): void {
+  static pv1(FORM: i32, sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, jn: i32, Dh: i32): void {
+    const HALF = FORM !== 0;
     const al = f32x4.splat(alpha);
     const size: usize = HALF ? 2 : 4;
     let d = 0;
@@ -305,8 +312,8 @@ class Tile {
         if (HALF) {
           const x = v128.load(vp);
           const y = v128.load(vp, 16);
-          const sx = H8.special(x);
-          const sy = H8.special(y);
+          const sx = H8.special(x, FORM);
+          const sy = H8.special(y, FORM);
           a0 = F.madd(p, H8.lo(x, sx), a0);
           a1 = F.madd(p, H8.hi(x, sx), a1);
           a2 = F.madd(p, H8.lo(y, sy), a2);
@@ -333,7 +340,7 @@ class Tile {
         for (let jj = 0; jj < jn; jj++) {
           const p = v128.load32_splat(sc + ((<usize>jj) << 2));
           const x = v128.load(vp);
-          const sx = H8.special(x);
+          const sx = H8.special(x, FORM);
           a0 = F.madd(p, H8.lo(x, sx), a0);
           a1 = F.madd(p, H8.hi(x, sx), a1);
           vp += vStride;
@@ -366,7 +373,8 @@ class Tile {
    * f16 bits): one V load serves the 4, f32x4 over Dh, scalar past the last whole 4.
    */
   @inline
-  static pv4(HALF: bool, sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vStride: usize, jn: i32, Dh: i32): void {
+  static pv4(FORM: i32, sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vStride: usize, jn: i32, Dh: i32): void {
+    const HALF = FORM !== 0;
     const rs = (<usize>BC) << 2;
     const size: usize = HALF ? 2 : 4;
     const al0 = v128.load32_splat(alpha);
@@ -393,7 +401,7 @@ class Tile {
         let vb: v128;
         if (HALF) {
           const x = v128.load(vp);
-          const special = H8.special(x);
+          const special = H8.special(x, FORM);
           va = H8.lo(x, special);
           vb = H8.hi(x, special);
         } else {
@@ -460,30 +468,37 @@ class Tile {
   }
 }
 
-/** Tile's kernels, each form its own function (as attend calls them: kept apart, not inlined into it). */
+/**
+ * Tile's kernels, each form its own function (as attend calls them: kept apart, not inlined into it):
+ * float32, f16 bits that may hold ±∞ or NaN (each 8 checked), f16 bits of a cache that holds none (gFinite).
+ */
 function scores4(q0: usize, q1: usize, q2: usize, q3: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
-  Tile.scores4(false, q0, q1, q2, q3, block, jn, Dh, sc);
+  Tile.scores4(0, q0, q1, q2, q3, block, jn, Dh, sc);
 }
 function scores4Half(q0: usize, q1: usize, q2: usize, q3: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
-  Tile.scores4(true, q0, q1, q2, q3, block, jn, Dh, sc);
+  if (gFinite) Tile.scores4(2, q0, q1, q2, q3, block, jn, Dh, sc);
+  else Tile.scores4(1, q0, q1, q2, q3, block, jn, Dh, sc);
 }
 function scores1(q0: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
-  Tile.scores1(false, q0, block, jn, Dh, sc);
+  Tile.scores1(0, q0, block, jn, Dh, sc);
 }
 function scores1Half(q0: usize, block: usize, jn: i32, Dh: i32, sc: usize): void {
-  Tile.scores1(true, q0, block, jn, Dh, sc);
+  if (gFinite) Tile.scores1(2, q0, block, jn, Dh, sc);
+  else Tile.scores1(1, q0, block, jn, Dh, sc);
 }
 function pv1(sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, jn: i32, Dh: i32): void {
-  Tile.pv1(false, sc, acc, alpha, v, vStride, jn, Dh);
+  Tile.pv1(0, sc, acc, alpha, v, vStride, jn, Dh);
 }
 function pv1Half(sc: usize, acc: usize, alpha: f32, v: usize, vStride: usize, jn: i32, Dh: i32): void {
-  Tile.pv1(true, sc, acc, alpha, v, vStride, jn, Dh);
+  if (gFinite) Tile.pv1(2, sc, acc, alpha, v, vStride, jn, Dh);
+  else Tile.pv1(1, sc, acc, alpha, v, vStride, jn, Dh);
 }
 function pv4(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vStride: usize, jn: i32, Dh: i32): void {
-  Tile.pv4(false, sc, acc, rowBytes, alpha, v, vStride, jn, Dh);
+  Tile.pv4(0, sc, acc, rowBytes, alpha, v, vStride, jn, Dh);
 }
 function pv4Half(sc: usize, acc: usize, rowBytes: usize, alpha: usize, v: usize, vStride: usize, jn: i32, Dh: i32): void {
-  Tile.pv4(true, sc, acc, rowBytes, alpha, v, vStride, jn, Dh);
+  if (gFinite) Tile.pv4(2, sc, acc, rowBytes, alpha, v, vStride, jn, Dh);
+  else Tile.pv4(1, sc, acc, rowBytes, alpha, v, vStride, jn, Dh);
 }
 
 /**
@@ -673,8 +688,10 @@ export class KvDecode {
 /** The 8 f16s of x (KvDecode.halves8's rule, exact) as f32: lanes 0 … 3 (lo) or 4 … 7. */
 // biome-ignore lint/complexity/noStaticOnlyClass: @inline needs a method here (see KvDecode)
 class H8 {
+  /** Whether a lane of x is ±∞ or NaN; in Tile's form 2 (a cache known to hold none) never, without looking. */
   @inline
-  static special(x: v128): bool {
+  static special(x: v128, FORM: i32): bool {
+    if (FORM === 2) return false;
     const exp = i16x8.splat(0x7c00);
     return v128.any_true(i16x8.eq(v128.and(x, exp), exp));
   }

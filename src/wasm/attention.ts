@@ -52,6 +52,8 @@ export interface StoredKv {
   v: (b: number, g: number) => number;
   /** Bytes from one V row to the next. */
   vRowBytes: number;
+  /** f16: no ±∞ or NaN half was written (the kernels may skip their check for them). */
+  finite: boolean;
 }
 
 function at(v: HeadView, b: number, h: number, row: number): number {
@@ -121,6 +123,7 @@ export async function runAttention(kernels: WasmKernels, plan: ForwardPlan, q: H
         stored ? stored.ks(batch, Math.floor(h / perKv)) : 0,
         stored ? stored.vRowBytes : 0,
         dec,
+        stored?.finite ? 1 : 0,
       ] as KernelCall;
     for (let h = 0; h < H; ) {
       const t = task++ % threads;

@@ -53,6 +53,7 @@ interface KernelExports {
     ks: number,
     vRow: number,
     dec: number,
+    finite: number,
   ): void;
   attend(q: number, ldq: number, kt: number, v: number, ldv: number, o: number, ldo: number, Sq: number, Skv: number, Dh: number, stats: number, scratch: number): void;
   attendHeads(q: number, ldq: number, kt: number, v: number, ldv: number, o: number, ldo: number, heads: number, Skv: number, Dh: number, scratch: number): void;

@@ -25,6 +25,12 @@ import { type HeadView, headSplit, type StoredKv, type TransposedKeys } from './
 import type { WasmKernels } from './kernels.ts';
 import { BLOCK, getKey, keyColumn, putKey } from './kv-columns.ts';
 
+/** Whether f16 bits (bytes, little-endian) hold a ±∞ or NaN: an exponent of all ones. */
+function hasSpecialHalf(bytes: Uint8Array): boolean {
+  for (let i = 1; i < bytes.length; i += 2) if ((bytes[i] & 0x7c) === 0x7c) return true;
+  return false;
+}
+
 /** wasm/attention.ts's kind of each dtype. */
 const KIND: Record<KvCacheDtype, number> = { f32: 0, f16: 1, q8_0: 2, q4_0: 3 };
 
@@ -34,6 +40,11 @@ export class WasmKvCache implements KvCacheStorage {
   /** Rows written before the block was placed: K and V [B, G, length] rows of rowBytes each (quant/kv.ts's encoding). */
   private pending: { key: Uint8Array; value: Uint8Array; length: number } | null = null;
   private disposed = false;
+  /**
+   * 'f16': whether a ±∞ or NaN half was ever written (sticky until reset()); while none was, the
+   * attention's f16 kernels skip their check for them (StoredKv.finite).
+   */
+  private special = false;
   /** Bytes of one (b, g)'s Kᵀ, K scales and V. */
   private readonly ktBytes: number;
   private readonly ksBytes: number;
@@ -85,6 +96,7 @@ export class WasmKvCache implements KvCacheStorage {
         ks: (b, g) => (ksBytes ? this.ksAt(b * G + g) : 0),
         v: (b, g) => this.vRow(b * G + g, 0),
         vRowBytes: this.rowBytes,
+        finite: this.dtype === 'f16' && !this.special,
       };
       k.stored = stored;
     }
@@ -140,10 +152,15 @@ export class WasmKvCache implements KvCacheStorage {
           const vFrom = (v >>> 2) + from;
           const kTo = (this.ktAt(bg) >>> 1) + column;
           const vTo = this.vRow(bg, r) >>> 1;
+          let or = 0; // the exponent bits of every half, and-ed: 0x7c00 where one is ±∞ or NaN
           for (let d = 0; d < Dh; d++) {
-            halves[kTo + d * BLOCK] = halfBitsOfFloat32Bits(bits[kFrom + d]);
-            halves[vTo + d] = halfBitsOfFloat32Bits(bits[vFrom + d]);
+            const kh = halfBitsOfFloat32Bits(bits[kFrom + d]);
+            const vh = halfBitsOfFloat32Bits(bits[vFrom + d]);
+            halves[kTo + d * BLOCK] = kh;
+            halves[vTo + d] = vh;
+            if ((kh & 0x7c00) === 0x7c00 || (vh & 0x7c00) === 0x7c00) or = 1;
           }
+          if (or) this.special = true;
         }
       }
     }
@@ -249,6 +266,7 @@ export class WasmKvCache implements KvCacheStorage {
 
   writeEncoded(key: Uint8Array, value: Uint8Array, length: number): void {
     const { B, G, rowBytes } = this;
+    if (this.dtype === 'f16' && !this.special) this.special = hasSpecialHalf(key) || hasSpecialHalf(value);
     if (this.ptr === 0) {
       this.pending = { key: Uint8Array.from(key), value: Uint8Array.from(value), length };
       return;
@@ -262,6 +280,7 @@ export class WasmKvCache implements KvCacheStorage {
 
   reset(): void {
     this.pending = null;
+    this.special = false;
     if (this.ptr !== 0) this.zero();
   }
 

@@ -49,7 +49,11 @@ test.each(['a forward whose keys and values overflow f16', 'a forward whose valu
       const b = await mha.forward(x, { batchSize: 1, seqLen: 1, kvCache: checked, isCausal: true });
       expect(bits(a.output), `step ${i}: the output against the checked form's`).toEqual(bits(b.output));
       if (i === 0) expect(finite(cache), 'the check skipped while the cache holds no special').toBe(!past);
-      if (i > 0) expect(Array.from(a.output).some((v) => !Number.isFinite(v)), `step ${i}: the special reaches the output`).toBe(true);
+      if (i > 0)
+        expect(
+          Array.from(a.output).some((v) => !Number.isFinite(v)),
+          `step ${i}: the special reaches the output`,
+        ).toBe(true);
     }
     expect(finite(cache), 'a special half was written: the check is back on').toBe(false);
     mha.dispose();

@@ -72,3 +72,47 @@ test('halfBitsOfFloat32Bits (the normal range in one step, the rest by cases) ro
   }
   for (let bits = 0; bits < 2 ** 32; bits += 65521) check(bits);
 });
+
+test("the 'wasm' backend's toHalves (wasm/halves.ts, an f16 cache's writes) gives halfBitsOfFloat32Bits's bits: every exponent and sign with the rounding's edge mantissas, and random floats", async () => {
+  const { compileKernels, WasmKernels } = await import('../src/wasm/kernels.ts');
+  for (const build of ['auto', 'simd128'] as const) {
+    const kernels = new WasmKernels(await compileKernels('single', build === 'auto' ? undefined : build));
+    // The high 16 bits: every sign and exponent with some mantissa tops; the low bits: the round-half
+    // boundary (0x1000 of the 13 dropped), its neighbours, and the subnormal shifts' boundaries.
+    const lows = [0, 1, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x3000, 0x5000, 0x7fff, 0x8000, 0xc000, 0xffff];
+    const inputs: number[] = [];
+    for (let hi = 0; hi < 0x10000; hi += hi < 0x3000 || hi >= 0x4800 ? 7 : 1) for (const lo of lows) inputs.push(((hi << 16) | lo) >>> 0);
+    const r = (() => {
+      let s = 12345;
+      return () => (s = (Math.imul(s, 1103515245) + 12345) >>> 0);
+    })();
+    for (let i = 0; i < 200000; i++) inputs.push(r());
+    const Dh = 4099; // not a multiple of 4: the tail one at a time too
+    const k = kernels.alloc(Dh);
+    const v = kernels.alloc(Dh);
+    const kt = kernels.alloc(32 * Dh); // a column: one half every 128 bytes
+    const vo = kernels.alloc(Math.ceil(Dh / 2));
+    const scratch = kernels.alloc(4);
+    for (let at = 0; at < inputs.length; at += Dh) {
+      const n = Math.min(Dh, inputs.length - at);
+      const bits = new Uint32Array(Dh);
+      bits.set(inputs.slice(at, at + n));
+      const rev = bits.slice().reverse(); // V: the same values in another order (other lanes together)
+      new Uint32Array(kernels.memory.buffer, k, Dh).set(bits);
+      new Uint32Array(kernels.memory.buffer, v, Dh).set(rev);
+      const special = kernels.k.toHalves(k, kt, 128, v, vo, Dh, scratch);
+      const u16 = new Uint16Array(kernels.memory.buffer);
+      let any = false;
+      for (let d = 0; d < Dh; d++) {
+        const [wk, wv] = [halfBitsOfFloat32Bits(bits[d]), halfBitsOfFloat32Bits(rev[d])];
+        const [gk, gv] = [u16[(kt + 128 * d) >> 1], u16[(vo >> 1) + d]];
+        if (gk !== wk || gv !== wv)
+          expect.fail(
+            `${build}: 0x${bits[d].toString(16)} → K 0x${gk.toString(16)}, V of 0x${rev[d].toString(16)} → 0x${gv.toString(16)}; want 0x${wk.toString(16)}, 0x${wv.toString(16)}`,
+          );
+        any ||= (wk & 0x7c00) === 0x7c00 || (wv & 0x7c00) === 0x7c00;
+      }
+      expect(special, 'the flag of a ±∞ or NaN half').toBe(any ? 1 : 0);
+    }
+  }
+});

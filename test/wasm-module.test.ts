@@ -46,6 +46,7 @@ test('the module validates, imports nothing, and exports the kernels the host ca
     'rotary',
     'setPagedRule',
     'setRule',
+    'toHalves',
     'transpose',
   ]);
 });
@@ -75,6 +76,7 @@ test('the threads module imports one memory, env.memory, and exports the same ke
     'rotary',
     'setPagedRule',
     'setRule',
+    'toHalves',
     'transpose',
   ]);
   // It needs a shared memory: an unshared one is refused at instantiation.

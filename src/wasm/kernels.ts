@@ -38,6 +38,8 @@ interface KernelExports {
   quantizeQ8(x: number, ldx: number, M: number, K: number, unit: number, layout: number, q: number, ldq: number, ds: number): void;
   transpose(k: number, ldk: number, rows: number, Dh: number, kt: number): void;
   rotary(x: number, ldx: number, rows: number, heads: number, Dh: number, angles: number, dim: number, interleaved: number): void;
+  /** wasm/halves.ts: a K row into a column of Kᵀ and a V row, as f16 (halfBitsOfFloat32Bits's bits); 1 where a half written is ±∞ or NaN. */
+  toHalves(k: number, kt: number, stride: number, v: number, vo: number, Dh: number, scratch: number): number;
   setRule(
     scale: number,
     softcap: number,

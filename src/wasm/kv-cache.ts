@@ -20,7 +20,6 @@
 import type { KvCacheStorage } from '../kv-cache.ts';
 import { decodeKvRow, encodeKvRow, kvRowBytes } from '../quant/kv.ts';
 import type { KvCacheDtype } from '../types.ts';
-import { halfBitsOfFloat32Bits } from '../util/f16.ts';
 import { type HeadView, headSplit, type StoredKv, type TransposedKeys } from './attention.ts';
 import type { WasmKernels } from './kernels.ts';
 import { BLOCK, getKey, keyColumn, putKey } from './kv-columns.ts';
@@ -132,35 +131,22 @@ export class WasmKvCache implements KvCacheStorage {
   }
 
   /**
-   * append() for 'f16': each value rounded as encodeKvRow rounds it (halfBitsOfFloat32Bits, read from the
-   * float32 bits) straight into its place, the key into its column of Kᵀ: no row between (a decode
-   * step of E 2048 G 4 spent 0.06 ms a layer in encodeKvRow and putKey).
+   * append() for 'f16': each value rounded as encodeKvRow rounds it (wasm/halves.ts toHalves:
+   * halfBitsOfFloat32Bits's bits, four at a time) straight into its place, the key into its column of
+   * Kᵀ: no row between (a decode step of E 2048 G 4 spent 0.06 ms a layer in encodeKvRow and putKey,
+   * then ~0.03 ms in this loop in JavaScript). Notes a ±∞ or NaN half written (`special`).
    */
   private appendHalves(k: number, v: number, start: number, n: number): void {
     const { B, G, Dh } = this;
-    const buffer = this.kernels.u8.buffer;
-    const bits = new Uint32Array(buffer);
-    const halves = new Uint16Array(buffer);
+    const scratch = this.kernels.alloc(4);
     for (let b = 0; b < B; b++) {
       for (let s = 0; s < n; s++) {
         const r = start + s;
-        const column = keyColumn(r, Dh); // Kᵀ's element (r, d = 0), in halves from ktAt
+        const column = 2 * keyColumn(r, Dh); // Kᵀ's element (r, d = 0), in bytes from ktAt
         for (let g = 0; g < G; g++) {
-          const from = ((b * n + s) * G + g) * Dh;
+          const from = 4 * ((b * n + s) * G + g) * Dh;
           const bg = b * G + g;
-          const kFrom = (k >>> 2) + from;
-          const vFrom = (v >>> 2) + from;
-          const kTo = (this.ktAt(bg) >>> 1) + column;
-          const vTo = this.vRow(bg, r) >>> 1;
-          let or = 0; // the exponent bits of every half, and-ed: 0x7c00 where one is ±∞ or NaN
-          for (let d = 0; d < Dh; d++) {
-            const kh = halfBitsOfFloat32Bits(bits[kFrom + d]);
-            const vh = halfBitsOfFloat32Bits(bits[vFrom + d]);
-            halves[kTo + d * BLOCK] = kh;
-            halves[vTo + d] = vh;
-            if ((kh & 0x7c00) === 0x7c00 || (vh & 0x7c00) === 0x7c00) or = 1;
-          }
-          if (or) this.special = true;
+          if (this.kernels.k.toHalves(k + from, this.ktAt(bg) + column, 2 * BLOCK, v + from, this.vRow(bg, r), Dh, scratch)) this.special = true;
         }
       }
     }

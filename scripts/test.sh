@@ -26,32 +26,35 @@ status=0
 stages=()
 stage() { stages+=("$(printf '%5ds  %s' "$((SECONDS - stage_start))" "$stage_name")"); }
 begin() { stage_name=$1; stage_start=$SECONDS; echo "== $1"; }
+# A stage that failed is named again at the very end (a log's tail is what CI shows).
+failed_stages=()
+fail() { status=1; failed_stages+=("${1:-$stage_name}"); }
 begin "lint and format (Biome)"
-npx biome check . || status=1
+npx biome check . || fail
 stage
 begin "type check, and the API reference (TypeDoc from the TSDoc comments; a warning fails) beside it"
 typedoc_log=$(mktemp)
 npx typedoc --treatWarningsAsErrors --logLevel Warn > "$typedoc_log" 2>&1 &
 typedoc_pid=$!
-npx tsc --noEmit -p . || status=1
-wait "$typedoc_pid" || { echo "typedoc failed:"; status=1; }
+npx tsc --noEmit -p . || fail "type check"
+wait "$typedoc_pid" || { echo "typedoc failed:"; fail "API reference (TypeDoc)"; }
 cat "$typedoc_log"
 rm -f "$typedoc_log"
 stage
 begin "import cycles (type-only included) in src/"
-node scripts/check-cycles.mjs || status=1
+node scripts/check-cycles.mjs || fail
 stage
 begin "unit tests (vitest, Node, WebGPU through Dawn on lavapipe)"
-npx vitest run --reporter=default --reporter=json --outputFile.json=test-reports/vitest.json || status=1
+npx vitest run --reporter=default --reporter=json --outputFile.json=test-reports/vitest.json || fail
 stage
 begin "browser tests (Playwright, Chromium's WebGPU)"
-PLAYWRIGHT_JSON_OUTPUT_NAME=test-reports/playwright.json npx playwright test --reporter=list,json || status=1
+PLAYWRIGHT_JSON_OUTPUT_NAME=test-reports/playwright.json npx playwright test --reporter=list,json || fail
 stage
 # Firefox, Deno and the package test run side by side: each spends most of its time in one process
 # compiling shaders (LLVM) or installing, so on two cores together they take about the longest of them;
 # each one's output is kept and printed whole when it ends, with its own wall time.
 begin "build (dist/: what the Deno stage runs and the package test packs)"
-npm run build || status=1
+npm run build || fail
 stage
 side_start=$SECONDS
 side() { # side LOG COMMAND...: runs COMMAND, its output to LOG, then its rc and wall time to LOG.rc
@@ -79,7 +82,7 @@ for job in firefox deno pack; do
   read -r rc secs < "$side_dir/$job.rc" || { rc=1; secs=0; }
   echo "== ${names[$i]}"
   cat "$side_dir/$job"
-  [ "$rc" = 0 ] || { echo "(exit status $rc)"; status=1; }
+  [ "$rc" = 0 ] || { echo "(exit status $rc)"; fail "${names[$i]%% (*}"; }
   stages+=("$(printf '%5ds  %s' "$secs" "${names[$i]} (side by side)")")
   i=$((i + 1))
 done
@@ -89,4 +92,8 @@ echo "== summary"
 echo "wall time of each stage (${SECONDS}s since the start, set-up and npm ci included):"
 printf '%s\n' "${stages[@]}"
 node scripts/summarise-tests.mjs test-reports/vitest.json test-reports/playwright.json || status=1
+if [ ${#failed_stages[@]} -gt 0 ]; then
+  echo "FAILED stages (their output is above, under == NAME):"
+  printf '  %s\n' "${failed_stages[@]}"
+fi
 exit $status

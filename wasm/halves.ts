@@ -25,11 +25,11 @@ function halfOf(x: u32): u32 {
     mant |= 0x800000;
     const shift = <u32>(14 - e);
     const half = mant >> shift;
-    const rest = mant & ((<u32>1 << shift) - 1);
-    const mid = <u32>1 << (shift - 1);
+    const rest = mant & (((<u32>1) << shift) - 1);
+    const mid = (<u32>1) << (shift - 1);
     return sign | (half + (rest > mid || (rest === mid && (half & 1) !== 0) ? 1 : 0));
   }
-  const half = (<u32>e << 10) | (mant >> 13);
+  const half = ((<u32>e) << 10) | (mant >> 13);
   const rest = mant & 0x1fff;
   return sign | (half + (rest > 0x1000 || (rest === 0x1000 && (half & 1) !== 0) ? 1 : 0));
 }

@@ -46,7 +46,7 @@ export class WasmBackend implements Backend {
 
   /**
    * Compiles the kernels and starts the threads (`threads`: the number, default the cores; threads.ts).
-   * `simd`: the build (kernels.ts resolveWasmSimd; 'auto' by default; the caller has refused a 'relaxed' the platform lacks).
+   * `simd`: the build (simd.ts resolveWasmSimd; 'auto' by default; the caller has refused a 'relaxed' the platform lacks).
    */
   static async create(options: { precision?: 'f32' | 'f16'; threads?: number; simd?: WasmSimd | 'auto' } = {}): Promise<WasmBackend> {
     const simd = resolveWasmSimd(options.simd) ?? 'simd128';

@@ -30,15 +30,18 @@ test('cross-origin isolated, threads: 2: two threads, workers run kernels, = 1 t
   const onWorkers: Record<string, string[]> = {};
   for (const c of report.cases) {
     expect(c.threaded, `${c.name}: 2 threads vs 1`).toEqual(c.single);
+    expect(c.runsAgree, `${c.name}: each of ${c.runs} threaded runs = the first, bit for bit`).toBe(true);
     expectOutputClose(c.threaded, c.cpu, { batchSize: c.B, seqLen: c.S, embedDim: c.E }, ['wasm (2 threads)', 'cpu'], testInfo);
     onWorkers[c.name] = c.onWorkers.filter((k) => k === 'gemm' || k === 'attend');
   }
   // The threads claim a pass's lists as they come free (src/wasm/threads.ts): in the long case the worker
   // runs lists of both passes; in the short one (a prefill of 30, attention lists of ~50 µs) the calling
   // thread may claim every attention list before the worker wakes, so only its projections are certain.
-  const [long, short] = Object.values(onWorkers);
-  expect(long, 'kernels the worker ran, S=300').toEqual(['attend', 'gemm']);
-  expect(short, 'kernels the worker ran, prefill 30 + decode').toContain('gemm');
+  // Which lists the worker claims is a race the OS's scheduler can lose for a whole pass: the page runs a
+  // case again (up to 6 times) until its worker has run these (e2e/wasm-threads.ts MAX_RUNS).
+  const [long, short] = report.cases;
+  expect(onWorkers[long.name], `kernels the worker ran, S=300, over ${long.runs} runs`).toEqual(['attend', 'gemm']);
+  expect(onWorkers[short.name], `kernels the worker ran, prefill 30 + decode, over ${short.runs} runs`).toContain('gemm');
   // The decode steps' passes follow each other closely: the worker, waiting in memory after one, takes
   // the next offer (the caller spinning on the main thread for its DONE, where Atomics.wait is not allowed).
   const decode = report.cases[1].handoffs;

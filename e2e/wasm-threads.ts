@@ -27,7 +27,12 @@ export interface ThreadsReport {
     threaded: number[];
     single: number[];
     cpu: number[];
+    /** The kernels the workers ran, over every threaded run of the case. */
     onWorkers: string[];
+    /** Threaded runs of the case: until the workers had run every kernel of `want`, at most MAX_RUNS. */
+    runs: number;
+    /** Whether every threaded run after the first gave the first's output bit for bit. */
+    runsAgree: boolean;
     handoffs: { taken: number; joined: number; answeredByMessage: number };
   }[];
 }
@@ -39,11 +44,36 @@ interface Case {
   B: number;
   S: number;
   decode: number;
+  /** The kernels a worker must have run (gemm, attend) for the spec. */
+  want: string[];
 }
 
+/**
+ * Which lists a worker claims is a race (src/wasm/threads.ts): a worker the OS has not scheduled
+ * while the caller claims every list of a pass runs none of it. On a loaded 2-core machine (CI: two
+ * browsers beside each other) one run of the S=300 case missed every gemm list in a CI run (and
+ * likely in the one before, whose log did not name its failed test); never in 185 runs here. A case runs again, after a pause, up to MAX_RUNS times, until the workers
+ * have run each kernel it wants.
+ */
+const MAX_RUNS = 6;
+
 const CASES: Case[] = [
-  { name: 'E=128 H=4 G=2, B=2 S=300, causal (rows of the projections, heads)', config: { embedDim: 128, numHeads: 4, numKvHeads: 2 }, B: 2, S: 300, decode: 0 },
-  { name: 'E=1024 H=8, B=2: prefill 30, then 4 decode steps (columns of the projections, heads)', config: { embedDim: 1024, numHeads: 8 }, B: 2, S: 34, decode: 4 },
+  {
+    name: 'E=128 H=4 G=2, B=2 S=300, causal (rows of the projections, heads)',
+    config: { embedDim: 128, numHeads: 4, numKvHeads: 2 },
+    B: 2,
+    S: 300,
+    decode: 0,
+    want: ['attend', 'gemm'],
+  },
+  {
+    name: 'E=1024 H=8, B=2: prefill 30, then 4 decode steps (columns of the projections, heads)',
+    config: { embedDim: 1024, numHeads: 8 },
+    B: 2,
+    S: 34,
+    decode: 4,
+    want: ['gemm'],
+  },
 ];
 
 /** Runs case c on an engine: the outputs [B, S, E] (prefill and decode steps put back in token order). */
@@ -101,6 +131,13 @@ window.wasmThreads = async (threads?: number) => {
         });
       };
       const threaded = await run(engine, c);
+      let [runs, runsAgree] = [1, true];
+      while (runs < MAX_RUNS && !c.want.every((k) => onWorkers.has(k))) {
+        await new Promise((settle) => setTimeout(settle, 20)); // another moment of the other threads' load
+        const again = await run(engine, c);
+        runs++;
+        runsAgree &&= again.length === threaded.length && again.every((v, i) => Object.is(v, threaded[i]));
+      }
       ThreadPool.prototype.run = original;
       // How this case's passes reached the workers (by message, or through memory from the second pass on)
       const after = (pool as ThreadPool | null)?.handoffs;
@@ -118,6 +155,8 @@ window.wasmThreads = async (threads?: number) => {
         single: await run(single, c),
         cpu: await run(cpu, c),
         onWorkers: [...onWorkers].sort(),
+        runs,
+        runsAgree,
         handoffs,
       });
     }

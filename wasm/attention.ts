@@ -93,6 +93,28 @@ export function setRule(
 
 const ROUND: f32 = 12582912; // 1.5·2²³: t + ROUND is t rounded to an integer n (ties to even, |t| < 2²²), n in its low bits
 
+// Vector constants, each a word of memory read as a splat where it is used (gemm.ts: "Constants in memory").
+const C_LOG2E = memory.data<f32>([LOG2E]);
+const C_EXP_MIN = memory.data<f32>([-127]);
+const C_EXP_MAX = memory.data<f32>([127]);
+const C_ROUND = memory.data<f32>([ROUND]);
+const C_P6 = memory.data<f32>([1.5353361883195e-4]); // exp2f's polynomial (Cephes), highest power first
+const C_P5 = memory.data<f32>([1.339887440266574e-3]);
+const C_P4 = memory.data<f32>([9.61843735767464e-3]);
+const C_P3 = memory.data<f32>([5.550332471162809e-2]);
+const C_P2 = memory.data<f32>([2.402264791363012e-1]);
+const C_P1 = memory.data<f32>([6.931472028550421e-1]);
+const C_ONE = memory.data<f32>([1]);
+const C_EXP_BIAS = memory.data<i32>([127 - 0x4b400000]);
+const C_TWO112 = memory.data<f32>([<f32>5.192296858534828e33]); // 2^112
+const C_H_MAGNITUDE = memory.data<u32>([0x7fff]);
+const C_H_SIGN = memory.data<u32>([0x8000]);
+const C_H_SPECIAL = memory.data<u32>([0x0f7fffff]);
+const C_H_SPECIAL_EXP = memory.data<u32>([0x70000000]);
+const C_H_EXP2 = memory.data<u32>([0x7c007c00]); // f16's exponent bits, in both halves of a word
+const C_NIBBLE = memory.data<u32>([0x0f0f0f0f]); // 15 in each byte
+const C_EIGHT = memory.data<u32>([0x08080808]);
+
 /** The online softmax's vector parts, shared with wasm/paged.ts (a class: @inline needs a method, see KvDecode). */
 // biome-ignore lint/complexity/noStaticOnlyClass: @inline needs a method here (see KvDecode)
 export class Softmax {
@@ -103,20 +125,20 @@ export class Softmax {
    */
   @inline
   static exp4(x: v128): v128 {
-    let t = f32x4.mul(x, f32x4.splat(LOG2E));
-    t = f32x4.pmin(f32x4.pmax(t, f32x4.splat(-127)), f32x4.splat(127));
-    const big = f32x4.add(t, f32x4.splat(ROUND));
-    const n = f32x4.sub(big, f32x4.splat(ROUND));
+    let t = f32x4.mul(x, v128.load32_splat(C_LOG2E));
+    t = f32x4.pmin(f32x4.pmax(t, v128.load32_splat(C_EXP_MIN)), v128.load32_splat(C_EXP_MAX));
+    const big = f32x4.add(t, v128.load32_splat(C_ROUND));
+    const n = f32x4.sub(big, v128.load32_splat(C_ROUND));
     const f = f32x4.sub(t, n);
-    let p = f32x4.splat(1.5353361883195e-4);
-    p = f32x4.add(f32x4.mul(p, f), f32x4.splat(1.339887440266574e-3));
-    p = f32x4.add(f32x4.mul(p, f), f32x4.splat(9.61843735767464e-3));
-    p = f32x4.add(f32x4.mul(p, f), f32x4.splat(5.550332471162809e-2));
-    p = f32x4.add(f32x4.mul(p, f), f32x4.splat(2.402264791363012e-1));
-    p = f32x4.add(f32x4.mul(p, f), f32x4.splat(6.931472028550421e-1));
-    p = f32x4.add(f32x4.mul(p, f), f32x4.splat(1));
+    let p = v128.load32_splat(C_P6);
+    p = f32x4.add(f32x4.mul(p, f), v128.load32_splat(C_P5));
+    p = f32x4.add(f32x4.mul(p, f), v128.load32_splat(C_P4));
+    p = f32x4.add(f32x4.mul(p, f), v128.load32_splat(C_P3));
+    p = f32x4.add(f32x4.mul(p, f), v128.load32_splat(C_P2));
+    p = f32x4.add(f32x4.mul(p, f), v128.load32_splat(C_P1));
+    p = f32x4.add(f32x4.mul(p, f), v128.load32_splat(C_ONE));
     // 2^n from its exponent bits, n + 127 = bits(big) − bits(ROUND) + 127; n = −127 gives the bits of 0.
-    const scale = i32x4.shl(i32x4.add(big, i32x4.splat(127 - 0x4b400000)), 23);
+    const scale = i32x4.shl(i32x4.add(big, v128.load32_splat(C_EXP_BIAS)), 23);
     return f32x4.mul(p, scale);
   }
 
@@ -592,11 +614,11 @@ function touchStored(kt: usize, v: usize, j0: i32, jn: i32, Dh: i32): void {
 function halfToFloat4(h: v128): v128 {
   // The magnitude's bits moved into f32's place, then scaled by 2^112 (the bias 127 − 15): exact for
   // normals and subnormals alike; exponent 31 (∞, NaN) gets f32's 255 instead; then the sign.
-  const t = i32x4.shl(v128.and(h, i32x4.splat(0x7fff)), 13);
-  const f = f32x4.mul(t, f32x4.splat(<f32>5.192296858534828e33)); // 2^112
-  const special = i32x4.gt_s(t, i32x4.splat(0x0f7fffff));
-  const m = v128.bitselect(v128.or(t, i32x4.splat(0x70000000)), f, special);
-  return v128.or(m, i32x4.shl(v128.and(h, i32x4.splat(0x8000)), 16));
+  const t = i32x4.shl(v128.and(h, v128.load32_splat(C_H_MAGNITUDE)), 13);
+  const f = f32x4.mul(t, v128.load32_splat(C_TWO112));
+  const special = i32x4.gt_s(t, v128.load32_splat(C_H_SPECIAL));
+  const m = v128.bitselect(v128.or(t, v128.load32_splat(C_H_SPECIAL_EXP)), f, special);
+  return v128.or(m, i32x4.shl(v128.and(h, v128.load32_splat(C_H_SIGN)), 16));
 }
 
 /** One f16 as f32 (halfToFloat4's rule). */
@@ -615,7 +637,8 @@ export class KvDecode {
   /**
    * halfToFloat4 where no lane is ±∞ or NaN (exponent < 31), of w = the f16 bits in each lane's high half:
    * an arithmetic shift by 3 puts the magnitude in f32's place below the sign (the copies of the sign
-   * between them masked off), and 2^112 scales it, sign and all.
+   * between them masked off), and 2^112 scales it, sign and all. Its two constants stay v128.const (not
+   * words of memory, gemm.ts): read from memory, qgemv's decode (f16 scales) took 0.63 ms, not 0.44.
    */
   @inline
   static finiteHighHalfToFloat4(w: v128): v128 {
@@ -626,7 +649,7 @@ export class KvDecode {
   @inline
   static halves8(p: usize, out: usize): void {
     const x = v128.load(p);
-    const exp = i16x8.splat(0x7c00);
+    const exp = v128.load32_splat(C_H_EXP2);
     if (v128.any_true(i16x8.eq(v128.and(x, exp), exp))) {
       // ±∞ or NaN among them (rare: the general rule)
       v128.store(out, halfToFloat4(i32x4.extend_low_i16x8_u(x)));
@@ -671,8 +694,8 @@ export class KvDecode {
         KvDecode.int8x16Times(v128.load(p + 18), s, s, s, s, o + 64);
       }
     } else {
-      const low = i8x16.splat(15);
-      const eight = i8x16.splat(8);
+      const low = v128.load32_splat(C_NIBBLE);
+      const eight = v128.load32_splat(C_EIGHT);
       for (let b = 0; b < Dh >> 5; b++) {
         const p = src + <usize>b * 18;
         const s = f32x4.splat(halfToFloat1(load<u16>(p)));
@@ -692,7 +715,7 @@ class H8 {
   @inline
   static special(x: v128, FORM: i32): bool {
     if (FORM === 2) return false;
-    const exp = i16x8.splat(0x7c00);
+    const exp = v128.load32_splat(C_H_EXP2);
     return v128.any_true(i16x8.eq(v128.and(x, exp), exp));
   }
 
@@ -740,8 +763,8 @@ function decodeKeys(kt: usize, blk: i32, Dh: i32, out: usize): void {
   }
   // kind 3: 32 bytes a d, each half (keys 32h …) 16 bytes: low nibbles keys 32h + i, high 32h + 16 + i.
   const src = kt + <usize>blk * (n >> 1);
-  const low = i8x16.splat(15);
-  const eight = i8x16.splat(8);
+  const low = v128.load32_splat(C_NIBBLE);
+  const eight = v128.load32_splat(C_EIGHT);
   for (let b = 0; b < blocks; b++) {
     for (let h = 0; h < 2; h++) {
       const sp = scales + ((<usize>(b * 64 + 32 * h)) << 1);

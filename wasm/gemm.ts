@@ -29,6 +29,17 @@ export class F {
   }
 }
 
+/*
+ * Constants in memory. V8's optimizing compiler (x64: Node 20's V8 11, Deno's V8 15) builds a nonzero
+ * v128.const where it is used, out of a general register (movq, vmovq, vpunpcklqdq: 3 instructions), inside
+ * a loop every time round, though vector registers are free; and Binaryen (asc -O3) folds a constant splat
+ * back into a v128.const at every use, even one a kernel hoists above its loop. So the kernels' hot nonzero
+ * vector constants are words of memory (`memory.data`, below __heap_base), each read where it is used as
+ * a splat (v128.load32_splat: one vbroadcastss): Softmax.exp4 over 64 floats, its 12 constants, 91 → 55 ns.
+ * Not everywhere: in a loop short of general registers a load's address can cost more than the constant
+ * (KvDecode.finiteHighHalfToFloat4, qgemm.ts's Q.groupPanel keep theirs; each was measured).
+ */
+
 /** The first byte the host may use: everything above is its arena. */
 export function heapBase(): usize {
   return __heap_base;

@@ -9,6 +9,15 @@
 // Four lanes at a time where all four are in a half's normal range (the common case); the general
 // rule (halfOf) one at a time otherwise.
 
+// Vector constants, each a word of memory read as a splat where it is used (gemm.ts: "Constants in memory").
+const C_MAGNITUDE = memory.data<u32>([0x7fffffff]);
+const C_H_SIGN = memory.data<u32>([0x8000]);
+const C_ONE = memory.data<u32>([1]);
+const C_REBIAS = memory.data<u32>([0xfff - 0x38000000]); // the exponent 127 → 15 and the rounding's 0xfff
+const C_NORMAL_MIN = memory.data<u32>([0x38800000]); // 2^−14, f16's least normal
+const C_NORMAL_SPAN = memory.data<u32>([0x477ff000 - 0x38800000]); // up to the first float that rounds to ∞
+const C_H_EXP = memory.data<u32>([0x7c00]);
+
 /** halfBitsOfFloat32Bits (src/util/f16.ts) of float32 bits x: the same branches, the same bits. */
 function halfOf(x: u32): u32 {
   const sign = (x >> 16) & 0x8000;
@@ -37,10 +46,10 @@ function halfOf(x: u32): u32 {
 /** Four float32s (bits in x's lanes) as f16 bits in i32 lanes: the normal-range rule, where `normal` says every lane is in it. */
 function halves4(x: v128, out: usize, normal: bool): v128 {
   if (normal) {
-    const a = v128.and(x, i32x4.splat(0x7fffffff));
-    const sign = v128.and(i32x4.shr_u(x, 16), i32x4.splat(0x8000));
-    const odd = v128.and(i32x4.shr_u(a, 13), i32x4.splat(1));
-    return v128.or(sign, i32x4.shr_u(i32x4.add(i32x4.add(a, i32x4.splat(0xfff - 0x38000000)), odd), 13));
+    const a = v128.and(x, v128.load32_splat(C_MAGNITUDE));
+    const sign = v128.and(i32x4.shr_u(x, 16), v128.load32_splat(C_H_SIGN));
+    const odd = v128.and(i32x4.shr_u(a, 13), v128.load32_splat(C_ONE));
+    return v128.or(sign, i32x4.shr_u(i32x4.add(i32x4.add(a, v128.load32_splat(C_REBIAS)), odd), 13));
   }
   store<u32>(out, halfOf(i32x4.extract_lane(x, 0)));
   store<u32>(out, halfOf(i32x4.extract_lane(x, 1)), 4);
@@ -51,16 +60,16 @@ function halves4(x: v128, out: usize, normal: bool): v128 {
 
 /** Whether every lane of x (float32 bits) is in a half's normal range, where halves4's vector rule holds. */
 function allNormal(x: v128): bool {
-  const a = v128.and(x, i32x4.splat(0x7fffffff));
+  const a = v128.and(x, v128.load32_splat(C_MAGNITUDE));
   // a ≥ 0x38800000 and a < 0x477ff000: a − 0x38800000 (unsigned) < 0x477ff000 − 0x38800000
-  const inRange = i32x4.lt_u(i32x4.sub(a, i32x4.splat(0x38800000)), i32x4.splat(0x477ff000 - 0x38800000));
+  const inRange = i32x4.lt_u(i32x4.sub(a, v128.load32_splat(C_NORMAL_MIN)), v128.load32_splat(C_NORMAL_SPAN));
   return i32x4.all_true(inRange);
 }
 
 /** See the top of this file. scratch: 16 bytes (16-byte aligned) for the general rule's lanes. */
 export function toHalves(k: usize, kt: usize, stride: i32, v: usize, vo: usize, Dh: i32, scratch: usize): i32 {
   let special = i32x4.splat(0);
-  const exp = i32x4.splat(0x7c00);
+  const exp = v128.load32_splat(C_H_EXP);
   let any: u32 = 0;
   // Dh past the last whole 4: one at a time.
   for (let d = Dh & ~3; d < Dh; d++) {

@@ -45,6 +45,20 @@ const HALF_SCALES: i32 = 0x100;
 let gHalf: f32 = 0; // this call's offset factor 2^(bits−1) with HALF_SCALES, else 0 (f32 scales and offsets)
 const ROWS: i32 = 2; // qgemv8's rows per pass over a panel (as qgemv)
 
+// Vector constants, each a word of memory read as a splat where it is used (gemm.ts: "Constants in memory").
+const C_HALF = memory.data<f32>([0.5]);
+const C_ONE = memory.data<f32>([1]);
+const C_INFINITY = memory.data<f32>([Infinity]);
+const C_SIGN = memory.data<u32>([0x80000000]);
+const C_LOW16 = memory.data<u32>([0xffff]);
+const C_NIBBLE = memory.data<u32>([0x0f0f0f0f]); // 15 in each byte (not an export of attention.ts: a module export)
+const C_NIBBLES16 = memory.data<u32>([0x000f000f]); // a 4-bit field in each i16 lane
+const C_BYTES16 = memory.data<u32>([0x00ff00ff]); // an 8-bit field in each i16 lane
+const C_LO4 = memory.data<u32>([0xf]);
+const C_HI4 = memory.data<u32>([0xf0000]);
+const C_LO8 = memory.data<u32>([0xff]);
+const C_HI8 = memory.data<u32>([0xff0000]);
+
 // The panel streaming of wasm/qgemm.ts's touchAhead (its comment has the figures), for qgemv8's loop.
 const WQ_AHEAD: usize = 2048;
 const SO_AHEAD: usize = 1024;
@@ -118,16 +132,16 @@ class Q8 {
   @inline
   static round(v: v128): v128 {
     const t = f32x4.trunc(v);
-    const up = f32x4.ge(f32x4.abs(f32x4.sub(v, t)), f32x4.splat(0.5));
-    const one = v128.or(f32x4.splat(1), v128.and(v, i32x4.splat(0x80000000))); // ±1, v's sign
-    const finite = f32x4.lt(f32x4.abs(v), f32x4.splat(Infinity)); // ±∞ (x·id when 1/d overflowed) → 0, as Int8Array stores it
+    const up = f32x4.ge(f32x4.abs(f32x4.sub(v, t)), v128.load32_splat(C_HALF));
+    const one = v128.or(v128.load32_splat(C_ONE), v128.and(v, v128.load32_splat(C_SIGN))); // ±1, v's sign
+    const finite = f32x4.lt(f32x4.abs(v), v128.load32_splat(C_INFINITY)); // ±∞ (x·id when 1/d overflowed) → 0, as Int8Array stores it
     return v128.and(i32x4.trunc_sat_f32x4_s(f32x4.add(t, v128.and(one, up))), finite);
   }
 
   /** The 8 quantized values qa ++ qb (i32 lanes) stored at `at` in `layout` (16 bytes in each). */
   @inline
   static store8(layout: i32, at: usize, qa: v128, qb: v128): void {
-    const low = i32x4.splat(0xffff);
+    const low = v128.load32_splat(C_LOW16);
     if (layout === 4) {
       v128.store(at, v128.or(v128.and(qa, low), i32x4.shl(qb, 16))); // (q_j, q_{j+4}), j = 0 … 3
     } else if (layout === 8) {
@@ -199,7 +213,7 @@ class Q8 {
   ): void {
     const perWord = 32 / B;
     const half = gHalf;
-    const mask = B === 4 ? i32x4.splat(0x000f000f) : i32x4.splat(0x00ff00ff);
+    const mask = v128.load32_splat(B === 4 ? C_NIBBLES16 : C_BYTES16);
     const wordsPerUnit = unit / perWord;
     const unitsPerGroup = group / unit;
     let A0 = f32x4.splat(0);
@@ -223,7 +237,7 @@ class Q8 {
       let h0 = i32x4.splat(0);
       let h1 = h0;
       if (B === 4 && RX) {
-        const nib = i32x4.splat(0x0f0f0f0f);
+        const nib = v128.load32_splat(C_NIBBLE);
         for (; wp < wEnd; wp += 16) {
           const u = v128.load(wp);
           const lo = v128.and(u, nib); // fields 0, 2, 4, 6 of each column's word, a byte each
@@ -667,8 +681,8 @@ export function qgemv8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
 function unpackPanel(bits: i32, W: i32, Kp: i32, wqA: usize, wqB: usize, out: usize): void {
   let dst = out;
   if (bits === 4) {
-    const lo = i32x4.splat(0xf);
-    const hi = i32x4.splat(0xf0000);
+    const lo = v128.load32_splat(C_LO4);
+    const hi = v128.load32_splat(C_HI4);
     for (let w = 0; w < W; w++) {
       const ua = v128.load(wqA + ((<usize>w) << 4));
       const ub = v128.load(wqB + ((<usize>w) << 4));
@@ -682,8 +696,8 @@ function unpackPanel(bits: i32, W: i32, Kp: i32, wqA: usize, wqB: usize, out: us
       }
     }
   } else {
-    const lo = i32x4.splat(0xff);
-    const hi = i32x4.splat(0xff0000);
+    const lo = v128.load32_splat(C_LO8);
+    const hi = v128.load32_splat(C_HI8);
     for (let w = 0; w < W; w++) {
       const ua = v128.load(wqA + ((<usize>w) << 4));
       const ub = v128.load(wqB + ((<usize>w) << 4));
@@ -706,7 +720,7 @@ function unpackPanel(bits: i32, W: i32, Kp: i32, wqA: usize, wqB: usize, out: us
  * 4 … 7, then the odd fields of 0 … 3 and of 4 … 7: the order of layout 12's even and odd values.
  */
 function unpackPanelRelaxed(W: i32, wqA: usize, wqB: usize, out: usize): void {
-  const nib = i32x4.splat(0x0f0f0f0f);
+  const nib = v128.load32_splat(C_NIBBLE);
   for (let w = 0; w < W; w++) {
     const ua = v128.load(wqA + ((<usize>w) << 4));
     const ub = v128.load(wqB + ((<usize>w) << 4));

@@ -40,6 +40,10 @@ import { KvDecode } from './attention';
 import { F, gemm } from './gemm';
 
 const MC: i32 = 64; // rows of x per chunk (as gemm.ts)
+
+// Vector constants, each a word of memory read as a splat where it is used (gemm.ts: "Constants in memory").
+const C_LOW16 = memory.data<u32>([0xffff]);
+const C_2POW15 = memory.data<f32>([32768]);
 /**
  * `bits` | HALF_SCALES (qgemv, qgemm, and wasm/q8.ts's qgemv8, qgemm8): `so` holds f16 scales alone,
  * [N8/4, groups, 4] (8 bytes a group of a panel, not 32), each offset being scale·2^(bits−1): q4_0,
@@ -404,8 +408,8 @@ export function qgemv(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, 
   const hlStride = (<usize>kWhole) << 2;
   const sxs = hl + <usize>M * hlStride;
   const wordBytes: i32 = bits === 4 ? 32 : 16;
-  const low = i32x4.splat(0xffff);
-  const lMul = f32x4.splat(32768);
+  const low = v128.load32_splat(C_LOW16);
+  const lMul = v128.load32_splat(C_2POW15);
   const wordsPerGroup = group / (32 / bits);
   for (let r = 0; r < M; r++) {
     const from = x + <usize>r * xStride;

@@ -228,6 +228,46 @@ describe('decodeRow: the bit layout of each block', () => {
     expect(p.quants[0]).toBe(0x03020100);
     expect(p.quants[7]).toBe(0x1f1e1d1c);
   });
+
+  test("q4_0 and q8_0: packWeight's block path gives decodeRow's words and (scale, offset) pairs, bit for bit", () => {
+    // packWeight packs these two formats a block at a time (packBlocks32), not a call per weight: the
+    // same layout as decodeRow's put(k, q) into word k / perWord and group(g, scale, offset), here rebuilt
+    // from decodeRow itself. Random bytes, the block scales drawn from every kind of half as well
+    // (±0, subnormals, the largest, ±∞, NaN).
+    const SPECIAL = [0x0000, 0x8000, 0x0001, 0x83ff, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x3c00];
+    for (const dtype of ['q4_0', 'q8_0'] as const) {
+      const [N, K] = [5, 96];
+      const { bytes: blockBytes } = dtype === 'q4_0' ? { bytes: 18 } : { bytes: 34 };
+      const rnd = mulberry32(dtype === 'q4_0' ? 40 : 80);
+      const data = Uint8Array.from({ length: (N * K * blockBytes) / 32 }, () => Math.floor(rnd() * 256));
+      for (let s = 0; s < (N * K) / 32; s += 2) {
+        const h = SPECIAL[(s / 2) % SPECIAL.length];
+        data[s * blockBytes] = h & 0xff;
+        data[s * blockBytes + 1] = h >> 8;
+      }
+      const t: QuantizedTensor = { dtype, shape: [N, K], data };
+      const p = packWeight(t);
+      const { bits } = packedGeometry(t);
+      const perWord = 32 / bits;
+      const quants = new Uint32Array(p.quants.length);
+      const scaleOffset = new Float32Array(p.scaleOffset.length);
+      for (let n = 0; n < N; n++) {
+        decodeRow(
+          t,
+          n,
+          (k, q) => {
+            quants[n * p.wordsPerRow + Math.floor(k / perWord)] |= q << (bits * (k % perWord));
+          },
+          (g, scale, offset) => {
+            scaleOffset[2 * (n * p.groups + g)] = scale;
+            scaleOffset[2 * (n * p.groups + g) + 1] = offset;
+          },
+        );
+      }
+      expect(Array.from(p.quants), dtype).toEqual(Array.from(quants));
+      expect(Array.from(new Uint32Array(p.scaleOffset.buffer)), `${dtype} scales and offsets`).toEqual(Array.from(new Uint32Array(scaleOffset.buffer)));
+    }
+  });
 });
 
 describe('checkQuantized through createMultiHeadAttention (backend cpu)', () => {

@@ -162,6 +162,10 @@ export function packWeight(t: QuantizedTensor): PackedWeight {
   const groups = Math.ceil(K / group);
   const quants = new Uint32Array(N * wordsPerRow);
   const scaleOffset = new Float32Array(N * groups * 2);
+  if (t.dtype === 'q4_0' || t.dtype === 'q8_0') {
+    packBlocks32(t, quants, scaleOffset);
+    return { bits, group, rows: N, cols: K, wordsPerRow, groups, quants, scaleOffset, dtype: t.dtype };
+  }
   const perWord = 32 / bits;
   for (let n = 0; n < N; n++) {
     const row = n * wordsPerRow;
@@ -178,6 +182,46 @@ export function packWeight(t: QuantizedTensor): PackedWeight {
     );
   }
   return { bits, group, rows: N, cols: K, wordsPerRow, groups, quants, scaleOffset, dtype: t.dtype };
+}
+
+/**
+ * q4_0 and q8_0 (blocks of 32 weights: an f16 d, then 16 bytes of nibbles or 32 int8s) straight into the
+ * packed words and (scale, offset) pairs: decodeRow's values, the same bits, without a call per weight
+ * (a q4_0 layer of E 2048, G 4 spent 83 ms of its 126–172 ms creation in decodeRow's calls). Block s of the tensor is row
+ * ⌊s / blocks⌋'s block s mod blocks: its words start at 4s (q4_0) or 8s (q8_0), its pair at 2s.
+ */
+function packBlocks32(t: QuantizedTensor, quants: Uint32Array, scaleOffset: Float32Array): void {
+  const [N, K] = t.shape;
+  const q4 = t.dtype === 'q4_0';
+  const { bytes } = GGUF_BLOCKS[q4 ? 'q4_0' : 'q8_0'];
+  const d8 = t.data;
+  const count = (N * K) / 32;
+  for (let s = 0; s < count; s++) {
+    const at = s * bytes;
+    const d = halfToFloat(d8[at] | (d8[at + 1] << 8));
+    scaleOffset[2 * s] = d;
+    scaleOffset[2 * s + 1] = Math.fround((q4 ? 8 : 128) * d);
+    if (q4) {
+      // weights 0 … 15: the low nibbles of qs[0 … 15] (words 0, 1); 16 … 31: their high nibbles (words 2, 3)
+      for (let h = 0; h < 2; h++) {
+        let lo = 0;
+        let hi = 0;
+        for (let i = 0; i < 8; i++) {
+          const b = d8[at + 2 + 8 * h + i];
+          lo |= (b & 0xf) << (4 * i);
+          hi |= (b >> 4) << (4 * i);
+        }
+        quants[4 * s + h] = lo;
+        quants[4 * s + 2 + h] = hi;
+      }
+    } else {
+      // 4 int8s a word, each stored as q + 128
+      for (let w = 0; w < 8; w++) {
+        const b = at + 2 + 4 * w;
+        quants[8 * s + w] = (d8[b] ^ 0x80) | ((d8[b + 1] ^ 0x80) << 8) | ((d8[b + 2] ^ 0x80) << 16) | ((d8[b + 3] ^ 0x80) << 24);
+      }
+    }
+  }
 }
 
 /** The float32 weights a packed weight stands for (w = scale·q − offset, in float32): what the kernels compute. */

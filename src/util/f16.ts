@@ -41,14 +41,18 @@ export function halfBitsOfFloat32Bits(x: number): number {
   return sign | (half + (rest > 0x1000 || (rest === 0x1000 && half & 1) ? 1 : 0));
 }
 
-/** The value of float16 bits `h` (exact in float32). */
+/**
+ * The value of float16 bits `h` (exact in float32). A normal half's bits are moved into a float32's
+ * (the exponent rebased 15 → 127, the mantissa's 10 bits on top of its 23): the same value as
+ * (1 + mant/1024)·2^(exp−15), without a power per call (a q4_0 layer's creation calls this once a block).
+ */
 export function halfToFloat(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
   const exp = (h >>> 10) & 0x1f;
   const mant = h & 0x3ff;
-  if (exp === 0) return sign * mant * 2 ** -24; // zero and subnormals
-  if (exp === 0x1f) return mant ? Number.NaN : sign * Number.POSITIVE_INFINITY;
-  return sign * (1 + mant / 1024) * 2 ** (exp - 15);
+  if (exp === 0) return h & 0x8000 ? -mant * 2 ** -24 : mant * 2 ** -24; // zero (−0 kept) and subnormals
+  if (exp === 0x1f) return mant ? Number.NaN : h & 0x8000 ? Number.NEGATIVE_INFINITY : Number.POSITIVE_INFINITY;
+  u32[0] = ((h & 0x8000) << 16) | ((exp + 112) << 23) | (mant << 13);
+  return f32[0];
 }
 
 /** float32 values → their nearest float16, as bits. */

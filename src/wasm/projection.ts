@@ -85,7 +85,7 @@ export function createProjection(
   if (W instanceof Float32Array) return { kind: 'float', w: kernels.put(packWeights(W, N, K)), bias: kernels.put(packBias(b, offset, N)), N, K };
   const packed = packWeight(W);
   const half = halfScales && halfScalesFit(packed);
-  const { wq, so } = panelQuantized(packed);
+  const { wq, so } = panelQuantized(packed, !half); // f16 scales alone: panelHalfScales, not the f32 pairs
   return {
     kind: 'quantized',
     wq: kernels.putBytes(new Uint8Array(wq.buffer)),
@@ -104,10 +104,12 @@ export function createProjection(
 /**
  * A PackedWeight in wasm/qgemm.ts's layout: rows padded with zeros to a multiple of 8, in panels of 4
  * rows, the panel's 4 words w side by side (wq [P, W, 4] u32), and its groups' 4 scales then 4 offsets
- * (so [P, groups, 8] f32), P = ⌈N/8⌉·2. The same bits, regrouped: nothing is dequantized.
+ * (so [P, groups, 8] f32), P = ⌈N/8⌉·2. The same bits, regrouped: nothing is dequantized. `scales`
+ * false leaves `so` empty (a layer that keeps f16 scales alone: panelHalfScales).
  */
-export function panelQuantized(p: PackedWeight): { wq: Uint32Array; so: Float32Array } {
-  const { rows: N, wordsPerRow: W, groups } = p;
+export function panelQuantized(p: PackedWeight, scales = true): { wq: Uint32Array; so: Float32Array } {
+  const { rows: N, wordsPerRow: W } = p;
+  const groups = scales ? p.groups : 0;
   const P = Math.ceil(N / 8) * 2;
   const wq = new Uint32Array(P * W * 4);
   const so = new Float32Array(P * groups * 8);

@@ -229,21 +229,24 @@ describe('decodeRow: the bit layout of each block', () => {
     expect(p.quants[7]).toBe(0x1f1e1d1c);
   });
 
-  test("q4_0 and q8_0: packWeight's block path gives decodeRow's words and (scale, offset) pairs, bit for bit", () => {
-    // packWeight packs these two formats a block at a time (packBlocks32), not a call per weight: the
-    // same layout as decodeRow's put(k, q) into word k / perWord and group(g, scale, offset), here rebuilt
-    // from decodeRow itself. Random bytes, the block scales drawn from every kind of half as well
-    // (±0, subnormals, the largest, ±∞, NaN).
+  test("q4_0, q8_0, q4_k, q6_k: packWeight's block paths give decodeRow's words and (scale, offset) pairs, bit for bit", () => {
+    // packWeight packs these formats a block at a time (packBlocks32, packQ4K, packQ6K), not a call per
+    // weight: the same layout as decodeRow's put(k, q) into word k / perWord and group(g, scale, offset),
+    // here rebuilt from decodeRow itself. Random bytes, every other block's f16 d (and q4_k's dmin) drawn
+    // from every kind of half as well (±0, subnormals, the largest, ±∞, NaN).
     const SPECIAL = [0x0000, 0x8000, 0x0001, 0x83ff, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x3c00];
-    for (const dtype of ['q4_0', 'q8_0'] as const) {
-      const [N, K] = [5, 96];
-      const { bytes: blockBytes } = dtype === 'q4_0' ? { bytes: 18 } : { bytes: 34 };
-      const rnd = mulberry32(dtype === 'q4_0' ? 40 : 80);
-      const data = Uint8Array.from({ length: (N * K * blockBytes) / 32 }, () => Math.floor(rnd() * 256));
-      for (let s = 0; s < (N * K) / 32; s += 2) {
-        const h = SPECIAL[(s / 2) % SPECIAL.length];
-        data[s * blockBytes] = h & 0xff;
-        data[s * blockBytes + 1] = h >> 8;
+    const BLOCKS = { q4_0: [18, 32, [0]], q8_0: [34, 32, [0]], q4_k: [144, 256, [0, 2]], q6_k: [210, 256, [208]] } as const;
+    for (const dtype of ['q4_0', 'q8_0', 'q4_k', 'q6_k'] as const) {
+      const [blockBytes, weights, halves] = BLOCKS[dtype];
+      const [N, K] = [5, 3 * weights];
+      const rnd = mulberry32(blockBytes);
+      const data = Uint8Array.from({ length: (N * K * blockBytes) / weights }, () => Math.floor(rnd() * 256));
+      for (let s = 0; s < (N * K) / weights; s += 2) {
+        for (const [i, at] of halves.entries()) {
+          const h = SPECIAL[(s / 2 + i) % SPECIAL.length];
+          data[s * blockBytes + at] = h & 0xff;
+          data[s * blockBytes + at + 1] = h >> 8;
+        }
       }
       const t: QuantizedTensor = { dtype, shape: [N, K], data };
       const p = packWeight(t);

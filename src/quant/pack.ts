@@ -166,6 +166,11 @@ export function packWeight(t: QuantizedTensor): PackedWeight {
     packBlocks32(t, quants, scaleOffset);
     return { bits, group, rows: N, cols: K, wordsPerRow, groups, quants, scaleOffset, dtype: t.dtype };
   }
+  if (t.dtype === 'q4_k' || (t.dtype === 'q6_k' && LITTLE_ENDIAN)) {
+    if (t.dtype === 'q4_k') packQ4K(t, quants, scaleOffset);
+    else packQ6K(t, quants, scaleOffset);
+    return { bits, group, rows: N, cols: K, wordsPerRow, groups, quants, scaleOffset, dtype: t.dtype };
+  }
   const perWord = 32 / bits;
   for (let n = 0; n < N; n++) {
     const row = n * wordsPerRow;
@@ -219,6 +224,82 @@ function packBlocks32(t: QuantizedTensor, quants: Uint32Array, scaleOffset: Floa
       for (let w = 0; w < 8; w++) {
         const b = at + 2 + 4 * w;
         quants[8 * s + w] = (d8[b] ^ 0x80) | ((d8[b + 1] ^ 0x80) << 8) | ((d8[b + 2] ^ 0x80) << 16) | ((d8[b + 3] ^ 0x80) << 24);
+      }
+    }
+  }
+}
+
+/**
+ * q4_K blocks (256 weights: f16 d and dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles)
+ * straight into the packed words and pairs, decodeRow's bits (as packBlocks32). Block s's words start at
+ * 32s, its 8 groups at 8s: chunk c's weights 64c + l (l < 32) are the low nibbles of its 32 bytes
+ * (words 8c … 8c + 3), 64c + 32 + l their high nibbles (words 8c + 4 … 8c + 7).
+ */
+function packQ4K(t: QuantizedTensor, quants: Uint32Array, scaleOffset: Float32Array): void {
+  const [N, K] = t.shape;
+  const { bytes } = GGUF_BLOCKS.q4_k;
+  const d8 = t.data;
+  const f = Math.fround;
+  const count = (N * K) / 256;
+  for (let s = 0; s < count; s++) {
+    const at = s * bytes;
+    const d = halfToFloat(d8[at] | (d8[at + 1] << 8));
+    const dmin = halfToFloat(d8[at + 2] | (d8[at + 3] << 8));
+    for (let j = 0; j < 8; j++) {
+      const [sc, m] = q4kScaleMin(d8, at + 4, j);
+      scaleOffset[2 * (8 * s + j)] = f(d * sc);
+      scaleOffset[2 * (8 * s + j) + 1] = f(dmin * m);
+    }
+    for (let c = 0; c < 4; c++) {
+      const qs = at + 16 + 32 * c;
+      for (let w = 0; w < 4; w++) {
+        let lo = 0;
+        let hi = 0;
+        for (let i = 0; i < 8; i++) {
+          const b = d8[qs + 8 * w + i];
+          lo |= (b & 0xf) << (4 * i);
+          hi |= (b >> 4) << (4 * i);
+        }
+        quants[32 * s + 8 * c + w] = lo;
+        quants[32 * s + 8 * c + 4 + w] = hi;
+      }
+    }
+  }
+}
+
+/** Whether a Uint32Array's word holds its bytes low first (every platform JavaScript runs on today): packQ6K writes bytes. */
+const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
+
+/**
+ * q6_K blocks (256 weights: 128 bytes of low nibbles, 64 of 2-bit highs, 16 int8 scales, f16 d) straight
+ * into the packed bytes (8-bit words: weight k is byte k of its row, little-endian) and pairs, decodeRow's
+ * bits (as packBlocks32). Block s's bytes start at 256s, its 16 groups at 16s.
+ */
+function packQ6K(t: QuantizedTensor, quants: Uint32Array, scaleOffset: Float32Array): void {
+  const [N, K] = t.shape;
+  const { bytes } = GGUF_BLOCKS.q6_k;
+  const d8 = t.data;
+  const out = new Uint8Array(quants.buffer, quants.byteOffset, quants.byteLength);
+  const f = Math.fround;
+  const count = (N * K) / 256;
+  for (let s = 0; s < count; s++) {
+    const at = s * bytes;
+    const d = halfToFloat(d8[at + 208] | (d8[at + 209] << 8));
+    for (let j = 0; j < 16; j++) {
+      const scale = f(d * ((d8[at + 192 + j] << 24) >> 24));
+      scaleOffset[2 * (16 * s + j)] = scale;
+      scaleOffset[2 * (16 * s + j) + 1] = f(32 * scale);
+    }
+    for (let h = 0; h < 2; h++) {
+      const ql = at + 64 * h;
+      const qh = at + 128 + 32 * h;
+      const k0 = 256 * s + 128 * h;
+      for (let l = 0; l < 32; l++) {
+        const high = d8[qh + l];
+        out[k0 + l] = (d8[ql + l] & 0xf) | ((high & 3) << 4);
+        out[k0 + 32 + l] = (d8[ql + l + 32] & 0xf) | (((high >> 2) & 3) << 4);
+        out[k0 + 64 + l] = (d8[ql + l] >> 4) | (((high >> 4) & 3) << 4);
+        out[k0 + 96 + l] = (d8[ql + l + 32] >> 4) | (((high >> 6) & 3) << 4);
       }
     }
   }

@@ -249,28 +249,64 @@ describe('decodeRow: the bit layout of each block', () => {
         }
       }
       const t: QuantizedTensor = { dtype, shape: [N, K], data };
-      const p = packWeight(t);
-      const { bits } = packedGeometry(t);
-      const perWord = 32 / bits;
-      const quants = new Uint32Array(p.quants.length);
-      const scaleOffset = new Float32Array(p.scaleOffset.length);
-      for (let n = 0; n < N; n++) {
-        decodeRow(
-          t,
-          n,
-          (k, q) => {
-            quants[n * p.wordsPerRow + Math.floor(k / perWord)] |= q << (bits * (k % perWord));
-          },
-          (g, scale, offset) => {
-            scaleOffset[2 * (n * p.groups + g)] = scale;
-            scaleOffset[2 * (n * p.groups + g) + 1] = offset;
-          },
-        );
-      }
-      expect(Array.from(p.quants), dtype).toEqual(Array.from(quants));
-      expect(Array.from(new Uint32Array(p.scaleOffset.buffer)), `${dtype} scales and offsets`).toEqual(Array.from(new Uint32Array(scaleOffset.buffer)));
+      expectPackedAsDecoded(t, dtype);
     }
   });
+
+  test("nbits: packWeight's row path gives decodeRow's words and pairs, bit for bit (partial blocks, zero points, f16 scales)", () => {
+    // packNBits copies each row's quant bytes (already in the packed order) and gives each block its pair.
+    const SPECIAL = [0x0000, 0x8000, 0x0001, 0x7bff, 0x7c00, 0xfc00, 0x7e00, 0x3c00];
+    const cases: [bits: 4 | 8, blockSize: NBitsTensor['blockSize'], K: number, zeros: boolean, f16: boolean][] = [
+      [4, 32, 96, false, false],
+      [4, 16, 41, true, true], // K odd: a last byte's low nibble alone
+      [4, 128, 300, true, false],
+      [8, 32, 70, true, true],
+      [8, 64, 64, false, true],
+    ];
+    for (const [bits, blockSize, K, zeros, f16] of cases) {
+      const N = 3;
+      const blocks = Math.ceil(K / blockSize);
+      const rnd = mulberry32(K);
+      const byte = () => Math.floor(rnd() * 256);
+      const t: NBitsTensor = {
+        dtype: 'nbits',
+        bits,
+        blockSize,
+        shape: [N, K],
+        data: Uint8Array.from({ length: (N * blocks * blockSize * bits) / 8 }, byte),
+        scales: f16
+          ? Uint16Array.from({ length: N * blocks }, (_, i) => (i % 2 ? SPECIAL[(i >> 1) % SPECIAL.length] : floatToHalfBits(rnd() - 0.5)))
+          : Float32Array.from({ length: N * blocks }, () => rnd() - 0.5),
+        ...(zeros ? { zeroPoints: Uint8Array.from({ length: N * Math.ceil((blocks * bits) / 8) }, byte) } : {}),
+      };
+      expectPackedAsDecoded(t, `nbits ${bits} bits, blocks of ${blockSize}, K ${K}`);
+    }
+  });
+
+  /** packWeight(t) against the packing rebuilt from decodeRow: words and (scale, offset) bits equal. */
+  function expectPackedAsDecoded(t: QuantizedTensor, what: string): void {
+    const p = packWeight(t);
+    const [N] = t.shape;
+    const { bits } = packedGeometry(t);
+    const perWord = 32 / bits;
+    const quants = new Uint32Array(p.quants.length);
+    const scaleOffset = new Float32Array(p.scaleOffset.length);
+    for (let n = 0; n < N; n++) {
+      decodeRow(
+        t,
+        n,
+        (k, q) => {
+          quants[n * p.wordsPerRow + Math.floor(k / perWord)] |= q << (bits * (k % perWord));
+        },
+        (g, scale, offset) => {
+          scaleOffset[2 * (n * p.groups + g)] = scale;
+          scaleOffset[2 * (n * p.groups + g) + 1] = offset;
+        },
+      );
+    }
+    expect(Array.from(p.quants), what).toEqual(Array.from(quants));
+    expect(Array.from(new Uint32Array(p.scaleOffset.buffer)), `${what}: scales and offsets`).toEqual(Array.from(new Uint32Array(scaleOffset.buffer)));
+  }
 });
 
 describe('checkQuantized through createMultiHeadAttention (backend cpu)', () => {

@@ -10,6 +10,9 @@
 import { halfToFloat } from '../util/f16.ts';
 import type { NBitsTensor, PackedWeight, QuantizedTensor } from './types.ts';
 
+/** Whether a Uint32Array's word holds its bytes low first (every platform JavaScript runs on today): packQ6K and packNBits write bytes. */
+const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
+
 /** Bytes of one block, and weights per block, of each GGUF type. */
 export const GGUF_BLOCKS = {
   q4_0: { bytes: 18, weights: 32 },
@@ -124,17 +127,47 @@ function decodeNBitsRow(t: NBitsTensor, n: number, put: (k: number, q: number) =
   for (let blk = 0; blk < blocks; blk++) {
     const s = n * blocks + blk;
     const scale = t.scales instanceof Uint16Array ? halfToFloat(t.scales[s]) : t.scales[s];
-    let zero = 1 << (bits - 1);
-    if (t.zeroPoints) {
-      const zp = t.zeroPoints[n * zpBytesPerRow + ((blk * bits) >> 3)];
-      zero = bits === 8 ? zp : blk & 1 ? zp >> 4 : zp & 0xf;
-    }
+    const zero = nbitsZero(t, n, blk, zpBytesPerRow);
     group(blk, scale, f(scale * zero), zero);
     const at = s * blockBytes;
     const end = Math.min(blockSize, K - blk * blockSize);
     for (let j = 0; j < end; j++) {
       const q = bits === 8 ? t.data[at + j] : (t.data[at + (j >> 1)] >> ((j & 1) * 4)) & 0xf;
       put(blk * blockSize + j, q);
+    }
+  }
+}
+
+/** Block blk of row n's zero point: its packed zero point (low nibble first), else 2^(bits−1). */
+function nbitsZero(t: NBitsTensor, n: number, blk: number, zpBytesPerRow: number): number {
+  if (!t.zeroPoints) return 1 << (t.bits - 1);
+  const zp = t.zeroPoints[n * zpBytesPerRow + ((blk * t.bits) >> 3)];
+  return t.bits === 8 ? zp : blk & 1 ? zp >> 4 : zp & 0xf;
+}
+
+/**
+ * MatMulNBits rows straight into the packed layout, decodeRow's bits (as packBlocks32): a row's quants
+ * are already in its order (weight k at byte k·bits/8, the low nibble first), so the bytes of weights
+ * k < K are copied (a partial last byte's low nibble alone; the rest of the row's words stay zero), and
+ * each block's scale and zero point give its pair. Words must hold their bytes low first (LITTLE_ENDIAN).
+ */
+function packNBits(t: NBitsTensor, quants: Uint32Array, scaleOffset: Float32Array, wordsPerRow: number): void {
+  const [N, K] = t.shape;
+  const { bits, blockSize } = t;
+  const blocks = Math.ceil(K / blockSize);
+  const rowBytes = (blocks * blockSize * bits) / 8;
+  const used = (K * bits) >> 3; // whole bytes of weights k < K
+  const zpBytesPerRow = Math.ceil((blocks * bits) / 8);
+  const out = new Uint8Array(quants.buffer, quants.byteOffset, quants.byteLength);
+  for (let n = 0; n < N; n++) {
+    const from = n * rowBytes;
+    out.set(t.data.subarray(from, from + used), 4 * n * wordsPerRow);
+    if ((K * bits) & 7) out[4 * n * wordsPerRow + used] = t.data[from + used] & 0xf; // K odd, 4 bits
+    for (let blk = 0; blk < blocks; blk++) {
+      const s = n * blocks + blk;
+      const scale = t.scales instanceof Uint16Array ? halfToFloat(t.scales[s]) : t.scales[s];
+      scaleOffset[2 * s] = scale;
+      scaleOffset[2 * s + 1] = Math.fround(scale * nbitsZero(t, n, blk, zpBytesPerRow));
     }
   }
 }
@@ -166,8 +199,11 @@ export function packWeight(t: QuantizedTensor): PackedWeight {
     packBlocks32(t, quants, scaleOffset);
     return { bits, group, rows: N, cols: K, wordsPerRow, groups, quants, scaleOffset, dtype: t.dtype };
   }
-  if (t.dtype === 'q4_k' || (t.dtype === 'q6_k' && LITTLE_ENDIAN)) {
-    if (t.dtype === 'q4_k') packQ4K(t, quants, scaleOffset);
+  // The other formats block by block too; q6_k and nbits write bytes, so only where words are little-endian.
+  const fast = t.dtype === 'q4_k' || (LITTLE_ENDIAN && (t.dtype === 'q6_k' || t.dtype === 'nbits'));
+  if (fast) {
+    if (t.dtype === 'nbits') packNBits(t, quants, scaleOffset, wordsPerRow);
+    else if (t.dtype === 'q4_k') packQ4K(t, quants, scaleOffset);
     else packQ6K(t, quants, scaleOffset);
     return { bits, group, rows: N, cols: K, wordsPerRow, groups, quants, scaleOffset, dtype: t.dtype };
   }
@@ -266,9 +302,6 @@ function packQ4K(t: QuantizedTensor, quants: Uint32Array, scaleOffset: Float32Ar
     }
   }
 }
-
-/** Whether a Uint32Array's word holds its bytes low first (every platform JavaScript runs on today): packQ6K writes bytes. */
-const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
 
 /**
  * q6_K blocks (256 weights: 128 bytes of low nibbles, 64 of 2-bit highs, 16 int8 scales, f16 d) straight

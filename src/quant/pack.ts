@@ -10,9 +10,6 @@
 import { halfToFloat } from '../util/f16.ts';
 import type { NBitsTensor, PackedWeight, QuantizedTensor } from './types.ts';
 
-/** Whether a Uint32Array's word holds its bytes low first (every platform JavaScript runs on today): packQ6K and packNBits write bytes. */
-const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
-
 /** Bytes of one block, and weights per block, of each GGUF type. */
 export const GGUF_BLOCKS = {
   q4_0: { bytes: 18, weights: 32 },
@@ -148,8 +145,8 @@ function nbitsZero(t: NBitsTensor, n: number, blk: number, zpBytesPerRow: number
 /**
  * MatMulNBits rows straight into the packed layout, decodeRow's bits (as packBlocks32): a row's quants
  * are already in its order (weight k at byte k·bits/8, the low nibble first), so the bytes of weights
- * k < K are copied (a partial last byte's low nibble alone; the rest of the row's words stay zero), and
- * each block's scale and zero point give its pair. Words must hold their bytes low first (LITTLE_ENDIAN).
+ * k < K go into words 4 at a time, the first lowest (a partial last byte's low nibble alone; the rest of
+ * the row's words stay zero), and each block's scale and zero point give its pair.
  */
 function packNBits(t: NBitsTensor, quants: Uint32Array, scaleOffset: Float32Array, wordsPerRow: number): void {
   const [N, K] = t.shape;
@@ -158,11 +155,14 @@ function packNBits(t: NBitsTensor, quants: Uint32Array, scaleOffset: Float32Arra
   const rowBytes = (blocks * blockSize * bits) / 8;
   const used = (K * bits) >> 3; // whole bytes of weights k < K
   const zpBytesPerRow = Math.ceil((blocks * bits) / 8);
-  const out = new Uint8Array(quants.buffer, quants.byteOffset, quants.byteLength);
+  const d8 = t.data;
   for (let n = 0; n < N; n++) {
     const from = n * rowBytes;
-    out.set(t.data.subarray(from, from + used), 4 * n * wordsPerRow);
-    if ((K * bits) & 7) out[4 * n * wordsPerRow + used] = t.data[from + used] & 0xf; // K odd, 4 bits
+    const row = n * wordsPerRow;
+    let i = 0;
+    for (; i + 4 <= used; i += 4) quants[row + (i >> 2)] = byteWord(d8, from + i);
+    for (; i < used; i++) quants[row + (i >> 2)] |= d8[from + i] << (8 * (i & 3));
+    if ((K * bits) & 7) quants[row + (used >> 2)] |= (d8[from + used] & 0xf) << (8 * (used & 3)); // K odd, 4 bits
     for (let blk = 0; blk < blocks; blk++) {
       const s = n * blocks + blk;
       const scale = t.scales instanceof Uint16Array ? halfToFloat(t.scales[s]) : t.scales[s];
@@ -195,33 +195,11 @@ export function packWeight(t: QuantizedTensor): PackedWeight {
   const groups = Math.ceil(K / group);
   const quants = new Uint32Array(N * wordsPerRow);
   const scaleOffset = new Float32Array(N * groups * 2);
-  if (t.dtype === 'q4_0' || t.dtype === 'q8_0') {
-    packBlocks32(t, quants, scaleOffset);
-    return { bits, group, rows: N, cols: K, wordsPerRow, groups, quants, scaleOffset, dtype: t.dtype };
-  }
-  // The other formats block by block too; q6_k and nbits write bytes, so only where words are little-endian.
-  const fast = t.dtype === 'q4_k' || (LITTLE_ENDIAN && (t.dtype === 'q6_k' || t.dtype === 'nbits'));
-  if (fast) {
-    if (t.dtype === 'nbits') packNBits(t, quants, scaleOffset, wordsPerRow);
-    else if (t.dtype === 'q4_k') packQ4K(t, quants, scaleOffset);
-    else packQ6K(t, quants, scaleOffset);
-    return { bits, group, rows: N, cols: K, wordsPerRow, groups, quants, scaleOffset, dtype: t.dtype };
-  }
-  const perWord = 32 / bits;
-  for (let n = 0; n < N; n++) {
-    const row = n * wordsPerRow;
-    decodeRow(
-      t,
-      n,
-      (k, q) => {
-        quants[row + Math.floor(k / perWord)] |= q << (bits * (k % perWord));
-      },
-      (g, scale, offset) => {
-        scaleOffset[2 * (n * groups + g)] = scale;
-        scaleOffset[2 * (n * groups + g) + 1] = offset;
-      },
-    );
-  }
+  // Block by block, each format's bits straight into words (decodeRow's values, without a call per weight).
+  if (t.dtype === 'nbits') packNBits(t, quants, scaleOffset, wordsPerRow);
+  else if (t.dtype === 'q4_k') packQ4K(t, quants, scaleOffset);
+  else if (t.dtype === 'q6_k') packQ6K(t, quants, scaleOffset);
+  else packBlocks32(t, quants, scaleOffset);
   return { bits, group, rows: N, cols: K, wordsPerRow, groups, quants, scaleOffset, dtype: t.dtype };
 }
 
@@ -244,23 +222,10 @@ function packBlocks32(t: QuantizedTensor, quants: Uint32Array, scaleOffset: Floa
     scaleOffset[2 * s + 1] = Math.fround((q4 ? 8 : 128) * d);
     if (q4) {
       // weights 0 … 15: the low nibbles of qs[0 … 15] (words 0, 1); 16 … 31: their high nibbles (words 2, 3)
-      for (let h = 0; h < 2; h++) {
-        let lo = 0;
-        let hi = 0;
-        for (let i = 0; i < 8; i++) {
-          const b = d8[at + 2 + 8 * h + i];
-          lo |= (b & 0xf) << (4 * i);
-          hi |= (b >> 4) << (4 * i);
-        }
-        quants[4 * s + h] = lo;
-        quants[4 * s + 2 + h] = hi;
-      }
+      for (let h = 0; h < 2; h++) nibbleWords(d8, at + 2 + 8 * h, quants, 4 * s + h, 4 * s + 2 + h);
     } else {
       // 4 int8s a word, each stored as q + 128
-      for (let w = 0; w < 8; w++) {
-        const b = at + 2 + 4 * w;
-        quants[8 * s + w] = (d8[b] ^ 0x80) | ((d8[b + 1] ^ 0x80) << 8) | ((d8[b + 2] ^ 0x80) << 16) | ((d8[b + 3] ^ 0x80) << 24);
-      }
+      for (let w = 0; w < 8; w++) quants[8 * s + w] = byteWord(d8, at + 2 + 4 * w) ^ 0x80808080;
     }
   }
 }
@@ -287,32 +252,22 @@ function packQ4K(t: QuantizedTensor, quants: Uint32Array, scaleOffset: Float32Ar
       scaleOffset[2 * (8 * s + j) + 1] = f(dmin * m);
     }
     for (let c = 0; c < 4; c++) {
-      const qs = at + 16 + 32 * c;
-      for (let w = 0; w < 4; w++) {
-        let lo = 0;
-        let hi = 0;
-        for (let i = 0; i < 8; i++) {
-          const b = d8[qs + 8 * w + i];
-          lo |= (b & 0xf) << (4 * i);
-          hi |= (b >> 4) << (4 * i);
-        }
-        quants[32 * s + 8 * c + w] = lo;
-        quants[32 * s + 8 * c + 4 + w] = hi;
-      }
+      for (let w = 0; w < 4; w++) nibbleWords(d8, at + 16 + 32 * c + 8 * w, quants, 32 * s + 8 * c + w, 32 * s + 8 * c + 4 + w);
     }
   }
 }
 
 /**
  * q6_K blocks (256 weights: 128 bytes of low nibbles, 64 of 2-bit highs, 16 int8 scales, f16 d) straight
- * into the packed bytes (8-bit words: weight k is byte k of its row, little-endian) and pairs, decodeRow's
- * bits (as packBlocks32). Block s's bytes start at 256s, its 16 groups at 16s.
+ * into the packed words (8 bits: weight k is byte k % 4 of word k / 4) and pairs, decodeRow's bits (as
+ * packBlocks32): a block's 256 quants in order into a scratch, then 4 to a word. Block s's words start
+ * at 64s, its 16 groups at 16s.
  */
 function packQ6K(t: QuantizedTensor, quants: Uint32Array, scaleOffset: Float32Array): void {
   const [N, K] = t.shape;
   const { bytes } = GGUF_BLOCKS.q6_k;
   const d8 = t.data;
-  const out = new Uint8Array(quants.buffer, quants.byteOffset, quants.byteLength);
+  const out = new Uint8Array(256);
   const f = Math.fround;
   const count = (N * K) / 256;
   for (let s = 0; s < count; s++) {
@@ -326,7 +281,7 @@ function packQ6K(t: QuantizedTensor, quants: Uint32Array, scaleOffset: Float32Ar
     for (let h = 0; h < 2; h++) {
       const ql = at + 64 * h;
       const qh = at + 128 + 32 * h;
-      const k0 = 256 * s + 128 * h;
+      const k0 = 128 * h;
       for (let l = 0; l < 32; l++) {
         const high = d8[qh + l];
         out[k0 + l] = (d8[ql + l] & 0xf) | ((high & 3) << 4);
@@ -335,7 +290,26 @@ function packQ6K(t: QuantizedTensor, quants: Uint32Array, scaleOffset: Float32Ar
         out[k0 + 96 + l] = (d8[ql + l + 32] >> 4) | (((high >> 6) & 3) << 4);
       }
     }
+    for (let w = 0; w < 64; w++) quants[64 * s + w] = byteWord(out, 4 * w);
   }
+}
+
+/** The 4 bytes at d8[at …] as one word, the first lowest (the packed 8-bit layout's order). */
+function byteWord(d8: Uint8Array, at: number): number {
+  return d8[at] | (d8[at + 1] << 8) | (d8[at + 2] << 16) | (d8[at + 3] << 24);
+}
+
+/** The low nibbles of the 8 bytes at d8[at …] into quants[lo], their high nibbles into quants[hi] (the first lowest). */
+function nibbleWords(d8: Uint8Array, at: number, quants: Uint32Array, lo: number, hi: number): void {
+  let l = 0;
+  let h = 0;
+  for (let i = 0; i < 8; i++) {
+    const b = d8[at + i];
+    l |= (b & 0xf) << (4 * i);
+    h |= (b >> 4) << (4 * i);
+  }
+  quants[lo] = l;
+  quants[hi] = h;
 }
 
 /** The float32 weights a packed weight stands for (w = scale·q − offset, in float32): what the kernels compute. */

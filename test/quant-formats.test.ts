@@ -254,7 +254,7 @@ describe('decodeRow: the bit layout of each block', () => {
   });
 
   test("nbits: packWeight's row path gives decodeRow's words and pairs, bit for bit (partial blocks, zero points, f16 scales)", () => {
-    // packNBits copies each row's quant bytes (already in the packed order) and gives each block its pair.
+    // packNBits takes each row's quant bytes as they are (already in the packed order), 4 to a word, and gives each block its pair.
     const SPECIAL = [0x0000, 0x8000, 0x0001, 0x7bff, 0x7c00, 0xfc00, 0x7e00, 0x3c00];
     const cases: [bits: 4 | 8, blockSize: NBitsTensor['blockSize'], K: number, zeros: boolean, f16: boolean][] = [
       [4, 32, 96, false, false],

@@ -255,7 +255,8 @@ export class PagedKvCache {
 
   /** @internal Whether a forward of any layer sharing the block table is under way. */
   get tableBusy(): boolean {
-    return [...this.table.members].some((member) => member.busy);
+    for (const member of this.table.members) if (member.busy) return true;
+    return false;
   }
 
   /** Releases this layer's pool at once (the table stays with the other layers); using it afterwards throws. */
@@ -292,11 +293,13 @@ export class PagedKvCache {
     // (a decode step writes into blocks it alone holds: no copy).
     let refs: Int32Array | null = null;
     let need = 0;
+    let total = 0;
     for (const { id, length } of calls) {
       const blocks = this.table.sequences.get(id)!;
       const start = this.lengths.get(id) ?? 0;
       const first = Math.floor(start / blockSize);
       const end = Math.ceil((start + length) / blockSize);
+      total += Math.max(end, blocks.length); // its blocks after the reservation
       for (let b = first; b < end; b++) {
         if (b >= blocks.length) need++;
         else if ((refs ?? this.table.refs)[blocks[b]] > 1) {
@@ -315,7 +318,11 @@ export class PagedKvCache {
         fix: 'remove() or truncate() sequences to free blocks, split the call, or create the cache with more maxBlocks.',
       });
     }
-    const held = calls.map(({ id, length }) => {
+    // Each sequence's blocks a view of one array (one allocation for the call, not one per sequence).
+    const all = new Int32Array(total);
+    const reserved: PagedReservation[] = [];
+    let at = 0;
+    for (const { id, length } of calls) {
       const blocks = this.table.sequences.get(id)!;
       const start = this.lengths.get(id) ?? 0;
       const end = Math.ceil((start + length) / blockSize);
@@ -328,16 +335,11 @@ export class PagedKvCache {
           blocks[b] = copy;
         }
       }
-      return blocks;
-    });
-    // Each sequence's blocks a view of one array (one allocation for the call, not one per sequence).
-    const all = new Int32Array(held.reduce((n, blocks) => n + blocks.length, 0));
-    let at = 0;
-    return calls.map(({ id, length }, i) => {
-      all.set(held[i], at);
-      at += held[i].length;
-      return { id, start: this.lengths.get(id) ?? 0, length, blocks: all.subarray(at - held[i].length, at) };
-    });
+      all.set(blocks, at);
+      reserved.push({ id, start, length, blocks: all.subarray(at, at + blocks.length) });
+      at += blocks.length;
+    }
+    return reserved;
   }
 
   /** @internal After a call: each sequence's length grows by its new tokens; a tree stays pending for acceptPath. */

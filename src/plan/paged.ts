@@ -9,9 +9,11 @@ import { PagedKvCache } from '../paged-kv-cache.ts';
 import type { KvCacheDtype, PagedForwardOptions } from '../types.ts';
 import { describe, rejectUnknownKeys, requireObject, requirePositiveInteger } from '../validate.ts';
 import { makeBatchedPlan } from './batched.ts';
-import { isTensorArray, refuseDropout, requireTensorArray, resolveOutputType, resolveWindow } from './checks.ts';
+import { clampWindow, isTensorArray, refuseDropout, requireTensorArray, resolveOutputType, resolveScore, resolveWindow } from './checks.ts';
+import { resolvePositions } from './head-transform.ts';
+import { makePlan } from './make-plan.ts';
 import { checkTreeParents, resolveKvCacheDtype, treeMask } from './kv-cache.ts';
-import type { LayerSpec, PagedPlan, PagedSequencePlan } from './types.ts';
+import type { ForwardPlan, LayerSpec, PagedPlan, PagedSequencePlan } from './types.ts';
 
 /** A sequence plan's blocks until the reservation fills them in. */
 const NO_BLOCKS = new Int32Array(0);
@@ -23,17 +25,20 @@ export function isPagedCall(options: unknown): options is PagedForwardOptions {
   return o.sequences !== undefined || o.kvCache instanceof PagedKvCache;
 }
 
-/** forward(x, { kvCache: paged, sequences, … }) checked, its blocks reserved (the last step: nothing changes before every check passed). */
-export function resolvePagedPlan(spec: LayerSpec, query: unknown, options: unknown, owner: object): PagedPlan {
-  const where = 'MultiHeadAttention.forward';
-  const o = requireObject(where, 'options', options, 'Pass { kvCache, sequences: [{ id, length }, …] }.');
+/** The options a call on a PagedKvCache takes (cuSeqlens is a plain call's). */
+const PAGED_OPTIONS: ReadonlySet<string> = new Set(PAGED_KEYS.filter((k) => k !== 'cuSeqlens'));
+
+/** forward's options with sequences: only PAGED_OPTIONS (another forward option is refused unless left undefined). */
+function checkOptionNames(where: string, o: Record<string, unknown>): void {
+  const names = Object.keys(o);
+  if (names.every((name) => PAGED_OPTIONS.has(name))) return; // a call's usual options: nothing more to check
   rejectUnknownKeys(where, 'options', o, FORWARD_KEYS);
-  for (const name of Object.keys(o)) {
-    if (o[name] !== undefined && (name === 'cuSeqlens' || !(PAGED_KEYS as readonly string[]).includes(name))) {
+  for (const name of names) {
+    if (o[name] !== undefined && !PAGED_OPTIONS.has(name)) {
       throw new InvalidArgumentError({
         where,
         argument: `options.${name}`,
-        expected: `left out with sequences (a call on a PagedKvCache takes ${PAGED_KEYS.filter((k) => k !== 'cuSeqlens').join(', ')})`,
+        expected: `left out with sequences (a call on a PagedKvCache takes ${[...PAGED_OPTIONS].join(', ')})`,
         given: describe(o[name]),
         fix:
           name === 'needWeights' || name === 'attnMask' || name === 'keyPaddingMask' || name === 'positionIds' || name === 'headMask'
@@ -42,6 +47,55 @@ export function resolvePagedPlan(spec: LayerSpec, query: unknown, options: unkno
       });
     }
   }
+}
+
+/** One entry of `sequences`, checked: its id, new tokens, tree, and the positions the sequence holds. */
+interface PagedEntry {
+  id: number;
+  length: number;
+  tree: Int32Array | null;
+  start: number;
+}
+
+/** options.sequences[i] checked (an argument's name is built only for its error). */
+function checkEntry(where: string, cache: PagedKvCache, value: unknown, i: number, seen: Set<number>): PagedEntry {
+  const e = requireObject(where, `options.sequences[${i}]`, value, 'Each entry is { id, length } (and treeParents for a tree of drafts).');
+  for (const key in e) if (key !== 'id' && key !== 'length' && key !== 'treeParents') rejectUnknownKeys(where, `options.sequences[${i}]`, e, PAGED_SEQUENCE_KEYS);
+  const id = e.id;
+  if (typeof id !== 'number' || !cache.has(id)) {
+    throw new InvalidArgumentError({
+      where,
+      argument: `options.sequences[${i}].id`,
+      expected: `the id of a sequence of this cache (${cache.sequenceIds.length === 0 ? 'it has none' : `one of ${cache.sequenceIds.join(', ')}`})`,
+      given: typeof id === 'number' ? `${id}, an unknown or removed id` : describe(id),
+      fix: 'Take ids from addSequence() or fork().',
+    });
+  }
+  if (seen.has(id)) {
+    throw new InvalidArgumentError({
+      where,
+      argument: `options.sequences[${i}].id`,
+      expected: 'an id not listed before in this call',
+      given: `${id} again`,
+      fix: "Put all of a sequence's new tokens in one entry.",
+    });
+  }
+  seen.add(id);
+  const length = e.length;
+  if (typeof length !== 'number' || !Number.isInteger(length) || length < 1) requirePositiveInteger(where, `options.sequences[${i}].length`, length); // throws
+  let tree: Int32Array | null = null;
+  if (e.treeParents !== undefined) {
+    checkTreeParents(where, `options.sequences[${i}].treeParents`, e.treeParents, length as number, `options.sequences[${i}].length`);
+    tree = e.treeParents.slice();
+  }
+  return { id, length: length as number, tree, start: cache.lengthOf(id) };
+}
+
+/** forward(x, { kvCache: paged, sequences, … }) checked, its blocks reserved (the last step: nothing changes before every check passed). */
+export function resolvePagedPlan(spec: LayerSpec, query: unknown, options: unknown, owner: object): PagedPlan {
+  const where = 'MultiHeadAttention.forward';
+  const o = requireObject(where, 'options', options, 'Pass { kvCache, sequences: [{ id, length }, …] }.');
+  checkOptionNames(where, o);
   const cache = o.kvCache;
   if (!(cache instanceof PagedKvCache)) {
     throw new InvalidArgumentError({
@@ -109,40 +163,9 @@ export function resolvePagedPlan(spec: LayerSpec, query: unknown, options: unkno
       given: describe(list),
     });
   }
-  const entries: { id: number; length: number; tree: Int32Array | null }[] = [];
+  const entries: PagedEntry[] = [];
   const seen = new Set<number>();
-  for (let i = 0; i < list.length; i++) {
-    const argument = `options.sequences[${i}]`;
-    const e = requireObject(where, argument, list[i], 'Each entry is { id, length } (and treeParents for a tree of drafts).');
-    rejectUnknownKeys(where, argument, e, PAGED_SEQUENCE_KEYS);
-    const id = e.id;
-    if (typeof id !== 'number' || !cache.has(id)) {
-      throw new InvalidArgumentError({
-        where,
-        argument: `${argument}.id`,
-        expected: `the id of a sequence of this cache (${cache.sequenceIds.length === 0 ? 'it has none' : `one of ${cache.sequenceIds.join(', ')}`})`,
-        given: typeof id === 'number' ? `${id}, an unknown or removed id` : describe(id),
-        fix: 'Take ids from addSequence() or fork().',
-      });
-    }
-    if (seen.has(id)) {
-      throw new InvalidArgumentError({
-        where,
-        argument: `${argument}.id`,
-        expected: 'an id not listed before in this call',
-        given: `${id} again`,
-        fix: "Put all of a sequence's new tokens in one entry.",
-      });
-    }
-    seen.add(id);
-    const length = requirePositiveInteger(where, `${argument}.length`, e.length);
-    let tree: Int32Array | null = null;
-    if (e.treeParents !== undefined) {
-      checkTreeParents(where, `${argument}.treeParents`, e.treeParents, length, `${argument}.length`);
-      tree = e.treeParents.slice();
-    }
-    entries.push({ id, length, tree });
-  }
+  for (let i = 0; i < list.length; i++) entries.push(checkEntry(where, cache, list[i], i, seen));
   if (entries.some((e) => e.tree)) {
     for (const name of ['window', 'alibiSlopes'] as const) {
       if (o[name] !== undefined) {
@@ -157,7 +180,8 @@ export function resolvePagedPlan(spec: LayerSpec, query: unknown, options: unkno
     }
   }
   const E = spec.embedDim;
-  const T = entries.reduce((sum, e) => sum + e.length, 0);
+  let T = 0;
+  for (const e of entries) T += e.length;
   if (!isTensorArray(query)) requireTensorArray(where, 'query', query, T * E, '[T, embedDim]'); // throws: GPU buffers and the rest
   if ((query as ArrayLike<number>).length !== T * E) {
     throw new ShapeMismatchError({
@@ -170,36 +194,51 @@ export function resolvePagedPlan(spec: LayerSpec, query: unknown, options: unkno
   }
   const x = requireTensorArray(where, 'query', query, T * E, `[T, embedDim] = [${T}, ${E}] = ${T * E}`);
   const capacity = cache.maxBlocks * cache.blockSize;
-  for (const [i, e] of entries.entries()) {
-    const start = cache.lengthOf(e.id);
-    if (start + e.length > capacity) {
+  for (let i = 0; i < entries.length; i++) {
+    const { start, length } = entries[i];
+    if (start + length > capacity) {
       throw new InvalidArgumentError({
         where,
         argument: `options.sequences[${i}].length`,
         expected: `at most ${capacity - start}: the sequence holds ${start} positions and the pool ${capacity} (maxBlocks·blockSize)`,
-        given: String(e.length),
+        given: String(length),
       });
     }
   }
 
-  // Each sequence's plan, as a plain cached call of it alone (checks the score options once per sequence; they are the same).
-  let row = 0;
+  // Each sequence's plan, as a plain cached call of it alone. The score options are the call's, the same
+  // for every sequence: checked once, their plan shared (makeBatchedPlan's, for a sequence without a tree).
   const scoreOptions = { scale: o.scale, softcap: o.softcap, sinks: o.sinks, alibiSlopes: o.alibiSlopes };
-  const sequences: PagedSequencePlan[] = entries.map((e) => {
-    const start = cache.lengthOf(e.id);
-    const Skv = start + e.length;
-    const rows = x.subarray(row * E, (row + e.length) * E);
-    const first = row;
-    row += e.length;
-    const call = { batchSize: 1, seqLen: e.length, kvSeqLen: Skv, start, isCausal: true, needWeights: false, window };
-    let options: Record<string, unknown> = scoreOptions;
-    if (e.tree) {
-      const { mask, depths } = treeMask(e.tree, start);
-      options = { ...scoreOptions, attnMask: mask, ...(spec.rotary ? { positionIds: depths.map((d) => start + d) } : {}) };
+  const score = resolveScore(where, scoreOptions, spec.numHeads, spec.headDim);
+  const sequences: PagedSequencePlan[] = [];
+  let row = 0;
+  for (const e of entries) {
+    const { id, start, length, tree } = e;
+    const Skv = start + length;
+    const rows = x.subarray(row * E, (row + length) * E);
+    let plan: ForwardPlan;
+    if (tree) {
+      const { mask, depths } = treeMask(tree, start);
+      const options = { ...scoreOptions, attnMask: mask, ...(spec.rotary ? { positionIds: depths.map((d) => start + d) } : {}) };
+      const call = { batchSize: 1, seqLen: length, kvSeqLen: Skv, start, isCausal: true, needWeights: false, window };
+      plan = makeBatchedPlan(where, spec, options, call, { mode: 'self', query: rows });
+    } else {
+      plan = makePlan({
+        layer: spec,
+        mode: 'self',
+        batchSize: 1,
+        seqLen: length,
+        kvSeqLen: Skv,
+        isCausal: true,
+        positions: spec.rotary ? resolvePositions(where, spec.rotary, { batchSize: 1, seqLen: length, start, cuSeqlens: null }, undefined) : null,
+        masks: window > 0 ? { window: clampWindow(window, length, Skv) } : undefined,
+        score,
+        query: rows,
+      });
     }
-    const plan = makeBatchedPlan(where, spec, options, call, { mode: 'self', query: rows });
-    return { id: e.id, row: first, start, length: e.length, tree: e.tree, plan, blocks: NO_BLOCKS };
-  });
+    sequences.push({ id, row, start, length, tree, plan, blocks: NO_BLOCKS });
+    row += length;
+  }
   // Every check passed: the blocks are reserved (the only change to the cache before the call runs).
   const reserved = cache.reserve(where, entries);
   for (let i = 0; i < sequences.length; i++) sequences[i].blocks = reserved[i].blocks;

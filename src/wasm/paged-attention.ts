@@ -139,9 +139,13 @@ export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedPr
   const lists: KernelCall[][] = Array.from({ length: threads }, () => []);
   const scratch = lists.map(() => kernels.alloc(scratchFloats(Dh, kind)));
   if (threads === 1) {
-    // One list: the tasks in order, one scratch.
-    for (let i = 1; i < calls.length; i += 2) calls[i][15] = scratch[0];
-    lists[0] = calls;
+    // One list: the tasks in order, one scratch, a rule where it changes (a sequence's first task, or each head's).
+    const list = lists[0];
+    for (let i = 0; i < calls.length; i += 2) {
+      if (i === 0 || calls[i] !== calls[i - 2]) list.push(calls[i]);
+      calls[i + 1][15] = scratch[0];
+      list.push(calls[i + 1]);
+    }
   } else {
     // The costliest first, each to the least loaded thread.
     const load = new Float64Array(threads);

@@ -153,11 +153,11 @@ describe('prefill, then decode steps, against the float64 reference over the deq
   });
 });
 
-test.each(DTYPES)('%s: 2 threads, B 2, a past of 600 positions (each decode step splits the heads over the threads), chunks, = 1 thread bit for bit', async (dtype) => {
+test.each(DTYPES)('%s: 2 threads, B 2, a past of 1200 positions (each decode step splits the heads over the threads), chunks, = 1 thread bit for bit', async (dtype) => {
   const shape = { E: 512, H: 8, G: 2 };
   const config = { embedDim: shape.E, numHeads: shape.H, numKvHeads: shape.G };
   const sd = randomStateDict(config, 5);
-  const [B, past, Dh] = [2, 600, 64]; // a step: B·H·Skv·Dh ≥ 2^19 multiply-adds, split over the threads
+  const [B, past, Dh] = [2, 1200, 64]; // a step: B·H·Skv·Dh ≥ MIN_WORK_PER_THREAD (2^20) multiply-adds, split over the threads
   const r = mulberry32(6);
   const key = uniform(B * shape.G * past * Dh, 1, r);
   const value = uniform(B * shape.G * past * Dh, 1, r);

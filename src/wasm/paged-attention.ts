@@ -19,7 +19,7 @@ import { type LayerSpec, type PagedPlan, rotaryAngles } from '../plan/index.ts';
 import type { ForwardResult } from '../types.ts';
 import type { WasmKernels } from './kernels.ts';
 import { rotateInKernels } from './rotary.ts';
-import { listsFor, MIN_WORK_PER_THREAD, sizeClass } from './thread-choice.ts';
+import { listsFor, sizeClass } from './thread-choice.ts';
 import type { WasmPagedStorage } from './paged-kv-cache.ts';
 import { type Projection, project } from './projection.ts';
 import type { KernelCall } from './threads.ts';
@@ -40,7 +40,7 @@ function scratchFloats(Dh: number, kind: number): number {
 }
 
 /** Multiply-adds of a paged call's attention below which it runs on one thread (see runPaged). */
-const PAGED_MIN_WORK = 8 * MIN_WORK_PER_THREAD;
+const PAGED_MIN_WORK = 1 << 22;
 
 /** Each of the call's T rows' position in its own sequence. */
 function rowPositions(plan: PagedPlan, T: number): Int32Array {

@@ -7,12 +7,17 @@ import { median } from '../util/stats.ts';
 import type { ThreadPool } from './threads.ts';
 
 /**
- * Below this many multiply-adds a pass runs on the calling thread alone: handing work to a worker
- * costs tens of microseconds (a postMessage round trip: 39 µs median, 58 µs p90, Node 20 on a 2-core
- * EPYC), about what one thread needs for half a million (a decode step's attention over 1024 keys at
- * E=2048 is 2M: 0.9 ms on one thread there; it was under the 4M of an earlier bound, and did not split).
+ * Below this many multiply-adds a pass runs on the calling thread alone, never tried on the threads:
+ * handing work to a worker costs tens of microseconds (a postMessage round trip: 39 µs median, 58 µs
+ * p90, Node 20 on a 2-core EPYC), and splitting `work` in two saves at most half of its time on one
+ * thread, so it can only pay past 2 × that hand-off × one thread's rate (≈ 18M multiply-adds a
+ * millisecond, so ≈ 1.4M). Measured (2-core Xeon VM, 2026-12-06, ThreadChoice's trials): a paged call's
+ * projections of 8 rows at E 256, 786K and 524K multiply-adds, took 44 and 30 µs on one thread against
+ * 59 and 77 µs on two; at the bound before (1 << 19) they were tried on the threads, losing, in a
+ * session's first passes. A decode step's attention over 1024 keys at E=2048 is 2M (0.9 ms on one
+ * thread on the EPYC): above it.
  */
-export const MIN_WORK_PER_THREAD = 1 << 19;
+export const MIN_WORK_PER_THREAD = 1 << 20;
 
 /**
  * Lists a pass's work is cut into per thread when it runs on several: the threads claim them one at a

@@ -116,6 +116,45 @@ async function kernelInstance(): Promise<WasmKernels> {
   return new WasmKernels(await single);
 }
 
+describe('gemm (float weights): a row gives the same bits alone, among fewer than 4 rows (two panels a pass) and in the 4-row micro-kernel', () => {
+  test.each([
+    [8, 1],
+    [16, 7],
+    [21, 64],
+    [24, 33],
+    [40, 130],
+  ])('N=%i, K=%i (an odd number of panels, a partial one)', async (N, K) => {
+    for (const simd of ['relaxed', 'simd128'] as const) {
+      const kernels = new WasmKernels(await compileKernels('single', simd));
+      const W = uniform(N * K, 1, mulberry32(N + K));
+      const bias = uniform(N, 0.1, mulberry32(N));
+      const [pw, pb] = [kernels.put(packWeights(W, N, K)), kernels.put(packBias(bias, 0, N))];
+      const M = 8;
+      const xs = uniform(M * K, 1, mulberry32(K));
+      const x = kernels.put(xs);
+      const y8 = kernels.alloc(M * N); // two quads: the 4-row micro-kernel
+      kernels.k.gemm(x, K, M, K, pw, N, pb, y8, N);
+      const all = kernels.take(y8, M * N);
+      const ref = new Float64Array(M * N);
+      for (let m = 0; m < M; m++)
+        for (let n = 0; n < N; n++) {
+          let sum = bias[n];
+          for (let k = 0; k < K; k++) sum += xs[m * K + k] * W[n * K + k];
+          ref[m * N + n] = sum;
+        }
+      expectClose(all, ref, f32Tolerance([K]), `${simd} N=${N} K=${K} against the float64 product`);
+      for (const rows of [1, 2, 3]) {
+        for (let m0 = 0; m0 + rows <= M; m0 += rows) {
+          const y = kernels.alloc(rows * N);
+          kernels.k.gemm(x + 4 * m0 * K, K, rows, K, pw, N, pb, y, N);
+          expect(kernels.take(y, rows * N), `${simd}: rows ${m0} … ${m0 + rows - 1} as a call of ${rows}`).toEqual(all.subarray(m0 * N, (m0 + rows) * N));
+        }
+      }
+      kernels.dispose();
+    }
+  });
+});
+
 describe('qgemv and qgemm: bit for bit gemm on the unpacked weights, and close to the float64 product', () => {
   test.each(KINDS)('%s, K=%i', async (kind, K) => {
     const kernels = await kernelInstance();

@@ -66,9 +66,46 @@ export function gemm(x: usize, ldx: i32, M: i32, K: i32, wp: usize, N: i32, bias
   const P = (N + 7) >> 3;
   const xStride = (<usize>ldx) << 2; // bytes per row of x
   const yStride = (<usize>ldy) << 2;
+  // Fewer than 4 rows (a decode step): each row against two panels at a time, two streams of W in
+  // flight and four sums that do not wait on each other, where one panel's two sums wait on the FMA's
+  // latency (E 2048 f32 layer, a decode step: 4.4 → 3.6–3.8 ms, 2026-12-06). Each column's sum is taken
+  // in the order of the loops below: the same bits.
+  let pStart = 0;
+  if (M < 4) {
+    pStart = P & ~1; // an odd last panel: the loops below
+    for (let m = 0; m < M; m++) {
+      const xr = x + <usize>m * xStride;
+      const yr = y + <usize>m * yStride;
+      for (let p = 0; p < pStart; p += 2) {
+        const panel = wp + ((<usize>p * <usize>K) << 5);
+        const panel2 = panel + ((<usize>K) << 5);
+        const bp = bias + ((<usize>p) << 5);
+        let a0 = v128.load(bp);
+        let a1 = v128.load(bp, 16);
+        let c0 = v128.load(bp, 32);
+        let c1 = v128.load(bp, 48);
+        let x0 = xr;
+        let w = panel;
+        let u = panel2;
+        for (let k = 0; k < K; k++) {
+          const s = v128.load32_splat(x0);
+          a0 = F.madd(s, v128.load(w), a0);
+          a1 = F.madd(s, v128.load(w, 16), a1);
+          c0 = F.madd(s, v128.load(u), c0);
+          c1 = F.madd(s, v128.load(u, 16), c1);
+          x0 += 4;
+          w += 32;
+          u += 32;
+        }
+        const n0 = p << 3;
+        store8(yr + ((<usize>n0) << 2), a0, a1, N - n0);
+        store8(yr + ((<usize>n0 + 8) << 2), c0, c1, N - n0 - 8);
+      }
+    }
+  }
   for (let m0 = 0; m0 < M; m0 += MC) {
     const m1 = min(m0 + MC, M);
-    for (let p = 0; p < P; p++) {
+    for (let p = pStart; p < P; p++) {
       const panel = wp + ((<usize>p * <usize>K) << 5); // 8 floats per k
       const b0 = v128.load(bias + ((<usize>p) << 5));
       const b1 = v128.load(bias + ((<usize>p) << 5), 16);

@@ -57,7 +57,7 @@ interface PagedEntry {
   start: number;
 }
 
-/** options.sequences[i] checked (an argument's name is built only for its error). */
+/** options.sequences[i] checked: its keys, id (of this cache, not listed before) and length, and treeParents if given. */
 function checkEntry(where: string, cache: PagedKvCache, value: unknown, i: number, seen: Set<number>): PagedEntry {
   const e = requireObject(where, `options.sequences[${i}]`, value, 'Each entry is { id, length } (and treeParents for a tree of drafts).');
   for (const key in e) if (key !== 'id' && key !== 'length' && key !== 'treeParents') rejectUnknownKeys(where, `options.sequences[${i}]`, e, PAGED_SEQUENCE_KEYS);

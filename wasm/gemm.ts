@@ -10,6 +10,8 @@
 // when the layer has none). The micro-kernel keeps a 4 × 8 block of y in eight f32x4 registers and
 // per k reads one splat of each of 4 x rows and two vectors of the panel: 8 multiply-adds per 6 loads.
 // Rows are taken in chunks of MC so that the chunk of x stays in cache while every panel goes by.
+// Fewer than 4 rows (a decode step) go through two panels at a time (see gemm); every row's outputs
+// are the same bits however many rows a call has.
 //
 // The host guarantees: all pointers are byte addresses of f32 data inside memory; ldx ≥ K, ldy ≥ N.
 

@@ -59,13 +59,14 @@ interface PagedEntry {
 
 /** options.sequences[i] checked: its keys, id (of this cache, not listed before) and length, and treeParents if given. */
 function checkEntry(where: string, cache: PagedKvCache, value: unknown, i: number, seen: Set<number>): PagedEntry {
-  const e = requireObject(where, `options.sequences[${i}]`, value, 'Each entry is { id, length } (and treeParents for a tree of drafts).');
-  for (const key in e) if (key !== 'id' && key !== 'length' && key !== 'treeParents') rejectUnknownKeys(where, `options.sequences[${i}]`, e, PAGED_SEQUENCE_KEYS);
+  const argument = `options.sequences[${i}]`;
+  const e = requireObject(where, argument, value, 'Each entry is { id, length } (and treeParents for a tree of drafts).');
+  rejectUnknownKeys(where, argument, e, PAGED_SEQUENCE_KEYS);
   const id = e.id;
   if (typeof id !== 'number' || !cache.has(id)) {
     throw new InvalidArgumentError({
       where,
-      argument: `options.sequences[${i}].id`,
+      argument: `${argument}.id`,
       expected: `the id of a sequence of this cache (${cache.sequenceIds.length === 0 ? 'it has none' : `one of ${cache.sequenceIds.join(', ')}`})`,
       given: typeof id === 'number' ? `${id}, an unknown or removed id` : describe(id),
       fix: 'Take ids from addSequence() or fork().',
@@ -74,21 +75,20 @@ function checkEntry(where: string, cache: PagedKvCache, value: unknown, i: numbe
   if (seen.has(id)) {
     throw new InvalidArgumentError({
       where,
-      argument: `options.sequences[${i}].id`,
+      argument: `${argument}.id`,
       expected: 'an id not listed before in this call',
       given: `${id} again`,
       fix: "Put all of a sequence's new tokens in one entry.",
     });
   }
   seen.add(id);
-  const length = e.length;
-  if (typeof length !== 'number' || !Number.isInteger(length) || length < 1) requirePositiveInteger(where, `options.sequences[${i}].length`, length); // throws
+  const length = requirePositiveInteger(where, `${argument}.length`, e.length);
   let tree: Int32Array | null = null;
   if (e.treeParents !== undefined) {
-    checkTreeParents(where, `options.sequences[${i}].treeParents`, e.treeParents, length as number, `options.sequences[${i}].length`);
+    checkTreeParents(where, `${argument}.treeParents`, e.treeParents, length, `${argument}.length`);
     tree = e.treeParents.slice();
   }
-  return { id, length: length as number, tree, start: cache.lengthOf(id) };
+  return { id, length, tree, start: cache.lengthOf(id) };
 }
 
 /** forward(x, { kvCache: paged, sequences, … }) checked, its blocks reserved (the last step: nothing changes before every check passed). */

@@ -10,15 +10,17 @@
 // Then the bound they put on a prefill of --tokens through bench-llama.ts's layer (E 2048, H 16, G 4,
 // head 128): its projections' multiply-adds at the best integer row and its causal attention's at the
 // best float row, on 1 thread and, at best, on 2. The loops are compiled here by AssemblyScript, as
-// scripts/build-wasm.mjs compiles the kernels.
+// scripts/build-wasm.mjs compiles the kernels. `--chromium` runs the same loops in headless Chromium too
+// (CHROMIUM_PATH, else /usr/bin/chromium), whose V8 may lower an instruction differently from this Node's.
 //
-//   node scripts/run-ts.mjs scripts/bench-wasm-peak.ts [--runs 7] [--tokens 512]
+//   node scripts/run-ts.mjs scripts/bench-wasm-peak.ts [--runs 7] [--tokens 512] [--chromium]
 
 import { parseCli } from './cli.ts';
 
 const { values } = parseCli(import.meta.url, {
   runs: { type: 'string', default: '7' },
   tokens: { type: 'string', default: '512' },
+  chromium: { type: 'boolean', default: false },
 });
 const runs = Number(values.runs);
 const tokens = Number(values.tokens);
@@ -100,8 +102,8 @@ function source(loop: Loop): string {
 
 const asc = (await import('assemblyscript/asc')).default;
 
-/** The loops of one build, instantiated; null where this platform does not validate it (no relaxed SIMD). */
-async function instantiate(relaxed: boolean): Promise<Record<string, (n: number, seed: number) => number> | null> {
+/** The loops of one build, compiled. */
+async function compile(relaxed: boolean): Promise<Uint8Array> {
   const text = LOOPS.filter((l) => l.relaxed === relaxed)
     .map(source)
     .join('\n');
@@ -117,31 +119,78 @@ async function instantiate(relaxed: boolean): Promise<Record<string, (n: number,
     },
   );
   if (error || !binary) throw new Error(`bench-wasm-peak: the loops did not compile: ${stderr.toString()}`);
-  if (!WebAssembly.validate(binary)) return null;
-  const { instance } = await WebAssembly.instantiate(binary as Uint8Array<ArrayBuffer>, {});
-  return instance.exports as Record<string, (n: number, seed: number) => number>;
+  return binary;
 }
 
-const modules = { plain: await instantiate(false), relaxed: await instantiate(true) };
-const STEPS = 2e7;
-console.log(`WebAssembly SIMD multiply-adds, operands in registers, 1 thread: G products a second, median of ${runs} (max)`);
-const peaks = new Map<string, number>();
+/** A request to time the loops: each build's bytes (base64) and its loops' names and products a step. */
+interface Request {
+  builds: { base64: string; loops: { name: string; products: number }[] }[];
+  runs: number;
+  steps: number;
+}
+
+/**
+ * Times every loop of `request` where this runs (Node, or a page: self-contained, no closure), median of
+ * request.runs after one warm call; a build this platform does not validate gives no rate for its loops.
+ */
+async function timeLoops(request: Request): Promise<Record<string, number>> {
+  const rates: Record<string, number> = {};
+  for (const build of request.builds) {
+    const bytes = Uint8Array.from(atob(build.base64), (c) => c.charCodeAt(0));
+    if (!WebAssembly.validate(bytes)) continue;
+    const { instance } = await WebAssembly.instantiate(bytes, {});
+    const exports = instance.exports as Record<string, (n: number, seed: number) => number>;
+    for (const loop of build.loops) {
+      const run = exports[loop.name];
+      run(request.steps / 20, 3); // compiled and warm
+      const each: number[] = [];
+      for (let r = 0; r < request.runs; r++) {
+        const t0 = performance.now();
+        run(request.steps, 3);
+        each.push((request.steps * 8 * loop.products) / ((performance.now() - t0) / 1000) / 1e9);
+      }
+      each.sort((x, y) => x - y);
+      rates[loop.name] = each[each.length >> 1];
+    }
+  }
+  return rates;
+}
+
+const request: Request = {
+  builds: await Promise.all(
+    [false, true].map(async (relaxed) => ({
+      base64: Buffer.from(await compile(relaxed)).toString('base64'),
+      loops: LOOPS.filter((l) => l.relaxed === relaxed).map(({ name, products }) => ({ name, products })),
+    })),
+  ),
+  runs,
+  steps: 2e7,
+};
+
+/** The same loops in headless Chromium. */
+async function inChromium(): Promise<{ version: string; rates: Record<string, number> }> {
+  const { chromium } = await import('@playwright/test');
+  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', headless: true });
+  try {
+    const page = await browser.newPage();
+    await page.goto('about:blank');
+    const rates = await page.evaluate(`(${timeLoops.toString()})(${JSON.stringify(request)})`);
+    return { version: browser.version(), rates: rates as Record<string, number> };
+  } finally {
+    await browser.close();
+  }
+}
+
+const columns: { name: string; rates: Record<string, number> }[] = [{ name: `Node ${process.versions.node}`, rates: await timeLoops(request) }];
+if (values.chromium) {
+  const c = await inChromium();
+  columns.push({ name: `Chromium ${c.version}`, rates: c.rates });
+}
+console.log(`WebAssembly SIMD multiply-adds, operands in registers, 1 thread: G products a second, median of ${runs}`);
+console.log(`  ${''.padEnd(46)} ${columns.map((c) => c.name.padStart(18)).join(' ')}`);
 for (const loop of LOOPS) {
-  const run = (loop.relaxed ? modules.relaxed : modules.plain)?.[loop.name];
-  if (!run) {
-    console.log(`  ${loop.what.padEnd(46)}      -  (this platform has no relaxed SIMD)`);
-    continue;
-  }
-  run(STEPS / 20, 3); // compiled and warm
-  const rates: number[] = [];
-  for (let r = 0; r < runs; r++) {
-    const t0 = performance.now();
-    run(STEPS, 3);
-    rates.push((STEPS * 8 * loop.products) / ((performance.now() - t0) / 1000) / 1e9);
-  }
-  rates.sort((x, y) => x - y);
-  peaks.set(loop.name, rates[rates.length >> 1]);
-  console.log(`  ${loop.what.padEnd(46)} ${rates[rates.length >> 1].toFixed(1).padStart(6)}  (${rates[rates.length - 1].toFixed(1)})`);
+  const cells = columns.map((c) => (c.rates[loop.name] === undefined ? '-  (no relaxed SIMD)' : c.rates[loop.name].toFixed(1)).padStart(18));
+  console.log(`  ${loop.what.padEnd(46)} ${cells.join(' ')}`);
 }
 
 // The layer: Q, K, V and the output projection (integer, 'q8'), and the causal attention's Q·Kᵀ and P·V
@@ -149,11 +198,13 @@ for (const loop of LOOPS) {
 const [E, H, G, Dh] = [2048, 16, 4, 128];
 const projections = tokens * E * (E + 2 * G * Dh + E);
 const attention = ((tokens * (tokens + 1)) / 2) * H * Dh * 2;
-const bestOf = (float: boolean) => Math.max(...LOOPS.filter((l) => l.float === float && peaks.has(l.name)).map((l) => peaks.get(l.name)!));
-const [int, float] = [bestOf(false), bestOf(true)];
-const floor = (threads: number) => ((projections / int + attention / float) / threads / 1e9) * 1000;
-console.log(
-  `A prefill of ${tokens} tokens, E ${E} H ${H} G ${G} head ${Dh}: projections ${(projections / 1e9).toFixed(2)}G multiply-adds at the best integer row (${int.toFixed(1)}G/s), ` +
-    `attention ${(attention / 1e9).toFixed(2)}G at the best float row (${float.toFixed(1)}G/s): no less than ${floor(1).toFixed(1)} ms on 1 thread, ${floor(2).toFixed(1)} ms on 2 ` +
-    '(each thread at those rates, nothing else done)',
-);
+for (const column of columns) {
+  const bestOf = (float: boolean) => Math.max(...LOOPS.filter((l) => l.float === float && column.rates[l.name] !== undefined).map((l) => column.rates[l.name]));
+  const [int, float] = [bestOf(false), bestOf(true)];
+  const floor = (threads: number) => ((projections / int + attention / float) / threads / 1e9) * 1000;
+  console.log(
+    `${column.name}: a prefill of ${tokens} tokens, E ${E} H ${H} G ${G} head ${Dh}: projections ${(projections / 1e9).toFixed(2)}G multiply-adds at the best integer row (${int.toFixed(1)}G/s), ` +
+      `attention ${(attention / 1e9).toFixed(2)}G at the best float row (${float.toFixed(1)}G/s): no less than ${floor(1).toFixed(1)} ms on 1 thread, ${floor(2).toFixed(1)} ms on 2 ` +
+      '(each thread at those rates, nothing else done)',
+  );
+}

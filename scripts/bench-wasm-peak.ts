@@ -69,8 +69,9 @@ const LOOPS: Loop[] = [
 ];
 
 /**
- * The loop's source: 8 accumulators over 4 operands, one operand moved by an add each step (nothing to
- * hoist; for floats an add, not a product that would sink into subnormals), the sum returned.
+ * The loop's source: 8 accumulators, each step's 8 products distinct and every one of them reading an
+ * operand that moves by an add each step (a or e: nothing loop-invariant for a compiler to hoist out of
+ * the loop; for floats an add, not a product that would sink into subnormals), the sum returned.
  */
 function source(loop: Loop): string {
   const splat = loop.float ? 'f32x4.splat(<f32>seed' : 'i32x4.splat(seed';
@@ -79,21 +80,23 @@ function source(loop: Loop): string {
     ['a', 'b'],
     ['a', 'c'],
     ['a', 'd'],
-    ['b', 'c'],
-    ['b', 'd'],
-    ['c', 'd'],
-    ['d', 'a'],
-    ['c', 'a'],
+    ['e', 'b'],
+    ['e', 'c'],
+    ['e', 'd'],
+    ['a', 'a'],
+    ['e', 'e'],
   ];
   return `export function ${loop.name}(n: i32, seed: i32): i32 {
   let a = ${splat} + 1);
   const b = ${splat} + 2);
   const c = ${splat} + 3);
   const d = ${splat} + 4);
+  let e = ${splat} + 5);
   ${pairs.map((_, i) => `let s${i} = i32x4.splat(0);`).join(' ')}
   for (let i = 0; i < n; i++) {
     ${pairs.map(([x, y], i) => `s${i} = ${loop.step(`s${i}`, x, y)};`).join('\n    ')}
     a = ${add}(a, b);
+    e = ${add}(e, c);
   }
   return i32x4.extract_lane(${add}(${add}(${add}(s0, s1), ${add}(s2, s3)), ${add}(${add}(s4, s5), ${add}(s6, s7))), 0);
 }

@@ -17,67 +17,18 @@
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { InvalidArgumentError } from '../src/errors.ts';
 import { quantizeActivationsQ8, roundActivationsQ8 } from '../src/quant/activations.ts';
-import { GGUF_BLOCKS, packWeight, unpackWeight } from '../src/quant/pack.ts';
+import { packWeight, unpackWeight } from '../src/quant/pack.ts';
 import type { NBitsTensor, QuantizedTensor } from '../src/quant/types.ts';
 import { expectClose } from '../src/util/tolerance.ts';
 import { compileKernels, relaxedSimdSupported, WasmKernels, type WasmSimd } from '../src/wasm/kernels.ts';
 import { setThreadChoiceMode } from '../src/wasm/thread-choice.ts';
 import { type Activations, createProjection, project } from '../src/wasm/projection.ts';
 import { ThreadPool } from '../src/wasm/threads.ts';
+import { type Kind, randomQuantized } from './helpers/quantized.ts';
 import { mulberry32, uniform } from './helpers/random.ts';
 
 /** The rule of issue 41 for 'q8' against its float64 reference. */
 const Q8_TOLERANCE = { atol: 2e-4, rtol: 2e-3 };
-
-type Kind = 'q4_0' | 'q8_0' | 'q4_k' | 'q6_k' | `nbits${4 | 8}-${16 | 32 | 64 | 128}${'' | '-zp'}`;
-
-/** f16 bits of a random value ±(1 + m/1024)·2^e (e ≥ −14: normal). */
-function half(e: number, rng: () => number, signed = true): number {
-  const sign = signed && rng() < 0.5 ? 0x8000 : 0;
-  return sign | ((e + 15) << 10) | Math.floor(rng() * 1024);
-}
-
-/** A quantized [N, K] tensor of random blocks whose weights are about ±1/√K (as test/wasm-quant.test.ts makes them). */
-function randomQuantized(kind: Kind, N: number, K: number, seed: number): QuantizedTensor {
-  const rng = mulberry32(seed);
-  const bytes = (n: number) => Uint8Array.from({ length: n }, () => Math.floor(rng() * 256));
-  const setHalf = (d: Uint8Array, at: number, h: number) => {
-    d[at] = h & 0xff;
-    d[at + 1] = h >> 8;
-  };
-  const e = Math.floor(Math.log2(1 / Math.sqrt(K)));
-  if (!kind.startsWith('nbits')) {
-    const dtype = kind as keyof typeof GGUF_BLOCKS;
-    const { bytes: size, weights } = GGUF_BLOCKS[dtype];
-    const blocks = (N * K) / weights;
-    const data = bytes(blocks * size);
-    for (let b = 0; b < blocks; b++) {
-      const at = b * size;
-      if (dtype === 'q4_0') setHalf(data, at, half(e - 3, rng));
-      if (dtype === 'q8_0') setHalf(data, at, half(e - 7, rng));
-      if (dtype === 'q4_k') {
-        setHalf(data, at, half(e - 9, rng, false));
-        setHalf(data, at + 2, half(e - 6, rng, false));
-      }
-      if (dtype === 'q6_k') setHalf(data, at + 208, half(Math.max(e - 12, -14), rng));
-    }
-    return { dtype, shape: [N, K], data };
-  }
-  const [, bitsText, blockText, extra] = /^nbits(\d)-(\d+)(?:-(\w+))?$/.exec(kind)!;
-  const bits = Number(bitsText) as 4 | 8;
-  const blockSize = Number(blockText) as NBitsTensor['blockSize'];
-  const blocks = Math.ceil(K / blockSize);
-  const t: NBitsTensor = {
-    dtype: 'nbits',
-    bits,
-    blockSize,
-    shape: [N, K],
-    data: bytes((N * blocks * blockSize * bits) / 8),
-    scales: Uint16Array.from({ length: N * blocks }, () => half(e - (bits - 1), rng)),
-  };
-  if (extra === 'zp') t.zeroPoints = bytes(N * Math.ceil((blocks * bits) / 8));
-  return t;
-}
 
 /** A one-thread instance of the kernels; `simd`: the build (default: the platform's, 'relaxed' here). */
 async function kernelInstance(simd?: WasmSimd): Promise<WasmKernels> {

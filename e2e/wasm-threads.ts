@@ -8,6 +8,10 @@ import { createAttentionEngine, type MultiHeadAttentionConfig, quantizeWeights }
 import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 import { setThreadChoiceMode } from '../src/wasm/thread-choice.ts';
 import { type KernelCall, ThreadPool } from '../src/wasm/threads.ts';
+import { computesRight, dotAddChoiceOf } from '../src/wasm/dot-add.ts';
+import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
+import { createProjection, kernelBits, scratchFloats } from '../src/wasm/projection.ts';
+import { randomQuantized } from '../test/helpers/quantized.ts';
 import { prefillThenDecode } from './decode-steps.ts';
 
 // The passes this page counts run on the threads whatever their measured choice (thread-choice.ts ThreadChoice).
@@ -101,7 +105,24 @@ declare global {
      * (options.wasmSimd) and `threads`: what 'auto' chose, and each build's outputs.
      */
     relaxedQ8(threads: number): Promise<{ auto: string | null; relaxed: number[]; simd128: number[] }>;
+    /**
+     * The relaxed build's DOT_ADD form of its 4-bit 'q8' prefill loop (wasm/q8.ts, src/wasm/dot-add.ts):
+     * whether computesRight finds it right; qgemm8 with it and without over kinds and row counts, 3 times
+     * over (the later runs in V8's optimized code), the mismatches; and a q4_0 'q8' layer's prefill and
+     * decode steps on `threads` with the choice forced each way, and then measured.
+     */
+    dotAdd(threads: number): Promise<DotAddReport>;
   }
+}
+
+export interface DotAddReport {
+  right: boolean;
+  compared: number;
+  mismatches: string[];
+  layerForced: [withDotAdd: number[], without: number[]];
+  /** The module's choice after a 64-token prefill, 8 times, left to measure (null: still measuring). */
+  verdict: boolean | null;
+  passes: number;
 }
 
 window.wasmThreads = async (threads?: number) => {
@@ -200,5 +221,67 @@ window.relaxedQ8 = async (threads: number) => {
     }
   }
   return { auto, relaxed: outs.relaxed, simd128: outs.simd128 };
+};
+window.dotAdd = async (threads: number) => {
+  const module = await compileKernels(threads > 1 ? 'shared' : 'single', 'relaxed');
+  const kernels = new WasmKernels(await compileKernels('single', 'relaxed'));
+  const right = computesRight(kernels);
+  // Every 4-bit kind the relaxed loop takes (f16 scales alone, f32 scales and offsets, mins, zero points;
+  // units of 16 and 32, groups up to 128), K with a partial last unit, N past a panel, rows of every step.
+  const kinds = [
+    ['q4_0', 96],
+    ['q4_k', 256],
+    ['nbits4-16', 80],
+    ['nbits4-32', 100],
+    ['nbits4-64', 160],
+    ['nbits4-128', 300],
+    ['nbits4-32-zp', 70],
+  ] as const;
+  const N = 21;
+  const projections = kinds.map(([kind, K], i) => {
+    const p = createProjection(kernels, randomQuantized(kind, N, K, 31 * i + K), N, K, uniform(N, 0.1, mulberry32(i)), 0, 'q8');
+    if (p.kind !== 'quantized') throw new Error('packed weights expected');
+    return p;
+  });
+  kernels.keep();
+  const mismatches: string[] = [];
+  let compared = 0;
+  for (let round = 0; round < 3; round++) {
+    for (const [i, p] of projections.entries()) {
+      for (const M of [9, 10, 11, 12, 13, 64, 69, 130]) {
+        const x = kernels.put(uniform(M * p.K, 1, mulberry32(M + 7 * i)));
+        const scratch = kernels.alloc(scratchFloats(p, M));
+        const y = [kernels.alloc(M * N), kernels.alloc(M * N)];
+        for (const form of [0, 1]) kernels.k.qgemm8(x, p.K, M, p.K, p.wq, p.so, N, p.bias, y[form], N, kernelBits(p, form === 1), p.group, scratch);
+        const [a, b] = [new Uint32Array(kernels.memory.buffer, y[0], M * N), new Uint32Array(kernels.memory.buffer, y[1], M * N)];
+        const bad = a.findIndex((v, j) => v !== b[j]);
+        if (bad >= 0) mismatches.push(`${kinds[i][0]} K=${p.K} M=${M} round ${round}: first at ${bad}`);
+        compared++;
+        kernels.release(0);
+      }
+    }
+  }
+  // A layer: the choice of the engine's module forced each way, then left to measure.
+  const config: MultiHeadAttentionConfig = { embedDim: 256, numHeads: 8, numKvHeads: 2, activations: 'q8' };
+  const sd = quantizeWeights(randomStateDict({ embedDim: 256, numHeads: 8, numKvHeads: 2 }, 5), { dtype: 'q4_0' });
+  const [B, S, E] = [1, 64, 256];
+  const x = uniform(B * S * E, 1, mulberry32(11));
+  const engine = await createAttentionEngine({ backend: 'wasm', threads, wasmSimd: 'relaxed' });
+  try {
+    const layer = engine.createMultiHeadAttention(config, sd);
+    await prefillThenDecode(layer, x, B, S, E, 0, true); // its first 4-bit 'q8' prefill makes the module's choice
+    const choice = dotAddChoiceOf(module);
+    if (!choice) throw new Error('no DotAddChoice for the relaxed module after a prefill');
+    const forced: number[][] = [];
+    for (const verdict of [true, false]) {
+      choice.verdict = verdict;
+      forced.push(Array.from(await prefillThenDecode(layer, x, B, S, E, 2, true)));
+    }
+    choice.remeasure(); // measured again from here (earlier tests on this page ran 4-bit 'q8' prefills too)
+    for (let i = 0; i < 8; i++) await prefillThenDecode(layer, x, B, S, E, 0, true);
+    return { right, compared, mismatches, layerForced: [forced[0], forced[1]], verdict: choice.verdict, passes: choice.passes };
+  } finally {
+    engine.dispose();
+  }
 };
 window.wasmThreadsReady = true;

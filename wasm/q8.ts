@@ -42,6 +42,14 @@ const MC: i32 = 64; // rows of x per chunk (as gemm.ts, qgemm.ts)
 const RELAXED: bool = ASC_FEATURE_RELAXED_SIMD;
 /** flags' f16 scales alone: wasm/qgemm.ts's HALF_SCALES (see there), the same value. */
 const HALF_SCALES: i32 = 0x100;
+/**
+ * qgemm8's flag for the relaxed build's 4-bit loop: i32x4.relaxed_dot_i8x16_i7x16_add_s (Q8.rdotAdd, one
+ * instruction for 16 products and their sum where the CPU has one: x86's AVX-VNNI vpdpbusd, Arm's sdot)
+ * in place of Q8.rdot's two i16 dots and adds, and no widening of the i16 sums each unit. The same
+ * integers, so the same bits. The host sets it where src/wasm/dot-add.ts measured it faster and right
+ * (Node 20's baseline compiler drops the addend; without VNNI it lowers to 3 slower instructions).
+ */
+const DOT_ADD: i32 = 0x200;
 let gHalf: f32 = 0; // this call's offset factor 2^(bits−1) with HALF_SCALES, else 0 (f32 scales and offsets)
 const ROWS: i32 = 2; // qgemv8's rows per pass over a panel (as qgemv)
 
@@ -178,6 +186,16 @@ class Q8 {
   @inline
   static rdot(e: v128, o: v128, lo: v128, hi: v128, acc: v128): v128 {
     if (ASC_FEATURE_RELAXED_SIMD) return i16x8.add(acc, i16x8.add(i16x8.relaxed_dot_i8x16_i7x16_s(e, lo), i16x8.relaxed_dot_i8x16_i7x16_s(o, hi)));
+    return acc;
+  }
+
+  /**
+   * Q8.rdot's products summed straight into i32 lanes (DOT_ADD): lane c of acc gets column c's 8 (its
+   * 4 even values' with lo, its 4 odd ones' with hi), the H that Q8.rdot's i16 pair sums widen to.
+   */
+  @inline
+  static rdotAdd(e: v128, o: v128, lo: v128, hi: v128, acc: v128): v128 {
+    if (ASC_FEATURE_RELAXED_SIMD) return i32x4.relaxed_dot_i8x16_i7x16_add_s(o, hi, i32x4.relaxed_dot_i8x16_i7x16_add_s(e, lo, acc));
     return acc;
   }
 
@@ -319,12 +337,14 @@ class Q8 {
    * per unit at ds (row stride dsStride), the panel's i16 pairs wp [Kp/2, 8, 2], scales and offsets of the
    * two 4-column halves at so0, so1; the sums go into tile [R, 8] f32 (holding the bias), then y (n columns).
    * RX (relaxed SIMD, 4-bit weights): xq in layout 12, the panel unpackPanelRelaxed's [words, lo/hi, 8, 4]
-   * bytes, `steps` its words (else the pairs), and Q8.rdot's i16 sums within a unit.
+   * bytes, `steps` its words (else the pairs), and Q8.rdot's i16 sums within a unit; with DA (DOT_ADD)
+   * Q8.rdotAdd's i32 sums.
    */
   @inline
   static micro(
     R: i32,
     RX: bool,
+    DA: bool,
     xq: usize,
     xqStride: usize,
     ds: usize,
@@ -374,39 +394,41 @@ class Q8 {
           const hb = v128.load(wp, 48);
           const e0 = v128.load32_splat(x0); // row 0's even values of the word, then its odd ones
           const o0 = v128.load32_splat(x0 + 4);
-          a00 = Q8.rdot(e0, o0, la, ha, a00);
-          a01 = Q8.rdot(e0, o0, lb, hb, a01);
+          a00 = DA ? Q8.rdotAdd(e0, o0, la, ha, a00) : Q8.rdot(e0, o0, la, ha, a00);
+          a01 = DA ? Q8.rdotAdd(e0, o0, lb, hb, a01) : Q8.rdot(e0, o0, lb, hb, a01);
           x0 += 8;
           if (R > 1) {
             const e1 = v128.load32_splat(x1);
             const o1 = v128.load32_splat(x1 + 4);
-            a10 = Q8.rdot(e1, o1, la, ha, a10);
-            a11 = Q8.rdot(e1, o1, lb, hb, a11);
+            a10 = DA ? Q8.rdotAdd(e1, o1, la, ha, a10) : Q8.rdot(e1, o1, la, ha, a10);
+            a11 = DA ? Q8.rdotAdd(e1, o1, lb, hb, a11) : Q8.rdot(e1, o1, lb, hb, a11);
             x1 += 8;
           }
           if (R > 2) {
             const e2 = v128.load32_splat(x2);
             const o2 = v128.load32_splat(x2 + 4);
-            a20 = Q8.rdot(e2, o2, la, ha, a20);
-            a21 = Q8.rdot(e2, o2, lb, hb, a21);
+            a20 = DA ? Q8.rdotAdd(e2, o2, la, ha, a20) : Q8.rdot(e2, o2, la, ha, a20);
+            a21 = DA ? Q8.rdotAdd(e2, o2, lb, hb, a21) : Q8.rdot(e2, o2, lb, hb, a21);
             x2 += 8;
           }
           if (R > 3) {
             const e3 = v128.load32_splat(x3);
             const o3 = v128.load32_splat(x3 + 4);
-            a30 = Q8.rdot(e3, o3, la, ha, a30);
-            a31 = Q8.rdot(e3, o3, lb, hb, a31);
+            a30 = DA ? Q8.rdotAdd(e3, o3, la, ha, a30) : Q8.rdot(e3, o3, la, ha, a30);
+            a31 = DA ? Q8.rdotAdd(e3, o3, lb, hb, a31) : Q8.rdot(e3, o3, lb, hb, a31);
             x3 += 8;
           }
         }
-        a00 = i32x4.extadd_pairwise_i16x8_s(a00); // the unit's i16 pair sums → H a column
-        a01 = i32x4.extadd_pairwise_i16x8_s(a01);
-        if (R > 1) a10 = i32x4.extadd_pairwise_i16x8_s(a10);
-        if (R > 1) a11 = i32x4.extadd_pairwise_i16x8_s(a11);
-        if (R > 2) a20 = i32x4.extadd_pairwise_i16x8_s(a20);
-        if (R > 2) a21 = i32x4.extadd_pairwise_i16x8_s(a21);
-        if (R > 3) a30 = i32x4.extadd_pairwise_i16x8_s(a30);
-        if (R > 3) a31 = i32x4.extadd_pairwise_i16x8_s(a31);
+        if (!DA) {
+          a00 = i32x4.extadd_pairwise_i16x8_s(a00); // the unit's i16 pair sums → H a column
+          a01 = i32x4.extadd_pairwise_i16x8_s(a01);
+          if (R > 1) a10 = i32x4.extadd_pairwise_i16x8_s(a10);
+          if (R > 1) a11 = i32x4.extadd_pairwise_i16x8_s(a11);
+          if (R > 2) a20 = i32x4.extadd_pairwise_i16x8_s(a20);
+          if (R > 2) a21 = i32x4.extadd_pairwise_i16x8_s(a21);
+          if (R > 3) a30 = i32x4.extadd_pairwise_i16x8_s(a30);
+          if (R > 3) a31 = i32x4.extadd_pairwise_i16x8_s(a31);
+        }
       }
       for (; !RX && wp < kEnd; wp += 32) {
         const wa = v128.load(wp); // columns 0 … 3: (w_k, w_k+1) each
@@ -732,10 +754,11 @@ function unpackPanelRelaxed(W: i32, wqA: usize, wqB: usize, out: usize): void {
   }
 }
 
-/** Q8.micro() for a run-time R ≤ 4: a copy per R (and per RX where the build is relaxed). */
+/** Q8.micro() for a run-time R ≤ 4: a copy per R (and per RX and DA where the build is relaxed). */
 function microAny(
   R: i32,
   relaxed: bool,
+  dotAdd: bool,
   xq: usize,
   xqStride: usize,
   ds: usize,
@@ -754,22 +777,30 @@ function microAny(
   n: i32,
 ): void {
   if (ASC_FEATURE_RELAXED_SIMD) {
+    if (relaxed && dotAdd) {
+      if (R >= 4) Q8.micro(4, true, true, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+      else if (R === 3) Q8.micro(3, true, true, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+      else if (R === 2) Q8.micro(2, true, true, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+      else Q8.micro(1, true, true, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+      return;
+    }
     if (relaxed) {
-      if (R >= 4) Q8.micro(4, true, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
-      else if (R === 3) Q8.micro(3, true, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
-      else if (R === 2) Q8.micro(2, true, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
-      else Q8.micro(1, true, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+      if (R >= 4) Q8.micro(4, true, false, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+      else if (R === 3) Q8.micro(3, true, false, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+      else if (R === 2) Q8.micro(2, true, false, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+      else Q8.micro(1, true, false, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
       return;
     }
   }
-  if (R >= 4) Q8.micro(4, false, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
-  else if (R === 3) Q8.micro(3, false, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
-  else if (R === 2) Q8.micro(2, false, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
-  else Q8.micro(1, false, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+  if (R >= 4) Q8.micro(4, false, false, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+  else if (R === 3) Q8.micro(3, false, false, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+  else if (R === 2) Q8.micro(2, false, false, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
+  else Q8.micro(1, false, false, xq, xqStride, ds, dsStride, wpanel, so0, so1, steps, group, unit, nUnits, bias, tile, y, yStride, n);
 }
 
 /**
- * y [M, N] = q8(x) [M, K] · Wᵀ + bias for any M (fastest for M > 8), W packed as wasm/qgemm.ts's (flags: as qgemv8's).
+ * y [M, N] = q8(x) [M, K] · Wᵀ + bias for any M (fastest for M > 8), W packed as wasm/qgemm.ts's (flags: as qgemv8's,
+ * | DOT_ADD for the relaxed build's 4-bit loop: see there).
  * scratch: 32 floats (the tile [4, 8]), 4·Kp (the pair panel [Kp/2, 8, 2] i16), 16·⌈K/group⌉ (a panel's
  * scales and offsets, HALF_SCALES), then for a chunk of
  * R = min(M, 64) rows 2·R·⌈K/unit⌉ (rounded up to 4) and R·Kp/2 (its rows as i16).
@@ -784,6 +815,7 @@ export function qgemm8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
   const W = (K * bits + 31) >> 5;
   const Kp = ((K + 7) >> 3) << 3;
   const relaxed = RELAXED && bits === 4;
+  const dotAdd = relaxed && (flags & DOT_ADD) !== 0;
   const xqStride = relaxed ? <usize>Kp : (<usize>Kp) << 1; // i8 or i16 values
   const dsStride = (<usize>nUnits) << 3;
   const panelBytes = (<usize>W) << 4;
@@ -824,6 +856,7 @@ export function qgemm8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
         microAny(
           rows - r,
           relaxed,
+          dotAdd,
           xq + rs * xqStride,
           xqStride,
           ds + rs * dsStride,

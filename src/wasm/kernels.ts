@@ -85,6 +85,8 @@ interface KernelExports {
 export { relaxedSimdSupported, resolveWasmSimd, type WasmSimd } from './simd.ts';
 
 const compiled: Partial<Record<`${'single' | 'shared'}-${WasmSimd}`, Promise<WebAssembly.Module>>> = {};
+/** The build of each module compileKernels made (WasmKernels.build). */
+const builds = new WeakMap<WebAssembly.Module, WasmSimd>();
 const SOURCES = {
   'single-simd128': WASM_BASE64,
   'shared-simd128': WASM_SHARED_BASE64,
@@ -102,7 +104,10 @@ export function compileKernels(kind: 'single' | 'shared' = 'single', simd: WasmS
   let module = compiled[key];
   if (!module) {
     const bytes = Uint8Array.from(atob(SOURCES[key]), (c) => c.charCodeAt(0));
-    module = WebAssembly.compile(bytes);
+    module = WebAssembly.compile(bytes).then((m) => {
+      builds.set(m, simd);
+      return m;
+    });
     compiled[key] = module;
     module.catch(() => {
       delete compiled[key]; // let a later engine try again
@@ -159,11 +164,15 @@ export class WasmKernels {
   private u8View: Uint8Array;
   private i32View: Int32Array;
 
+  /** The build of `module` where compileKernels made it ('simd128' or 'relaxed'), else null. */
+  readonly build: WasmSimd | null;
+
   /** `module` from compileKernels('single'), or from compileKernels('shared') with a pool. */
   constructor(
-    module: WebAssembly.Module,
+    readonly module: WebAssembly.Module,
     private readonly pool: ThreadPool | null = null,
   ) {
+    this.build = builds.get(module) ?? null;
     if (pool) {
       this.memory = new WebAssembly.Memory({ initial: 1, maximum: MAXIMUM_PAGES, shared: true });
       this.k = new WebAssembly.Instance(module, { env: { memory: this.memory } }).exports as unknown as KernelExports;

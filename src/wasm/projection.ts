@@ -18,6 +18,7 @@ import { InvalidArgumentError } from '../errors.ts';
 import { packWeight } from '../quant/pack.ts';
 import type { PackedWeight, QuantizedDtype, WeightTensor } from '../quant/types.ts';
 import { floatToHalfBits, halfToFloat } from '../util/f16.ts';
+import { DOT_ADD, dotAddChoice } from './dot-add.ts';
 import { packBias, packWeights, type WasmKernels } from './kernels.ts';
 import { listsFor, sizeClass } from './thread-choice.ts';
 import type { KernelCall } from './threads.ts';
@@ -150,18 +151,21 @@ function panelHalfScales(p: PackedWeight): Uint16Array {
   return out;
 }
 
-/** The `bits` argument of p's kernel calls: its bits, | wasm/qgemm.ts's HALF_SCALES with halfScales. */
-export function kernelBits(p: QuantizedProjection): number {
-  return p.bits | (p.halfScales ? HALF_SCALES : 0);
+/**
+ * The `bits` argument of p's kernel calls: its bits, | wasm/qgemm.ts's HALF_SCALES with halfScales, |
+ * DOT_ADD with `dotAdd` where p is qgemm8's (4 bits, 'q8'; src/wasm/dot-add.ts).
+ */
+export function kernelBits(p: QuantizedProjection, dotAdd = false): number {
+  return p.bits | (p.halfScales ? HALF_SCALES : 0) | (dotAdd && p.bits === 4 && p.activations === 'q8' ? DOT_ADD : 0);
 }
 
-/** The kernel call for rows [0, rows) and columns [c0, c0 + n) of projection p (c0 a multiple of 8); x, y at row 0. */
-function call(p: Projection, x: number, rows: number, c0: number, n: number, y: number, scratch: number): KernelCall {
+/** The kernel call for rows [0, rows) and columns [c0, c0 + n) of projection p (c0 a multiple of 8); x, y at row 0; `dotAdd` as kernelBits. */
+function call(p: Projection, x: number, rows: number, c0: number, n: number, y: number, scratch: number, dotAdd: boolean): KernelCall {
   if (p.kind === 'float') return ['gemm', x, p.K, rows, p.K, p.w + 4 * c0 * p.K, n, p.bias + 4 * c0, y + 4 * c0, p.N];
   const panel = c0 / 4;
   const wq = p.wq + panel * Math.ceil((p.K * p.bits) / 32) * 16;
   const so = p.so + panel * Math.ceil(p.K / p.group) * (p.halfScales ? 8 : 32);
-  const args = [x, p.K, rows, p.K, wq, so, n, p.bias + 4 * c0, y + 4 * c0, p.N, kernelBits(p), p.group] as const;
+  const args = [x, p.K, rows, p.K, wq, so, n, p.bias + 4 * c0, y + 4 * c0, p.N, kernelBits(p, dotAdd && rows > GEMV_ROWS), p.group] as const;
   const name = rows <= GEMV_ROWS ? 'qgemv' : 'qgemm';
   return [p.activations === 'q8' ? `${name}8` : name, ...args, scratch];
 }
@@ -210,20 +214,30 @@ export async function project(kernels: WasmKernels, jobs: [x: number, rows: numb
   // The quantized kernels' scratch, one per thread (scratchFloats), as large as the largest job's.
   const floats = Math.max(0, ...jobs.map(([, rows, p]) => scratchFloats(p, rows)));
   const scratch = Array.from({ length: T }, () => (floats > 0 ? kernels.alloc(floats) : 0));
+  // A 4-bit 'q8' prefill: the relaxed build's DOT_ADD form where it pays (dot-add.ts: measured on these passes).
+  const choice = jobs.some(([, rows, p]) => rows > GEMV_ROWS && p.kind === 'quantized' && p.bits === 4 && p.activations === 'q8') ? dotAddChoice(kernels) : null;
+  const dotAdd = choice?.next() ?? false;
   jobs.forEach(([x, rows, p], j) => {
     const y = ys[j];
     if (rows >= 64 * T) {
       const chunk = Math.ceil(rows / T / 4) * 4; // whole micro-kernel steps of 4 rows (and at least gemm's 64-row blocks)
       for (let t = 0, r0 = 0; r0 < rows; t++, r0 += chunk) {
-        lists[t].push(call(p, x + 4 * r0 * p.K, Math.min(chunk, rows - r0), 0, p.N, y + 4 * r0 * p.N, scratch[t]));
+        lists[t].push(call(p, x + 4 * r0 * p.K, Math.min(chunk, rows - r0), 0, p.N, y + 4 * r0 * p.N, scratch[t], dotAdd));
       }
     } else {
       const panels = Math.ceil(Math.ceil(p.N / 8) / T);
       for (let t = 0, p0 = 0; p0 * 8 < p.N; t++, p0 += panels) {
-        lists[t].push(call(p, x, rows, p0 * 8, Math.min(panels * 8, p.N - p0 * 8), y, scratch[t])); // columns p0·8 …
+        lists[t].push(call(p, x, rows, p0 * 8, Math.min(panels * 8, p.N - p0 * 8), y, scratch[t], dotAdd)); // columns p0·8 …
       }
     }
   });
+  const t0 = performance.now();
   await kernels.run(lists, kind);
+  if (choice && choice.verdict === null)
+    choice.record(
+      dotAdd,
+      performance.now() - t0,
+      jobs.reduce((sum, [, rows, p]) => sum + rows * p.K * p.N, 0),
+    );
   return ys;
 }

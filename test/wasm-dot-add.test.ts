@@ -1,0 +1,153 @@
+// The relaxed build's DOT_ADD form of its 4-bit 'q8' prefill loop (wasm/q8.ts, src/wasm/dot-add.ts):
+//   1. DotAddChoice: never where the form computes wrong (checked once); else the passes alternate the
+//      two forms (the i16 form first) until the medians of their times per product decide, SKIP passes
+//      of each left out; then every pass takes the verdict, and no more times are kept;
+//   2. dotAddChoice: one per compiled module of the relaxed build, none for the 'simd128' build;
+//   3. computesRight: the 'simd128' build ignores the flag (the same bits), and the probe leaves the arena
+//      as it found it; kernelBits sets the flag only for 4-bit 'q8' projections;
+//   4. project(): a 4-bit 'q8' prefill asks the module's choice, and its outputs are the i16 form's
+//      whatever it chose (the 'simd128' build's bits).
+// Node 20 computes the instruction wrong in its baseline compiler, so the form itself is checked bit for
+// bit in Chromium (e2e/wasm-threads.spec.ts), where it is right and taken.
+
+import { describe, expect, test } from 'vitest';
+import { DOT_ADD, DotAddChoice, computesRight, dotAddChoice } from '../src/wasm/dot-add.ts';
+import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
+import { WASM_RELAXED_BASE64 } from '../src/wasm/module.ts';
+import { createProjection, kernelBits, project } from '../src/wasm/projection.ts';
+import { randomQuantized } from './helpers/quantized.ts';
+import { mulberry32, uniform } from './helpers/random.ts';
+
+/** Drives a choice through passes: `ms(dotAdd)` the time a pass of 1 product takes with that form; returns the forms asked. */
+function drive(choice: DotAddChoice, passes: number, ms: (dotAdd: boolean, pass: number) => number): boolean[] {
+  const forms: boolean[] = [];
+  for (let i = 0; i < passes; i++) {
+    const dotAdd = choice.next();
+    forms.push(dotAdd);
+    choice.record(dotAdd, ms(dotAdd, i), 1);
+  }
+  return forms;
+}
+
+describe('DotAddChoice', () => {
+  test('wrong here: never DOT_ADD, the check run once', () => {
+    let checks = 0;
+    const choice = new DotAddChoice(() => {
+      checks++;
+      return false;
+    });
+    expect(drive(choice, 6, () => 1)).toEqual([false, false, false, false, false, false]);
+    expect([choice.verdict, checks]).toEqual([false, 1]);
+    choice.remeasure(); // the check stands
+    expect([choice.next(), choice.verdict, checks]).toEqual([false, false, 1]);
+  });
+
+  test('right and faster: the forms alternate (i16 first) for 2 + 3 passes each, then DOT_ADD for good', () => {
+    let checks = 0;
+    const choice = new DotAddChoice(() => {
+      checks++;
+      return true;
+    });
+    // The first two of each form slow (first runs), then DOT_ADD at 0.8 of the i16 form's time.
+    const forms = drive(choice, 14, (dotAdd, pass) => (pass < 4 ? 50 : dotAdd ? 0.8 : 1));
+    expect(forms.slice(0, 10)).toEqual([false, true, false, true, false, true, false, true, false, true]);
+    expect(forms.slice(10)).toEqual([true, true, true, true]);
+    expect([choice.verdict, checks]).toEqual([true, 1]);
+  });
+
+  test('right but not faster by the margin: the i16 form for good', () => {
+    for (const ratio of [0.95, 1, 1.5]) {
+      const choice = new DotAddChoice(() => true);
+      const forms = drive(choice, 13, (dotAdd) => (dotAdd ? ratio : 1));
+      expect(choice.verdict, `DOT_ADD at ${ratio}× the i16 form's time`).toBe(false);
+      expect(forms.slice(10)).toEqual([false, false, false]);
+    }
+  });
+
+  test('times are per product; a pass of no products, and passes after the verdict, are not kept', () => {
+    const choice = new DotAddChoice(() => true);
+    // The i16 form's passes are 4× larger and take 2× longer: per product DOT_ADD is slower (0.5 against 1/4·… = 2×).
+    for (let i = 0; i < 5; i++) {
+      expect(choice.next()).toBe(false);
+      choice.record(false, 2, 4);
+      choice.record(false, 1000, 0); // no products: ignored
+      expect(choice.next()).toBe(true);
+      choice.record(true, 1, 1);
+    }
+    expect(choice.verdict).toBe(false);
+    choice.record(true, 1e-9, 1);
+    expect(choice.next()).toBe(false);
+    choice.remeasure(); // measured again: the forms alternate anew
+    expect([choice.verdict, choice.passes]).toEqual([null, 0]);
+    expect(drive(choice, 10, (dotAdd) => (dotAdd ? 0.5 : 1))).toEqual([false, true, false, true, false, true, false, true, false, true]);
+    expect(choice.verdict).toBe(true);
+  });
+});
+
+describe('dotAddChoice, computesRight, kernelBits', () => {
+  test("one choice per relaxed module, shared by its instances; none for the 'simd128' build or a module of another making", async () => {
+    const relaxed = await compileKernels('single', 'relaxed');
+    const [a, b] = [new WasmKernels(relaxed), new WasmKernels(relaxed)];
+    expect(a.build).toBe('relaxed');
+    expect(dotAddChoice(a)).not.toBeNull();
+    expect(dotAddChoice(a)).toBe(dotAddChoice(b));
+    const plain = new WasmKernels(await compileKernels('single', 'simd128'));
+    expect([plain.build, dotAddChoice(plain)]).toEqual(['simd128', null]);
+    const other = new WasmKernels(await WebAssembly.compile(Uint8Array.from(atob(WASM_RELAXED_BASE64), (c) => c.charCodeAt(0))));
+    expect([other.build, dotAddChoice(other)]).toEqual([null, null]);
+  });
+
+  test("computesRight: the 'simd128' build ignores the flag (the same bits); the probe leaves the arena as it was", async () => {
+    const plain = new WasmKernels(await compileKernels('single', 'simd128'));
+    const relaxed = new WasmKernels(await compileKernels('single', 'relaxed'));
+    for (const kernels of [plain, relaxed]) {
+      const mark = kernels.mark();
+      const right = computesRight(kernels);
+      if (kernels === plain) expect(right).toBe(true);
+      expect(kernels.mark()).toBe(mark);
+    }
+  });
+
+  test("kernelBits: DOT_ADD only for 4-bit 'q8' projections, and only when asked", async () => {
+    const kernels = new WasmKernels(await compileKernels('single', 'relaxed'));
+    const K = 64;
+    const q4 = createProjection(kernels, randomQuantized('q4_0', 8, K, 1), 8, K, null, 0, 'q8');
+    const q4f32 = createProjection(kernels, randomQuantized('q4_0', 8, K, 1), 8, K, null, 0, 'f32');
+    const q8 = createProjection(kernels, randomQuantized('q8_0', 8, K, 2), 8, K, null, 0, 'q8');
+    if (q4.kind !== 'quantized' || q4f32.kind !== 'quantized' || q8.kind !== 'quantized') throw new Error('packed weights expected');
+    expect([kernelBits(q4, true) & DOT_ADD, kernelBits(q4) & DOT_ADD, kernelBits(q4, false) & DOT_ADD]).toEqual([DOT_ADD, 0, 0]);
+    expect([kernelBits(q4f32, true) & DOT_ADD, kernelBits(q8, true) & DOT_ADD]).toEqual([0, 0]);
+    expect(kernelBits(q4, true) & ~DOT_ADD).toBe(kernelBits(q4));
+  });
+});
+
+describe("project(): a 4-bit 'q8' prefill asks its module's choice, and gives the i16 form's bits either way", () => {
+  test("q4_0 and 4-bit MatMulNBits with zero points, prefills of 9 … 69 rows: the 'simd128' build's bits; the choice checked and the passes timed or refused", async () => {
+    const relaxed = new WasmKernels(await compileKernels('single', 'relaxed'));
+    const plain = new WasmKernels(await compileKernels('single', 'simd128'));
+    const choice = dotAddChoice(relaxed)!;
+    const rightAtFirst = computesRight(relaxed); // what the choice's own check will see: the kernel's first (baseline) code
+    for (const [kind, K, N] of [
+      ['q4_0', 96, 21],
+      ['nbits4-32-zp', 70, 13],
+    ] as const) {
+      const t = randomQuantized(kind, N, K, K + N);
+      const [pr, pp] = [createProjection(relaxed, t, N, K, null, 0, 'q8'), createProjection(plain, t, N, K, null, 0, 'q8')];
+      relaxed.keep();
+      plain.keep();
+      for (const M of [9, 12, 13, 64, 69]) {
+        const xs = uniform(M * K, 1, mulberry32(M));
+        const [yr] = await project(relaxed, [[relaxed.put(xs), M, pr]]);
+        const [yp] = await project(plain, [[plain.put(xs), M, pp]]);
+        expect(relaxed.take(yr, M * N), `${kind} M=${M}`).toEqual(plain.take(yp, M * N));
+        relaxed.release(0);
+        plain.release(0);
+      }
+    }
+    // Where the form computed wrong when first asked (Node 20's baseline compiler: its optimized code,
+    // later, computes it right) the verdict was false from the first pass on; else the 10 passes above
+    // were timed, 5 of each form, and they decided.
+    if (rightAtFirst) expect([choice.passes, choice.verdict === null]).toEqual([10, false]);
+    else expect([choice.passes, choice.verdict]).toEqual([0, false]);
+  });
+});

@@ -106,8 +106,8 @@ declare global {
      */
     relaxedQ8(threads: number): Promise<{ auto: string | null; relaxed: number[]; simd128: number[] }>;
     /**
-     * The relaxed build's DOT_ADD form of its 4-bit 'q8' prefill loop (wasm/q8.ts, src/wasm/dot-add.ts):
-     * whether computesRight finds it right; qgemm8 with it and without over kinds and row counts, 3 times
+     * The relaxed build's DOT_ADD form of its 4-bit 'q8' loops (wasm/q8.ts, src/wasm/dot-add.ts): whether
+     * computesRight finds it right; qgemv8 and qgemm8 with it and without over kinds and row counts, 3 times
      * over (the later runs in V8's optimized code), the mismatches; and a q4_0 'q8' layer's prefill and
      * decode steps on `threads` with the choice forced each way, and then measured.
      */
@@ -248,11 +248,12 @@ window.dotAdd = async (threads: number) => {
   let compared = 0;
   for (let round = 0; round < 3; round++) {
     for (const [i, p] of projections.entries()) {
-      for (const M of [9, 10, 11, 12, 13, 64, 69, 130]) {
+      for (const M of [1, 2, 3, 8, 9, 10, 11, 12, 13, 64, 69, 130]) {
         const x = kernels.put(uniform(M * p.K, 1, mulberry32(M + 7 * i)));
         const scratch = kernels.alloc(scratchFloats(p, M));
         const y = [kernels.alloc(M * N), kernels.alloc(M * N)];
-        for (const form of [0, 1]) kernels.k.qgemm8(x, p.K, M, p.K, p.wq, p.so, N, p.bias, y[form], N, kernelBits(p, form === 1), p.group, scratch);
+        const product = M <= 8 ? kernels.k.qgemv8 : kernels.k.qgemm8;
+        for (const form of [0, 1]) product(x, p.K, M, p.K, p.wq, p.so, N, p.bias, y[form], N, kernelBits(p, form === 1), p.group, scratch);
         const [a, b] = [new Uint32Array(kernels.memory.buffer, y[0], M * N), new Uint32Array(kernels.memory.buffer, y[1], M * N)];
         const bad = a.findIndex((v, j) => v !== b[j]);
         if (bad >= 0) mismatches.push(`${kinds[i][0]} K=${p.K} M=${M} round ${round}: first at ${bad}`);

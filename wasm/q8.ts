@@ -206,7 +206,8 @@ class Q8 {
    * in float32 y += s·(d·H) − o·(d·S) when a unit is the group (ONE: group ≤ 32), else t += d·H and
    * ts += d·S over the group's units and y += s·t − o·ts per group. Tried: the nested loops of the
    * second form for both: q4_0 decode 0.83× → 0.6–0.7× of qgemv's time with ONE.
-   * RX (relaxed SIMD, B 4): xq in layout 12, and H a word from its even and odd nibbles with Q8.rdot.
+   * RX (relaxed SIMD, B 4): xq in layout 12, and H a word from its even and odd nibbles with Q8.rdot
+   * (with DA, DOT_ADD: Q8.rdotAdd).
    */
   @inline
   static panel(
@@ -214,6 +215,7 @@ class Q8 {
     B: i32,
     ONE: bool,
     RX: bool,
+    DA: bool,
     xq: usize,
     xqStride: usize,
     ds: usize,
@@ -260,13 +262,20 @@ class Q8 {
           const u = v128.load(wp);
           const lo = v128.and(u, nib); // fields 0, 2, 4, 6 of each column's word, a byte each
           const hi = v128.and(i32x4.shr_u(u, 4), nib); // fields 1, 3, 5, 7
-          h0 = Q8.rdot(v128.load32_splat(p0), v128.load32_splat(p0 + 4), lo, hi, h0);
-          if (R > 1) h1 = Q8.rdot(v128.load32_splat(p1), v128.load32_splat(p1 + 4), lo, hi, h1);
+          if (DA) {
+            h0 = Q8.rdotAdd(v128.load32_splat(p0), v128.load32_splat(p0 + 4), lo, hi, h0);
+            if (R > 1) h1 = Q8.rdotAdd(v128.load32_splat(p1), v128.load32_splat(p1 + 4), lo, hi, h1);
+          } else {
+            h0 = Q8.rdot(v128.load32_splat(p0), v128.load32_splat(p0 + 4), lo, hi, h0);
+            if (R > 1) h1 = Q8.rdot(v128.load32_splat(p1), v128.load32_splat(p1 + 4), lo, hi, h1);
+          }
           p0 += 8;
           if (R > 1) p1 += 8;
         }
-        h0 = i32x4.extadd_pairwise_i16x8_s(h0); // the unit's i16 pair sums → H a column
-        if (R > 1) h1 = i32x4.extadd_pairwise_i16x8_s(h1);
+        if (!DA) {
+          h0 = i32x4.extadd_pairwise_i16x8_s(h0); // the unit's i16 pair sums → H a column
+          if (R > 1) h1 = i32x4.extadd_pairwise_i16x8_s(h1);
+        }
       } else if (B === 4) {
         for (; wp < wEnd; wp += 16) {
           const u = v128.load(wp); // one word of the 4 columns
@@ -598,6 +607,7 @@ function panelAny(
   R: i32,
   bits: i32,
   relaxed: bool,
+  dotAdd: bool,
   xq: usize,
   xqStride: usize,
   ds: usize,
@@ -614,39 +624,49 @@ function panelAny(
   cols: i32,
 ): void {
   if (ASC_FEATURE_RELAXED_SIMD) {
+    if (relaxed && dotAdd) {
+      if (group <= 32) {
+        if (R === 1) Q8.panel(1, 4, true, true, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+        else Q8.panel(2, 4, true, true, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      } else {
+        if (R === 1) Q8.panel(1, 4, false, true, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+        else Q8.panel(2, 4, false, true, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      }
+      return;
+    }
     if (relaxed) {
       if (group <= 32) {
-        if (R === 1) Q8.panel(1, 4, true, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
-        else Q8.panel(2, 4, true, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+        if (R === 1) Q8.panel(1, 4, true, true, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+        else Q8.panel(2, 4, true, true, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
       } else {
-        if (R === 1) Q8.panel(1, 4, false, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
-        else Q8.panel(2, 4, false, true, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+        if (R === 1) Q8.panel(1, 4, false, true, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+        else Q8.panel(2, 4, false, true, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
       }
       return;
     }
   }
   if (group <= 32) {
     if (bits === 4) {
-      if (R === 1) Q8.panel(1, 4, true, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
-      else Q8.panel(2, 4, true, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      if (R === 1) Q8.panel(1, 4, true, false, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      else Q8.panel(2, 4, true, false, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
     } else {
-      if (R === 1) Q8.panel(1, 8, true, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
-      else Q8.panel(2, 8, true, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      if (R === 1) Q8.panel(1, 8, true, false, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      else Q8.panel(2, 8, true, false, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
     }
   } else {
     if (bits === 4) {
-      if (R === 1) Q8.panel(1, 4, false, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
-      else Q8.panel(2, 4, false, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      if (R === 1) Q8.panel(1, 4, false, false, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      else Q8.panel(2, 4, false, false, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
     } else {
-      if (R === 1) Q8.panel(1, 8, false, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
-      else Q8.panel(2, 8, false, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      if (R === 1) Q8.panel(1, 8, false, false, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
+      else Q8.panel(2, 8, false, false, false, xq, xqStride, ds, dsStride, wq, so, W, group, unit, nUnits, b, y, yStride, cols);
     }
   }
 }
 
 /**
  * y [M, N] = q8(x) [M, K] · Wᵀ + bias for 1 ≤ M ≤ 8 (more rows: qgemm8), W packed as wasm/qgemm.ts's
- * (flags: its bits, | HALF_SCALES where `so` holds f16 scales alone). scratch: 2·M·⌈K/unit⌉ floats (rounded up to 4), then M·Kp/2 (the rows as i16), unit = min(group, 32).
+ * (flags: its bits, | HALF_SCALES where `so` holds f16 scales alone, | DOT_ADD as qgemm8's). scratch: 2·M·⌈K/unit⌉ floats (rounded up to 4), then M·Kp/2 (the rows as i16), unit = min(group, 32).
  */
 export function qgemv8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize, N: i32, bias: usize, y: usize, ldy: i32, flags: i32, group: i32, scratch: usize): void {
   const bits = flags & 0xff;
@@ -657,6 +677,7 @@ export function qgemv8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
   const W = (K * bits + 31) >> 5;
   const Kp = ((K + 7) >> 3) << 3;
   const relaxed = RELAXED && bits === 4;
+  const dotAdd = relaxed && (flags & DOT_ADD) !== 0;
   const xqStride = relaxed ? <usize>Kp : (<usize>Kp) << 1; // i8 or i16 values
   const dsStride = (<usize>nUnits) << 3;
   const ds = scratch;
@@ -675,6 +696,7 @@ export function qgemv8(x: usize, ldx: i32, M: i32, K: i32, wq: usize, so: usize,
         min(ROWS, M - r),
         bits,
         relaxed,
+        dotAdd,
         xq + rs * xqStride,
         xqStride,
         ds + rs * dsStride,

@@ -1,20 +1,22 @@
-// Whether the relaxed build's 4-bit 'q8' prefills (wasm/q8.ts qgemm8) take DOT_ADD on this platform:
-// i32x4.relaxed_dot_i8x16_i7x16_add_s, one instruction for 16 products and their sum where the CPU has
-// one (x86's AVX-VNNI vpdpbusd, Arm's sdot), in place of two i16 dot products and two adds. Both forms
-// sum the same integers, so they give the same bits where the platform computes the instruction as the
-// specification says. Not everywhere does, nor everywhere fast:
+// Whether the relaxed build's 4-bit 'q8' products (wasm/q8.ts qgemm8, qgemv8) take DOT_ADD on this
+// platform: i32x4.relaxed_dot_i8x16_i7x16_add_s, one instruction for 16 products and their sum where the
+// CPU has one (x86's AVX-VNNI vpdpbusd, Arm's sdot), in place of two i16 dot products and two adds. Both
+// forms sum the same integers, so they give the same bits where the platform computes the instruction
+// as the specification says. Not everywhere does, nor everywhere fast:
 //   - Node 20's baseline compiler (Liftoff) drops the addend (2·Σ a·b): a kernel's first calls would be
 //     wrong there;
 //   - V8 without AVX-VNNI lowers it to three instructions: in Node 20 on a CPU with VNNI, 28 G products a
-//     second against the i16 form's 54 (scripts/bench-wasm-peak.ts, 2026-12-06); Chromium 156 on the same
-//     CPU 91 against 70, and qgemm8 on q4_0 (512 × 2048 → 3072) 74 → 59 ms.
+//     second against the i16 form's 54 (scripts/bench-wasm-peak.ts, 2026-12-06). Chromium 156 on the
+//     same CPU: 91 against 70, and on q4_0 (K 2048 → N 3072) qgemm8 of 512 rows 74 → 59 ms, qgemv8 of
+//     one row 0.375 → 0.351 ms (in cache; 0.474 → 0.443 from memory), of 4 rows 0.97 → 0.85 ms.
 // So DotAddChoice, one per compiled module (every layer of an engine shares it):
-//   1. computesRight: once, qgemm8 on a few rows of random 4-bit words with both forms, compared bit for
-//      bit (every row count of the micro-kernel, a unit cut short); wrong there: never DOT_ADD;
+//   1. computesRight: once, qgemv8 and qgemm8 on a few rows of random 4-bit words with both forms,
+//      compared bit for bit (every row count of their loops, a unit cut short); wrong: never DOT_ADD;
 //   2. then the 4-bit 'q8' prefill passes alternate the two forms (the same bits, so a caller sees no
 //      difference) and their times per product are kept; past SKIP passes of each (the kernels' first
 //      runs, V8's baseline code), the medians of the next SAMPLES decide, DOT_ADD where it took less
-//      than PAYS of the i16 form's time; every later pass takes the verdict.
+//      than PAYS of the i16 form's time; every later pass takes the verdict, decode steps (qgemv8) too
+//      (before it, they take the i16 form).
 // As ThreadChoice (thread-choice.ts) chooses the threads: measured on the work itself, never guessed.
 
 import { median } from '../util/stats.ts';
@@ -90,13 +92,13 @@ export function dotAddChoiceOf(module: WebAssembly.Module): DotAddChoice | null 
   return choices.get(module) ?? null;
 }
 
-/** The probe's sizes: K of two whole units and 16 values, N of one 8-column panel and 4 more, and each row count of the micro-kernel's last step. */
+/** The probe's sizes: K of two whole units and 16 values, N of one 8-column panel and 4 more, and rows for each of qgemv8's (1, 2) and qgemm8's micro-kernel's last steps (9 … 12). */
 const [K, N, GROUP] = [80, 12, 32];
-const ROWS = [9, 10, 11, 12];
+const ROWS = [1, 2, 9, 10, 11, 12];
 
 /**
- * Whether qgemm8 with DOT_ADD gives the i16 form's bits on `kernels` (in its arena, released after): random
- * activations and 4-bit words, f32 scales and offsets, M of 9 … 12 rows (micro-kernels of 4, then 1 … 4).
+ * Whether qgemv8 and qgemm8 with DOT_ADD give the i16 form's bits on `kernels` (in its arena, released
+ * after): random activations and 4-bit words, f32 scales and offsets, M of 1, 2 (qgemv8) and 9 … 12 rows.
  */
 export function computesRight(kernels: WasmKernels): boolean {
   const mark = kernels.mark();
@@ -128,7 +130,8 @@ export function computesRight(kernels: WasmKernels): boolean {
     }
     for (let i = 0; i < Math.ceil(N / 8) * 8; i++) f32[(bias >> 2) + i] = next() / 2 ** 32;
     for (const rows of ROWS) {
-      for (const form of [0, 1]) kernels.k.qgemm8(x, K, rows, K, wq, so, N, bias, y[form], N, form ? 4 | DOT_ADD : 4, GROUP, scratch);
+      const product = rows <= 8 ? kernels.k.qgemv8 : kernels.k.qgemm8;
+      for (const form of [0, 1]) product(x, K, rows, K, wq, so, N, bias, y[form], N, form ? 4 | DOT_ADD : 4, GROUP, scratch);
       const u = kernels.i32; // the memory may have grown
       for (let i = 0; i < rows * N; i++) if (u[(y[0] >> 2) + i] !== u[(y[1] >> 2) + i]) return false;
     }

@@ -153,7 +153,7 @@ function panelHalfScales(p: PackedWeight): Uint16Array {
 
 /**
  * The `bits` argument of p's kernel calls: its bits, | wasm/qgemm.ts's HALF_SCALES with halfScales, |
- * DOT_ADD with `dotAdd` where p is qgemm8's (4 bits, 'q8'; src/wasm/dot-add.ts).
+ * DOT_ADD with `dotAdd` where p has 4 bits and 'q8' activations (qgemv8, qgemm8; src/wasm/dot-add.ts).
  */
 export function kernelBits(p: QuantizedProjection, dotAdd = false): number {
   return p.bits | (p.halfScales ? HALF_SCALES : 0) | (dotAdd && p.bits === 4 && p.activations === 'q8' ? DOT_ADD : 0);
@@ -165,7 +165,7 @@ function call(p: Projection, x: number, rows: number, c0: number, n: number, y: 
   const panel = c0 / 4;
   const wq = p.wq + panel * Math.ceil((p.K * p.bits) / 32) * 16;
   const so = p.so + panel * Math.ceil(p.K / p.group) * (p.halfScales ? 8 : 32);
-  const args = [x, p.K, rows, p.K, wq, so, n, p.bias + 4 * c0, y + 4 * c0, p.N, kernelBits(p, dotAdd && rows > GEMV_ROWS), p.group] as const;
+  const args = [x, p.K, rows, p.K, wq, so, n, p.bias + 4 * c0, y + 4 * c0, p.N, kernelBits(p, dotAdd), p.group] as const;
   const name = rows <= GEMV_ROWS ? 'qgemv' : 'qgemm';
   return [p.activations === 'q8' ? `${name}8` : name, ...args, scratch];
 }
@@ -214,9 +214,12 @@ export async function project(kernels: WasmKernels, jobs: [x: number, rows: numb
   // The quantized kernels' scratch, one per thread (scratchFloats), as large as the largest job's.
   const floats = Math.max(0, ...jobs.map(([, rows, p]) => scratchFloats(p, rows)));
   const scratch = Array.from({ length: T }, () => (floats > 0 ? kernels.alloc(floats) : 0));
-  // A 4-bit 'q8' prefill: the relaxed build's DOT_ADD form where it pays (dot-add.ts: measured on these passes).
-  const choice = jobs.some(([, rows, p]) => rows > GEMV_ROWS && p.kind === 'quantized' && p.bits === 4 && p.activations === 'q8') ? dotAddChoice(kernels) : null;
-  const dotAdd = choice?.next() ?? false;
+  // 4-bit 'q8' products: the relaxed build's DOT_ADD form where it pays (dot-add.ts), measured on the
+  // prefill passes (more than GEMV_ROWS rows); a decode step takes the verdict once there is one.
+  const fourBitQ8 = (p: Projection) => p.kind === 'quantized' && p.bits === 4 && p.activations === 'q8';
+  const choice = jobs.some(([, , p]) => fourBitQ8(p)) ? dotAddChoice(kernels) : null;
+  const trial = choice !== null && choice.verdict === null && jobs.some(([, rows, p]) => rows > GEMV_ROWS && fourBitQ8(p));
+  const dotAdd = trial ? choice.next() : choice?.verdict === true;
   jobs.forEach(([x, rows, p], j) => {
     const y = ys[j];
     if (rows >= 64 * T) {
@@ -233,7 +236,7 @@ export async function project(kernels: WasmKernels, jobs: [x: number, rows: numb
   });
   const t0 = performance.now();
   await kernels.run(lists, kind);
-  if (choice && choice.verdict === null)
+  if (trial)
     choice.record(
       dotAdd,
       performance.now() - t0,

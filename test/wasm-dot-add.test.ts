@@ -1,7 +1,7 @@
 // The relaxed build's DOT_ADD form of its 4-bit 'q8' prefill loop (wasm/q8.ts, src/wasm/dot-add.ts):
-//   1. DotAddChoice: never where the form computes wrong (checked once); else the passes alternate the
-//      two forms (the i16 form first) until the medians of their times per product decide, SKIP passes
-//      of each left out; then every pass takes the verdict, and no more times are kept;
+//   1. DotAddChoice: never where the form computes wrong (checked once); else the trial passes alternate
+//      the two forms (the i16 form first) until the medians of their times per product decide (each
+//      form's first left out); then every pass takes the verdict, and no more times are kept;
 //   2. dotAddChoice: one per compiled module of the relaxed build, none for the 'simd128' build;
 //   3. computesRight: the 'simd128' build ignores the flag (the same bits), and the probe leaves the arena
 //      as it found it; kernelBits sets the flag only for 4-bit 'q8' projections;
@@ -11,12 +11,15 @@
 // bit in Chromium (e2e/wasm-threads.spec.ts), where it is right and taken.
 
 import { describe, expect, test } from 'vitest';
-import { DOT_ADD, DotAddChoice, computesRight, dotAddChoice } from '../src/wasm/dot-add.ts';
+import { DOT_ADD, DOT_ADD_TRIAL_PASSES as TRIALS, DotAddChoice, computesRight, dotAddChoice } from '../src/wasm/dot-add.ts';
 import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
 import { WASM_RELAXED_BASE64 } from '../src/wasm/module.ts';
 import { createProjection, kernelBits, project } from '../src/wasm/projection.ts';
 import { randomQuantized } from './helpers/quantized.ts';
 import { mulberry32, uniform } from './helpers/random.ts';
+
+/** The forms of the trial passes: the i16 form first, then each in turn. */
+const ALTERNATING = Array.from({ length: TRIALS }, (_, i) => i % 2 === 1);
 
 /** Drives a choice through passes: `ms(dotAdd)` the time a pass of 1 product takes with that form; returns the forms asked. */
 function drive(choice: DotAddChoice, passes: number, ms: (dotAdd: boolean, pass: number) => number): boolean[] {
@@ -42,32 +45,32 @@ describe('DotAddChoice', () => {
     expect([choice.next(), choice.verdict, checks]).toEqual([false, false, 1]);
   });
 
-  test('right and faster: the forms alternate (i16 first) for 2 + 3 passes each, then DOT_ADD for good', () => {
+  test('right and faster: the forms alternate (i16 first) through the trial passes, then DOT_ADD for good', () => {
     let checks = 0;
     const choice = new DotAddChoice(() => {
       checks++;
       return true;
     });
     // The first two of each form slow (first runs), then DOT_ADD at 0.8 of the i16 form's time.
-    const forms = drive(choice, 14, (dotAdd, pass) => (pass < 4 ? 50 : dotAdd ? 0.8 : 1));
-    expect(forms.slice(0, 10)).toEqual([false, true, false, true, false, true, false, true, false, true]);
-    expect(forms.slice(10)).toEqual([true, true, true, true]);
+    const forms = drive(choice, TRIALS + 4, (dotAdd, pass) => (pass < 2 ? 50 : dotAdd ? 0.8 : 1));
+    expect(forms.slice(0, TRIALS)).toEqual(ALTERNATING);
+    expect(forms.slice(TRIALS)).toEqual([true, true, true, true]);
     expect([choice.verdict, checks]).toEqual([true, 1]);
   });
 
   test('right but not faster by the margin: the i16 form for good', () => {
     for (const ratio of [0.95, 1, 1.5]) {
       const choice = new DotAddChoice(() => true);
-      const forms = drive(choice, 13, (dotAdd) => (dotAdd ? ratio : 1));
+      const forms = drive(choice, TRIALS + 3, (dotAdd) => (dotAdd ? ratio : 1));
       expect(choice.verdict, `DOT_ADD at ${ratio}× the i16 form's time`).toBe(false);
-      expect(forms.slice(10)).toEqual([false, false, false]);
+      expect(forms.slice(TRIALS)).toEqual([false, false, false]);
     }
   });
 
   test('times are per product; a pass of no products, and passes after the verdict, are not kept', () => {
     const choice = new DotAddChoice(() => true);
     // The i16 form's passes are 4× larger and take 2× longer: per product DOT_ADD is slower (0.5 against 1/4·… = 2×).
-    for (let i = 0; i < 5; i++) {
+    for (let i = 0; i < TRIALS / 2; i++) {
       expect(choice.next()).toBe(false);
       choice.record(false, 2, 4);
       choice.record(false, 1000, 0); // no products: ignored
@@ -79,7 +82,7 @@ describe('DotAddChoice', () => {
     expect(choice.next()).toBe(false);
     choice.remeasure(); // measured again: the forms alternate anew
     expect([choice.verdict, choice.passes]).toEqual([null, 0]);
-    expect(drive(choice, 10, (dotAdd) => (dotAdd ? 0.5 : 1))).toEqual([false, true, false, true, false, true, false, true, false, true]);
+    expect(drive(choice, TRIALS, (dotAdd) => (dotAdd ? 0.5 : 1))).toEqual(ALTERNATING);
     expect(choice.verdict).toBe(true);
   });
 });
@@ -145,9 +148,9 @@ describe("project(): a 4-bit 'q8' prefill asks its module's choice, and gives th
       }
     }
     // Where the form computed wrong when first asked (Node 20's baseline compiler: its optimized code,
-    // later, computes it right) the verdict was false from the first pass on; else the 10 passes above
-    // were timed, 5 of each form (not the decode steps), and they decided.
-    if (rightAtFirst) expect([choice.passes, choice.verdict === null]).toEqual([10, false]);
+    // later, computes it right) the verdict was false from the first pass on; else the first of the 10
+    // prefill passes above were timed (not the decode steps), and they decided.
+    if (rightAtFirst) expect([choice.passes, choice.verdict === null]).toEqual([TRIALS, false]);
     else expect([choice.passes, choice.verdict]).toEqual([0, false]);
   });
 });

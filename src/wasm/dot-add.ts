@@ -28,7 +28,9 @@ export const DOT_ADD = 0x200;
 /** The share of the i16 form's time below which DOT_ADD is taken (a margin for noise). */
 const PAYS = 0.9;
 /** Passes of each form not counted (first runs), then passes of each form that decide. */
-const [SKIP, SAMPLES] = [2, 3];
+const [SKIP, SAMPLES] = [1, 2];
+/** The 4-bit 'q8' prefill passes a choice times before its verdict (half with each form). */
+export const DOT_ADD_TRIAL_PASSES = 2 * (SKIP + SAMPLES);
 
 /** The choice of a module: right or not, the passes' times per product (ms) of each form, the verdict. */
 export class DotAddChoice {

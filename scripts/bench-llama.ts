@@ -8,6 +8,9 @@
 //     where the engine refuses it on wasm, the row says why and shows '-'); an activation written
 //     'q8:simd128' (or 'f32:relaxed') runs that build of the kernels (options.wasmSimd; else 'auto': the
 //     relaxed build where the platform has relaxed SIMD, which scripts/run-ts.mjs turns on in Node 20);
+//     one written 'q8@chromium' (or 'f32:simd128@chromium', …) runs the same measurement (measureEngine)
+//     in headless Chromium, the engine's sources served by Vite as for the browser tests (cross-origin
+//     isolated: threads), the file fetched there: the engine where its users run it, beside wllama;
 //   - llama.cpp's native CPU build (node-llama-cpp's prebuilt binary, gpu: false, build: 'never',
 //     scripts/bench-llama-native.mjs in a child process);
 //   - wllama (llama.cpp compiled to WebAssembly) in headless Chromium, its single-thread build at 1 thread
@@ -25,7 +28,7 @@
 // pinned versions below (no build from source, no download of binaries: the prebuilt @node-llama-cpp/linux-x64
 // package carries them). The GGUF files are written once into .cache/llama-bench/.
 //
-//   npm run bench:quantized -- --llama [--types q4_0,f32] [--threads 1,2] [--activations f32,q8]
+//   npm run bench:quantized -- --llama [--types q4_0,f32] [--threads 1,2] [--activations f32,q8,q8@chromium]
 //     [--ctx 1024 --prefill 512 --runs 10 --prefill-runs 3 --layers 8] [--no-engine] [--no-native] [--no-wllama]
 //     [--flash-attention auto|on|off]   (native llama.cpp's flash attention; default node-llama-cpp's 'auto')
 //     [--port 5184] [--json out.json]
@@ -77,7 +80,9 @@ for (const t of TYPES) if (t !== 'q4_0' && t !== 'f32') throw new Error(`--types
 const THREADS = values.threads.split(',').map((t) => whole('threads', t, 1));
 const ACTIVATIONS = values.activations.split(',');
 for (const a of ACTIVATIONS) {
-  if (!/^(f32|q8)(:(auto|relaxed|simd128))?$/.test(a)) throw new Error(`--activations: expected f32 and/or q8, each with :auto, :relaxed or :simd128 or not, got ${a}`);
+  if (!/^(f32|q8)(:(auto|relaxed|simd128))?(@chromium)?$/.test(a)) {
+    throw new Error(`--activations: expected f32 and/or q8, each with :auto, :relaxed or :simd128 or not, and @chromium or not, got ${a}`);
+  }
 }
 const flash = { auto: undefined, on: true, off: false }[values['flash-attention']];
 if (!['auto', 'on', 'off'].includes(values['flash-attention'])) throw new Error(`--flash-attention: expected auto, on or off, got ${values['flash-attention']}`);
@@ -140,32 +145,65 @@ const log = (r: Row) => {
   );
 };
 
-/** The engine: an L-layer stack from the L-layer file, wasm, `threads`, config.activations (and `:build`) when asked. */
-async function engineRun(type: string, threads: number, asked: string): Promise<Row> {
-  const system = `engine act ${asked}`;
-  const [activations, wasmSimd = 'auto'] = asked.split(':') as [string, 'auto' | 'relaxed' | 'simd128' | undefined];
-  const file = parseGguf(readFileSync(modelPath(type, L)));
-  const engine = await createAttentionEngine({ backend: 'wasm', threads, wasmSimd });
+/** What measureEngine needs of the engine's module and the test helpers (imported in Node, or in the page). */
+interface EngineApi {
+  attentionLayerFromGguf: typeof attentionLayerFromGguf;
+  createAttentionEngine: typeof createAttentionEngine;
+  parseGguf: typeof parseGguf;
+  mulberry32: typeof mulberry32;
+  uniform: typeof uniform;
+}
+
+/** One engine measurement: the L-layer file's bytes and the sizes, threads, activations and build. */
+interface EngineRequest {
+  bytes: Uint8Array;
+  threads: number;
+  activations: string;
+  wasmSimd: 'auto' | 'relaxed' | 'simd128';
+  layers: number;
+  ctx: number;
+  runs: number;
+  prefill: number;
+  prefillRuns: number;
+  E: number;
+  G: number;
+  Dh: number;
+}
+
+interface EngineTimes extends Partial<Times> {
+  refused?: string;
+  wasmSimd?: string | null;
+  threadsNote?: string | null;
+}
+
+/**
+ * The engine: an L-layer stack from the L-layer file, wasm, `threads`, config.activations; decode steps
+ * through the stack (per layer: the step / L), then the first layer's prefill. Self-contained (no module
+ * scope: `api` brings the imports) so that a page runs the same source (engineInChromium).
+ */
+async function measureEngine(api: EngineApi, req: EngineRequest): Promise<EngineTimes> {
+  const { layers: L, ctx, runs, prefill, prefillRuns, E, G, Dh } = req;
+  const file = api.parseGguf(req.bytes);
+  const engine = await api.createAttentionEngine({ backend: 'wasm', threads: req.threads, wasmSimd: req.wasmSimd });
   try {
-    const r = mulberry32(ctx);
-    const past = { key: uniform(G * ctx * Dh, 1, r), value: uniform(G * ctx * Dh, 1, r) };
+    const r = api.mulberry32(ctx);
+    const past = { key: api.uniform(G * ctx * Dh, 1, r), value: api.uniform(G * ctx * Dh, 1, r) };
     const stack: { mha: MultiHeadAttention; cache: KvCache; forward: Awaited<ReturnType<typeof attentionLayerFromGguf>>['forward'] }[] = [];
     for (let l = 0; l < L; l++) {
-      const layer = await attentionLayerFromGguf(file, { layer: l });
-      const config = (activations === 'f32' ? layer.config : { ...layer.config, activations }) as MultiHeadAttentionConfig;
+      const layer = await api.attentionLayerFromGguf(file, { layer: l });
+      const config = (req.activations === 'f32' ? layer.config : { ...layer.config, activations: req.activations }) as MultiHeadAttentionConfig;
       let mha: MultiHeadAttention;
       try {
         mha = engine.createMultiHeadAttention(config, layer.stateDict);
       } catch (e) {
-        if (activations === 'f32') throw e;
+        if (req.activations === 'f32') throw e;
         const m = (e as Error).message;
-        const why = /activations must be one of the known options/.test(m) ? 'this engine has no config.activations yet' : m.split('\n')[0];
-        return { system, type, threads, decodeMs: null, prefillMs: null, note: `not run: ${why}` };
+        return { refused: /activations must be one of the known options/.test(m) ? 'this engine has no config.activations yet' : m.split('\n')[0] };
       }
       const cache = mha.createKvCache({ batchSize: 1, maxSeqLen: ctx + runs + 8, dtype: 'f16', ...past });
       stack.push({ mha, cache, forward: layer.forward });
     }
-    const x = uniform(E, 1, mulberry32(3));
+    const x = api.uniform(E, 1, api.mulberry32(3));
     const step = async () => {
       for (const l of stack) await l.mha.forward(x, { ...l.forward, batchSize: 1, seqLen: 1, kvCache: l.cache });
     };
@@ -183,7 +221,7 @@ async function engineRun(type: string, threads: number, asked: string): Promise<
       l.mha.dispose();
     }
     stack[0].cache.dispose();
-    const xs = uniform(prefill * E, 1, mulberry32(5));
+    const xs = api.uniform(prefill * E, 1, api.mulberry32(5));
     const call = () => stack[0].mha.forward(xs, { ...stack[0].forward, batchSize: 1, seqLen: prefill });
     await call();
     const prefillMs: number[] = [];
@@ -193,19 +231,83 @@ async function engineRun(type: string, threads: number, asked: string): Promise<
       prefillMs.push(performance.now() - t0);
     }
     stack[0].mha.dispose();
-    return {
-      system,
-      type,
-      threads,
-      decodeMs: median(decodeMs),
-      prefillMs: median(prefillMs),
-      decodeBestMs: Math.min(...decodeMs),
-      prefillBestMs: Math.min(...prefillMs),
-      note: [`kernels ${engine.wasmSimd}`, engine.threadsNote].filter(Boolean).join('; '),
-    };
+    return { decodeMs, prefillMs, wasmSimd: engine.wasmSimd, threadsNote: engine.threadsNote };
   } finally {
     engine.dispose();
   }
+}
+
+/** The engine row for `asked` (activations, `:build`, `@chromium`) at a type and thread count. */
+async function engineRun(type: string, threads: number, asked: string): Promise<Row> {
+  const system = `engine act ${asked}`;
+  const [spec, where] = asked.split('@');
+  const [activations, wasmSimd = 'auto'] = spec.split(':') as [string, 'auto' | 'relaxed' | 'simd128' | undefined];
+  const request = { threads, activations, wasmSimd, layers: L, ctx, runs, prefill, prefillRuns, E, G, Dh };
+  let t: EngineTimes;
+  try {
+    t =
+      where === 'chromium'
+        ? await engineInChromium(modelPath(type, L), request)
+        : await measureEngine({ attentionLayerFromGguf, createAttentionEngine, parseGguf, mulberry32, uniform }, { ...request, bytes: readFileSync(modelPath(type, L)) });
+  } catch (e) {
+    if (where !== 'chromium') throw e;
+    return { system, type, threads, decodeMs: null, prefillMs: null, note: `failed: ${(e as Error).message.split('\n')[0]}` };
+  }
+  if (t.refused || !t.decodeMs || !t.prefillMs) return { system, type, threads, decodeMs: null, prefillMs: null, note: `not run: ${t.refused ?? 'no times'}` };
+  return {
+    system,
+    type,
+    threads,
+    decodeMs: median(t.decodeMs),
+    prefillMs: median(t.prefillMs),
+    decodeBestMs: Math.min(...t.decodeMs),
+    prefillBestMs: Math.min(...t.prefillMs),
+    note: [`kernels ${t.wasmSimd}`, where === 'chromium' ? 'in Chromium' : '', t.threadsNote].filter(Boolean).join('; '),
+  };
+}
+
+// ---- the engine in headless Chromium ----
+
+/** Chromium and Vite's dev server (the sources as the browser tests get them, cross-origin isolated), started on first use. */
+let chromiumEngine: { page: import('@playwright/test').Page; close: () => Promise<void> } | null = null;
+
+async function closeChromiumEngine(): Promise<void> {
+  await chromiumEngine?.close();
+  chromiumEngine = null;
+}
+
+/** measureEngine in a page of headless Chromium, the engine's sources served by Vite (scripts/e2e-server.mjs's setup), the file fetched there. */
+async function engineInChromium(path: string, request: Omit<EngineRequest, 'bytes'>): Promise<EngineTimes> {
+  if (!chromiumEngine) {
+    const { createServer: viteServer } = await import('vite');
+    const { chromium } = await import('@playwright/test');
+    const port = Number(values.port) + 1;
+    const server = await viteServer({
+      root: repo,
+      configFile: join(repo, 'vite.config.ts'),
+      clearScreen: false,
+      logLevel: 'error',
+      server: { host: '127.0.0.1', port, strictPort: true, hmr: false },
+    });
+    await server.listen();
+    const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', headless: true });
+    const page = await browser.newPage();
+    page.on('pageerror', (e) => console.error(`  page error: ${e.message}`));
+    await page.goto(`http://127.0.0.1:${port}/e2e/harness.html`);
+    chromiumEngine = {
+      page,
+      close: async () => {
+        await browser.close();
+        await server.close();
+      },
+    };
+  }
+  const model = `/${path.slice(repo.length + 1)}`;
+  return chromiumEngine.page.evaluate(`(async () => {
+    const api = { ...(await import('/src/index.ts')), ...(await import('/test/helpers/random.ts')) };
+    const bytes = new Uint8Array(await (await fetch(${JSON.stringify(model)})).arrayBuffer());
+    return (${measureEngine.toString()})(api, { ...${JSON.stringify(request)}, bytes });
+  })()`) as Promise<EngineTimes>;
 }
 
 /** Per layer from an L-layer and a 1-layer run: (t(L) − t(1)) / (L − 1), of the medians and of the fastest runs. */
@@ -365,7 +467,7 @@ console.log(
 for (const type of TYPES) {
   for (const threads of THREADS) {
     // activations 'q8' is for packed weights (refused on float layers)
-    if (!values['no-engine']) for (const a of ACTIVATIONS) if (type !== 'f32' || a.split(':')[0] === 'f32') log(await engineRun(type, threads, a));
+    if (!values['no-engine']) for (const a of ACTIVATIONS) if (type !== 'f32' || /^f32\b/.test(a)) log(await engineRun(type, threads, a));
     if (!values['no-native']) {
       try {
         const [many, one] = await nativeTimes(type, threads);
@@ -376,6 +478,7 @@ for (const type of TYPES) {
     }
   }
 }
+await closeChromiumEngine();
 if (!values['no-wllama']) await wllamaRuns(TYPES.flatMap((type) => THREADS.map((threads) => ({ type, threads }))));
 
 // The table: per-layer ms, and the engine against native llama.cpp and wllama against the engine.

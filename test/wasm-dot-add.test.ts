@@ -5,17 +5,18 @@
 //   2. dotAddChoice: one per compiled module of the relaxed build, none for the 'simd128' build;
 //   3. computesRight: the 'simd128' build ignores the flag (the same bits), and the probe leaves the arena
 //      as it found it; kernelBits sets the flag only for 4-bit 'q8' projections;
-//   4. project(): a 4-bit 'q8' prefill asks the module's choice, and its outputs are the i16 form's
-//      whatever it chose (the 'simd128' build's bits).
+//   4. project(): a 4-bit 'q8' prefill of DOT_ADD_MIN_TRIAL_PRODUCTS or more is timed for the module's
+//      choice, a smaller one or a decode step not; the outputs are the i16 form's whatever it chose (the
+//      'simd128' build's bits).
 // Node 20 computes the instruction wrong in its baseline compiler, so the form itself is checked bit for
 // bit in Chromium (e2e/wasm-threads.spec.ts), where it is right and taken.
 
 import { describe, expect, test } from 'vitest';
-import { DOT_ADD, DOT_ADD_TRIAL_PASSES as TRIALS, DotAddChoice, computesRight, dotAddChoice } from '../src/wasm/dot-add.ts';
+import { DOT_ADD, DOT_ADD_MIN_TRIAL_PRODUCTS, DOT_ADD_TRIAL_PASSES as TRIALS, DotAddChoice, computesRight, dotAddChoice } from '../src/wasm/dot-add.ts';
 import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
 import { WASM_RELAXED_BASE64 } from '../src/wasm/module.ts';
 import { createProjection, kernelBits, project } from '../src/wasm/projection.ts';
-import { randomQuantized } from './helpers/quantized.ts';
+import { type Kind, randomQuantized } from './helpers/quantized.ts';
 import { mulberry32, uniform } from './helpers/random.ts';
 
 /** The forms of the trial passes: the i16 form first, then each in turn. */
@@ -125,31 +126,40 @@ describe('dotAddChoice, computesRight, kernelBits', () => {
 });
 
 describe("project(): a 4-bit 'q8' prefill asks its module's choice, and gives the i16 form's bits either way", () => {
-  test("q4_0 and 4-bit MatMulNBits with zero points, decode steps of 1 and 4 rows and prefills of 9 … 69: the 'simd128' build's bits; the choice checked and the prefills timed, or refused", async () => {
+  test("q4_0 and 4-bit MatMulNBits with zero points, decode steps, small prefills and prefills of 2²² products and more: the 'simd128' build's bits; only the large prefills timed, or the choice refused", async () => {
     const relaxed = new WasmKernels(await compileKernels('single', 'relaxed'));
     const plain = new WasmKernels(await compileKernels('single', 'simd128'));
     const choice = dotAddChoice(relaxed)!;
     const rightAtFirst = computesRight(relaxed); // what the choice's own check will see: the kernel's first (baseline) code
-    for (const [kind, K, N] of [
-      ['q4_0', 96, 21],
-      ['nbits4-32-zp', 70, 13],
-    ] as const) {
+    // [kind, K, N, rows]: decode steps (1, 4), small prefills (9 … 69 rows of 96 × 21), and prefills of
+    // at least DOT_ADD_MIN_TRIAL_PRODUCTS (64 × 512 × 128), enough of them for the trial passes.
+    const cases: [Kind, number, number, number[]][] = [
+      ['q4_0', 96, 21, [1, 4, 9, 12, 13, 64, 69]],
+      ['nbits4-32-zp', 70, 13, [1, 9, 69]],
+      ['q4_0', 512, 128, Array.from({ length: TRIALS }, (_, i) => 64 + 4 * i)],
+    ];
+    let large = 0;
+    for (const [kind, K, N, rowsList] of cases) {
       const t = randomQuantized(kind, N, K, K + N);
       const [pr, pp] = [createProjection(relaxed, t, N, K, null, 0, 'q8'), createProjection(plain, t, N, K, null, 0, 'q8')];
       relaxed.keep();
       plain.keep();
-      for (const M of [1, 4, 9, 12, 13, 64, 69]) {
+      for (const M of rowsList) {
         const xs = uniform(M * K, 1, mulberry32(M));
+        const passes = choice.passes;
         const [yr] = await project(relaxed, [[relaxed.put(xs), M, pr]]);
         const [yp] = await project(plain, [[plain.put(xs), M, pp]]);
         expect(relaxed.take(yr, M * N), `${kind} M=${M}`).toEqual(plain.take(yp, M * N));
+        if (M * K * N < DOT_ADD_MIN_TRIAL_PRODUCTS) expect(choice.passes, `${kind} K=${K} N=${N} M=${M}: not timed`).toBe(passes);
+        else large++;
         relaxed.release(0);
         plain.release(0);
       }
     }
+    expect(large).toBe(TRIALS);
     // Where the form computed wrong when first asked (Node 20's baseline compiler: its optimized code,
-    // later, computes it right) the verdict was false from the first pass on; else the first of the 10
-    // prefill passes above were timed (not the decode steps), and they decided.
+    // later, computes it right) the verdict was false from the first pass on; else the large prefill
+    // passes were timed, and they decided.
     if (rightAtFirst) expect([choice.passes, choice.verdict === null]).toEqual([TRIALS, false]);
     else expect([choice.passes, choice.verdict]).toEqual([0, false]);
   });

@@ -12,11 +12,11 @@
 // So DotAddChoice, one per compiled module (every layer of an engine shares it):
 //   1. computesRight: once, qgemv8 and qgemm8 on a few rows of random 4-bit words with both forms,
 //      compared bit for bit (every row count of their loops, a unit cut short); wrong: never DOT_ADD;
-//   2. then the 4-bit 'q8' prefill passes alternate the two forms (the same bits, so a caller sees no
-//      difference) and their times per product are kept; past SKIP passes of each (the kernels' first
+//   2. then the 4-bit 'q8' prefill passes (of DOT_ADD_MIN_TRIAL_PRODUCTS at least) alternate the two
+//      forms (the same bits, so a caller sees no difference) and their times per product are kept; past SKIP passes of each (the kernels' first
 //      runs, V8's baseline code), the medians of the next SAMPLES decide, DOT_ADD where it took less
-//      than PAYS of the i16 form's time; every later pass takes the verdict, decode steps (qgemv8) too
-//      (before it, they take the i16 form).
+//      than PAYS of the i16 form's time; every later pass takes the verdict, decode steps (qgemv8) and
+//      smaller prefills too (before it, they take the i16 form).
 // As ThreadChoice (thread-choice.ts) chooses the threads: measured on the work itself, never guessed.
 
 import { median } from '../util/stats.ts';
@@ -31,6 +31,12 @@ const PAYS = 0.9;
 const [SKIP, SAMPLES] = [1, 2];
 /** The 4-bit 'q8' prefill passes a choice times before its verdict (half with each form). */
 export const DOT_ADD_TRIAL_PASSES = 2 * (SKIP + SAMPLES);
+/**
+ * The fewest multiply-adds a pass must have to be timed (about 0.1 ms of qgemm8 in Chromium): a browser
+ * that is not cross-origin isolated rounds performance.now() to 0.1 ms. A smaller pass takes the verdict,
+ * or the i16 form before there is one.
+ */
+export const DOT_ADD_MIN_TRIAL_PRODUCTS = 2 ** 22;
 
 /** The choice of a module: right or not, the passes' times per product (ms) of each form, the verdict. */
 export class DotAddChoice {

@@ -18,7 +18,7 @@ import { InvalidArgumentError } from '../errors.ts';
 import { packWeight } from '../quant/pack.ts';
 import type { PackedWeight, QuantizedDtype, WeightTensor } from '../quant/types.ts';
 import { floatToHalfBits, halfToFloat } from '../util/f16.ts';
-import { DOT_ADD, dotAddChoice } from './dot-add.ts';
+import { DOT_ADD, DOT_ADD_MIN_TRIAL_PRODUCTS, dotAddChoice } from './dot-add.ts';
 import { packBias, packWeights, type WasmKernels } from './kernels.ts';
 import { listsFor, sizeClass } from './thread-choice.ts';
 import type { KernelCall } from './threads.ts';
@@ -215,10 +215,12 @@ export async function project(kernels: WasmKernels, jobs: [x: number, rows: numb
   const floats = Math.max(0, ...jobs.map(([, rows, p]) => scratchFloats(p, rows)));
   const scratch = Array.from({ length: T }, () => (floats > 0 ? kernels.alloc(floats) : 0));
   // 4-bit 'q8' products: the relaxed build's DOT_ADD form where it pays (dot-add.ts), measured on the
-  // prefill passes (more than GEMV_ROWS rows); a decode step takes the verdict once there is one.
+  // prefill passes (more than GEMV_ROWS rows, DOT_ADD_MIN_TRIAL_PRODUCTS in all); the other passes take
+  // the verdict once there is one.
   const fourBitQ8 = (p: Projection) => p.kind === 'quantized' && p.bits === 4 && p.activations === 'q8';
   const choice = jobs.some(([, , p]) => fourBitQ8(p)) ? dotAddChoice(kernels) : null;
-  const trial = choice !== null && choice.verdict === null && jobs.some(([, rows, p]) => rows > GEMV_ROWS && fourBitQ8(p));
+  const products = jobs.reduce((sum, [, rows, p]) => sum + rows * p.K * p.N, 0);
+  const trial = choice !== null && choice.verdict === null && products >= DOT_ADD_MIN_TRIAL_PRODUCTS && jobs.some(([, rows, p]) => rows > GEMV_ROWS && fourBitQ8(p));
   const dotAdd = trial ? choice.next() : choice?.verdict === true;
   jobs.forEach(([x, rows, p], j) => {
     const y = ys[j];
@@ -236,11 +238,6 @@ export async function project(kernels: WasmKernels, jobs: [x: number, rows: numb
   });
   const t0 = performance.now();
   await kernels.run(lists, kind);
-  if (trial)
-    choice.record(
-      dotAdd,
-      performance.now() - t0,
-      jobs.reduce((sum, [, rows, p]) => sum + rows * p.K * p.N, 0),
-    );
+  if (trial) choice.record(dotAdd, performance.now() - t0, products);
   return ys;
 }

@@ -28,7 +28,7 @@
 // pinned versions below (no build from source, no download of binaries: the prebuilt @node-llama-cpp/linux-x64
 // package carries them). The GGUF files are written once into .cache/llama-bench/.
 //
-//   npm run bench:quantized -- --llama [--types q4_0,f32] [--threads 1,2] [--activations f32,q8,q8@chromium]
+//   npm run bench:quantized -- --llama [--types q4_0,f32] [--threads 1,2] [--activations f32,q8,q8@chromium (the default)]
 //     [--ctx 1024 --prefill 512 --runs 10 --prefill-runs 3 --layers 8] [--no-engine] [--no-native] [--no-wllama]
 //     [--flash-attention auto|on|off]   (native llama.cpp's flash attention; default node-llama-cpp's 'auto')
 //     [--port 5184] [--json out.json]
@@ -51,7 +51,7 @@ const { values } = parseCli(import.meta.url, {
   llama: { type: 'boolean', default: false }, // how bench-quantized.ts hands over
   types: { type: 'string', default: 'q4_0,f32' },
   threads: { type: 'string', default: '1,2' },
-  activations: { type: 'string', default: 'f32,q8' },
+  activations: { type: 'string', default: 'f32,q8,q8@chromium' },
   ctx: { type: 'string', default: '1024' },
   prefill: { type: 'string', default: '512' },
   runs: { type: 'string', default: '10' },

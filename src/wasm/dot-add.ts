@@ -45,8 +45,8 @@ export class DotAddChoice {
   /** DOT_ADD or not for good; null while the passes are still measured (or nothing was asked yet). */
   verdict: boolean | null = null;
 
-  /** `check` answers whether DOT_ADD gives the i16 form's bits here (computesRight on the module's kernels). */
-  constructor(private readonly check: () => boolean) {}
+  /** `check` answers whether DOT_ADD gives the i16 form's bits on the module's kernels (computesRight). */
+  constructor(private readonly check: (kernels: WasmKernels) => boolean) {}
 
   /** Forgets the passes' times and the verdict (not the check): the next passes measure again. */
   remeasure(): void {
@@ -60,10 +60,13 @@ export class DotAddChoice {
     return this.times[0].length + this.times[1].length;
   }
 
-  /** Whether the next 4-bit 'q8' prefill pass takes DOT_ADD: the verdict, else the form with fewer passes timed (the i16 form first). */
-  next(): boolean {
+  /**
+   * Whether the next 4-bit 'q8' prefill pass, on `kernels` (an instance of the module), takes DOT_ADD: the
+   * verdict, else the form with fewer passes timed (the i16 form first); the check runs on the first ask.
+   */
+  next(kernels: WasmKernels): boolean {
     if (this.verdict !== null) return this.verdict;
-    this.right ??= this.check();
+    this.right ??= this.check(kernels);
     if (!this.right) {
       this.verdict = false;
       return false;
@@ -89,7 +92,7 @@ export function dotAddChoice(kernels: WasmKernels): DotAddChoice | null {
   if (kernels.build !== 'relaxed') return null;
   let choice = choices.get(kernels.module);
   if (!choice) {
-    choice = new DotAddChoice(() => computesRight(kernels));
+    choice = new DotAddChoice(computesRight);
     choices.set(kernels.module, choice);
   }
   return choice;

@@ -70,7 +70,7 @@ test("relaxed SIMD's i8 dot product with its sum (DOT_ADD, wasm/q8.ts) in Chromi
   // instruction, and the engine takes it where its passes measure it faster (src/wasm/dot-add.ts).
   for (const threads of [1, 2]) {
     const r = await threadsPage.page.evaluate((t) => window.dotAdd(t), threads);
-    expect(r.right, 'computesRight in Chromium').toBe(true);
+    expect(r.right, "checkDotAdd in Chromium: the instruction alone (simd.ts relaxedDotAddRight), qgemm8's and qgemv8's").toBe(true);
     expect(r.compared).toBe(3 * 7 * 12);
     expect(r.mismatches, 'qgemv8 and qgemm8 with DOT_ADD against without, bit for bit').toEqual([]);
     expect(r.layerForced[0].every(Number.isFinite)).toBe(true);

@@ -8,7 +8,7 @@ import { createAttentionEngine, type MultiHeadAttentionConfig, quantizeWeights }
 import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 import { setThreadChoiceMode } from '../src/wasm/thread-choice.ts';
 import { type KernelCall, ThreadPool } from '../src/wasm/threads.ts';
-import { computesRight, dotAddChoiceOf } from '../src/wasm/dot-add.ts';
+import { checkDotAdd, dotAddChoiceOf } from '../src/wasm/dot-add.ts';
 import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
 import { createProjection, kernelBits, scratchFloats } from '../src/wasm/projection.ts';
 import { randomQuantized } from '../test/helpers/quantized.ts';
@@ -107,7 +107,7 @@ declare global {
     relaxedQ8(threads: number): Promise<{ auto: string | null; relaxed: number[]; simd128: number[] }>;
     /**
      * The relaxed build's DOT_ADD form of its 4-bit 'q8' loops (wasm/q8.ts, src/wasm/dot-add.ts): whether
-     * computesRight finds it right; qgemv8 and qgemm8 with it and without over kinds and row counts, 3 times
+     * checkDotAdd finds it right (the instruction alone, then qgemm8 and qgemv8); qgemv8 and qgemm8 with it and without over kinds and row counts, 3 times
      * over (the later runs in V8's optimized code), the mismatches; and a q4_0 'q8' layer's prefill and
      * decode steps on `threads` with the choice forced each way, and then measured.
      */
@@ -225,7 +225,7 @@ window.relaxedQ8 = async (threads: number) => {
 window.dotAdd = async (threads: number) => {
   const module = await compileKernels(threads > 1 ? 'shared' : 'single', 'relaxed');
   const kernels = new WasmKernels(await compileKernels('single', 'relaxed'));
-  const right = computesRight(kernels);
+  const right = checkDotAdd(kernels, 'qgemm8') && checkDotAdd(kernels, 'qgemv8');
   // Every 4-bit kind the relaxed loop takes (f16 scales alone, f32 scales and offsets, mins, zero points;
   // units of 16 and 32, groups up to 128), K with a partial last unit, N past a panel, rows of every step.
   const kinds = [

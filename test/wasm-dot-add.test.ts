@@ -11,9 +11,10 @@
 // Node 20 computes the instruction wrong in its baseline compiler, so the form itself is checked bit for
 // bit in Chromium (e2e/wasm-threads.spec.ts), where it is right and taken.
 
-import { describe, expect, test } from 'vitest';
-import { DOT_ADD, DOT_ADD_MIN_TRIAL_PRODUCTS, DOT_ADD_TRIAL_PASSES as TRIALS, DotAddChoice, computesRight, dotAddChoice } from '../src/wasm/dot-add.ts';
+import { afterEach, describe, expect, test, vi } from 'vitest';
+import { checkDotAdd, computesRight, DOT_ADD, DOT_ADD_MIN_TRIAL_PRODUCTS, DOT_ADD_TRIAL_PASSES as TRIALS, DotAddChoice, dotAddChoice } from '../src/wasm/dot-add.ts';
 import { compileKernels, WasmKernels } from '../src/wasm/kernels.ts';
+import { relaxedDotAddRight } from '../src/wasm/simd.ts';
 import { WASM_RELAXED_BASE64 } from '../src/wasm/module.ts';
 import { createProjection, kernelBits, project } from '../src/wasm/projection.ts';
 import { type Kind, randomQuantized } from './helpers/quantized.ts';
@@ -91,6 +92,81 @@ describe('DotAddChoice', () => {
   });
 });
 
+describe('DotAddChoice.taken: the passes that are not trials', () => {
+  test("no verdict, or one against: never, and nothing checked; one for DOT_ADD: prefills at once, decode steps once qgemv8's check passed", () => {
+    const checks: string[] = [];
+    const make = (decodeRight: boolean) =>
+      new DotAddChoice((_, product) => {
+        checks.push(product);
+        return product === 'qgemm8' || decodeRight;
+      });
+    const undecided = make(true);
+    expect([undecided.taken(NO_KERNELS, false), undecided.taken(NO_KERNELS, true), checks]).toEqual([false, false, []]);
+    for (const decodeRight of [true, false]) {
+      checks.length = 0;
+      const choice = make(decodeRight);
+      drive(choice, TRIALS, (dotAdd) => (dotAdd ? 0.5 : 1));
+      expect(choice.verdict).toBe(true);
+      expect(checks).toEqual(['qgemm8']);
+      expect([choice.taken(NO_KERNELS, false), choice.taken(NO_KERNELS, true), choice.taken(NO_KERNELS, true)]).toEqual([true, decodeRight, decodeRight]);
+      expect(checks, "qgemv8's check: once").toEqual(['qgemm8', 'qgemv8']);
+    }
+    const against = make(true);
+    drive(against, TRIALS, (dotAdd) => (dotAdd ? 2 : 1));
+    checks.length = 0;
+    expect([against.verdict, against.taken(NO_KERNELS, false), against.taken(NO_KERNELS, true), checks]).toEqual([false, false, false, []]);
+  });
+});
+
+describe('relaxedDotAddRight: the instruction alone, in a fresh module (simd.ts)', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  /** The probe's f() made to store `lanes` (as a platform that computed them would). */
+  const computing = (lanes: (right: number[]) => number[]) => {
+    const instance = WebAssembly.Instance;
+    vi.spyOn(WebAssembly, 'Instance').mockImplementation(function (this: unknown, module: WebAssembly.Module, imports?: WebAssembly.Imports) {
+      const real = new instance(module, imports);
+      const { m, f } = real.exports as { m: WebAssembly.Memory; f: () => void };
+      return {
+        exports: {
+          m,
+          f: () => {
+            f();
+            const out = new Int32Array(m.buffer, 0, 4);
+            out.set(lanes(Array.from(RIGHT)));
+          },
+        },
+      };
+    } as unknown as typeof WebAssembly.Instance);
+  };
+  // What the specification gives for the probe's operands (a = 17·i − 128, b = 15 − i, the addends).
+  const A = Array.from({ length: 16 }, (_, i) => 17 * i - 128);
+  const B = Array.from({ length: 16 }, (_, i) => 15 - i);
+  const ADDEND = [1 << 20, -12345, 7, -(1 << 24)];
+  const RIGHT = ADDEND.map((c, i) => c + [0, 1, 2, 3].reduce((sum, k) => sum + A[4 * i + k] * B[4 * i + k], 0));
+
+  test("right where a platform stores the specification's sums; wrong where it drops the addend and doubles the sums (Node 20's baseline compiler), or is off by one", () => {
+    computing((right) => right);
+    expect(relaxedDotAddRight()).toBe(true);
+    vi.restoreAllMocks();
+    computing((right) => right.map((v, i) => 2 * (v - ADDEND[i])));
+    expect(relaxedDotAddRight()).toBe(false);
+    vi.restoreAllMocks();
+    computing((right) => right.map((v, i) => (i === 3 ? v + 1 : v)));
+    expect(relaxedDotAddRight()).toBe(false);
+  });
+
+  test("without relaxed SIMD: false, and checkDotAdd (a choice's check) false without running the kernels", async () => {
+    const kernels = new WasmKernels(await compileKernels('single', 'relaxed'));
+    vi.spyOn(WebAssembly, 'validate').mockReturnValue(false);
+    const arena = vi.spyOn(kernels, 'mark');
+    expect([relaxedDotAddRight(), checkDotAdd(kernels, 'qgemm8'), checkDotAdd(kernels, 'qgemv8')]).toEqual([false, false, false]);
+    expect(arena).not.toHaveBeenCalled();
+  });
+});
+
 describe('dotAddChoice, computesRight, kernelBits', () => {
   test("one choice per relaxed module, shared by its instances; none for the 'simd128' build or a module of another making", async () => {
     const relaxed = await compileKernels('single', 'relaxed');
@@ -108,10 +184,12 @@ describe('dotAddChoice, computesRight, kernelBits', () => {
     const plain = new WasmKernels(await compileKernels('single', 'simd128'));
     const relaxed = new WasmKernels(await compileKernels('single', 'relaxed'));
     for (const kernels of [plain, relaxed]) {
-      const mark = kernels.mark();
-      const right = computesRight(kernels);
-      if (kernels === plain) expect(right).toBe(true);
-      expect(kernels.mark()).toBe(mark);
+      for (const product of ['qgemm8', 'qgemv8'] as const) {
+        const mark = kernels.mark();
+        const right = computesRight(kernels, product);
+        if (kernels === plain) expect(right, product).toBe(true);
+        expect(kernels.mark()).toBe(mark);
+      }
     }
   });
 
@@ -133,7 +211,7 @@ describe("project(): a 4-bit 'q8' prefill asks its module's choice, and gives th
     const relaxed = new WasmKernels(await compileKernels('single', 'relaxed'));
     const plain = new WasmKernels(await compileKernels('single', 'simd128'));
     const choice = dotAddChoice(relaxed)!;
-    const rightAtFirst = computesRight(relaxed); // what the choice's own check will see: the kernel's first (baseline) code
+    const right = relaxedDotAddRight(); // the first half of the choice's check: the instruction in baseline code
     // [kind, K, N, rows]: decode steps (1, 4), small prefills (9 … 69 rows of 96 × 21), and prefills of
     // at least DOT_ADD_MIN_TRIAL_PRODUCTS (64 × 512 × 128), enough of them for the trial passes.
     const cases: [Kind, number, number, number[]][] = [
@@ -160,10 +238,10 @@ describe("project(): a 4-bit 'q8' prefill asks its module's choice, and gives th
       }
     }
     expect(large).toBe(TRIALS);
-    // Where the form computed wrong when first asked (Node 20's baseline compiler: its optimized code,
-    // later, computes it right) the verdict was false from the first pass on; else the large prefill
-    // passes were timed, and they decided.
-    if (rightAtFirst) expect([choice.passes, choice.verdict === null]).toEqual([TRIALS, false]);
+    // Where the instruction computes wrong in baseline code (Node 20) the verdict was false from the first
+    // pass on; else the large prefill passes were timed, and they decided (computesRight on the kernels
+    // passes wherever that probe does: the same instruction).
+    if (right) expect([choice.passes, choice.verdict === null]).toEqual([TRIALS, false]);
     else expect([choice.passes, choice.verdict]).toEqual([0, false]);
   });
 });

@@ -10,17 +10,21 @@
 //     same CPU: 91 against 70, and on q4_0 (K 2048 → N 3072) qgemm8 of 512 rows 74 → 59 ms, qgemv8 of
 //     one row 0.375 → 0.351 ms (in cache; 0.474 → 0.443 from memory), of 4 rows 0.97 → 0.85 ms.
 // So DotAddChoice, one per compiled module (every layer of an engine shares it):
-//   1. computesRight: once, qgemv8 and qgemm8 on a few rows of random 4-bit words with both forms,
-//      compared bit for bit (every row count of their loops, a unit cut short); wrong: never DOT_ADD;
+//   1. a check, once: simd.ts relaxedDotAddRight (the instruction alone, in a fresh module's first call,
+//      V8's baseline code, whatever tier the kernels have reached), then computesRight (qgemm8 on a few
+//      rows of random 4-bit words with both forms, compared bit for bit: every row count of its
+//      micro-kernel, a unit cut short); wrong: never DOT_ADD (qgemv8's rows are checked the same way on
+//      the first decode step after a verdict for DOT_ADD, never before it);
 //   2. then the 4-bit 'q8' prefill passes (of DOT_ADD_MIN_TRIAL_PRODUCTS at least) alternate the two
 //      forms (the same bits, so a caller sees no difference) and their times per product are kept; past SKIP passes of each (the kernels' first
 //      runs, V8's baseline code), the medians of the next SAMPLES decide, DOT_ADD where it took less
-//      than PAYS of the i16 form's time; every later pass takes the verdict, decode steps (qgemv8) and
-//      smaller prefills too (before it, they take the i16 form).
+//      than PAYS of the i16 form's time; every later pass takes the verdict, smaller prefills and decode
+//      steps (qgemv8, checked first) too (before it, they take the i16 form).
 // As ThreadChoice (thread-choice.ts) chooses the threads: measured on the work itself, never guessed.
 
 import { median } from '../util/stats.ts';
 import type { WasmKernels } from './kernels.ts';
+import { relaxedDotAddRight } from './simd.ts';
 
 /** wasm/q8.ts's DOT_ADD flag of qgemm8 (the same value), or'ed into its `bits`. */
 export const DOT_ADD = 0x200;
@@ -38,15 +42,19 @@ export const DOT_ADD_TRIAL_PASSES = 2 * (SKIP + SAMPLES);
  */
 export const DOT_ADD_MIN_TRIAL_PRODUCTS = 2 ** 22;
 
+/** The kernel a check runs: the prefills' qgemm8 or the decode steps' qgemv8. */
+export type DotAddProduct = 'qgemm8' | 'qgemv8';
+
 /** The choice of a module: right or not, the passes' times per product (ms) of each form, the verdict. */
 export class DotAddChoice {
   private right: boolean | null = null;
+  private decodeRight: boolean | null = null;
   private readonly times: [i16: number[], dotAdd: number[]] = [[], []];
   /** DOT_ADD or not for good; null while the passes are still measured (or nothing was asked yet). */
   verdict: boolean | null = null;
 
   /** `check` answers whether DOT_ADD gives the i16 form's bits on the module's kernels (computesRight). */
-  constructor(private readonly check: (kernels: WasmKernels) => boolean) {}
+  constructor(private readonly check: (kernels: WasmKernels, product: DotAddProduct) => boolean) {}
 
   /** Forgets the passes' times and the verdict (not the check): the next passes measure again. */
   remeasure(): void {
@@ -66,12 +74,23 @@ export class DotAddChoice {
    */
   next(kernels: WasmKernels): boolean {
     if (this.verdict !== null) return this.verdict;
-    this.right ??= this.check(kernels);
+    this.right ??= this.check(kernels, 'qgemm8');
     if (!this.right) {
       this.verdict = false;
       return false;
     }
     return this.times[1].length < this.times[0].length;
+  }
+
+  /**
+   * Whether a pass that is not a trial takes DOT_ADD: where the verdict is for it, and for a decode step
+   * (qgemv8) where qgemv8 computes it right too (checked on the first such step, on `kernels`).
+   */
+  taken(kernels: WasmKernels, decode: boolean): boolean {
+    if (this.verdict !== true) return false;
+    if (!decode) return true;
+    this.decodeRight ??= this.check(kernels, 'qgemv8');
+    return this.decodeRight;
   }
 
   /** A pass's time (ms) for `products` multiply-adds, taken with DOT_ADD or not (as next() said). */
@@ -92,10 +111,15 @@ export function dotAddChoice(kernels: WasmKernels): DotAddChoice | null {
   if (kernels.build !== 'relaxed') return null;
   let choice = choices.get(kernels.module);
   if (!choice) {
-    choice = new DotAddChoice(computesRight);
+    choice = new DotAddChoice(checkDotAdd);
     choices.set(kernels.module, choice);
   }
   return choice;
+}
+
+/** A choice's check: the instruction alone in baseline code (simd.ts relaxedDotAddRight), then `product` on `kernels` (computesRight). */
+export function checkDotAdd(kernels: WasmKernels, product: DotAddProduct): boolean {
+  return relaxedDotAddRight() && computesRight(kernels, product);
 }
 
 /** The DotAddChoice a module has so far (its first 4-bit 'q8' prefill makes it), else null: tests and benchmarks. */
@@ -103,15 +127,15 @@ export function dotAddChoiceOf(module: WebAssembly.Module): DotAddChoice | null 
   return choices.get(module) ?? null;
 }
 
-/** The probe's sizes: K of two whole units and 16 values, N of one 8-column panel and 4 more, and rows for each of qgemv8's (1, 2) and qgemm8's micro-kernel's last steps (9 … 12). */
+/** The probe's sizes: K of two whole units and 16 values, N of one 8-column panel and 4 more, and rows for each of qgemv8's steps (1, 2) and qgemm8's micro-kernel's last steps (9 … 12). */
 const [K, N, GROUP] = [80, 12, 32];
-const ROWS = [1, 2, 9, 10, 11, 12];
+const ROWS: Record<DotAddProduct, number[]> = { qgemv8: [1, 2], qgemm8: [9, 10, 11, 12] };
 
 /**
- * Whether qgemv8 and qgemm8 with DOT_ADD give the i16 form's bits on `kernels` (in its arena, released
- * after): random activations and 4-bit words, f32 scales and offsets, M of 1, 2 (qgemv8) and 9 … 12 rows.
+ * Whether `product` (qgemm8, or qgemv8) with DOT_ADD gives the i16 form's bits on `kernels` (in its arena,
+ * released after): random activations and 4-bit words, f32 scales and offsets, rows of each of its steps.
  */
-export function computesRight(kernels: WasmKernels): boolean {
+export function computesRight(kernels: WasmKernels, product: DotAddProduct = 'qgemm8'): boolean {
   const mark = kernels.mark();
   try {
     let seed = 0x2545f491;
@@ -121,7 +145,7 @@ export function computesRight(kernels: WasmKernels): boolean {
       seed ^= seed << 5;
       return seed >>> 0;
     };
-    const M = Math.max(...ROWS);
+    const M = Math.max(...ROWS[product]);
     const x = kernels.alloc(M * K);
     const panels = Math.ceil(N / 8) * 2; // 4-column panels (wasm/qgemm.ts), zeros past N as the host packs them
     const words = Math.ceil((K * 4) / 32);
@@ -140,9 +164,9 @@ export function computesRight(kernels: WasmKernels): boolean {
       f32[(so >> 2) + 8 * (i >> 2) + 4 + (i & 3)] = s * (next() % 16);
     }
     for (let i = 0; i < Math.ceil(N / 8) * 8; i++) f32[(bias >> 2) + i] = next() / 2 ** 32;
-    for (const rows of ROWS) {
-      const product = rows <= 8 ? kernels.k.qgemv8 : kernels.k.qgemm8;
-      for (const form of [0, 1]) product(x, K, rows, K, wq, so, N, bias, y[form], N, form ? 4 | DOT_ADD : 4, GROUP, scratch);
+    const kernel = kernels.k[product];
+    for (const rows of ROWS[product]) {
+      for (const form of [0, 1]) kernel(x, K, rows, K, wq, so, N, bias, y[form], N, form ? 4 | DOT_ADD : 4, GROUP, scratch);
       const u = kernels.i32; // the memory may have grown
       for (let i = 0; i < rows * N; i++) if (u[(y[0] >> 2) + i] !== u[(y[1] >> 2) + i]) return false;
     }

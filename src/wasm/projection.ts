@@ -221,7 +221,12 @@ export async function project(kernels: WasmKernels, jobs: [x: number, rows: numb
   const choice = jobs.some(([, , p]) => fourBitQ8(p)) ? dotAddChoice(kernels) : null;
   const products = jobs.reduce((sum, [, rows, p]) => sum + rows * p.K * p.N, 0);
   const trial = choice !== null && choice.verdict === null && products >= DOT_ADD_MIN_TRIAL_PRODUCTS && jobs.some(([, rows, p]) => rows > GEMV_ROWS && fourBitQ8(p));
-  const dotAdd = trial ? choice.next(kernels) : choice?.verdict === true;
+  const dotAdd = trial
+    ? choice.next(kernels)
+    : (choice?.taken(
+        kernels,
+        jobs.some(([, rows]) => rows <= GEMV_ROWS),
+      ) ?? false);
   jobs.forEach(([x, rows, p], j) => {
     const y = ys[j];
     if (rows >= 64 * T) {

@@ -28,28 +28,15 @@ const MADD_Y = [1 + 2 ** -12, 3, 4, -5];
 const MADD_Z = [-1, 4, 0.5, 7];
 /** What each lane of relaxed_madd may give: x·y + z rounded once, or x·y rounded and then the sum (float32 operands: the products are exact in float64). */
 const MADD_ALLOWED = MADD_X.map((x, i) => [Math.fround(x * MADD_Y[i] + MADD_Z[i]), Math.fround(Math.fround(x * MADD_Y[i]) + MADD_Z[i])]);
-const RELAXED_PROBE = (() => {
-  const v128Const = (bytes: number[]) => [0xfd, 0x0c, ...bytes.map((v) => v & 0xff)];
-  const f32Const = (values: number[]) => v128Const(Array.from(new Uint8Array(Float32Array.from(values).buffer)));
-  const address = (at: number) => [0x41, at]; // i32.const at (< 64)
-  const relaxedDot = [0xfd, 0x92, 0x02]; // i16x8.relaxed_dot_i8x16_i7x16_s
-  const relaxedMadd = [0xfd, 0x85, 0x02]; // f32x4.relaxed_madd
-  const store = [0xfd, 0x0b, 0x04, 0x00]; // v128.store align=16 offset=0
-  const body = [
-    0x00, // no locals
-    ...address(0),
-    ...v128Const(PROBE_A),
-    ...v128Const(PROBE_B),
-    ...relaxedDot,
-    ...store,
-    ...address(16),
-    ...f32Const(MADD_X),
-    ...f32Const(MADD_Y),
-    ...f32Const(MADD_Z),
-    ...relaxedMadd,
-    ...store,
-    0x0b, // end
-  ];
+/** `v128.const` of 16 bytes. */
+const v128Const = (bytes: number[]) => [0xfd, 0x0c, ...bytes.map((v) => v & 0xff)];
+/** `i32.const at` (at < 64: one LEB128 byte). */
+const address = (at: number) => [0x41, at];
+const STORE = [0xfd, 0x0b, 0x04, 0x00]; // v128.store align=16 offset=0
+
+/** A module of one memory page and a function f() of `body` (no locals, under 128 bytes), exported as "m" and "f". */
+function probeModule(code: number[]): Uint8Array<ArrayBuffer> {
+  const body = [0x00, ...code, 0x0b]; // no locals … end
   const section = (id: number, content: number[]) => [id, content.length, ...content];
   return new Uint8Array([
     ...[0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00],
@@ -58,6 +45,25 @@ const RELAXED_PROBE = (() => {
     ...section(5, [0x01, 0x00, 0x01]), // a memory of one page
     ...section(7, [0x02, 0x01, 0x6d, 0x02, 0x00, 0x01, 0x66, 0x00, 0x00]), // exports "m" (the memory) and "f"
     ...section(10, [0x01, body.length, ...body]), // lengths below 128: one LEB128 byte each
+  ]);
+}
+
+const RELAXED_PROBE = (() => {
+  const f32Const = (values: number[]) => v128Const(Array.from(new Uint8Array(Float32Array.from(values).buffer)));
+  const relaxedDot = [0xfd, 0x92, 0x02]; // i16x8.relaxed_dot_i8x16_i7x16_s
+  const relaxedMadd = [0xfd, 0x85, 0x02]; // f32x4.relaxed_madd
+  return probeModule([
+    ...address(0),
+    ...v128Const(PROBE_A),
+    ...v128Const(PROBE_B),
+    ...relaxedDot,
+    ...STORE,
+    ...address(16),
+    ...f32Const(MADD_X),
+    ...f32Const(MADD_Y),
+    ...f32Const(MADD_Z),
+    ...relaxedMadd,
+    ...STORE,
   ]);
 })();
 
@@ -83,4 +89,37 @@ export function resolveWasmSimd(wanted: WasmSimd | 'auto' = 'auto'): WasmSimd | 
   if (wanted === 'simd128') return 'simd128';
   if (relaxedSimdSupported()) return 'relaxed';
   return wanted === 'relaxed' ? null : 'simd128';
+}
+
+// The probe of relaxed SIMD's i8 dot product with its sum, i32x4.relaxed_dot_i8x16_i7x16_add_s (what
+// wasm/q8.ts's DOT_ADD form takes: src/wasm/dot-add.ts): a fresh module's f() stores it at address 0 for
+// PROBE_A (i8) and PROBE_B (the 7-bit operand) and an addend; its first call runs the baseline compiler's
+// code, which Node 20 gets wrong (2·Σ a·b, the addend dropped).
+const ADDEND = [1 << 20, -12345, 7, -(1 << 24)];
+const DOT_ADD_PROBE = probeModule([
+  ...address(0),
+  ...v128Const(PROBE_A),
+  ...v128Const(PROBE_B),
+  ...v128Const(Array.from(new Uint8Array(Int32Array.from(ADDEND).buffer))),
+  0xfd,
+  0x93,
+  0x02, // i32x4.relaxed_dot_i8x16_i7x16_add_s
+  ...STORE,
+]);
+
+/**
+ * Whether this platform computes i32x4.relaxed_dot_i8x16_i7x16_add_s as the specification says for the
+ * operands the kernels give it, in a fresh module's first call (V8's baseline compiler): lane i =
+ * addend[i] + Σ of its 4 products. False where relaxed SIMD is missing. Not cached (a flag may change it).
+ */
+export function relaxedDotAddRight(): boolean {
+  try {
+    if (!WebAssembly.validate(DOT_ADD_PROBE)) return false;
+    const { m, f } = new WebAssembly.Instance(new WebAssembly.Module(DOT_ADD_PROBE)).exports as { m: WebAssembly.Memory; f: () => void };
+    f();
+    const lanes = new Int32Array(m.buffer, 0, 4);
+    return lanes.every((v, i) => v === ADDEND[i] + [0, 1, 2, 3].reduce((sum, k) => sum + PROBE_A[4 * i + k] * PROBE_B[4 * i + k], 0));
+  } catch {
+    return false;
+  }
 }

@@ -107,9 +107,10 @@ declare global {
     relaxedQ8(threads: number): Promise<{ auto: string | null; relaxed: number[]; simd128: number[] }>;
     /**
      * The relaxed build's DOT_ADD form of its 4-bit 'q8' loops (wasm/q8.ts, src/wasm/dot-add.ts): whether
-     * checkDotAdd finds it right (the instruction alone, then qgemm8 and qgemv8); qgemv8 and qgemm8 with it and without over kinds and row counts, 3 times
-     * over (the later runs in V8's optimized code), the mismatches; and a q4_0 'q8' layer's prefill and
-     * decode steps on `threads` with the choice forced each way, and then measured.
+     * checkDotAdd finds it right (the instruction alone, then qgemm8 and qgemv8); the mismatches of qgemv8
+     * and qgemm8 with it and without over kinds and row counts, 3 times over (the later runs in V8's
+     * optimized code); and a q4_0 'q8' layer's prefill and decode steps on `threads` with the choice
+     * forced each way, and then measured.
      */
     dotAdd(threads: number): Promise<DotAddReport>;
   }

@@ -22,6 +22,7 @@
 //      steps (qgemv8, checked first) too (before it, they take the i16 form).
 // As ThreadChoice (thread-choice.ts) chooses the threads: measured on the work itself, never guessed.
 
+import { mulberry32, uniform } from '../util/seeded.ts';
 import { median } from '../util/stats.ts';
 import type { WasmKernels } from './kernels.ts';
 import { relaxedDotAddRight } from './simd.ts';
@@ -138,13 +139,7 @@ const ROWS: Record<DotAddProduct, number[]> = { qgemv8: [1, 2], qgemm8: [9, 10, 
 export function computesRight(kernels: WasmKernels, product: DotAddProduct = 'qgemm8'): boolean {
   const mark = kernels.mark();
   try {
-    let seed = 0x2545f491;
-    const next = () => {
-      seed ^= seed << 13;
-      seed ^= seed >>> 17;
-      seed ^= seed << 5;
-      return seed >>> 0;
-    };
+    const rng = mulberry32(0x2545f491);
     const M = Math.max(...ROWS[product]);
     const x = kernels.alloc(M * K);
     const panels = Math.ceil(N / 8) * 2; // 4-column panels (wasm/qgemm.ts), zeros past N as the host packs them
@@ -156,14 +151,14 @@ export function computesRight(kernels: WasmKernels, product: DotAddProduct = 'qg
     const y = [kernels.alloc(M * N), kernels.alloc(M * N)];
     const scratch = kernels.alloc(64 + 4 * K + 16 * groups + 2 * M * groups + M * K); // qgemm8's, generously
     const [f32, i32] = [kernels.f32, kernels.i32];
-    for (let i = 0; i < M * K; i++) f32[(x >> 2) + i] = next() / 2 ** 31 - 1;
-    for (let i = 0; i < panels * words * 4; i++) i32[(wq >> 2) + i] = next();
+    f32.set(uniform(M * K, 1, rng), x >> 2);
+    for (let i = 0; i < panels * words * 4; i++) i32[(wq >> 2) + i] = Math.floor(rng() * 2 ** 32) | 0; // any nibbles
     for (let i = 0; i < panels * groups * 4; i++) {
-      const s = (1 + (next() % 1024) / 1024) / 64;
+      const s = (1 + Math.floor(rng() * 1024) / 1024) / 64;
       f32[(so >> 2) + 8 * (i >> 2) + (i & 3)] = s;
-      f32[(so >> 2) + 8 * (i >> 2) + 4 + (i & 3)] = s * (next() % 16);
+      f32[(so >> 2) + 8 * (i >> 2) + 4 + (i & 3)] = s * Math.floor(rng() * 16);
     }
-    for (let i = 0; i < Math.ceil(N / 8) * 8; i++) f32[(bias >> 2) + i] = next() / 2 ** 32;
+    f32.set(uniform(Math.ceil(N / 8) * 8, 0.01, rng), bias >> 2);
     const kernel = kernels.k[product];
     for (const rows of ROWS[product]) {
       for (const form of [0, 1]) kernel(x, K, rows, K, wq, so, N, bias, y[form], N, form ? 4 | DOT_ADD : 4, GROUP, scratch);

@@ -72,15 +72,22 @@ const RELAXED_PROBE = (() => {
  * it as the specification says for the operands the kernels give it (not cached: a flag may change it).
  */
 export function relaxedSimdSupported(): boolean {
+  const m = runProbe(RELAXED_PROBE);
+  if (!m) return false;
+  const dot = new Int16Array(m.buffer, 0, 8);
+  const madd = new Float32Array(m.buffer, 16, 4);
+  return dot.every((v, j) => v === PROBE_A[2 * j] * PROBE_B[2 * j] + PROBE_A[2 * j + 1] * PROBE_B[2 * j + 1]) && madd.every((v, j) => MADD_ALLOWED[j].includes(v));
+}
+
+/** A probe module validated, instantiated and its f() run once (its first call): its memory, or null where it does not validate or throws. */
+function runProbe(bytes: Uint8Array<ArrayBuffer>): WebAssembly.Memory | null {
   try {
-    if (!WebAssembly.validate(RELAXED_PROBE)) return false;
-    const { m, f } = new WebAssembly.Instance(new WebAssembly.Module(RELAXED_PROBE)).exports as { m: WebAssembly.Memory; f: () => void };
+    if (!WebAssembly.validate(bytes)) return null;
+    const { m, f } = new WebAssembly.Instance(new WebAssembly.Module(bytes)).exports as { m: WebAssembly.Memory; f: () => void };
     f();
-    const dot = new Int16Array(m.buffer, 0, 8);
-    const madd = new Float32Array(m.buffer, 16, 4);
-    return dot.every((v, j) => v === PROBE_A[2 * j] * PROBE_B[2 * j] + PROBE_A[2 * j + 1] * PROBE_B[2 * j + 1]) && madd.every((v, j) => MADD_ALLOWED[j].includes(v));
+    return m;
   } catch {
-    return false;
+    return null;
   }
 }
 
@@ -113,13 +120,8 @@ const DOT_ADD_PROBE = probeModule([
  * addend[i] + Σ of its 4 products. False where relaxed SIMD is missing. Not cached (a flag may change it).
  */
 export function relaxedDotAddRight(): boolean {
-  try {
-    if (!WebAssembly.validate(DOT_ADD_PROBE)) return false;
-    const { m, f } = new WebAssembly.Instance(new WebAssembly.Module(DOT_ADD_PROBE)).exports as { m: WebAssembly.Memory; f: () => void };
-    f();
-    const lanes = new Int32Array(m.buffer, 0, 4);
-    return lanes.every((v, i) => v === ADDEND[i] + [0, 1, 2, 3].reduce((sum, k) => sum + PROBE_A[4 * i + k] * PROBE_B[4 * i + k], 0));
-  } catch {
-    return false;
-  }
+  const m = runProbe(DOT_ADD_PROBE);
+  if (!m) return false;
+  const lanes = new Int32Array(m.buffer, 0, 4);
+  return lanes.every((v, i) => v === ADDEND[i] + [0, 1, 2, 3].reduce((sum, k) => sum + PROBE_A[4 * i + k] * PROBE_B[4 * i + k], 0));
 }

@@ -14,11 +14,17 @@
 // the plain caches of that dtype), on either backend. `--steady 500` adds the steady state: after those
 // rounds, 500 more of each way, alternating, every cache truncated back to its context after each
 // step (so the contexts stay 100 … 800) and the first 50 not counted, once JIT and caches have settled.
+// `--kernels 300` (wasm, one thread, with --steady) then times each kernel call for that many more rounds
+// of each way: a step's attention kernels, its projections and the rest (JavaScript, the kernels' calls),
+// medians, and the most the paged call could gain while its kernels take what they take: the 8 calls'
+// steady time over the paged call's kernels alone (the timing adds a little to each call's "rest").
 //
 //   node scripts/run-ts.mjs scripts/bench-wasm-decode.ts [--runs 30] [--threads 1] [--embed 512 --heads 8 --kv-heads 8]
-//     [--lengths 128,4096] [--backend wasm|webgpu] [--attention rows64-keys32-r4] [--dtypes f16,q8_0,q4_0] [--paged 8 [--steady 500]]
+//     [--lengths 128,4096] [--backend wasm|webgpu] [--attention rows64-keys32-r4] [--dtypes f16,q8_0,q4_0] [--paged 8 [--steady 500 [--kernels 300]]]
 
 import { type AttentionVariant, createAttentionEngine, type KvCache, type KvCacheDtype } from '../src/index.ts';
+import { WasmKernels } from '../src/wasm/kernels.ts';
+import type { KernelCall } from '../src/wasm/threads.ts';
 import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 import { median } from '../src/util/stats.ts';
 import { parseCli } from './cli.ts';
@@ -35,6 +41,7 @@ const { values } = parseCli(import.meta.url, {
   dtypes: { type: 'string' },
   paged: { type: 'string' },
   steady: { type: 'string' },
+  kernels: { type: 'string' },
 });
 const E = Number(values.embed);
 const H = Number(values.heads);
@@ -177,9 +184,76 @@ async function pagedRounds(n: number, dtype: KvCacheDtype | null): Promise<void>
     console.log(
       `  steady state (median of ${steady} alternating after 50, contexts held): one paged call ${s1.toFixed(3)} ms; ${n} calls ${s2.toFixed(3)} ms; ${(s2 / s1).toFixed(2)}× faster`,
     );
+    const timed = Number(values.kernels ?? 0);
+    if (timed > 0) await kernelRounds(timed, n, s2, pagedStep, separateSteps, back);
   }
   for (const cache of plains) cache.dispose();
   paged.dispose();
+}
+
+/** What a step's kernels took, by kind (ms): attention, projections. */
+interface KernelTimes {
+  attention: number;
+  projections: number;
+}
+
+/**
+ * `rounds` more of each way, alternating, with every kernel call timed (WasmKernels.run wrapped: one
+ * thread, the calls in order, as run() makes them): each way's attention kernels, projections and the
+ * rest, medians of the rounds.
+ */
+async function kernelRounds(
+  rounds: number,
+  n: number,
+  separateMs: number,
+  pagedStep: () => Promise<number>,
+  separateSteps: () => Promise<number>,
+  back: () => void,
+): Promise<void> {
+  if (engine.backend !== 'wasm' || engine.threads !== 1) {
+    console.log('  --kernels: wasm on one thread only (the calls timed one by one on the caller)');
+    return;
+  }
+  const proto = WasmKernels.prototype as unknown as { run: (lists: KernelCall[][], kind?: string) => Promise<void>; k: unknown };
+  const run = proto.run;
+  const now: KernelTimes = { attention: 0, projections: 0 };
+  proto.run = async function (this: { k: Record<string, (...args: number[]) => void> }, lists: KernelCall[][]): Promise<void> {
+    for (const calls of lists) {
+      for (const c of calls) {
+        const a = c as unknown as number[];
+        const f = this.k[c[0]];
+        const t0 = performance.now();
+        f(a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16]);
+        const t = performance.now() - t0;
+        if (c[0].includes('gem'))
+          now.projections += t; // gemm, qgemm, qgemv, qgemm8, qgemv8
+        else now.attention += t; // attention and its rule, rotary, decoding a cache's rows
+      }
+    }
+  };
+  const rows = { paged: [] as number[][], plain: [] as number[][] };
+  try {
+    for (let i = 0; i < rounds + 20; i++) {
+      for (const way of i % 2 ? (['plain', 'paged'] as const) : (['paged', 'plain'] as const)) {
+        now.attention = now.projections = 0;
+        const total = await (way === 'paged' ? pagedStep() : separateSteps());
+        if (i >= 20) rows[way].push([total, now.attention, now.projections, total - now.attention - now.projections]);
+      }
+      back();
+    }
+  } finally {
+    proto.run = run;
+  }
+  const col = (r: number[][], j: number) => median(r.map((row) => row[j])) * 1000;
+  const line = (name: string, r: number[][]) =>
+    `    ${name}: ${col(r, 0).toFixed(0)} µs = attention kernels ${col(r, 1).toFixed(0)} + projections ${col(r, 2).toFixed(0)} + the rest ${col(r, 3).toFixed(0)}`;
+  console.log(`  each kernel timed (median of ${rounds} alternating after 20, contexts held):`);
+  console.log(line('one paged call', rows.paged));
+  console.log(line(`${n} calls`, rows.plain));
+  const bound = (separateMs * 1000) / (col(rows.paged, 1) + col(rows.paged, 2));
+  console.log(
+    `    the ${n} calls' steady time (${(separateMs * 1000).toFixed(0)} µs, untimed) over the paged call's kernels alone: ${bound.toFixed(2)}× (the most one paged call could gain with its kernels as they are)`,
+  );
 }
 
 /** A past of `length` random positions, [1, G, length, Dh]. */

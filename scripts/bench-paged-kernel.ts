@@ -35,11 +35,12 @@ const scale = 1 / Math.sqrt(Dh);
 const plain = Array.from({ length: nSeq * G }, (_, i) => ({ kt: fill(Math.ceil(S / 64) * Dh * 64, 10 + i), v: fill(S * Dh, 1000 + i) }));
 const scratch = kernels.alloc(32 * (64 + Dh + 3 + 5));
 
-// Paged: K and V pools [blocks, G, blockSize, Dh]; sequence s owns blocks s, s + n, s + 2n, …
+// Paged: K and V pools [G, blocks, blockSize, Dh] (src/wasm/paged-kv-cache.ts's layout); sequence s owns blocks s, s + n, s + 2n, …
 const perSeq = Math.ceil(S / blockSize);
 const rowBytes = 4 * Dh;
-const blockBytes = G * blockSize * rowBytes;
-const [kPool, vPool] = [fill((perSeq * nSeq * blockBytes) / 4, 3), fill((perSeq * nSeq * blockBytes) / 4, 4)];
+const blockStride = blockSize * rowBytes; // a head's rows of one block
+const headBytes = perSeq * nSeq * blockStride; // a head's rows of all blocks
+const [kPool, vPool] = [fill((G * headBytes) / 4, 3), fill((G * headBytes) / 4, 4)];
 const tables = Array.from({ length: nSeq }, (_, s) => {
   const at = kernels.alloc(perSeq);
   new Int32Array(kernels.memory.buffer).set(
@@ -60,7 +61,7 @@ const runPaged = () => {
   for (let s = 0; s < nSeq; s++) {
     for (let g = 0; g < G; g++) {
       k.setPagedRule(scale, 0, 0, 0, 0, 0, 0, 0, rowBytes);
-      k.attendPaged(q, Dh, R, 1, kPool, vPool, tables[s], shift, blockBytes, g * blockSize * rowBytes, o, Dh, S, Dh, pagedScratch);
+      k.attendPaged(q, Dh, R, 1, kPool, vPool, tables[s], shift, blockStride, g * headBytes, o, Dh, S, Dh, pagedScratch);
     }
   }
 };

@@ -9,10 +9,11 @@
 //                  max m and sum l per row), 4 query rows (32 for a decoded pool) × 64 keys at a time,
 //                  never an Sq × Skv buffer
 //
-// The pool (src/wasm/paged-kv-cache.ts): K, then V, each [maxBlocks, G, blockSize] rows of rowBytes bytes,
+// The pool (src/wasm/paged-kv-cache.ts): K, then V, each [G, maxBlocks, blockSize] rows of rowBytes bytes,
 // a row stored as the pool's dtype stores it (kind 0 f32: Dh floats; 1 f16, 2 q8_0, 3 q4_0: quant/kv.ts's
 // encoded row, as a plain cache's V rows); key j of key/value head g lives in block table[j >> shift],
-// row j & (blockSize − 1): byte pool + table[j >> shift]·blockBytes + headBytes + (j & (blockSize − 1))·rowBytes.
+// row j & (blockSize − 1): byte pool + headOffset + table[j >> shift]·blockStride + (j & (blockSize − 1))·rowBytes
+// (headOffset = g·maxBlocks·blockStride, blockStride = blockSize·rowBytes).
 // A chunk of 64 keys may span several blocks (blockSize < 64) or part of one; the kernel takes each key's
 // address from the table once per chunk (kAddr, vAddr) and reads the rows where they are: no copy of a
 // sequence's past. Kinds 1 … 3: the chunk's 64 stored K rows are decoded into a tile of the scratch
@@ -336,8 +337,8 @@ export function attendPaged(
   vPool: usize,
   table: usize,
   shift: i32,
-  blockBytes: i32,
-  headBytes: i32,
+  blockStride: i32,
+  headOffset: i32,
   o: usize,
   ldo: i32,
   Skv: i32,
@@ -391,7 +392,7 @@ export function attendPaged(
       for (let jj = 0; jj < jn; ) {
         const j = j0 + jj;
         const block = <usize>load<i32>(table + ((<usize>(j >> shift)) << 2));
-        const off = block * <usize>blockBytes + <usize>headBytes + <usize>(j & within) * keyBytes;
+        const off = block * <usize>blockStride + <usize>headOffset + <usize>(j & within) * keyBytes;
         let ka = kPool + off;
         let va = vPool + off;
         const end = min(jn, jj + within + 1 - (j & within));

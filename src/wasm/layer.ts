@@ -69,7 +69,7 @@ export class WasmLayer implements BackendLayer {
     return storage;
   }
 
-  /** A PagedKvCache's pool: K and V [maxBlocks, G, blockSize] rows of the dtype in this layer's memory (paged-kv-cache.ts). */
+  /** A PagedKvCache's pool: K and V [G, maxBlocks, blockSize] rows of the dtype in this layer's memory (paged-kv-cache.ts). */
   createPagedStorage(blockSize: number, maxBlocks: number, dtype: KvCacheDtype): WasmPagedStorage {
     if (!this.kernels) throw new DisposedError('MultiHeadAttention.createPagedKvCache: this layer', 'Create a new layer with engine.createMultiHeadAttention().');
     const storage = new WasmPagedStorage(this.kernels, blockSize, maxBlocks, this.spec.numKvHeads, this.spec.headDim, dtype);

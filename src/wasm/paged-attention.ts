@@ -107,7 +107,7 @@ export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedPr
   const perKv = H / G;
   const costs: number[] = [];
   const calls: KernelCall[] = []; // rule, call, rule, call, …
-  const { blockBytes, rowBytes, kind } = store;
+  const { blockStride, headBytes, rowBytes, kind } = store;
   let work = 0;
   for (let n = 0; n < plan.sequences.length; n++) {
     const s = plan.sequences[n];
@@ -125,9 +125,9 @@ export async function runPaged(kernels: WasmKernels, spec: LayerSpec, p: PagedPr
       const at = 4 * (s.row * H + h) * Dh;
       const rows = grouped ? perKv : s.length;
       const ld = grouped ? Dh : H * Dh;
-      const head = g * store.blockSize * rowBytes; // where head g's rows start in a block
+      const head = g * headBytes; // where head g's rows start
       const { keys: kPool, values: vPool, shift } = store;
-      calls.push(rule, ['attendPaged', q + at, ld, rows, grouped ? 1 : 0, kPool, vPool, tables[n], shift, blockBytes, head, o + at, ld, Skv, Dh, 0]);
+      calls.push(rule, ['attendPaged', q + at, ld, rows, grouped ? 1 : 0, kPool, vPool, tables[n], shift, blockStride, head, o + at, ld, Skv, Dh, 0]);
       costs.push(rows * keys);
     }
   }

@@ -1,7 +1,7 @@
 // A PagedKvCache's pool on the 'wasm' backend: one block held in its layer's kernel memory
 // (WasmKernels.hold: outside each call's arena, shared with the workers) with
-//   K [maxBlocks, G, blockSize] rows   then
-//   V [maxBlocks, G, blockSize] rows   (V starts 16-byte aligned)
+//   K [G, maxBlocks, blockSize] rows   then
+//   V [G, maxBlocks, blockSize] rows   (V starts 16-byte aligned)
 // of rowBytes = quant/kv.ts's kvRowBytes(dtype, Dh) bytes each, a row stored as the dtype stores it:
 //   'f32'   Dh floats
 //   'f16'   Dh f16 bits                       } quant/kv.ts's encoded row, as a plain 'wasm' cache
@@ -12,6 +12,12 @@
 // f16 and q-dtypes decoded 64 keys at a time into its scratch by wasm/attention.ts's decoder). A row is
 // rounded once, as a call copies its new rows in (append), then only moved as stored bytes: copyBlock
 // (copy-on-write), moveRows (acceptPath).
+// Head-major (each key/value head's blocks together, not each block's heads together): a sequence whose
+// blocks follow each other, as a prefill reserves them, is one run of memory per head, as in a plain
+// cache, and attendPaged reads it as one stream. Issue 40's step (8 sequences of 100 … 800 keys, blocks
+// of 16 f32 rows of Dh 32: 2 KiB a head) took 196–202 µs in attendPaged with [maxBlocks, G, blockSize],
+// 186–189 µs head-major (bench-wasm-decode.ts --paged 8 --embed 256 --heads 8 --kv-heads 2 --steady 1000
+// --kernels 500, three alternations). copyBlock copies a block head by head.
 //
 // Like WasmKvCache, the block is taken when no forward of the layer is running (its arena lies above the
 // held blocks): at once when the pool is made between calls, else by the next forward (place()). Until
@@ -26,13 +32,15 @@ import type { WasmKernels } from './kernels.ts';
 const KIND: Record<KvCacheDtype, number> = { f32: 0, f16: 1, q8_0: 2, q4_0: 3 };
 
 export class WasmPagedStorage implements PagedKvStorage {
-  /** Byte address of K [maxBlocks, G, blockSize] rows, then (at + vOffset) V likewise; 0 until placed. */
+  /** Byte address of K [G, maxBlocks, blockSize] rows, then (at + vOffset) V likewise; 0 until placed. */
   private ptr = 0;
   private disposed = false;
   /** Bytes of one stored row (K or V, one position of one key/value head). */
   readonly rowBytes: number;
-  /** Bytes of one block (all G heads) of K (and of V). */
-  readonly blockBytes: number;
+  /** Bytes of one head's rows of a block: the step from a head's block b to its block b + 1. */
+  readonly blockStride: number;
+  /** Bytes of one head's rows of all blocks: where head g's rows start (g·headBytes). */
+  readonly headBytes: number;
   /** Bytes from K's start to V's: K's bytes rounded up to 16. */
   private readonly vOffset: number;
   /** log2(blockSize). */
@@ -49,8 +57,9 @@ export class WasmPagedStorage implements PagedKvStorage {
     readonly dtype: KvCacheDtype = 'f32',
   ) {
     this.rowBytes = kvRowBytes(dtype, Dh);
-    this.blockBytes = G * blockSize * this.rowBytes;
-    this.vOffset = Math.ceil((maxBlocks * this.blockBytes) / 16) * 16;
+    this.blockStride = blockSize * this.rowBytes;
+    this.headBytes = maxBlocks * this.blockStride;
+    this.vOffset = Math.ceil((G * this.headBytes) / 16) * 16;
     this.shift = Math.log2(blockSize);
     this.kind = KIND[dtype];
   }
@@ -78,7 +87,7 @@ export class WasmPagedStorage implements PagedKvStorage {
 
   /** The byte address (in K; + vOffset in V) of position p of head g of a sequence with these blocks. */
   private at(blocks: Int32Array, g: number, p: number): number {
-    return this.ptr + blocks[p >> this.shift] * this.blockBytes + (g * this.blockSize + (p & (this.blockSize - 1))) * this.rowBytes;
+    return this.ptr + g * this.headBytes + blocks[p >> this.shift] * this.blockStride + (p & (this.blockSize - 1)) * this.rowBytes;
   }
 
   /**
@@ -107,10 +116,11 @@ export class WasmPagedStorage implements PagedKvStorage {
 
   copyBlock(from: number, to: number): void {
     if (this.ptr === 0) return;
-    const { blockBytes: n, vOffset, ptr } = this;
+    const { blockStride: n, headBytes, vOffset, G } = this;
     const u8 = this.kernels.u8;
-    u8.copyWithin(ptr + to * n, ptr + from * n, ptr + (from + 1) * n);
-    u8.copyWithin(ptr + vOffset + to * n, ptr + vOffset + from * n, ptr + vOffset + (from + 1) * n);
+    for (let g = 0; g < G; g++) {
+      for (const base of [this.ptr + g * headBytes, this.ptr + vOffset + g * headBytes]) u8.copyWithin(base + to * n, base + from * n, base + (from + 1) * n);
+    }
   }
 
   async read(blocks: Int32Array, length: number): Promise<{ key: Float32Array; value: Float32Array }> {

@@ -23,7 +23,7 @@
 //     [--lengths 128,4096] [--backend wasm|webgpu] [--attention rows64-keys32-r4] [--dtypes f16,q8_0,q4_0] [--paged 8 [--steady 500 [--kernels 300]]]
 
 import { type AttentionVariant, createAttentionEngine, type KvCache, type KvCacheDtype } from '../src/index.ts';
-import { WasmKernels } from '../src/wasm/kernels.ts';
+import { callKernel, WasmKernels } from '../src/wasm/kernels.ts';
 import type { KernelCall } from '../src/wasm/threads.ts';
 import { mulberry32, randomStateDict, uniform } from '../test/helpers/random.ts';
 import { median } from '../src/util/stats.ts';
@@ -214,16 +214,14 @@ async function kernelRounds(
     console.log('  --kernels: wasm on one thread only (the calls timed one by one on the caller)');
     return;
   }
-  const proto = WasmKernels.prototype as unknown as { run: (lists: KernelCall[][], kind?: string) => Promise<void>; k: unknown };
+  const proto = WasmKernels.prototype as unknown as { run: (lists: KernelCall[][], kind?: string) => Promise<void> };
   const run = proto.run;
   const now: KernelTimes = { attention: 0, projections: 0 };
   proto.run = async function (this: { k: Record<string, (...args: number[]) => void> }, lists: KernelCall[][]): Promise<void> {
     for (const calls of lists) {
       for (const c of calls) {
-        const a = c as unknown as number[];
-        const f = this.k[c[0]];
         const t0 = performance.now();
-        f(a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16]);
+        callKernel(this.k, c);
         const t = performance.now() - t0;
         if (c[0].includes('gem'))
           now.projections += t; // gemm, qgemm, qgemv, qgemm8, qgemv8

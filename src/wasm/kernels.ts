@@ -127,7 +127,7 @@ const PAGE = 65536;
  * Runs one call: its arguments by index (no rest array, no spread: a decode step makes dozens of calls),
  * up to 16 of them (the kernels' longest takes 15); a wasm function ignores the undefined ones past its own.
  */
-function callKernel(k: Record<string, (...args: number[]) => void>, c: KernelCall): void {
+export function callKernel(k: Record<string, (...args: number[]) => void>, c: KernelCall): void {
   const f = k[c[0]];
   if (typeof f !== 'function') throw new Error(`no kernel ${c[0]} in this instance`); // as a worker says it (worker.ts)
   if (c.length > 17) {

@@ -116,10 +116,12 @@ export class WasmPagedStorage implements PagedKvStorage {
 
   copyBlock(from: number, to: number): void {
     if (this.ptr === 0) return;
-    const { blockStride: n, headBytes, vOffset, G } = this;
+    const { blockStride: n, headBytes, vOffset, G, ptr } = this;
     const u8 = this.kernels.u8;
     for (let g = 0; g < G; g++) {
-      for (const base of [this.ptr + g * headBytes, this.ptr + vOffset + g * headBytes]) u8.copyWithin(base + to * n, base + from * n, base + (from + 1) * n);
+      const k = ptr + g * headBytes; // head g's rows of K; + vOffset: of V
+      u8.copyWithin(k + to * n, k + from * n, k + (from + 1) * n);
+      u8.copyWithin(k + vOffset + to * n, k + vOffset + from * n, k + vOffset + (from + 1) * n);
     }
   }
 
